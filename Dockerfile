@@ -1,0 +1,15 @@
+# depwatch: one static binary on a distroless base, running as a non-root user.
+# The local test cluster does not use this file (it packs the binary with hack/image.sh);
+# it is for building the image users pull.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/depwatch ./cmd/depwatch
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/depwatch /depwatch
+USER 65532:65532
+ENTRYPOINT ["/depwatch"]

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the local cluster's images without Docker and, when the cluster's containerd
+# runs, imports them into it (namespace k8s.io, where the kubelet looks):
+#   localhost/pause:local    static pause program (hack/pause), containerd's sandbox_image
+#   localhost/depwatch:dev   CGO_ENABLED=0 build of ./cmd/depwatch, entrypoint /depwatch
+# Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
+# change is not packed again.
+#
+# Usage: hack/image.sh [pause|depwatch]...   (default: both)
+# DEPWATCH_BIN=/path/to/static/binary packs that binary instead of building ./cmd/depwatch.
+set -euo pipefail
+LOG_PREFIX=image
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(pause depwatch)
+mkdir -p "$IMAGES_DIR" "$TOOLS_BIN"
+
+log "building hack/imgpack"
+go build -C "$ROOT/hack/imgpack" -o "$TOOLS_BIN/imgpack" .
+
+# pack NAME REF BINARY: packs BINARY as /NAME into $IMAGES_DIR/NAME.tar tagged REF,
+# unless the tarball already holds this exact binary.
+pack() {
+  local name=$1 ref=$2 binary=$3 tar="$IMAGES_DIR/$1.tar" sum
+  sum="$(sha256sum "$binary" | cut -d' ' -f1) $ref"
+  if [[ -s $tar && -s $tar.src && "$(<"$tar.src")" == "$sum" ]]; then
+    log "$ref: binary unchanged, reusing $tar"
+    return
+  fi
+  "$TOOLS_BIN/imgpack" -binary "$binary" -name "$name" -tag "$ref" -o "$tar"
+  echo "$sum" >"$tar.src"
+}
+
+for t in "${targets[@]}"; do
+  case $t in
+  pause)
+    log "building static pause program"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_BIN/pause" ./hack/pause
+    pack pause "$PAUSE_IMAGE" "$TOOLS_BIN/pause"
+    ;;
+  depwatch)
+    if [[ -n ${DEPWATCH_BIN:-} ]]; then
+      # Pack a binary built elsewhere (it must be static: CGO_ENABLED=0).
+      log "packing the given DEPWATCH_BIN=$DEPWATCH_BIN"
+      [[ -x $DEPWATCH_BIN ]] || die "DEPWATCH_BIN=$DEPWATCH_BIN is not an executable file"
+      pack depwatch "$DEPWATCH_IMAGE" "$DEPWATCH_BIN"
+      continue
+    fi
+    log "building depwatch (CGO_ENABLED=0 go build ./cmd/depwatch)"
+    [[ -d ./cmd/depwatch ]] || die "./cmd/depwatch does not exist yet: cannot build $DEPWATCH_IMAGE"
+    version=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$TOOLS_BIN/depwatch" ./cmd/depwatch ||
+      die "go build ./cmd/depwatch failed: cannot build $DEPWATCH_IMAGE"
+    pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch"
+    ;;
+  *) die "unknown image '$t' (want pause or depwatch)" ;;
+  esac
+done
+
+if containerd_up; then
+  for t in "${targets[@]}"; do
+    log "importing $IMAGES_DIR/$t.tar into containerd ($CONTAINERD_SOCK, namespace k8s.io)"
+    ctr_local images import "$IMAGES_DIR/$t.tar" >/dev/null
+  done
+  ctr_local images ls -q | grep -E '^localhost/' | sed "s/^/[image] in containerd: /"
+else
+  log "the local cluster's containerd is not running: images packed, not imported"
+fi
+log "done"

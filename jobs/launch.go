@@ -1,0 +1,127 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// Result of a Launch, also the `result` label of the launch metric.
+type Result string
+
+const (
+	ResultCreated  Result = "created"  // no active Job for the target; a new one was created
+	ResultReplaced Result = "replaced" // active Job(s) deleted, a new one created
+	ResultKept     Result = "kept"     // an active Job was left running (KeepActive); nothing created
+	ResultError    Result = "error"
+)
+
+// Outcome tells what Launch did.
+type Outcome struct {
+	Result Result
+	// Job is the created Job (or, with ResultKept, the active one that was kept).
+	Job *batchv1.Job
+	// Replaced names the Jobs deleted to make way for Job.
+	Replaced []string
+}
+
+// Launcher creates Jobs with de-duplication: at most one active Job per target (kind,
+// namespace, service). Safe for concurrent use for different targets; the caller serialises
+// launches for the same target (the coordinator's workqueue does).
+type Launcher struct {
+	Client kubernetes.Interface
+	// Template is resolved: Namespace and Image set.
+	Template Template
+}
+
+// Active lists the Jobs of the spec's target that have not finished and are not being deleted.
+func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
+	sel := labels.Set{LabelKind: string(s.Kind), LabelNamespace: LabelValue(s.Namespace)}
+	if s.Service != "" {
+		sel[LabelService] = LabelValue(s.Service)
+	}
+	list, err := l.Client.BatchV1().Jobs(l.Template.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s Jobs for %s: %w", s.Kind, s.Target(), err)
+	}
+	var active []batchv1.Job
+	for _, j := range list.Items {
+		if j.DeletionTimestamp != nil || Finished(&j) {
+			continue
+		}
+		// Labels may be shortened with a hash; the annotation has the exact target.
+		if t, ok := j.Annotations[AnnotationTarget]; ok && t != s.Target() {
+			continue
+		}
+		active = append(active, j)
+	}
+	return active, nil
+}
+
+// Launch creates the Job for s. If a Job for the same target is active, s.OnActive decides:
+// ReplaceActive deletes it (propagation Background: the Job goes at once, its pod gets
+// SIGTERM and the reaper in it stops cleanly) and then creates the new one, so the new run's
+// duration starts afresh; KeepActive creates nothing.
+func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
+	job, err := Build(l.Template, s)
+	if err != nil {
+		return Outcome{Result: ResultError}, err
+	}
+	active, err := l.Active(ctx, s)
+	if err != nil {
+		return Outcome{Result: ResultError}, err
+	}
+	out := Outcome{Result: ResultCreated}
+	if len(active) > 0 {
+		if s.OnActive == KeepActive {
+			return Outcome{Result: ResultKept, Job: &active[0]}, nil
+		}
+		for _, a := range active {
+			err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
+				PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+				Preconditions:     &metav1.Preconditions{UID: &a.UID},
+			})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return Outcome{Result: ResultError}, fmt.Errorf("deleting the active Job %s/%s to replace it: %w", a.Namespace, a.Name, err)
+			}
+			out.Replaced = append(out.Replaced, a.Name)
+		}
+		out.Result = ResultReplaced
+	}
+	created, err := l.Client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Same target, same trigger time: a retry of a launch that did succeed.
+		created, err = l.Client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return Outcome{Result: ResultError, Replaced: out.Replaced}, fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	out.Job = created
+	return out, nil
+}
+
+// Finished is true once the Job has a Complete or Failed condition (or their early
+// SuccessCriteriaMet / FailureTarget forms).
+func Finished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+			return true
+		}
+	}
+	return false
+}
+
+func ptrTo[T any](v T) *T { return &v }

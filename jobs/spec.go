@@ -1,0 +1,265 @@
+// Package jobs is the one place in depwatch that knows what a Job looks like.
+//
+// A typed Spec (a weeder run now; probe and reap runs later) plus the Template from the
+// coordinator's config becomes a batch/v1 Job: its name, labels, annotations, environment,
+// deadlines, TTL, security context and the template overrides. Build is a pure function;
+// Launcher creates the Job with de-duplication (at most one active Job per target).
+//
+// Jobs run in the coordinator's own namespace and reach the namespace they act on through
+// the NAMESPACE variable. That keeps the coordinator's rights small (it may create Jobs in
+// one namespace only, instead of pods in every namespace, which would let it run anything as
+// any service account there), keeps every Job's log in one place (`kubectl -n depwatch logs
+// -l depwatch.io/service=<svc>`), and lets that namespace enforce the restricted pod-security
+// level for all of them.
+package jobs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Kind is the kind of work a Job does; it selects the subcommand, the service account and
+// the component label.
+type Kind string
+
+const (
+	// KindWeeder restarts crash-looping dependents of a service that came back (`depwatch reap`).
+	KindWeeder Kind = "weeder"
+	// KindProbe runs meltdown protection for one namespace (`depwatch probe`, issue #5).
+	KindProbe Kind = "probe"
+	// KindReap is a plain reaper run (`depwatch reap`).
+	KindReap Kind = "reap"
+)
+
+// Labels and annotations every depwatch Job carries (on the Job and on its pods).
+const (
+	LabelAppName   = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelKind      = "depwatch.io/kind"
+	LabelNamespace = "depwatch.io/namespace"
+	LabelService   = "depwatch.io/service"
+
+	// AnnotationTriggerTime is when the coordinator saw what caused the Job (RFC 3339, ns).
+	AnnotationTriggerTime = "depwatch.io/trigger-time"
+	// AnnotationTrigger says what caused the Job: see the Trigger* constants.
+	AnnotationTrigger = "depwatch.io/trigger"
+	// AnnotationTarget is the full <namespace>/<service> the Job acts for (labels may be hashed).
+	AnnotationTarget = "depwatch.io/target"
+
+	AppName = "depwatch"
+)
+
+// Why a Job was launched (the value of AnnotationTrigger).
+const (
+	TriggerReady   = "ready"    // the service went from no ready endpoint to at least one
+	TriggerCatchUp = "catch-up" // found Ready with crash-looping dependents at start / on leadership
+	TriggerManual  = "manual"
+)
+
+// Security defaults: the restricted pod-security level, the distroless nonroot user.
+const (
+	DefaultUID          int64 = 65532
+	DefaultBackoffLimit int32 = 2
+	DefaultTTL          int32 = 3600
+	// DefaultDeadlineMargin is added to a Job's run duration for activeDeadlineSeconds: the
+	// time for the pod to be scheduled, pull, start, and finish its summary.
+	DefaultDeadlineMargin = 2 * time.Minute
+	// ExitBadConfig is the exit code with which every depwatch subcommand refuses bad config;
+	// a pod failing with it fails the Job at once (retrying cannot fix it).
+	ExitBadConfig int32 = 2
+)
+
+// ActivePolicy says what Launch does when a Job for the same target is still active.
+type ActivePolicy string
+
+const (
+	// ReplaceActive deletes the active Job(s) (propagation Background) and creates the new one.
+	ReplaceActive ActivePolicy = "Replace"
+	// KeepActive leaves the active Job running and creates nothing (e.g. probes, never two at once).
+	KeepActive ActivePolicy = "Keep"
+)
+
+// Spec is what one Job must do, independent of how Jobs are templated in this installation.
+// Build it with a kind's constructor (Weeder) rather than by hand.
+type Spec struct {
+	Kind Kind
+	// Namespace the Job acts on (NAMESPACE of the run, label depwatch.io/namespace).
+	Namespace string
+	// Service the Job acts for (weeder); empty for namespace-wide kinds.
+	Service string
+	// Trigger says why (AnnotationTrigger); TriggerTime when the cause was seen.
+	Trigger     string
+	TriggerTime time.Time
+	// RunDuration is how long the run lasts; activeDeadlineSeconds is this plus the margin.
+	RunDuration time.Duration
+	// Env is the kind's own environment; the template's extra env cannot override it.
+	Env []corev1.EnvVar
+	// Args for the depwatch binary, e.g. ["reap"].
+	Args []string
+	// OnActive is the de-duplication policy for Launch.
+	OnActive ActivePolicy
+}
+
+// WeederSpec describes a weeder run: restart the crash-looping dependents of one service.
+type WeederSpec struct {
+	Namespace string
+	Service   string
+	// Selectors are the service's dependents' pod selectors, OR-ed. None may be empty.
+	Selectors []metav1.LabelSelector
+	// WatchDuration is how long the weeder keeps watching for crash-looping dependents.
+	WatchDuration time.Duration
+	// GracePeriod for deleting a pod; nil keeps each pod's own.
+	GracePeriod *time.Duration
+	Trigger     string
+	TriggerTime time.Time
+}
+
+// Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode with
+// CONTAINER_STATUSES=CrashLoopBackOff and LABEL_SELECTORS as a JSON list (OR-ed). A new
+// transition while a weeder for the same service is active replaces it: the new run starts
+// its watchDuration afresh and the old one is deleted (propagation Background).
+func Weeder(w WeederSpec) (Spec, error) {
+	if w.Namespace == "" || w.Service == "" {
+		return Spec{}, fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
+	}
+	if len(w.Selectors) == 0 {
+		return Spec{}, fmt.Errorf("weeder %s/%s: at least one pod selector is required", w.Namespace, w.Service)
+	}
+	if w.WatchDuration <= 0 {
+		return Spec{}, fmt.Errorf("weeder %s/%s: watch duration must be positive, got %s", w.Namespace, w.Service, w.WatchDuration)
+	}
+	sels, err := SelectorStrings(w.Selectors)
+	if err != nil {
+		return Spec{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
+	}
+	raw, _ := json.Marshal(sels) // []string always marshals
+	env := []corev1.EnvVar{
+		{Name: "WATCH", Value: "true"},
+		{Name: "CONTAINER_STATUSES", Value: "CrashLoopBackOff"},
+		{Name: "LABEL_SELECTORS", Value: string(raw)},
+		{Name: "NAMESPACE", Value: w.Namespace},
+		{Name: "RUN_DURATION", Value: w.WatchDuration.String()},
+	}
+	if w.GracePeriod != nil {
+		env = append(env, corev1.EnvVar{Name: "GRACE_PERIOD", Value: w.GracePeriod.String()})
+	}
+	trigger := w.Trigger
+	if trigger == "" {
+		trigger = TriggerReady
+	}
+	return Spec{
+		Kind:        KindWeeder,
+		Namespace:   w.Namespace,
+		Service:     w.Service,
+		Trigger:     trigger,
+		TriggerTime: w.TriggerTime,
+		RunDuration: w.WatchDuration,
+		Env:         env,
+		Args:        []string{"reap"},
+		OnActive:    ReplaceActive,
+	}, nil
+}
+
+// SelectorStrings converts label selectors to their string form, refusing an empty one (it
+// would select every pod) and invalid ones.
+func SelectorStrings(sels []metav1.LabelSelector) ([]string, error) {
+	out := make([]string, 0, len(sels))
+	for i := range sels {
+		s, err := metav1.LabelSelectorAsSelector(&sels[i])
+		if err != nil {
+			return nil, fmt.Errorf("pod selector %d: %w", i, err)
+		}
+		if s.Empty() {
+			return nil, fmt.Errorf("pod selector %d is empty: it would select every pod", i)
+		}
+		out = append(out, s.String())
+	}
+	return out, nil
+}
+
+// Labels identify the Jobs of one target: the Job, its pods, and the de-duplication lookup.
+func (s Spec) Labels() map[string]string {
+	l := map[string]string{
+		LabelAppName:   AppName,
+		LabelComponent: string(s.Kind),
+		LabelManagedBy: "depwatch-coordinator",
+		LabelKind:      string(s.Kind),
+		LabelNamespace: LabelValue(s.Namespace),
+	}
+	if s.Service != "" {
+		l[LabelService] = LabelValue(s.Service)
+	}
+	return l
+}
+
+// Target is <namespace>/<service>, or <namespace> for namespace-wide kinds.
+func (s Spec) Target() string {
+	if s.Service == "" {
+		return s.Namespace
+	}
+	return s.Namespace + "/" + s.Service
+}
+
+// Name is the Job's name: <kind>-<service or namespace, shortened>-<hash of the target>-<trigger
+// time in base 36 ms>. Stable prefix per target, unique per trigger, DNS-1123 and ≤ 52
+// characters, so the Job controller's pod names (name + "-" + 5) stay ≤ 63 too.
+func (s Spec) Name() string {
+	const maxBase = 22
+	base := s.Service
+	if base == "" {
+		base = s.Namespace
+	}
+	base = dnsSafe(base)
+	if len(base) > maxBase {
+		base = strings.TrimRight(base[:maxBase], "-")
+	}
+	ts := strconv.FormatInt(s.TriggerTime.UnixMilli(), 36)
+	name := string(s.Kind) + "-"
+	if base != "" {
+		name += base + "-"
+	}
+	return name + shortHash(s.Target()) + "-" + ts
+}
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func dnsSafe(s string) string {
+	s = notDNS.ReplaceAllString(strings.ToLower(s), "-")
+	return strings.Trim(s, "-")
+}
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
+}
+
+var notLabel = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// LabelValue returns v if it is a valid label value, else a valid one derived from it
+// (sanitised, shortened, with a hash of the original so distinct inputs stay distinct).
+// Namespace and Service names are always valid label values; this guards the rest.
+func LabelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	s := notLabel.ReplaceAllString(v, "-")
+	if len(s) > 54 {
+		s = s[:54]
+	}
+	s = strings.Trim(s, "-_.")
+	if s == "" {
+		return shortHash(v)
+	}
+	return s + "-" + shortHash(v)
+}

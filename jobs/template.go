@@ -1,0 +1,271 @@
+package jobs
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+)
+
+// Template is the installation's say in how Jobs look: the `jobTemplate` section of the
+// coordinator's config file. Everything is optional except the image (which the coordinator
+// takes from its own pod when the config leaves it empty).
+type Template struct {
+	// Namespace the Jobs are created in; default: the coordinator's own namespace.
+	Namespace string `json:"namespace,omitempty"`
+	// Image of the depwatch binary (entrypoint /depwatch); default: the coordinator's image.
+	Image           string            `json:"image,omitempty"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// ServiceAccounts per Job kind; defaults: weeder → depwatch-weeder, probe → depwatch-probe,
+	// reap → depwatch-reaper.
+	ServiceAccounts map[Kind]string `json:"serviceAccounts,omitempty"`
+	// Resources of the Job's container; default: requests cpu 10m, memory 32Mi; limit memory 128Mi.
+	Resources         *corev1.ResourceRequirements `json:"resources,omitempty"`
+	NodeSelector      map[string]string            `json:"nodeSelector,omitempty"`
+	Tolerations       []corev1.Toleration          `json:"tolerations,omitempty"`
+	PriorityClassName string                       `json:"priorityClassName,omitempty"`
+	// HostNetwork for clusters where pods reach the API server only from the host network.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// Env is added to every Job's container after the kind's own variables, which it cannot
+	// override (e.g. LOG_FORMAT, LOG_LEVEL, KUBERNETES_SERVICE_HOST).
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// TTLSecondsAfterFinished: how long a finished Job stays for `kubectl logs` (default 3600).
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// BackoffLimit: pod retries of a Job (default 2).
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// DeadlineMargin is added to a run's duration for activeDeadlineSeconds (default 2m).
+	DeadlineMargin *metav1.Duration `json:"deadlineMargin,omitempty"`
+	// Labels and Annotations added to Jobs and their pods (depwatch's own keys win).
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// DefaultServiceAccount is the service account of a kind when the template names none.
+func DefaultServiceAccount(k Kind) string {
+	switch k {
+	case KindWeeder:
+		return "depwatch-weeder"
+	case KindProbe:
+		return "depwatch-probe"
+	default:
+		return "depwatch-reaper"
+	}
+}
+
+// ServiceAccountFor returns the service account Jobs of kind k run as.
+func (t Template) ServiceAccountFor(k Kind) string {
+	if sa := t.ServiceAccounts[k]; sa != "" {
+		return sa
+	}
+	return DefaultServiceAccount(k)
+}
+
+// Validate reports the first invalid field, named by its path under prefix (e.g. "jobTemplate").
+// The image may be empty here: the coordinator fills it from its own pod.
+func (t Template) Validate(prefix string) []error {
+	var errs []error
+	f := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, field}, a...)...))
+	}
+	if t.Namespace != "" {
+		for _, m := range validation.IsDNS1123Label(t.Namespace) {
+			f("namespace", "%q: %s", t.Namespace, m)
+		}
+	}
+	switch t.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		f("imagePullPolicy", "%q: must be Always, IfNotPresent or Never", t.ImagePullPolicy)
+	}
+	for k, sa := range t.ServiceAccounts {
+		switch k {
+		case KindWeeder, KindProbe, KindReap:
+		default:
+			f("serviceAccounts", "unknown Job kind %q: must be weeder, probe or reap", k)
+		}
+		for _, m := range validation.IsDNS1123Subdomain(sa) {
+			f("serviceAccounts."+string(k), "%q: %s", sa, m)
+		}
+	}
+	if t.TTLSecondsAfterFinished != nil && *t.TTLSecondsAfterFinished < 0 {
+		f("ttlSecondsAfterFinished", "%d: must not be negative", *t.TTLSecondsAfterFinished)
+	}
+	if t.BackoffLimit != nil && *t.BackoffLimit < 0 {
+		f("backoffLimit", "%d: must not be negative", *t.BackoffLimit)
+	}
+	if t.DeadlineMargin != nil && t.DeadlineMargin.Duration < 0 {
+		f("deadlineMargin", "%s: must not be negative", t.DeadlineMargin.Duration)
+	}
+	for i, e := range t.Env {
+		if e.Name == "" {
+			f(fmt.Sprintf("env[%d].name", i), "must not be empty")
+		}
+	}
+	for k, v := range t.Labels {
+		for _, m := range validation.IsQualifiedName(k) {
+			f("labels", "key %q: %s", k, m)
+		}
+		for _, m := range validation.IsValidLabelValue(v) {
+			f("labels."+k, "%q: %s", v, m)
+		}
+	}
+	return errs
+}
+
+func (t Template) deadlineMargin() time.Duration {
+	if t.DeadlineMargin != nil {
+		return t.DeadlineMargin.Duration
+	}
+	return DefaultDeadlineMargin
+}
+
+func defaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    mustQuantity("10m"),
+			corev1.ResourceMemory: mustQuantity("32Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: mustQuantity("128Mi"),
+		},
+	}
+}
+
+// Build turns a Spec and the Template into the Job to create in namespace t.Namespace (which
+// the caller has resolved). It is pure: the same inputs give the same Job.
+func Build(t Template, s Spec) (*batchv1.Job, error) {
+	if t.Image == "" {
+		return nil, fmt.Errorf("jobTemplate.image: required (no image to run %s Jobs with)", s.Kind)
+	}
+	if t.Namespace == "" {
+		return nil, fmt.Errorf("jobTemplate.namespace: required (where to create %s Jobs)", s.Kind)
+	}
+	if s.Kind == "" || s.Namespace == "" {
+		return nil, fmt.Errorf("job spec: kind and namespace are required")
+	}
+
+	labels := map[string]string{}
+	for k, v := range t.Labels {
+		labels[k] = v
+	}
+	for k, v := range s.Labels() {
+		labels[k] = v
+	}
+	annotations := map[string]string{}
+	for k, v := range t.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationTriggerTime] = s.TriggerTime.UTC().Format(time.RFC3339Nano)
+	annotations[AnnotationTarget] = s.Target()
+	if s.Trigger != "" {
+		annotations[AnnotationTrigger] = s.Trigger
+	}
+
+	// The kind's own variables first and authoritative; template extras after, minus clashes.
+	env := append([]corev1.EnvVar(nil), s.Env...)
+	own := map[string]bool{}
+	for _, e := range s.Env {
+		own[e.Name] = true
+	}
+	for _, e := range t.Env {
+		if !own[e.Name] {
+			env = append(env, e)
+		}
+	}
+
+	resources := defaultResources()
+	if t.Resources != nil {
+		resources = *t.Resources.DeepCopy()
+	}
+	pull := t.ImagePullPolicy
+	if pull == "" {
+		pull = corev1.PullIfNotPresent
+	}
+	ttl := ptr.To(DefaultTTL)
+	if t.TTLSecondsAfterFinished != nil {
+		ttl = ptr.To(*t.TTLSecondsAfterFinished)
+	}
+	backoff := ptr.To(DefaultBackoffLimit)
+	if t.BackoffLimit != nil {
+		backoff = ptr.To(*t.BackoffLimit)
+	}
+	deadline := int64((s.RunDuration + t.deadlineMargin() + time.Second - 1) / time.Second)
+	if deadline < 1 {
+		deadline = 1
+	}
+	container := string(s.Kind)
+
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.Name(),
+			Namespace:   t.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            backoff,
+			ActiveDeadlineSeconds:   ptr.To(deadline),
+			TTLSecondsAfterFinished: ttl,
+			// Exit code 2 is invalid configuration: retrying cannot fix it.
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+				Action: batchv1.PodFailurePolicyActionFailJob,
+				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+					ContainerName: ptr.To(container),
+					Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+					Values:        []int32{ExitBadConfig},
+				},
+			}}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels), Annotations: copyMap(annotations)},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					ServiceAccountName:            t.ServiceAccountFor(s.Kind),
+					AutomountServiceAccountToken:  ptr.To(true),
+					NodeSelector:                  copyMap(t.NodeSelector),
+					Tolerations:                   append([]corev1.Toleration(nil), t.Tolerations...),
+					PriorityClassName:             t.PriorityClassName,
+					HostNetwork:                   t.HostNetwork,
+					TerminationGracePeriodSeconds: ptr.To(int64(30)),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To(DefaultUID),
+						RunAsGroup:     ptr.To(DefaultUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:                     container,
+						Image:                    t.Image,
+						ImagePullPolicy:          pull,
+						Args:                     append([]string(nil), s.Args...),
+						Env:                      env,
+						Resources:                resources,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							RunAsNonRoot:             ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+	return job, nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

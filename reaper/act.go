@@ -1,0 +1,159 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// apiTimeout bounds one delete/evict/Event call. These calls run without the run's
+// cancellation (a SIGTERM must not abandon the pod in hand half-way), so they need a bound of
+// their own that fits in a pod's termination grace period.
+const apiTimeout = 10 * time.Second
+
+// eventComponent is the Event source, so `kubectl get events` shows who killed the pod.
+const eventComponent = "depwatch-reaper"
+
+// Event reasons.
+const (
+	ReasonReaped      = "Reaped"
+	ReasonReapSkipped = "ReapSkipped"
+)
+
+// outcome is what happened to one matched pod.
+type outcome int
+
+const (
+	outcomeReaped  outcome = iota // deleted, evicted or (dry run) would have been
+	outcomeSkipped                // eviction refused with HTTP 429 (PodDisruptionBudget)
+	outcomeGone                   // the pod (this UID) no longer exists
+	outcomeFailed                 // any other error; tried again later
+)
+
+// reap acts on one matched pod - dry run, delete or evict - records an Event and logs exactly
+// one line. It never returns early on a cancelled run: the pod in hand is finished.
+func (r *runner) reap(m match) outcome {
+	pod := m.pod
+	verb, action := "delete", "deleted"
+	if r.opts.Evict {
+		verb, action = "evict", "evicted"
+	}
+	why := strings.Join(m.reasons, "; and ")
+	line := r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace,
+		"pod":       pod.Name,
+		"uid":       string(pod.UID),
+		"reasons":   m.reasons,
+	})
+
+	if r.opts.DryRun {
+		line.WithField("action", "dry-run").Infof("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)
+		return outcomeReaped
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), apiTimeout)
+	defer cancel()
+	err := r.removePod(ctx, pod)
+	switch {
+	case err == nil:
+		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why)
+		line.WithField("action", action).Info(msg)
+		r.recordEvent(ctx, pod, corev1.EventTypeNormal, ReasonReaped, msg)
+		return outcomeReaped
+	case r.opts.Evict && apierrors.IsTooManyRequests(err):
+		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
+			pod.Namespace, pod.Name, apiMessage(err), why)
+		line.WithField("action", "skipped").Warn(msg)
+		r.recordEvent(ctx, pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
+		return outcomeSkipped
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
+		// judged is gone and a namesake (e.g. a StatefulSet's replacement) must not pay for it.
+		line.WithField("action", "gone").Infof("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)
+		return outcomeGone
+	default:
+		line.WithFields(logrus.Fields{"action": "failed", "error": err.Error()}).
+			Errorf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)
+		return outcomeFailed
+	}
+}
+
+// removePod deletes or evicts the pod with a UID precondition, so a pod re-created under the
+// same name since it was judged is never hit.
+func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
+	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
+	if r.opts.GracePeriod != nil {
+		g := *r.opts.GracePeriod
+		opts.GracePeriodSeconds = &g
+	}
+	pods := r.client.CoreV1().Pods(pod.Namespace)
+	if r.opts.Evict {
+		// policy/v1: policy/v1beta1 Eviction (pod-reaper's) was removed in Kubernetes 1.25.
+		return pods.EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			DeleteOptions: &opts,
+		})
+	}
+	return pods.Delete(ctx, pod.Name, opts)
+}
+
+// recordEvent creates a core/v1 Event on the pod synchronously, so it exists before the run
+// exits (an asynchronous recorder would drop it on a one-shot run). A failure is only a
+// warning: the pod was handled either way.
+func (r *runner) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
+	now := metav1.NewTime(r.clock())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			// The name scheme of client-go's event recorder: unique per object and instant.
+			Name:      fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()),
+			Namespace: pod.Namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		},
+		Reason:         reason,
+		Message:        truncate(message, 1024),
+		Type:           eventType,
+		Source:         corev1.EventSource{Component: eventComponent},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	if _, err := r.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name, "error": err.Error()}).
+			Warnf("Could not record the %s Event on pod %s/%s: %v", reason, pod.Namespace, pod.Name, err)
+	}
+}
+
+// apiMessage is the server's own explanation (e.g. "Cannot evict pod as it would violate the
+// pod's disruption budget."), which says more to a person than the error's type.
+func apiMessage(err error) string {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) && s.Status().Message != "" {
+		return s.Status().Message
+	}
+	return err.Error()
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}

@@ -1,0 +1,23 @@
+// Package reaper is the engine behind `depwatch reap`: rules-based pod killing configured by
+// environment variables, compatible with pod-reaper's contract (same names, same meanings).
+//
+// A run works like this:
+//
+//   - LoadOptions reads every setting at once and reports every problem at once; nothing is
+//     listed or killed when the configuration is bad.
+//   - Run starts with one cycle immediately, then runs a cycle on every SCHEDULE tick. A cycle
+//     lists candidate pods page by page (filtered server-side by label and field selectors),
+//     keeps only the pods every enabled rule agrees on, sorts them by POD_SORTING_STRATEGY and
+//     reaps them one at a time until MAX_PODS pods were actually reaped.
+//   - Cycles never overlap: cycles and WATCH-mode pods are handled by one goroutine, one pod at a
+//     time. A tick that falls inside a running cycle is skipped, not queued.
+//   - The first cycle always runs to completion, even when RUN_DURATION is shorter, so
+//     RUN_DURATION=1s is a one-shot run. After that, when RUN_DURATION elapses or the context is
+//     cancelled (SIGTERM), the run stops between two pods: the pod in hand is finished.
+//   - With WATCH=true, informers (one per OR-ed label selector) hand every added or updated pod to
+//     the same goroutine, which reaps it the moment it matches. A UID is acted on at most once;
+//     a replacement pod has a new UID and is reaped again if it matches again.
+//
+// Decisions (filters, rules, sorting, the MAX_PODS quota) are pure functions; the Kubernetes I/O
+// is confined to list.go, act.go and watch.go.
+package reaper

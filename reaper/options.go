@@ -1,0 +1,184 @@
+package reaper
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options is a validated reaper configuration. Build it with LoadOptions.
+type Options struct {
+	Namespace string // "" = all namespaces
+	NodeName  string // "" = all nodes
+	// Selectors are OR-ed; each already holds LABEL_SELECTOR and the KEY/VALUES filters. Never
+	// empty after LoadOptions.
+	Selectors  []labels.Selector
+	Annotation string // REQUIRE_ANNOTATION_KEY in (VALUES), for logs; "" = none
+
+	ScheduleSpec string
+	Schedule     cron.Schedule
+	RunDuration  time.Duration // 0 = forever
+	Watch        bool
+	DryRun       bool
+	Evict        bool
+	GracePeriod  *int64 // seconds; nil = the pod's own
+	MaxPods      int    // 0 = unlimited
+	Sorting      SortingStrategy
+	Rules        []Rule
+
+	annotation *annotationFilter
+	// Test seams; zero values mean the real thing.
+	now           func() time.Time
+	shuffle       func(n int, swap func(i, j int))
+	onWatchSynced func()
+}
+
+// ConfigError lists every configuration problem, one per line. main exits with code 2 on it.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return "invalid reaper configuration:\n" + strings.Join(e.Problems, "\n")
+}
+
+// cronParser accepts pod-reaper's schedules: five fields, an optional leading seconds field,
+// and descriptors such as @every 1m or @hourly.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// LoadOptions reads every setting through lookup (os.LookupEnv in production). On bad input it
+// returns a *ConfigError listing every problem at once; it never panics.
+func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
+	e := &env{lookup: lookup}
+	var o Options
+
+	if v, ok := e.get("NAMESPACE"); ok && v != "" {
+		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+			e.fail("NAMESPACE", v, "not a valid namespace name: %s", strings.Join(errs, "; "))
+		}
+		o.Namespace = v
+	}
+	if v, ok := e.nonEmpty("NODE_NAME"); ok {
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			e.fail("NODE_NAME", v, "not a valid node name: %s", strings.Join(errs, "; "))
+		}
+		o.NodeName = v
+	}
+	o.Selectors = loadSelectors(e)
+	o.annotation = loadAnnotationFilter(e)
+	o.Annotation = o.annotation.String()
+
+	o.ScheduleSpec, _ = e.get("SCHEDULE")
+	o.Schedule = parseSchedule(e, o.ScheduleSpec)
+	if v, ok := e.lookup("RUN_DURATION"); ok && strings.TrimSpace(v) == "" {
+		o.RunDuration = 0 // pod-reaper: an empty RUN_DURATION also means forever
+	} else {
+		o.RunDuration, _ = e.duration("RUN_DURATION")
+	}
+	o.Watch = e.boolean("WATCH")
+	o.DryRun = e.boolean("DRY_RUN")
+	o.Evict = e.boolean("EVICT")
+	if d, ok := e.duration("GRACE_PERIOD"); ok {
+		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
+		o.GracePeriod = &secs
+	}
+	if n, ok := e.integer("MAX_PODS"); ok && n > 0 {
+		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
+	}
+	o.Sorting = SortRandom
+	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
+		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
+			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
+		} else {
+			o.Sorting = SortingStrategy(v)
+		}
+	}
+
+	o.Rules = loadRules(e)
+	if len(o.Rules) == 0 && !anyRuleSet(e) {
+		e.problems = append(e.problems, "no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
+	}
+
+	if len(e.problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.problems}
+	}
+	return o, nil
+}
+
+// anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
+// reported once (for its value) rather than also as "no rule is enabled".
+func anyRuleSet(e *env) bool {
+	for _, n := range []string{"CHAOS_CHANCE", "CONTAINER_STATUSES", "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
+		if e.isSet(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSchedule parses SCHEDULE. robfig/cron v3.0.1 panics on a time-zone prefix without a
+// space (e.g. "TZ=UTC"), so a panic is turned into a configuration problem here: bad input must
+// never crash the process. A schedule that never fires (e.g. 30 February) is rejected too.
+func parseSchedule(e *env, spec string) (s cron.Schedule) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.fail("SCHEDULE", spec, "not a valid cron schedule")
+			s = nil
+		}
+	}()
+	s, err := cronParser.Parse(spec)
+	if err != nil {
+		e.fail("SCHEDULE", spec, "not a valid cron schedule: %v", err)
+		return nil
+	}
+	if s.Next(time.Now()).IsZero() {
+		e.fail("SCHEDULE", spec, "never fires")
+		return nil
+	}
+	return s
+}
+
+// fieldSelector is the server-side field filter: spec.nodeName and what the rules can express.
+func (o Options) fieldSelector() string {
+	var sels []fields.Selector
+	if o.NodeName != "" {
+		sels = append(sels, fields.OneTermEqualSelector("spec.nodeName", o.NodeName))
+	}
+	for _, r := range o.Rules {
+		if s, ok := r.(serverSideRule); ok {
+			sels = append(sels, s.FieldSelector())
+		}
+	}
+	if len(sels) == 0 {
+		return ""
+	}
+	return fields.AndSelectors(sels...).String()
+}
+
+func (o Options) filter() podFilter {
+	return podFilter{namespace: o.Namespace, nodeName: o.NodeName, selectors: o.Selectors, annotation: o.annotation}
+}
+
+// validate guards Run against an Options that did not come from LoadOptions.
+func (o Options) validate() error {
+	var problems []string
+	if len(o.Rules) == 0 {
+		problems = append(problems, "no rule is enabled")
+	}
+	if len(o.Selectors) == 0 {
+		problems = append(problems, "no label selector (use labels.Everything() to mean all pods)")
+	}
+	if o.Schedule == nil {
+		problems = append(problems, "no schedule")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("reaper options: %w", &ConfigError{Problems: problems})
+	}
+	return nil
+}

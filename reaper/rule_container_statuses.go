@@ -1,0 +1,50 @@
+package reaper
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// containerStatusesRule (CONTAINER_STATUSES) matches a pod when any container - regular, init
+// or ephemeral - is waiting or terminated with one of the listed reasons. Init containers count
+// because a pod stuck in an init container's CrashLoopBackOff is just as stuck (dependency-watchdog
+// ignores them; depwatch does not).
+type containerStatusesRule struct {
+	reasons []string
+}
+
+func loadContainerStatusesRule(e *env) Rule {
+	reasons, ok := e.list("CONTAINER_STATUSES")
+	if !ok {
+		return nil
+	}
+	return containerStatusesRule{reasons: reasons}
+}
+
+func (containerStatusesRule) Name() string { return "CONTAINER_STATUSES" }
+
+func (r containerStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, string) {
+	groups := []struct {
+		kind     string
+		statuses []corev1.ContainerStatus
+	}{
+		{"init container", pod.Status.InitContainerStatuses},
+		{"container", pod.Status.ContainerStatuses},
+		{"ephemeral container", pod.Status.EphemeralContainerStatuses},
+	}
+	for _, g := range groups {
+		for i := range g.statuses {
+			cs := &g.statuses[i]
+			if w := cs.State.Waiting; w != nil && slices.Contains(r.reasons, w.Reason) {
+				return true, fmt.Sprintf("%s %q is waiting with reason %s", g.kind, cs.Name, w.Reason)
+			}
+			if t := cs.State.Terminated; t != nil && slices.Contains(r.reasons, t.Reason) {
+				return true, fmt.Sprintf("%s %q terminated with reason %s", g.kind, cs.Name, t.Reason)
+			}
+		}
+	}
+	return false, ""
+}

@@ -1,0 +1,32 @@
+package reaper
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// podStatusesRule (POD_STATUSES) matches on the pod's status.reason, e.g. Evicted or
+// NodeLost.
+type podStatusesRule struct {
+	reasons []string
+}
+
+func loadPodStatusesRule(e *env) Rule {
+	reasons, ok := e.list("POD_STATUSES")
+	if !ok {
+		return nil
+	}
+	return podStatusesRule{reasons: reasons}
+}
+
+func (podStatusesRule) Name() string { return "POD_STATUSES" }
+
+func (r podStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, string) {
+	if slices.Contains(r.reasons, pod.Status.Reason) {
+		return true, fmt.Sprintf("pod status reason is %s", pod.Status.Reason)
+	}
+	return false, ""
+}

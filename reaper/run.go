@@ -1,0 +1,261 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// runner is the state of one run. It is owned by the single goroutine that runs Run's loop:
+// cycles and watched pods are handled one at a time, so nothing overlaps and nothing here
+// needs a lock.
+type runner struct {
+	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
+	client kubernetes.Interface
+	opts   Options
+	log    logrus.FieldLogger
+	sel    selector
+	fields string
+	clock  func() time.Time
+
+	sum     Summary
+	quota   quota
+	cycle   int
+	lastErr error // the most recent cycle's list failure; nil once a cycle lists again
+}
+
+// Run performs the run: a first cycle at start, then one on every SCHEDULE tick, plus WATCH
+// mode. It returns when ctx is cancelled (SIGTERM) or RUN_DURATION elapses, after finishing the
+// pod in hand. The first cycle always completes unless ctx is cancelled, so a RUN_DURATION
+// shorter than a cycle makes a one-shot run. The error is non-nil only when the run could not
+// do its job: the options are unusable or the last cycle could not list pods.
+func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
+	if err := opts.validate(); err != nil {
+		return Summary{}, err
+	}
+	r := newRunner(ctx, client, opts, log)
+
+	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION.
+	stop, cancelStop := context.WithCancel(ctx)
+	if opts.RunDuration > 0 {
+		stop, cancelStop = context.WithTimeout(ctx, opts.RunDuration)
+	}
+	defer cancelStop()
+
+	r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+
+	var w *watcher
+	if opts.Watch {
+		// Started before the first cycle so that no transition is missed while it runs; the
+		// pods it reports wait in the queue until the cycle is done.
+		w = startWatcher(stop, client, opts, r.fields, log)
+	}
+
+	r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
+
+	timer := time.NewTimer(time.Until(opts.Schedule.Next(time.Now())))
+	defer timer.Stop()
+	var watched <-chan struct{}
+	if w != nil {
+		watched = w.queue.ready
+	}
+	for stop.Err() == nil {
+		select {
+		case <-stop.Done():
+		case <-timer.C:
+			r.runCycle(stop)
+			// Computed after the cycle: ticks that fell inside it are skipped, not queued.
+			timer.Reset(time.Until(opts.Schedule.Next(time.Now())))
+		case <-watched:
+			r.drainWatched(stop, w.queue)
+		}
+	}
+
+	why := "RUN_DURATION elapsed"
+	if ctx.Err() != nil {
+		why = "asked to stop (SIGTERM or context cancelled)"
+	}
+	cancelStop()
+	if w != nil {
+		w.shutdown() // waits for the informers' goroutines: none outlives Run
+	}
+	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).
+		Infof("Reaper run finished (%s): %s", why, r.sum)
+	if r.lastErr != nil {
+		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
+	}
+	return r.sum, nil
+}
+
+func newRunner(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) *runner {
+	clock := opts.now
+	if clock == nil {
+		clock = time.Now
+	}
+	return &runner{
+		ctx: ctx, client: client, opts: opts, log: log, clock: clock,
+		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
+		fields: opts.fieldSelector(),
+		quota:  quota{max: opts.MaxPods},
+		sum:    Summary{DryRun: opts.DryRun},
+	}
+}
+
+// runCycle lists, selects and reaps once. stop is checked between pods only.
+func (r *runner) runCycle(stop context.Context) {
+	r.cycle++
+	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
+	before := r.sum
+	log := r.log.WithField("cycle", r.cycle)
+	matches, err := r.collect(stop)
+	if err != nil {
+		if stop.Err() != nil {
+			return // stopped while listing: not a failure
+		}
+		r.sum.FailedCycles++
+		r.lastErr = err
+		log.WithField("error", err.Error()).Errorf("Cycle %d could not list pods, it will be retried on the schedule: %v", r.cycle, err)
+		return
+	}
+	r.sum.Cycles++
+	r.lastErr = nil
+	r.pruneDone()
+	sortMatches(matches, r.opts.Sorting, r.opts.shuffle)
+
+	for i, m := range matches {
+		if stop.Err() != nil {
+			log.Infof("Stopping between pods: %d matched pods left alone.", len(matches)-i)
+			break
+		}
+		if r.quota.full() {
+			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
+			break
+		}
+		r.handle(m)
+	}
+	log.WithFields(logrus.Fields{
+		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
+		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
+		"errors": r.sum.Errors - before.Errors,
+	}).Infof("Cycle %d done.", r.cycle)
+}
+
+// collect lists every OR-ed selector and keeps only the matches (copied out of their page).
+// A pod listed by several selectors is judged once: each selector skips pods an earlier one
+// already covers, which needs no memory of the pods seen.
+func (r *runner) collect(ctx context.Context) ([]match, error) {
+	now := r.clock()
+	var matches []match
+	selectors := r.opts.Selectors
+	for i, s := range selectors {
+		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
+			if coveredByEarlier(selectors[:i], p) {
+				return
+			}
+			r.sum.Seen++
+			if _, done := r.sel.done[p.UID]; done {
+				r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+				return
+			}
+			if m, ok := r.sel.evaluate(p, now); ok {
+				cp := *p
+				m.pod = &cp
+				matches = append(matches, m)
+				r.sum.Matched++
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return matches, nil
+}
+
+func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {
+	for _, s := range earlier {
+		if s.Matches(labels.Set(p.Labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
+// never reused, so a vanished pod cannot come back, and a forever run's memory stays bounded.
+func (r *runner) pruneDone() {
+	for uid, c := range r.sel.done {
+		if c < r.cycle {
+			delete(r.sel.done, uid)
+		}
+	}
+}
+
+// handle reaps one match and does the bookkeeping: quota, summary and the acted-on UIDs.
+func (r *runner) handle(m match) {
+	switch r.reap(m) {
+	case outcomeReaped:
+		r.quota.take()
+		r.sum.Reaped++
+		r.sel.done[m.pod.UID] = r.cycle
+	case outcomeGone:
+		r.sum.Gone++
+		r.sel.done[m.pod.UID] = r.cycle
+	case outcomeSkipped:
+		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
+	case outcomeFailed:
+		r.sum.Errors++ // not remembered: tried again on the next cycle or update
+	}
+}
+
+// drainWatched handles the pods the informers reported, one at a time, until the queue is
+// empty or the run is stopping.
+func (r *runner) drainWatched(stop context.Context, q *podQueue) {
+	for stop.Err() == nil {
+		pod, ok := q.pop()
+		if !ok {
+			return
+		}
+		m, ok := r.sel.evaluate(pod, r.clock())
+		if !ok {
+			continue
+		}
+		r.sum.Matched++
+		if r.quota.full() {
+			r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name}).
+				Infof("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name)
+			continue
+		}
+		r.handle(m)
+	}
+}
+
+func (r *runner) startFields() logrus.Fields {
+	rules := make([]string, len(r.opts.Rules))
+	for i, rule := range r.opts.Rules {
+		rules[i] = rule.Name()
+	}
+	selectors := make([]string, len(r.opts.Selectors))
+	for i, s := range r.opts.Selectors {
+		selectors[i] = s.String()
+	}
+	return logrus.Fields{
+		"namespace": r.opts.Namespace, "label_selectors": selectors, "field_selector": r.fields,
+		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
+		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
+		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": string(r.opts.Sorting),
+	}
+}
+
+func (r *runner) summaryFields() logrus.Fields {
+	s := r.sum
+	return logrus.Fields{
+		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
+		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "dry_run": s.DryRun,
+	}
+}

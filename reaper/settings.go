@@ -1,0 +1,58 @@
+package reaper
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// setting is one environment variable of `depwatch reap`. The table below is the single source
+// for both LoadOptions (defaults) and Usage, so the help text cannot drift from the parser.
+type setting struct {
+	name, def, desc string
+}
+
+// The order is the order of Usage and of the problems LoadOptions reports.
+var settings = []setting{
+	{"NAMESPACE", "", "only pods in this namespace; empty or unset = all namespaces"},
+	{"NODE_NAME", "", "only pods on this node (server-side field selector spec.nodeName)"},
+	{"LABEL_SELECTOR", "", "Kubernetes label selector, e.g. `a=b,c in (x,y),!d`; ANDed with the KEY/VALUES filters"},
+	{"LABEL_SELECTORS", "", "JSON list of label selectors, OR-ed, e.g. `[\"app=a\",\"app=b\"]`; each is ANDed with the other filters; no entry may be empty"},
+	{"EXCLUDE_LABEL_KEY", "", "skip pods whose label KEY has one of EXCLUDE_LABEL_VALUES (label selector `notin`)"},
+	{"EXCLUDE_LABEL_VALUES", "", "comma-separated values for EXCLUDE_LABEL_KEY"},
+	{"REQUIRE_LABEL_KEY", "", "only pods whose label KEY has one of REQUIRE_LABEL_VALUES (label selector `in`)"},
+	{"REQUIRE_LABEL_VALUES", "", "comma-separated values for REQUIRE_LABEL_KEY"},
+	{"REQUIRE_ANNOTATION_KEY", "", "only pods whose annotation KEY has one of REQUIRE_ANNOTATION_VALUES"},
+	{"REQUIRE_ANNOTATION_VALUES", "", "comma-separated values for REQUIRE_ANNOTATION_KEY"},
+	{"SCHEDULE", "@every 1m", "cron spec (optional seconds field; descriptors such as @every 5m, @hourly); the first cycle runs at start, then on this schedule; cycles never overlap"},
+	{"RUN_DURATION", "0s", "stop after this long, finishing the pod in hand; 0s or empty = run forever; the first cycle always completes, so 1s = one-shot"},
+	{"WATCH", "false", "also watch matching pods and reap a pod the moment it matches (e.g. enters CrashLoopBackOff)"},
+	{"DRY_RUN", "false", "only log what would be reaped (same MAX_PODS cap); change nothing, record no Events"},
+	{"EVICT", "false", "use the policy/v1 Eviction API (honours PodDisruptionBudgets) instead of delete"},
+	{"GRACE_PERIOD", "", "termination grace period, Go duration rounded down to whole seconds; unset = the pod's own"},
+	{"MAX_PODS", "0", "reap at most this many pods per cycle (failed and skipped pods do not count); 0 or negative = unlimited"},
+	{"POD_SORTING_STRATEGY", "random", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (pods without a start time go last)"},
+	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
+	{"CONTAINER_STATUSES", "", "rule: comma-separated waiting/terminated reasons of any container, init container or ephemeral container, e.g. CrashLoopBackOff,OOMKilled"},
+	{"POD_STATUSES", "", "rule: comma-separated pod status reasons, e.g. Evicted"},
+	{"POD_STATUS_PHASES", "", "rule: comma-separated pod phases: Pending, Running, Succeeded, Failed, Unknown"},
+	{"MAX_DURATION", "", "rule: pods running longer than this Go duration since status.startTime"},
+	{"MAX_UNREADY", "", "rule: pods whose Ready condition has not been True for longer than this Go duration"},
+}
+
+// Usage writes every setting with its default and a one-line description.
+func Usage(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "(unset)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, def, s.desc)
+	}
+	fmt.Fprintln(tw, "\nRules are ANDed: a pod is reaped only when every enabled rule matches; at least one rule must be enabled.")
+	fmt.Fprintln(tw, "A variable that is set must hold a valid value: an empty value is an error (never a silent \"match everything\"),")
+	fmt.Fprintln(tw, "except NAMESPACE (empty = all namespaces) and RUN_DURATION (empty = forever).")
+	_ = tw.Flush()
+}

@@ -1,0 +1,26 @@
+package reaper
+
+import "fmt"
+
+// Summary is what a run did. Counts add up over every cycle and watch event of the run.
+type Summary struct {
+	Cycles       int // cycles that listed pods successfully
+	FailedCycles int // cycles that could not list pods
+	Seen         int // pods listed by the cycles (server-side filtered)
+	Matched      int // pods every rule agreed on (cycles and watch; a UID once per cycle)
+	Reaped       int // pods deleted or evicted; in a dry run, pods that would have been
+	Skipped      int // evictions refused (HTTP 429, e.g. a PodDisruptionBudget)
+	Gone         int // pods that disappeared before they could be reaped (not an error)
+	Errors       int // failed deletes/evictions (failed cycles are in FailedCycles)
+	DryRun       bool
+}
+
+// String is one line, for the exit log line and /dev/termination-log.
+func (s Summary) String() string {
+	prefix, reaped := "", "reaped"
+	if s.DryRun {
+		prefix, reaped = "dry run, nothing changed: ", "would-reap"
+	}
+	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d",
+		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors)
+}

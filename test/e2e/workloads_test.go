@@ -1,0 +1,219 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// crashingPod creates a bare pod whose container exits 1 at once, so the kubelet puts it in
+// real CrashLoopBackOff.
+func crashingPod(t *testing.T, ns, name string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	return createPod(t, ns, name, labels, []string{"/testapp", "exit", "1"})
+}
+
+// sleepingPod creates a healthy bare pod that runs until it is stopped.
+func sleepingPod(t *testing.T, ns, name string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	return createPod(t, ns, name, labels, []string{"/testapp", "sleep"})
+}
+
+func createPod(t *testing.T, ns, name string, labels map[string]string, command []string) *corev1.Pod {
+	t.Helper()
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{
+				Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever, Command: command,
+			}},
+		},
+	}
+	created, err := kube.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
+	}
+	return created
+}
+
+// waitCrashLoopBackOff waits until the kubelet reports the pod's container in CrashLoopBackOff.
+func waitCrashLoopBackOff(t *testing.T, ns, name string) {
+	t.Helper()
+	waitFor(t, 90*time.Second, fmt.Sprintf("pod %s/%s in CrashLoopBackOff", ns, name), func() (bool, error) {
+		pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func waitPodRunning(t *testing.T, ns, name string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("pod %s/%s running", ns, name), func() (bool, error) {
+		pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return pod.Status.Phase == corev1.PodRunning, nil
+	})
+}
+
+// podExists tells whether the very pod (same UID) is still there and not being deleted.
+func podExists(t *testing.T, ns, name string, uid types.UID) bool {
+	t.Helper()
+	pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("reading pod %s/%s: %v", ns, name, err)
+	}
+	return pod.UID == uid && pod.DeletionTimestamp == nil
+}
+
+// waitJobFinished waits for the Job's Complete or Failed condition and returns which.
+func waitJobFinished(t *testing.T, ns, name string, timeout time.Duration) batchv1.JobConditionType {
+	t.Helper()
+	var result batchv1.JobConditionType
+	waitFor(t, timeout, fmt.Sprintf("job %s/%s to finish", ns, name), func() (bool, error) {
+		job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range job.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				result = c.Type
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return result
+}
+
+// jobPod returns the Job's (last) pod.
+func jobPod(t *testing.T, ns, job string) corev1.Pod {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("finding the pod of job %s/%s: %v (found %d)", ns, job, err, len(pods.Items))
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[i].CreationTimestamp.Before(&pods.Items[j].CreationTimestamp)
+	})
+	return pods.Items[len(pods.Items)-1]
+}
+
+// eventsFor lists the Events recorded on one object, by reason.
+func eventsFor(t *testing.T, ns, name string) map[string][]corev1.Event {
+	t.Helper()
+	list, err := kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatalf("listing events of %s/%s: %v", ns, name, err)
+	}
+	byReason := map[string][]corev1.Event{}
+	for _, e := range list.Items {
+		byReason[e.Reason] = append(byReason[e.Reason], e)
+	}
+	return byReason
+}
+
+// applyExample applies files from examples/ with `kubectl apply -k`, through a kustomization
+// that moves them into the test's namespace (names suffixed so cluster-scoped objects of
+// parallel tests don't collide), runs the local image on the host network so the pod reaches
+// the API server on loopback, and sets the Job container's env. It returns the suffix.
+func applyExample(t *testing.T, ns string, files []string, env map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(repoRoot, "examples", f))
+		if err != nil {
+			t.Fatalf("reading example %s: %v", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	envList := []map[string]string{
+		{"name": "KUBERNETES_SERVICE_HOST", "value": apiServerHost},
+		{"name": "KUBERNETES_SERVICE_PORT", "value": apiServerPort},
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		envList = append(envList, map[string]string{"name": k, "value": env[k]})
+	}
+	envJSON, _ := json.Marshal(envList)
+	resources, _ := json.Marshal(files)
+	suffix := "-" + ns
+	kustomization := fmt.Sprintf(`namespace: %s
+nameSuffix: %s
+resources: %s
+images:
+- name: ghcr.io/depwatch/depwatch
+  newName: localhost/depwatch
+  newTag: dev
+patches:
+- target: {kind: Job}
+  patch: |-
+    - {op: add, path: /spec/template/spec/hostNetwork, value: true}
+    - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
+    - {op: replace, path: /spec/template/spec/containers/0/env, value: %s}
+`, ns, suffix, resources, envJSON)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, "apply", "-k", dir)
+	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false") })
+	return suffix
+}
+
+// jobLogs returns `kubectl logs job/<name>`, as a user reads it.
+func jobLogs(t *testing.T, ns, job string) string {
+	t.Helper()
+	return mustKubectl(t, "-n", ns, "logs", "job/"+job)
+}
+
+// findLine returns the first log line whose fields all have the given values.
+func findLine(lines []logLine, want map[string]string) (logLine, bool) {
+next:
+	for _, l := range lines {
+		for k, v := range want {
+			if l.str(k) != v {
+				continue next
+			}
+		}
+		return l, true
+	}
+	return nil, false
+}
+
+func reasonsOf(l logLine) string {
+	b, _ := json.Marshal(l["reasons"])
+	return strings.ToLower(string(b))
+}
