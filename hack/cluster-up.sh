@@ -5,10 +5,14 @@
 #
 # - installs etcd-server containerd runc containernetworking-plugins openssl from Debian
 #   when missing; builds the Kubernetes binaries once (hack/build-k8s.sh, reused after);
-# - packs and imports localhost/pause:local and localhost/depwatch:dev (hack/image.sh);
+# - packs and imports localhost/pause:local, localhost/depwatch:dev and
+#   localhost/depwatch-testapp:dev (hack/image.sh), the pause image before the kubelet starts;
 # - everything lives in _output/cluster: pki/, pids/<name>.pid, logs/<name>.log, kubeconfig.
-# Idempotent: if the recorded cluster is up and healthy it says so and returns.
-# Stop it with hack/cluster-down.sh.
+# Idempotent: if the recorded cluster is up and healthy it says so, refreshes the images
+# and returns. Stop it with hack/cluster-down.sh; hack/e2e-env.sh prints what tests need.
+# Environment:
+#   KUBELET_SYNC_FREQUENCY  e.g. 10s: kubelet syncFrequency (default: the kubelet's 1m), see below
+#   DEPWATCH_BIN            pack this static binary as localhost/depwatch:dev instead of building it
 set -euo pipefail
 LOG_PREFIX=cluster-up
 # shellcheck source=hack/lib.sh
@@ -31,7 +35,7 @@ wait_for() {
     fi
     sleep 1
   done
-  log "$what (${SECONDS}s total, waited $((SECONDS - start))s)"
+  log "$what (waited $((SECONDS - start))s)"
 }
 
 # start NAME CMD...: starts CMD in its own session, log in logs/NAME.log, pid in pids/NAME.pid.
@@ -89,6 +93,8 @@ command -v runc >/dev/null || need+=(runc)
 [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback && -x /usr/lib/cni/portmap ]] ||
   need+=(containernetworking-plugins)
 command -v openssl >/dev/null || need+=(openssl)
+command -v curl >/dev/null || need+=(curl)
+command -v ss >/dev/null || need+=(iproute2)
 if ((${#need[@]})); then
   log "installing from Debian: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -340,6 +346,15 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 EOF
+if [[ -n ${KUBELET_SYNC_FREQUENCY:-} ]]; then
+  # Kubelet v1.36 requeues a crash-looping pod only when its backoff expires, or after
+  # syncFrequency (default 1m) if that comes first. Until then the container's state stays
+  # "terminated" (kubectl: Error) and state.waiting.reason=CrashLoopBackOff shows only
+  # briefly. A shorter syncFrequency makes the waiting state show within that time after
+  # each crash. The backoff itself (10s doubling to 300s) is unchanged.
+  echo "syncFrequency: $KUBELET_SYNC_FREQUENCY" >>"$KUBELET_DIR/config.yaml"
+  log "kubelet syncFrequency: $KUBELET_SYNC_FREQUENCY"
+fi
 start kubelet "$K8S_BIN/kubelet" \
   --config "$KUBELET_DIR/config.yaml" \
   --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
@@ -350,7 +365,7 @@ kubelet_started=$SECONDS
 sleep 1
 
 for c in "${COMPONENTS[@]}"; do alive_or_die "$c"; done
-wait_for "node $NODE_NAME Ready (kubelet started $((SECONDS - kubelet_started))s ago)" 120 "$LOG_DIR/kubelet.log" node_ready
+wait_for "node $NODE_NAME Ready" 120 "$LOG_DIR/kubelet.log" node_ready
 log "node $NODE_NAME Ready $((SECONDS - kubelet_started))s after the kubelet started"
 wait_for "service account default/default exists" 60 "$LOG_DIR/kube-controller-manager.log" \
   kubectl_ -n default get serviceaccount default
@@ -358,6 +373,6 @@ wait_for "configmap default/kube-root-ca.crt exists" 60 "$LOG_DIR/kube-controlle
   kubectl_ -n default get configmap kube-root-ca.crt
 for c in "${COMPONENTS[@]}"; do alive_or_die "$c"; done
 
-log "cluster up in ${SECONDS}s: API https://$API_HOST:$API_PORT, node $NODE_NAME, images $PAUSE_IMAGE $DEPWATCH_IMAGE"
+log "cluster up in ${SECONDS}s: API https://$API_HOST:$API_PORT, node $NODE_NAME, images $PAUSE_IMAGE $DEPWATCH_IMAGE $TESTAPP_IMAGE"
 log "use it: export KUBECONFIG=$KUBECONFIG_FILE   (stop it: hack/cluster-down.sh)"
 echo "$KUBECONFIG_FILE"

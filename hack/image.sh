@@ -3,10 +3,11 @@
 # runs, imports them into it (namespace k8s.io, where the kubelet looks):
 #   localhost/pause:local    static pause program (hack/pause), containerd's sandbox_image
 #   localhost/depwatch:dev   CGO_ENABLED=0 build of ./cmd/depwatch, entrypoint /depwatch
+#   localhost/depwatch-testapp:dev   ./test/e2e/testapp (the e2e workload), entrypoint /testapp
 # Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
 # change is not packed again.
 #
-# Usage: hack/image.sh [pause|depwatch]...   (default: both)
+# Usage: hack/image.sh [pause|depwatch|testapp]...   (default: all three)
 # DEPWATCH_BIN=/path/to/static/binary packs that binary instead of building ./cmd/depwatch.
 set -euo pipefail
 LOG_PREFIX=image
@@ -15,7 +16,10 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(pause depwatch)
+if [[ ${#targets[@]} -eq 0 ]]; then
+  targets=(pause depwatch)
+  [[ -d ./test/e2e/testapp ]] && targets+=(testapp)
+fi
 mkdir -p "$IMAGES_DIR" "$TOOLS_BIN"
 
 log "building hack/imgpack"
@@ -34,11 +38,18 @@ pack() {
   echo "$sum" >"$tar.src"
 }
 
+# build_static NAME PKG: CGO_ENABLED=0 build of PKG into $TOOLS_BIN/NAME (an image has no libc).
+build_static() {
+  log "building $1 (CGO_ENABLED=0 go build $2)"
+  [[ -d $2 ]] || die "$2 does not exist: cannot build the $1 image"
+  CGO_ENABLED=0 go build -trimpath -ldflags "${3:--s -w}" -o "$TOOLS_BIN/$1" "$2" ||
+    die "go build $2 failed: cannot build the $1 image"
+}
+
 for t in "${targets[@]}"; do
   case $t in
   pause)
-    log "building static pause program"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_BIN/pause" ./hack/pause
+    build_static pause ./hack/pause
     pack pause "$PAUSE_IMAGE" "$TOOLS_BIN/pause"
     ;;
   depwatch)
@@ -49,14 +60,15 @@ for t in "${targets[@]}"; do
       pack depwatch "$DEPWATCH_IMAGE" "$DEPWATCH_BIN"
       continue
     fi
-    log "building depwatch (CGO_ENABLED=0 go build ./cmd/depwatch)"
-    [[ -d ./cmd/depwatch ]] || die "./cmd/depwatch does not exist yet: cannot build $DEPWATCH_IMAGE"
     version=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$TOOLS_BIN/depwatch" ./cmd/depwatch ||
-      die "go build ./cmd/depwatch failed: cannot build $DEPWATCH_IMAGE"
+    build_static depwatch ./cmd/depwatch "-s -w -X main.version=$version"
     pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch"
     ;;
-  *) die "unknown image '$t' (want pause or depwatch)" ;;
+  testapp)
+    build_static testapp ./test/e2e/testapp
+    pack testapp "$TESTAPP_IMAGE" "$TOOLS_BIN/testapp"
+    ;;
+  *) die "unknown image '$t' (want pause, depwatch or testapp)" ;;
   esac
 done
 

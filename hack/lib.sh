@@ -25,6 +25,7 @@ POD_CIDR="10.88.0.0/16"
 CNI_BRIDGE="depwatch0"
 PAUSE_IMAGE="localhost/pause:local"
 DEPWATCH_IMAGE="localhost/depwatch:dev"
+TESTAPP_IMAGE="localhost/depwatch-testapp:dev"
 
 # Components in start order; cluster-down stops them in reverse.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)

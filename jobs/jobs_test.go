@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
@@ -426,6 +428,35 @@ func TestFinished(t *testing.T) {
 	for i, tc := range cases {
 		if got := Finished(&batchv1.Job{Status: batchv1.JobStatus{Conditions: tc.cond}}); got != tc.want {
 			t.Errorf("case %d: Finished = %v", i, got)
+		}
+	}
+}
+
+// The manual weeder examples are the Job the builder makes, by hand: same contract.
+func TestManualWeederExamplesFollowTheJobContract(t *testing.T) {
+	for _, p := range []string{"../examples/weeder-job.yaml", "../examples/weeder-job-local.yaml"} {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j batchv1.Job
+		if err := yaml.UnmarshalStrict(raw, &j); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		c := j.Spec.Template.Spec.Containers[0]
+		env := envMap(c.Env)
+		var sels []string
+		if err := json.Unmarshal([]byte(env["LABEL_SELECTORS"]), &sels); err != nil || len(sels) == 0 {
+			t.Errorf("%s: LABEL_SELECTORS %q: %v", p, env["LABEL_SELECTORS"], err)
+		}
+		if env["WATCH"] != "true" || env["CONTAINER_STATUSES"] != "CrashLoopBackOff" || env["NAMESPACE"] == "" || env["RUN_DURATION"] == "" {
+			t.Errorf("%s: env %v", p, env)
+		}
+		if j.Labels[LabelKind] != "weeder" || j.Spec.Template.Spec.ServiceAccountName != "depwatch-weeder" || c.Name != "weeder" || strings.Join(c.Args, " ") != "reap" {
+			t.Errorf("%s: labels %v sa %s", p, j.Labels, j.Spec.Template.Spec.ServiceAccountName)
+		}
+		if !*j.Spec.Template.Spec.SecurityContext.RunAsNonRoot || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem {
+			t.Errorf("%s: not restricted", p)
 		}
 	}
 }

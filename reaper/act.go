@@ -109,7 +109,7 @@ func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
 // exits (an asynchronous recorder would drop it on a one-shot run). A failure is only a
 // warning: the pod was handled either way.
 func (r *runner) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
-	now := metav1.NewTime(r.clock())
+	now := metav1.NewTime(time.Now()) // real time even in tests: it names the Event
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			// The name scheme of client-go's event recorder: unique per object and instant.

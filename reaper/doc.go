@@ -15,8 +15,10 @@
 //     RUN_DURATION=1s is a one-shot run. After that, when RUN_DURATION elapses or the context is
 //     cancelled (SIGTERM), the run stops between two pods: the pod in hand is finished.
 //   - With WATCH=true, informers (one per OR-ed label selector) hand every added or updated pod to
-//     the same goroutine, which reaps it the moment it matches. A UID is acted on at most once;
-//     a replacement pod has a new UID and is reaped again if it matches again.
+//     the same goroutine, which reaps it the moment it matches. A UID is reaped (or reported by a
+//     dry run) at most once; a replacement pod has a new UID and is reaped again if it matches
+//     again. Terminating pods are left alone. A pod whose eviction was refused (HTTP 429) or
+//     whose delete failed is tried again on a later cycle or update.
 //
 // Decisions (filters, rules, sorting, the MAX_PODS quota) are pure functions; the Kubernetes I/O
 // is confined to list.go, act.go and watch.go.

@@ -39,13 +39,14 @@ type Options struct {
 	onWatchSynced func()
 }
 
-// ConfigError lists every configuration problem, one per line. main exits with code 2 on it.
+// ConfigError lists every configuration problem, one per line and nothing else, so the caller
+// can present them as it likes (depwatch prints one bullet per line). main exits 2 on it.
 type ConfigError struct {
 	Problems []string
 }
 
 func (e *ConfigError) Error() string {
-	return "invalid reaper configuration:\n" + strings.Join(e.Problems, "\n")
+	return strings.Join(e.Problems, "\n")
 }
 
 // cronParser accepts pod-reaper's schedules: five fields, an optional leading seconds field,
@@ -91,7 +92,6 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if n, ok := e.integer("MAX_PODS"); ok && n > 0 {
 		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
 	}
-	o.Sorting = SortRandom
 	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
 		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
 			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")

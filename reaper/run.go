@@ -59,7 +59,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 
 	r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
 
-	timer := time.NewTimer(time.Until(opts.Schedule.Next(time.Now())))
+	planned := opts.Schedule.Next(time.Now())
+	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
 	var watched <-chan struct{}
 	if w != nil {
@@ -70,8 +71,17 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 		case <-stop.Done():
 		case <-timer.C:
 			r.runCycle(stop)
-			// Computed after the cycle: ticks that fell inside it are skipped, not queued.
-			timer.Reset(time.Until(opts.Schedule.Next(time.Now())))
+			// Computed after the cycle, so ticks that fell inside it are skipped, not queued;
+			// and from no earlier than the tick just served, so a wall clock reading a hair
+			// behind the timer cannot make the same tick fire twice.
+			planned = opts.Schedule.Next(latest(time.Now(), planned))
+			if planned.IsZero() {
+				// robfig/cron's "no time within five years"; LoadOptions rejects such specs,
+				// but a zero time here must not turn into a tight loop of cycles.
+				r.log.Error("The schedule has no next run; no more cycles.")
+				continue
+			}
+			timer.Reset(time.Until(planned))
 		case <-watched:
 			r.drainWatched(stop, w.queue)
 		}
@@ -91,6 +101,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
 	}
 	return r.sum, nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func newRunner(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) *runner {
@@ -243,12 +260,20 @@ func (r *runner) startFields() logrus.Fields {
 	selectors := make([]string, len(r.opts.Selectors))
 	for i, s := range r.opts.Selectors {
 		selectors[i] = s.String()
+		if s.Empty() {
+			selectors[i] = "(every pod)"
+		}
 	}
+	scope := r.opts.Namespace
+	if scope == "" {
+		scope = "(all namespaces)"
+	}
+	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
 	return logrus.Fields{
-		"namespace": r.opts.Namespace, "label_selectors": selectors, "field_selector": r.fields,
+		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
 		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
-		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": string(r.opts.Sorting),
+		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
 	}
 }
 

@@ -14,11 +14,22 @@ import (
 type SortingStrategy string
 
 const (
+	// SortListOrder is the default (POD_SORTING_STRATEGY unset): pod-reaper then keeps the
+	// API's list order, which is by namespace and name; depwatch sorts so, explicitly, because
+	// several OR-ed selectors are listed one after another.
+	SortListOrder       SortingStrategy = ""
 	SortRandom          SortingStrategy = "random"
 	SortOldestFirst     SortingStrategy = "oldest-first"
 	SortYoungestFirst   SortingStrategy = "youngest-first"
 	SortPodDeletionCost SortingStrategy = "pod-deletion-cost"
 )
+
+func (s SortingStrategy) String() string {
+	if s == SortListOrder {
+		return "namespace-and-name"
+	}
+	return string(s)
+}
 
 var sortingStrategies = []SortingStrategy{SortRandom, SortOldestFirst, SortYoungestFirst, SortPodDeletionCost}
 
@@ -39,11 +50,13 @@ func sortMatches(ms []match, s SortingStrategy, shuffle func(n int, swap func(i,
 		slices.SortFunc(ms, func(a, b match) int {
 			return cmp.Or(cmp.Compare(deletionCost(a.pod), deletionCost(b.pod)), byName(a, b))
 		})
-	default: // SortRandom
+	case SortRandom:
 		if shuffle == nil {
 			shuffle = rand.Shuffle
 		}
 		shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	default: // SortListOrder
+		slices.SortFunc(ms, byName)
 	}
 }
 

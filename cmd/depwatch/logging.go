@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -19,6 +20,16 @@ const (
 var loggingSettings = [][3]string{
 	{"LOG_LEVEL", "info", "panic, fatal, error, warning, info, debug or trace"},
 	{"LOG_FORMAT", logFormatLogrus, "Logrus (JSON: level, msg, time), Fluentd (JSON: severity, message, time) or Text"},
+}
+
+// printLoggingSettings appends LOG_LEVEL and LOG_FORMAT to a command's --help, in the same
+// columns as the command's own settings.
+func printLoggingSettings(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Logging (every command):")
+	for _, s := range loggingSettings {
+		fmt.Fprintf(w, "%-26s %-10s %s\n", s[0], s[1], s[2])
+	}
 }
 
 // newLogger builds the logger every subcommand uses from LOG_LEVEL and LOG_FORMAT. Unknown

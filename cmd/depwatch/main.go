@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// Zone data for SCHEDULE=CRON_TZ=...: the distroless image has none of its own.
+	_ "time/tzdata"
 )
 
 // Exit codes shared by every subcommand.
@@ -28,6 +31,7 @@ func commands() []command {
 	return []command{
 		{"reap", "One reaper run: kill pods that match rules (pod-reaper's environment contract).", runReap},
 		{"coordinator", "Always-on: watch services and control planes, launch weeder and probe Jobs.", runCoordinator},
+		{"probe", "One meltdown-protection probe of a control-plane namespace: scale its controllers down or up.", runProbe},
 		{"version", "Print the version and exit.", runVersion},
 	}
 }

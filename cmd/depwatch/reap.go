@@ -92,7 +92,5 @@ func reapUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Environment (pod-reaper compatible, plus depwatch's additions):")
 	reaper.Usage(w)
-	for _, s := range loggingSettings {
-		fmt.Fprintf(w, "  %-24s default %-10q %s\n", s[0], s[1], s[2])
-	}
+	printLoggingSettings(w)
 }

@@ -59,7 +59,9 @@ func TestMain(m *testing.M) {
 	}
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
-	os.Exit(m.Run())
+	code := m.Run()
+	removeCoordinator()
+	os.Exit(code)
 }
 
 // newNamespace creates a namespace for one test and deletes it when the test ends.
@@ -101,6 +103,10 @@ func dumpNamespace(t *testing.T, ns string) {
 // kubectl runs the real kubectl against the test cluster and returns its combined output.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runKubectl(args...)
+}
+
+func runKubectl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", args...)

@@ -5,8 +5,9 @@
 //	testapp sleep                run until SIGTERM
 //	testapp serve ADDR           accept TCP connections on ADDR until SIGTERM (an upstream)
 //	testapp probe ADDR           exit 0 when ADDR accepts a connection, else 1 (exec probes)
-//	testapp depend ADDR          exit 1 unless ADDR accepts a connection, then run until SIGTERM
-//	                             (a dependent that crash-loops while its upstream is down)
+//	testapp depend ADDR          exit 1 unless ADDR accepts a connection; then check it every
+//	                             second and exit 1 when it stops (a dependent that crash-loops
+//	                             while its upstream is down)
 package main
 
 import (
@@ -71,7 +72,20 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("testapp: upstream %s is up, running\n", addr)
-		waitForSignal()
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+		tick := time.NewTicker(time.Second)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if !reachable(addr) {
+					fmt.Fprintf(os.Stderr, "testapp: lost upstream %s, exiting 1\n", addr)
+					os.Exit(1)
+				}
+			}
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "testapp: unknown mode %q\n", os.Args[1])
 		os.Exit(2)

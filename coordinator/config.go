@@ -1,0 +1,261 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// DefaultWatchDuration is dependency-watchdog's default for watchDuration.
+const DefaultWatchDuration = 5 * time.Minute
+
+// Config is the coordinator's config file. Its first two fields are dependency-watchdog's
+// weeder ConfigMap data, read as they are; the rest are depwatch's additions, all optional.
+//
+//	watchDuration: 5m0s                     # how long a weeder Job keeps restarting dependents
+//	servicesAndDependantSelectors:          # service name → its dependents' pod selectors (OR-ed)
+//	  etcd-main-client:
+//	    podSelectors:
+//	      - matchLabels: {app: kubernetes, role: apiserver}
+//	namespaces:                             # which namespaces to watch; absent: all
+//	  selector: {matchLabels: {gardener.cloud/role: shoot}}
+//	  names: [shoot--a]                     # optional: only these (AND-ed with the selector)
+//	useEndpoints: false                     # legacy v1 Endpoints instead of EndpointSlices
+//	gracePeriod: 30s                        # weeder's GRACE_PERIOD; absent: each pod's own
+//	jobTemplate: {...}                      # see jobs.Template
+//	prober: {...}                           # reserved for probe Jobs (issue #5)
+type Config struct {
+	WatchDuration                 *metav1.Duration              `json:"watchDuration,omitempty"`
+	ServicesAndDependantSelectors map[string]DependantSelectors `json:"servicesAndDependantSelectors"`
+
+	Namespaces   *NamespaceSelection `json:"namespaces,omitempty"`
+	UseEndpoints bool                `json:"useEndpoints,omitempty"`
+	GracePeriod  *metav1.Duration    `json:"gracePeriod,omitempty"`
+	JobTemplate  jobs.Template       `json:"jobTemplate,omitempty"`
+	// Prober is the slot for dependency-watchdog's prober config and probe Jobs (issue #5);
+	// it is accepted and not yet acted on.
+	Prober json.RawMessage `json:"prober,omitempty"`
+}
+
+// DependantSelectors is dependency-watchdog's per-service entry.
+type DependantSelectors struct {
+	PodSelectors []*metav1.LabelSelector `json:"podSelectors"`
+}
+
+// NamespaceSelection chooses the namespaces whose services are watched.
+type NamespaceSelection struct {
+	// Selector on the namespaces' labels; nil or empty: every namespace.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Names, if set, limits the watch to these namespaces.
+	Names []string `json:"names,omitempty"`
+}
+
+// Watch returns the effective watch duration (default 5m0s).
+func (c *Config) Watch() time.Duration {
+	if c.WatchDuration == nil || c.WatchDuration.Duration == 0 {
+		return DefaultWatchDuration
+	}
+	return c.WatchDuration.Duration
+}
+
+// Services returns the configured service names, sorted.
+func (c *Config) Services() []string {
+	out := make([]string, 0, len(c.ServicesAndDependantSelectors))
+	for s := range c.ServicesAndDependantSelectors {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Selectors returns a service's pod selectors as values.
+func (c *Config) Selectors(service string) []metav1.LabelSelector {
+	d := c.ServicesAndDependantSelectors[service]
+	out := make([]metav1.LabelSelector, 0, len(d.PodSelectors))
+	for _, s := range d.PodSelectors {
+		if s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out
+}
+
+// NamespaceSelector returns the label selector for namespaces (Everything when unset).
+func (c *Config) NamespaceSelector() labels.Selector {
+	if c.Namespaces == nil || c.Namespaces.Selector == nil {
+		return labels.Everything()
+	}
+	s, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector)
+	if err != nil { // validated at load
+		return labels.Nothing()
+	}
+	return s
+}
+
+// LoadConfig reads and validates the config file.
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s:\n%w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses YAML or JSON strictly: an unknown or mistyped field is an error that
+// names it. Every problem found is reported, one per line.
+func ParseConfig(data []byte) (*Config, error) {
+	var top map[string]json.RawMessage
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	cfg := &Config{}
+	var errs []error
+	fields := map[string]any{
+		"watchDuration":                 &cfg.WatchDuration,
+		"servicesAndDependantSelectors": nil, // per service below, for precise messages
+		"namespaces":                    &cfg.Namespaces,
+		"useEndpoints":                  &cfg.UseEndpoints,
+		"gracePeriod":                   &cfg.GracePeriod,
+		"jobTemplate":                   &cfg.JobTemplate,
+		"prober":                        &cfg.Prober,
+	}
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		target, known := fields[k]
+		if !known {
+			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, jobTemplate, prober)", k))
+			continue
+		}
+		if target == nil {
+			continue
+		}
+		if err := strictJSON(top[k], target); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s", k, cleanJSONError(err)))
+		}
+	}
+	if raw, ok := top["servicesAndDependantSelectors"]; ok {
+		var services map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &services); err != nil {
+			errs = append(errs, fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", cleanJSONError(err)))
+		} else {
+			cfg.ServicesAndDependantSelectors = map[string]DependantSelectors{}
+			for name, raw := range services {
+				var d DependantSelectors
+				if err := strictJSON(raw, &d); err != nil {
+					errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", name, cleanJSONError(err)))
+					continue
+				}
+				cfg.ServicesAndDependantSelectors[name] = d
+			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, cfg.Validate()...)
+	}
+	if len(errs) > 0 {
+		return nil, joinLines(errs)
+	}
+	return cfg, nil
+}
+
+// Validate checks every field and names each invalid one.
+func (c *Config) Validate() []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.WatchDuration != nil && c.WatchDuration.Duration < 0 {
+		add("watchDuration: %s: must not be negative", c.WatchDuration.Duration)
+	}
+	if c.GracePeriod != nil && c.GracePeriod.Duration < 0 {
+		add("gracePeriod: %s: must not be negative", c.GracePeriod.Duration)
+	}
+	if len(c.ServicesAndDependantSelectors) == 0 {
+		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors")
+	}
+	for _, name := range c.Services() {
+		field := "servicesAndDependantSelectors." + name
+		for _, m := range validation.IsDNS1035Label(name) {
+			add("%s: %q is not a service name: %s", field, name, m)
+		}
+		d := c.ServicesAndDependantSelectors[name]
+		if len(d.PodSelectors) == 0 {
+			add("%s.podSelectors: required: at least one pod selector", field)
+		}
+		for i, s := range d.PodSelectors {
+			f := fmt.Sprintf("%s.podSelectors[%d]", field, i)
+			if s == nil {
+				add("%s: must not be null", f)
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(s)
+			switch {
+			case err != nil:
+				add("%s: %v", f, err)
+			case sel.Empty():
+				add("%s: empty selector: it would select every pod in the namespace", f)
+			}
+		}
+	}
+	if c.Namespaces != nil {
+		if c.Namespaces.Selector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector); err != nil {
+				add("namespaces.selector: %v", err)
+			}
+		}
+		for i, n := range c.Namespaces.Names {
+			for _, m := range validation.IsDNS1123Label(n) {
+				add("namespaces.names[%d]: %q: %s", i, n, m)
+			}
+		}
+	}
+	errs = append(errs, c.JobTemplate.Validate("jobTemplate")...)
+	return errs
+}
+
+func strictJSON(raw json.RawMessage, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// cleanJSONError turns encoding/json's messages into ones about the config file.
+func cleanJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %s: a %s cannot be a %s", te.Field, te.Value, te.Type)
+		}
+		return fmt.Sprintf("a %s cannot be a %s", te.Value, te.Type)
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func joinLines(errs []error) error {
+	lines := make([]string, 0, len(errs))
+	for _, e := range errs {
+		lines = append(lines, e.Error())
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}

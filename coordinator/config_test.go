@@ -1,0 +1,193 @@
+package coordinator
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// dwdWeederConfig is dependency-watchdog's weeder ConfigMap data as Gardener ships it.
+const dwdWeederConfig = `
+watchDuration: 2m0s
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors:
+      - matchExpressions:
+          - key: gardener.cloud/role
+            operator: In
+            values:
+              - controlplane
+          - key: role
+            operator: In
+            values:
+              - apiserver
+  kube-apiserver:
+    podSelectors:
+      - matchExpressions:
+          - key: gardener.cloud/role
+            operator: In
+            values:
+              - controlplane
+          - key: role
+            operator: NotIn
+            values:
+              - main
+              - apiserver
+`
+
+func TestConfigAcceptsDependencyWatchdogWeederConfigAsIs(t *testing.T) {
+	cfg, err := ParseConfig([]byte(dwdWeederConfig))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	if cfg.Watch() != 2*time.Minute {
+		t.Errorf("watchDuration = %s", cfg.Watch())
+	}
+	if got := strings.Join(cfg.Services(), ","); got != "etcd-main-client,kube-apiserver" {
+		t.Errorf("services = %s", got)
+	}
+	sels, err := jobs.SelectorStrings(cfg.Selectors("etcd-main-client"))
+	if err != nil || len(sels) != 1 || sels[0] != "gardener.cloud/role in (controlplane),role in (apiserver)" {
+		t.Errorf("selectors = %q, %v", sels, err)
+	}
+	if cfg.UseEndpoints || cfg.Namespaces != nil || !cfg.NamespaceSelector().Empty() {
+		t.Errorf("depwatch sections should default off: %+v", cfg)
+	}
+}
+
+func TestConfigDefaultsWatchDurationToFiveMinutes(t *testing.T) {
+	cfg, err := ParseConfig([]byte("servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Watch() != 5*time.Minute {
+		t.Errorf("watchDuration = %s", cfg.Watch())
+	}
+}
+
+func TestConfigReadsDepwatchSections(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}
+namespaces:
+  selector: {matchLabels: {gardener.cloud/role: shoot}}
+  names: [shoot--a]
+useEndpoints: true
+gracePeriod: 10s
+jobTemplate:
+  namespace: ops
+  image: localhost/depwatch:dev
+  imagePullPolicy: Never
+  serviceAccounts: {weeder: w}
+  hostNetwork: true
+  env: [{name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}]
+  ttlSecondsAfterFinished: 600
+  resources: {limits: {memory: 64Mi}}
+  tolerations: [{operator: Exists}]
+  nodeSelector: {a: b}
+  priorityClassName: high
+prober: {kubeConfigSecretName: shoot-access}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := cfg.JobTemplate
+	switch {
+	case !cfg.UseEndpoints || cfg.GracePeriod.Duration != 10*time.Second:
+		t.Errorf("useEndpoints/gracePeriod: %+v", cfg)
+	case cfg.Namespaces.Names[0] != "shoot--a" || cfg.NamespaceSelector().String() != "gardener.cloud/role=shoot":
+		t.Errorf("namespaces: %+v", cfg.Namespaces)
+	case tpl.Namespace != "ops" || tpl.Image != "localhost/depwatch:dev" || tpl.ImagePullPolicy != corev1.PullNever:
+		t.Errorf("jobTemplate: %+v", tpl)
+	case tpl.ServiceAccountFor(jobs.KindWeeder) != "w" || !tpl.HostNetwork || *tpl.TTLSecondsAfterFinished != 600:
+		t.Errorf("jobTemplate: %+v", tpl)
+	case tpl.Resources.Limits.Memory().String() != "64Mi" || len(tpl.Tolerations) != 1 || tpl.NodeSelector["a"] != "b" || tpl.PriorityClassName != "high":
+		t.Errorf("jobTemplate: %+v", tpl)
+	case len(tpl.Env) != 1 || tpl.Env[0].Value != "127.0.0.1":
+		t.Errorf("env: %+v", tpl.Env)
+	case len(cfg.Prober) == 0:
+		t.Errorf("prober section dropped")
+	}
+}
+
+func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
+	svc := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}\n"
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"not yaml", "a: [", "not valid YAML"},
+		{"unknown top-level field", svc + "watchDuraton: 1m", "watchDuraton: unknown field"},
+		{"unparsable watchDuration", svc + "watchDuration: 5 minutes", "watchDuration: "},
+		{"negative watchDuration", svc + "watchDuration: -1m", "watchDuration: -1m0s: must not be negative"},
+		{"negative gracePeriod", svc + "gracePeriod: -1s", "gracePeriod: -1s"},
+		{"no services", "watchDuration: 1m", "servicesAndDependantSelectors: required"},
+		{"services not a map", "servicesAndDependantSelectors: [a]", "servicesAndDependantSelectors: must be a map"},
+		{"unknown service field", "servicesAndDependantSelectors: {svc: {podSelector: []}}", `servicesAndDependantSelectors.svc: unknown field "podSelector"`},
+		{"no pod selectors", "servicesAndDependantSelectors: {svc: {podSelectors: []}}", "servicesAndDependantSelectors.svc.podSelectors: required"},
+		{"empty pod selector selects everything", "servicesAndDependantSelectors: {svc: {podSelectors: [{}]}}", "servicesAndDependantSelectors.svc.podSelectors[0]: empty selector"},
+		{"null pod selector", "servicesAndDependantSelectors: {svc: {podSelectors: [null]}}", "podSelectors[0]: must not be null"},
+		{"bad operator", "servicesAndDependantSelectors: {svc: {podSelectors: [{matchExpressions: [{key: a, operator: Like}]}]}}", "servicesAndDependantSelectors.svc.podSelectors[0]: "},
+		{"bad service name", "servicesAndDependantSelectors: {Bad_Name: {podSelectors: [{matchLabels: {a: b}}]}}", "servicesAndDependantSelectors.Bad_Name: \"Bad_Name\" is not a service name"},
+		{"bad namespace selector", svc + "namespaces: {selector: {matchExpressions: [{key: a, operator: In}]}}", "namespaces.selector: "},
+		{"bad namespace name", svc + "namespaces: {names: [UPPER]}", "namespaces.names[0]: \"UPPER\""},
+		{"unknown namespaces field", svc + "namespaces: {all: true}", `namespaces: unknown field "all"`},
+		{"useEndpoints not a bool", svc + "useEndpoints: sometimes", "useEndpoints: "},
+		{"bad pull policy", svc + "jobTemplate: {imagePullPolicy: Sometimes}", "jobTemplate.imagePullPolicy"},
+		{"unknown jobTemplate field", svc + "jobTemplate: {imagePolicy: Never}", `jobTemplate: unknown field "imagePolicy"`},
+		{"negative ttl", svc + "jobTemplate: {ttlSecondsAfterFinished: -5}", "jobTemplate.ttlSecondsAfterFinished: -5"},
+		{"ttl not a number", svc + "jobTemplate: {ttlSecondsAfterFinished: soon}", "jobTemplate: field ttlSecondsAfterFinished"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	_, err := ParseConfig([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{}]}, b: {podSelectors: []}}\njobTemplate: {imagePullPolicy: x}"))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"servicesAndDependantSelectors.a.podSelectors[0]", "servicesAndDependantSelectors.b.podSelectors", "jobTemplate.imagePullPolicy"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestLoadConfigNamesTheFile(t *testing.T) {
+	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "--config-file: required") {
+		t.Errorf("empty path: %v", err)
+	}
+	if _, err := LoadConfig("/nonexistent/depwatch.yaml"); err == nil || !strings.Contains(err.Error(), `--config-file="/nonexistent/depwatch.yaml"`) {
+		t.Errorf("missing file: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(dwdWeederConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(p); err != nil {
+		t.Errorf("valid file: %v", err)
+	}
+}
+
+func TestShippedConfigMapsParse(t *testing.T) {
+	for _, p := range []string{"../manifests/base/config.yaml", "../manifests/overlays/local/config.yaml"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Logf("skip %s: %v", p, err)
+			continue
+		}
+		if _, err := LoadConfig(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

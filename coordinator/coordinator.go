@@ -1,0 +1,473 @@
+// Package coordinator is depwatch's always-on part: it watches the EndpointSlices (or
+// legacy Endpoints) of the configured services and launches weeder Jobs when a service
+// comes back (notReady → Ready), plus a catch-up on start and on winning leadership.
+//
+// Flow: informer event → handler (key <namespace>/<service>, note when seen) → workqueue →
+// reconcile (read the cache, Decide(prev, now)) → one action (launch a weeder Job through
+// package jobs, record an Event, count it). The coordinator holds no right to delete pods.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// maxRetries bounds the retries of one failed launch (rate-limited, ~5 ms doubling).
+const maxRetries = 8
+
+// Reasons of the Events the coordinator records on Services.
+const (
+	EventWeederStarted = "WeederStarted"
+	EventWeederFailed  = "WeederFailed"
+)
+
+// Deps is what the coordinator runs with.
+type Deps struct {
+	Client  kubernetes.Interface
+	Config  *Config
+	Options Options
+	Log     logrus.FieldLogger
+	Metrics *Metrics
+	// Template is the config's jobTemplate with Namespace and Image resolved.
+	Template jobs.Template
+	// Recorder records Events; nil: Run builds one that writes to the API server.
+	Recorder record.EventRecorder
+	// Identity in the leader election (default: host name + random suffix).
+	Identity string
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Coordinator watches the configured services and launches weeder Jobs.
+type Coordinator struct {
+	client   kubernetes.Interface
+	cfg      *Config
+	opts     Options
+	log      logrus.FieldLogger
+	metrics  *Metrics
+	launcher *jobs.Launcher
+	recorder record.EventRecorder
+	now      func() time.Time
+
+	src   source
+	nsInf cache.SharedIndexInformer // nil unless namespaces.selector is set
+	nsSel labels.Selector
+	names map[string]bool // namespaces.names, empty: all
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu     sync.Mutex
+	states map[string]*serviceState
+
+	synced atomic.Bool
+}
+
+// serviceState is what the coordinator remembers of one <namespace>/<service>.
+type serviceState struct {
+	known, ready bool
+	// observedAt is when the first not-yet-reconciled event for the service arrived.
+	observedAt time.Time
+	// catchUp: found Ready with crash-looping dependents; launch on the next reconcile.
+	catchUp bool
+	// pending is a launch owed (kept across retries until it succeeds or the service is
+	// notReady again).
+	pending *pendingLaunch
+}
+
+type pendingLaunch struct {
+	reason string
+	at     time.Time
+}
+
+// New builds a coordinator and its informers (not started).
+func New(d Deps) (*Coordinator, error) {
+	if d.Config == nil || d.Client == nil || d.Log == nil {
+		return nil, errors.New("coordinator: client, config and log are required")
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics("dev")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Options.ConcurrentReconciles < 1 {
+		d.Options.ConcurrentReconciles = 1
+	}
+	c := &Coordinator{
+		client:   d.Client,
+		cfg:      d.Config,
+		opts:     d.Options,
+		log:      d.Log,
+		metrics:  d.Metrics,
+		launcher: &jobs.Launcher{Client: d.Client, Template: d.Template},
+		recorder: d.Recorder,
+		now:      d.Now,
+		nsSel:    d.Config.NamespaceSelector(),
+		names:    map[string]bool{},
+		states:   map[string]*serviceState{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-coordinator"}),
+	}
+	if c.recorder == nil {
+		c.recorder = &record.FakeRecorder{} // replaced in Run
+	}
+	if d.Config.Namespaces != nil {
+		for _, n := range d.Config.Namespaces.Names {
+			c.names[n] = true
+		}
+		if d.Config.Namespaces.Selector != nil && !c.nsSel.Empty() {
+			c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
+			_ = c.nsInf.SetTransform(stripManagedFields)
+		}
+	}
+	if d.Options.UseEndpoints || d.Config.UseEndpoints {
+		c.src = newEndpointsSource(d.Client, d.Config.Services())
+	} else {
+		src, err := newSliceSource(d.Client, d.Config.Services())
+		if err != nil {
+			return nil, err
+		}
+		c.src = src
+	}
+	if _, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onEvent,
+		UpdateFunc: func(_, obj any) { c.onEvent(obj) },
+		DeleteFunc: c.onEvent,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// onEvent is the informer handler: note when the event was seen and queue the service.
+func (c *Coordinator) onEvent(obj any) {
+	key, ok := c.src.KeyOf(obj)
+	if !ok || !c.relevant(key) {
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	st := c.state(key)
+	if st.observedAt.IsZero() {
+		st.observedAt = now
+	}
+	c.mu.Unlock()
+	c.queue.Add(key)
+}
+
+// state returns (creating) the state of key; c.mu must be held.
+func (c *Coordinator) state(key string) *serviceState {
+	st, ok := c.states[key]
+	if !ok {
+		st = &serviceState{}
+		c.states[key] = st
+	}
+	return st
+}
+
+// relevant: a configured service in a watched namespace.
+func (c *Coordinator) relevant(key string) bool {
+	ns, svc := splitKey(key)
+	if _, ok := c.cfg.ServicesAndDependantSelectors[svc]; !ok {
+		return false
+	}
+	return c.watched(ns)
+}
+
+func (c *Coordinator) watched(ns string) bool {
+	if len(c.names) > 0 && !c.names[ns] {
+		return false
+	}
+	if c.nsInf == nil {
+		return true
+	}
+	obj, exists, err := c.nsInf.GetIndexer().GetByKey(ns)
+	if err != nil || !exists {
+		return false
+	}
+	n, ok := obj.(*corev1.Namespace)
+	return ok && c.nsSel.Matches(labels.Set(n.Labels))
+}
+
+// reconcile brings one service's state up to date and performs the action it calls for.
+func (c *Coordinator) reconcile(ctx context.Context, key string) error {
+	var obs Observation
+	if c.relevant(key) {
+		var err error
+		if obs, err = c.src.Observe(key); err != nil {
+			return err
+		}
+	}
+
+	c.mu.Lock()
+	st := c.state(key)
+	prev := Observation{Known: st.known, Ready: st.ready}
+	action := Decide(prev, obs)
+	if !obs.Known {
+		// Deleted (or no longer watched): forget it; never act on a delete.
+		if st.ready {
+			c.metrics.ServicesReady.Dec()
+		}
+		delete(c.states, key)
+		c.mu.Unlock()
+		return nil
+	}
+	if obs.Ready != st.ready {
+		if obs.Ready {
+			c.metrics.ServicesReady.Inc()
+		} else {
+			c.metrics.ServicesReady.Dec()
+		}
+	}
+	st.known, st.ready = true, obs.Ready
+	seenAt := st.observedAt
+	if seenAt.IsZero() {
+		seenAt = c.now()
+	}
+	st.observedAt = time.Time{}
+	if action == ActionLaunchWeeder {
+		st.pending = &pendingLaunch{reason: jobs.TriggerReady, at: seenAt}
+		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerReady).Inc()
+	}
+	if st.catchUp {
+		st.catchUp = false
+		if obs.Ready && st.pending == nil {
+			st.pending = &pendingLaunch{reason: jobs.TriggerCatchUp, at: seenAt}
+			c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerCatchUp).Inc()
+		}
+	}
+	if !obs.Ready {
+		st.pending = nil // it went down again before the launch: wait for the next return
+	}
+	p := st.pending
+	c.mu.Unlock()
+
+	ns, svc := splitKey(key)
+	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
+	log.WithFields(logrus.Fields{"ready": obs.Ready, "wasKnown": prev.Known, "wasReady": prev.Ready}).Debug("Service readiness reconciled.")
+	if p == nil {
+		return nil
+	}
+	if err := c.launchWeeder(ctx, key, p, log); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if st, ok := c.states[key]; ok && st.pending == p {
+		st.pending = nil
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, log logrus.FieldLogger) error {
+	ns, svc := splitKey(key)
+	var grace *time.Duration
+	if c.cfg.GracePeriod != nil {
+		grace = &c.cfg.GracePeriod.Duration
+	}
+	spec, err := jobs.Weeder(jobs.WeederSpec{
+		Namespace:     ns,
+		Service:       svc,
+		Selectors:     c.cfg.Selectors(svc),
+		WatchDuration: c.cfg.Watch(),
+		GracePeriod:   grace,
+		Trigger:       p.reason,
+		TriggerTime:   p.at,
+	})
+	if err != nil {
+		return err // validated at load; cannot happen
+	}
+	out, err := c.launcher.Launch(ctx, spec)
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
+	if err != nil {
+		log.WithError(err).WithField("trigger", p.reason).Error("Could not launch the weeder Job; will retry.")
+		return err
+	}
+	latency := c.now().Sub(p.at)
+	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
+	log.WithFields(logrus.Fields{
+		"job":       out.Job.Namespace + "/" + out.Job.Name,
+		"trigger":   p.reason,
+		"result":    string(out.Result),
+		"replaced":  out.Replaced,
+		"latencyMs": latency.Milliseconds(),
+	}).Info("Launched a weeder Job.")
+	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStarted,
+		fmt.Sprintf("Started weeder Job %s/%s (trigger %s%s): restarting crash-looping dependents for %s",
+			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.Watch()))
+	return nil
+}
+
+func replacedNote(r []string) string {
+	if len(r) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", replacing %v", r)
+}
+
+// recordOnService records an Event on the Service (by reference if it cannot be read).
+func (c *Coordinator) recordOnService(ctx context.Context, ns, svc, typ, reason, msg string) {
+	var obj runtime.Object = &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: ns, Name: svc}
+	if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
+		obj = s
+	}
+	c.recorder.Event(obj, typ, reason, msg)
+}
+
+func (c *Coordinator) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	err := c.reconcile(ctx, key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case ctx.Err() != nil:
+		c.queue.Forget(key)
+	case c.queue.NumRequeues(key) < maxRetries:
+		c.queue.AddRateLimited(key)
+	default:
+		c.queue.Forget(key)
+		c.mu.Lock()
+		if st, ok := c.states[key]; ok {
+			st.pending = nil
+		}
+		c.mu.Unlock()
+		ns, svc := splitKey(key)
+		c.log.WithError(err).WithFields(logrus.Fields{"namespace": ns, "service": svc}).Error("Giving up launching the weeder Job.")
+		c.recordOnService(ctx, ns, svc, corev1.EventTypeWarning, EventWeederFailed, "Could not launch a weeder Job: "+err.Error())
+	}
+	return true
+}
+
+// lead runs the workers and the catch-up until ctx ends, then waits for the workers.
+func (c *Coordinator) lead(ctx context.Context) {
+	c.metrics.Leader.Set(1)
+	defer c.metrics.Leader.Set(0)
+	c.log.WithField("workers", c.opts.ConcurrentReconciles).Info("Active: handling service transitions.")
+
+	var wg sync.WaitGroup
+	for i := 0; i < c.opts.ConcurrentReconciles; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	if n, err := c.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		c.log.WithError(err).Error("Catch-up incomplete.")
+	} else if err == nil {
+		c.log.WithField("services", n).Info("Catch-up done: Ready services with crash-looping dependents were queued.")
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+}
+
+// CatchUp queues a weeder launch for every configured service that is Ready while at least
+// one of its dependents (pods matching its selectors in its namespace) is in CrashLoopBackOff.
+// Pods are listed once per distinct selector across the cluster (paginated), not per namespace.
+func (c *Coordinator) CatchUp(ctx context.Context) (int, error) {
+	readyNS := map[string][]string{} // service → namespaces where it is Ready
+	for _, key := range c.src.Keys() {
+		if !c.relevant(key) {
+			continue
+		}
+		obs, err := c.src.Observe(key)
+		if err != nil {
+			return 0, err
+		}
+		if obs.Ready {
+			ns, svc := splitKey(key)
+			readyNS[svc] = append(readyNS[svc], ns)
+		}
+	}
+	crashing := map[string]map[string]bool{} // selector → namespaces with a crash-looping pod
+	queued := 0
+	for _, svc := range c.cfg.Services() {
+		if len(readyNS[svc]) == 0 {
+			continue
+		}
+		sels, err := jobs.SelectorStrings(c.cfg.Selectors(svc))
+		if err != nil {
+			return queued, err
+		}
+		hit := map[string]bool{}
+		for _, sel := range sels {
+			nss, ok := crashing[sel]
+			if !ok {
+				if nss, err = c.crashLoopingNamespaces(ctx, sel); err != nil {
+					return queued, err
+				}
+				crashing[sel] = nss
+			}
+			for ns := range nss {
+				hit[ns] = true
+			}
+		}
+		for _, ns := range readyNS[svc] {
+			if !hit[ns] {
+				continue
+			}
+			key := ns + "/" + svc
+			c.mu.Lock()
+			c.state(key).catchUp = true
+			c.mu.Unlock()
+			c.queue.Add(key)
+			queued++
+			c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc}).Info("Catch-up: service is Ready and a dependent is in CrashLoopBackOff.")
+		}
+	}
+	return queued, nil
+}
+
+func (c *Coordinator) crashLoopingNamespaces(ctx context.Context, selector string) (map[string]bool, error) {
+	out := map[string]bool{}
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
+	for {
+		list, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing pods %q for catch-up: %w", selector, err)
+		}
+		for i := range list.Items {
+			if CrashLooping(&list.Items[i]) {
+				out[list.Items[i].Namespace] = true
+			}
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// informers the coordinator runs.
+func (c *Coordinator) informers() []cache.SharedIndexInformer {
+	infs := []cache.SharedIndexInformer{c.src.Informer()}
+	if c.nsInf != nil {
+		infs = append(infs, c.nsInf)
+	}
+	return infs
+}
+
+// Ready reports whether the caches have synced (the /readyz condition).
+func (c *Coordinator) Ready() bool { return c.synced.Load() }

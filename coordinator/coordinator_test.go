@@ -1,0 +1,497 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+func TestDecideTransitionTable(t *testing.T) {
+	unknown := Observation{}
+	down := Observation{Known: true}
+	up := Observation{Known: true, Ready: true}
+	cases := []struct {
+		name      string
+		prev, now Observation
+		want      Action
+	}{
+		{"notReady → Ready launches a weeder", down, up, ActionLaunchWeeder},
+		{"Ready → Ready does nothing", up, up, ActionNone},
+		{"Ready → notReady does nothing (yet: #6 arms here)", up, down, ActionNone},
+		{"notReady → notReady does nothing", down, down, ActionNone},
+		{"first seen Ready is not a transition", unknown, up, ActionNone},
+		{"first seen notReady is not a transition", unknown, down, ActionNone},
+		{"deleted while Ready does nothing", up, unknown, ActionNone},
+		{"deleted while notReady does nothing", down, unknown, ActionNone},
+	}
+	for _, tc := range cases {
+		if got := Decide(tc.prev, tc.now); got != tc.want {
+			t.Errorf("%s: Decide = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func ep(ready *bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+}
+
+func slice(ns, svc, name string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+	}
+}
+
+func TestReadinessAggregatesAcrossTheServiceSlices(t *testing.T) {
+	cases := []struct {
+		name   string
+		slices []*discoveryv1.EndpointSlice
+		want   Observation
+	}{
+		{"no slices: unknown", nil, Observation{}},
+		{"one empty slice: known, not ready", []*discoveryv1.EndpointSlice{slice("n", "s", "a")}, Observation{Known: true}},
+		{"only not-ready endpoints", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(ptr.To(false)), ep(ptr.To(false)))}, Observation{Known: true}},
+		{"a ready endpoint", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(ptr.To(false)), ep(ptr.To(true)))}, Observation{Known: true, Ready: true}},
+		{"nil ready counts as ready", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(nil))}, Observation{Known: true, Ready: true}},
+		{"ready endpoint in the second slice", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(ptr.To(false))), slice("n", "s", "b", ep(ptr.To(true)))}, Observation{Known: true, Ready: true}},
+	}
+	for _, tc := range cases {
+		if got := SlicesObservation(tc.slices); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLegacyEndpointsReadiness(t *testing.T) {
+	cases := []struct {
+		name string
+		ep   *corev1.Endpoints
+		want Observation
+	}{
+		{"absent", nil, Observation{}},
+		{"no subsets", &corev1.Endpoints{}, Observation{Known: true}},
+		{"only notReadyAddresses", &corev1.Endpoints{Subsets: []corev1.EndpointSubset{{NotReadyAddresses: []corev1.EndpointAddress{{IP: "1.2.3.4"}}}}}, Observation{Known: true}},
+		{"a ready address", &corev1.Endpoints{Subsets: []corev1.EndpointSubset{{}, {Addresses: []corev1.EndpointAddress{{IP: "1.2.3.4"}}}}}, Observation{Known: true, Ready: true}},
+	}
+	for _, tc := range cases {
+		if got := EndpointsObservation(tc.ep); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func crashPod(ns, name string, lbl map[string]string, init bool) *corev1.Pod {
+	st := corev1.ContainerStatus{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbl}}
+	if init {
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{st}
+	} else {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
+	}
+	return p
+}
+
+func TestCrashLoopingCountsInitContainers(t *testing.T) {
+	running := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+	terminating := crashPod("n", "p", nil, false)
+	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"running", running, false},
+		{"container in CrashLoopBackOff", crashPod("n", "p", nil, false), true},
+		{"init container in CrashLoopBackOff", crashPod("n", "p", nil, true), true},
+		{"terminating", terminating, false},
+	}
+	for _, tc := range cases {
+		if got := CrashLooping(tc.pod); got != tc.want {
+			t.Errorf("%s: %v", tc.name, got)
+		}
+	}
+}
+
+// harness: a coordinator on a fake clientset whose informer caches are filled by hand.
+type harness struct {
+	t      *testing.T
+	c      *Coordinator
+	client *fake.Clientset
+	rec    *record.FakeRecorder
+	now    time.Time
+}
+
+const testConfig = `
+watchDuration: 3m
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors: [{matchLabels: {app: kubernetes, role: apiserver}}]
+  kube-apiserver:
+    podSelectors:
+      - matchLabels: {app: kubernetes, role: controller-manager}
+      - matchLabels: {app: machine-controller-manager}
+`
+
+func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(objs...)
+	rec := record.NewFakeRecorder(100)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	h := &harness{t: t, client: client, rec: rec, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	c, err := New(Deps{
+		Client:   client,
+		Config:   cfg,
+		Log:      log,
+		Metrics:  NewMetrics("test"),
+		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
+		Recorder: rec,
+		Now:      func() time.Time { return h.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	t.Cleanup(c.queue.ShutDown)
+	return h
+}
+
+// set puts a slice into the cache and delivers the event as the informer would.
+func (h *harness) set(s *discoveryv1.EndpointSlice) {
+	h.t.Helper()
+	if err := h.c.src.Informer().GetIndexer().Update(s); err != nil {
+		h.t.Fatal(err)
+	}
+	h.c.onEvent(s)
+	h.drain()
+}
+
+func (h *harness) remove(s *discoveryv1.EndpointSlice) {
+	h.t.Helper()
+	if err := h.c.src.Informer().GetIndexer().Delete(s); err != nil {
+		h.t.Fatal(err)
+	}
+	h.c.onEvent(s)
+	h.drain()
+}
+
+// drain reconciles everything queued, synchronously.
+func (h *harness) drain() {
+	h.t.Helper()
+	for h.c.queue.Len() > 0 {
+		key, _ := h.c.queue.Get()
+		if err := h.c.reconcile(context.Background(), key); err != nil {
+			h.t.Errorf("reconcile %s: %v", key, err)
+		}
+		h.c.queue.Forget(key)
+		h.c.queue.Done(key)
+	}
+}
+
+func (h *harness) weederJobs() []batchv1.Job {
+	h.t.Helper()
+	list, err := h.client.BatchV1().Jobs("depwatch").List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func down(ns, svc string) *discoveryv1.EndpointSlice {
+	return slice(ns, svc, svc+"-abc", ep(ptr.To(false)))
+}
+
+func up(ns, svc string) *discoveryv1.EndpointSlice {
+	return slice(ns, svc, svc+"-abc", ep(ptr.To(true)))
+}
+
+func TestNotReadyToReadyLaunchesOneWeederJob(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.set(down("shoot--a", "etcd-main-client"))
+	if n := len(h.weederJobs()); n != 0 {
+		t.Fatalf("%d Jobs while down", n)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.set(up("shoot--a", "etcd-main-client"))
+	js := h.weederJobs()
+	if len(js) != 1 {
+		t.Fatalf("%d Jobs after the return, want 1", len(js))
+	}
+	j := js[0]
+	if j.Labels[jobs.LabelService] != "etcd-main-client" || j.Labels[jobs.LabelNamespace] != "shoot--a" || j.Annotations[jobs.AnnotationTrigger] != jobs.TriggerReady {
+		t.Errorf("job metadata: %v %v", j.Labels, j.Annotations)
+	}
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	var sels []string
+	_ = json.Unmarshal([]byte(env["LABEL_SELECTORS"]), &sels)
+	if env["NAMESPACE"] != "shoot--a" || env["RUN_DURATION"] != "3m0s" || env["WATCH"] != "true" || len(sels) != 1 || sels[0] != "app=kubernetes,role=apiserver" {
+		t.Errorf("env = %v", env)
+	}
+	ev := h.events()
+	if len(ev) != 1 || !strings.Contains(ev[0], "Normal WeederStarted Started weeder Job depwatch/"+j.Name) {
+		t.Errorf("events = %q", ev)
+	}
+	m := h.c.metrics
+	if got := value(m.Triggers.WithLabelValues("weeder", "ready")); got != 1 {
+		t.Errorf("triggers = %v", got)
+	}
+	if got := value(m.JobsLaunched.WithLabelValues("weeder", "created")); got != 1 {
+		t.Errorf("launched = %v", got)
+	}
+	if got := sampleCount(m.TriggerToJob.WithLabelValues("weeder")); got != 1 {
+		t.Errorf("latency samples = %d", got)
+	}
+	if got := value(m.ServicesReady); got != 1 {
+		t.Errorf("services ready = %v", got)
+	}
+}
+
+func TestNoJobWithoutATransition(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps func(h *harness)
+	}{
+		{"Ready → Ready", func(h *harness) {
+			h.set(down("n", "etcd-main-client"))
+			h.set(up("n", "etcd-main-client"))
+			before := len(h.weederJobs())
+			s := up("n", "etcd-main-client")
+			s.Endpoints = append(s.Endpoints, ep(ptr.To(true)))
+			h.set(s) // a second ready endpoint: still Ready
+			if before != 1 {
+				h.t.Fatalf("setup: %d Jobs", before)
+			}
+		}},
+		{"first seen Ready", func(h *harness) { h.set(up("n", "etcd-main-client")) }},
+		{"delete", func(h *harness) { h.set(down("n", "etcd-main-client")); h.remove(down("n", "etcd-main-client")) }},
+		{"deleted then recreated Ready", func(h *harness) {
+			h.set(down("n", "etcd-main-client"))
+			h.remove(down("n", "etcd-main-client"))
+			h.set(up("n", "etcd-main-client"))
+		}},
+		{"unconfigured service", func(h *harness) { h.set(down("n", "other")); h.set(up("n", "other")) }},
+		{"Ready → notReady", func(h *harness) { h.set(up("n", "etcd-main-client")); h.set(down("n", "etcd-main-client")) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, testConfig)
+			tc.steps(h)
+			want := 0
+			if tc.name == "Ready → Ready" {
+				want = 1
+			}
+			if n := len(h.weederJobs()); n != want {
+				t.Errorf("%d Jobs, want %d", n, want)
+			}
+		})
+	}
+}
+
+func TestRetriggerReplacesTheActiveWeederJob(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.set(down("n", "kube-apiserver"))
+	h.set(up("n", "kube-apiserver"))
+	first := h.weederJobs()
+	h.now = h.now.Add(30 * time.Second)
+	h.set(down("n", "kube-apiserver"))
+	h.now = h.now.Add(30 * time.Second)
+	h.set(up("n", "kube-apiserver"))
+	second := h.weederJobs()
+	if len(first) != 1 || len(second) != 1 || first[0].Name == second[0].Name {
+		t.Fatalf("jobs before %v after %v: want one, replaced", names(first), names(second))
+	}
+	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "replaced")); got != 1 {
+		t.Errorf("replaced = %v", got)
+	}
+	ev := h.events()
+	if len(ev) != 2 || !strings.Contains(ev[1], "replacing ["+first[0].Name+"]") {
+		t.Errorf("events = %q", ev)
+	}
+}
+
+func names(js []batchv1.Job) []string {
+	var out []string
+	for _, j := range js {
+		out = append(out, j.Name)
+	}
+	return out
+}
+
+func TestNamespacesOutsideTheSelectionAreIgnored(t *testing.T) {
+	h := newHarness(t, testConfig+"namespaces: {names: [watched]}\n")
+	for _, ns := range []string{"watched", "other"} {
+		h.set(down(ns, "etcd-main-client"))
+		h.set(up(ns, "etcd-main-client"))
+	}
+	js := h.weederJobs()
+	if len(js) != 1 || js[0].Labels[jobs.LabelNamespace] != "watched" {
+		t.Errorf("jobs = %v", names(js))
+	}
+}
+
+func TestNamespaceLabelSelector(t *testing.T) {
+	h := newHarness(t, testConfig+"namespaces: {selector: {matchLabels: {gardener.cloud/role: shoot}}}\n")
+	for _, n := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", Labels: map[string]string{"gardener.cloud/role": "shoot"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "garden"}},
+	} {
+		if err := h.c.nsInf.GetIndexer().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range []string{"shoot--a", "garden", "unknown"} {
+		h.set(down(ns, "etcd-main-client"))
+		h.set(up(ns, "etcd-main-client"))
+	}
+	js := h.weederJobs()
+	if len(js) != 1 || js[0].Labels[jobs.LabelNamespace] != "shoot--a" {
+		t.Errorf("jobs = %v", names(js))
+	}
+}
+
+func TestCatchUpLaunchesForReadyServicesWithCrashLoopingDependents(t *testing.T) {
+	apiserver := map[string]string{"app": "kubernetes", "role": "apiserver"}
+	mcm := map[string]string{"app": "machine-controller-manager"}
+	h := newHarness(t, testConfig,
+		crashPod("a", "kube-apiserver-1", apiserver, false),                                                     // a: etcd Ready, apiserver crash-looping → weeder
+		crashPod("b", "kube-apiserver-1", apiserver, true),                                                      // b: etcd down → nothing (the transition will do it)
+		crashPod("c", "mcm-1", mcm, false),                                                                      // c: kube-apiserver Ready, mcm crash-looping → weeder
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "d", Name: "kube-apiserver-1", Labels: apiserver}}, // d: healthy
+	)
+	for _, s := range []*discoveryv1.EndpointSlice{up("a", "etcd-main-client"), down("b", "etcd-main-client"), up("c", "kube-apiserver"), up("c", "etcd-main-client"), up("d", "etcd-main-client")} {
+		h.set(s) // first sightings: no Jobs
+	}
+	if n := len(h.weederJobs()); n != 0 {
+		t.Fatalf("%d Jobs from first sightings", n)
+	}
+	n, err := h.c.CatchUp(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("CatchUp = %d, %v; want 2", n, err)
+	}
+	h.drain()
+	got := map[string]bool{}
+	for _, j := range h.weederJobs() {
+		got[j.Annotations[jobs.AnnotationTarget]] = true
+		if j.Annotations[jobs.AnnotationTrigger] != jobs.TriggerCatchUp {
+			t.Errorf("%s: trigger %q", j.Name, j.Annotations[jobs.AnnotationTrigger])
+		}
+	}
+	if len(got) != 2 || !got["a/etcd-main-client"] || !got["c/kube-apiserver"] {
+		t.Errorf("catch-up Jobs for %v", got)
+	}
+	if v := value(h.c.metrics.Triggers.WithLabelValues("weeder", "catch-up")); v != 2 {
+		t.Errorf("catch-up triggers = %v", v)
+	}
+	// Catch-up is one-shot: later Ready → Ready events launch nothing more.
+	h.set(up("a", "etcd-main-client"))
+	if n := len(h.weederJobs()); n != 2 {
+		t.Errorf("%d Jobs after a Ready → Ready update", n)
+	}
+}
+
+func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.set(down("n", "etcd-main-client"))
+	h.c.launcher.Template.Image = "" // Build fails
+	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err == nil {
+		t.Fatal("launch without an image succeeded")
+	}
+	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "error")); got != 1 {
+		t.Errorf("error launches = %v", got)
+	}
+	h.c.launcher.Template.Image = "img"
+	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.weederJobs()); n != 1 {
+		t.Errorf("retry launched %d Jobs", n)
+	}
+}
+
+func TestResolveTemplateTakesTheImageFromTheCoordinatorPod(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "coord-1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "sidecar", Image: "other"},
+			{Name: "coordinator", Image: "localhost/depwatch:dev", ImagePullPolicy: corev1.PullNever},
+		}},
+	}
+	env := map[string]string{"POD_NAME": "coord-1", "POD_NAMESPACE": "depwatch"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tpl, err := ResolveTemplate(context.Background(), fake.NewClientset(pod), jobs.Template{}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpl.Image != "localhost/depwatch:dev" || tpl.ImagePullPolicy != corev1.PullNever || tpl.Namespace != "depwatch" {
+		t.Errorf("template = %+v", tpl)
+	}
+	// Outside a pod the config must name the image.
+	none := func(string) (string, bool) { return "", false }
+	if _, err := ResolveTemplate(context.Background(), fake.NewClientset(), jobs.Template{}, none); err != ErrImageRequired {
+		t.Errorf("outside a pod: %v", err)
+	}
+	tpl, err = ResolveTemplate(context.Background(), fake.NewClientset(), jobs.Template{Image: "x", Namespace: "ops"}, none)
+	if err != nil || tpl.Image != "x" || tpl.Namespace != "ops" {
+		t.Errorf("explicit: %+v %v", tpl, err)
+	}
+}
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
+
+func sampleCount(o prometheus.Observer) uint64 {
+	var d dto.Metric
+	if err := o.(prometheus.Metric).Write(&d); err != nil {
+		panic(err)
+	}
+	return d.Histogram.GetSampleCount()
+}

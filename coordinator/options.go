@@ -1,0 +1,227 @@
+package coordinator
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are the coordinator's command-line settings. Every flag can also be set by an
+// environment variable: DEPWATCH_ + the flag name in upper snake case
+// (--kube-api-qps → DEPWATCH_KUBE_API_QPS); a flag on the command line wins over the
+// variable. --kubeconfig is the exception: its variable is the usual KUBECONFIG.
+type Options struct {
+	ConfigFile              string
+	KubeAPIQPS              float64
+	KubeAPIBurst            int
+	ConcurrentReconciles    int
+	MetricsBindAddr         string
+	HealthBindAddr          string
+	EnableLeaderElection    bool
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	UseEndpoints            bool
+	Kubeconfig              string
+}
+
+// Defaults of the seed (dependency-watchdog).
+const (
+	DefaultQPS           = 5
+	DefaultBurst         = 10
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	LeaseName            = "depwatch-coordinator"
+)
+
+// EnvPrefix prefixes the environment variable of every flag.
+const EnvPrefix = "DEPWATCH_"
+
+// EnvName is the environment variable that sets a flag.
+func EnvName(flagName string) string {
+	if flagName == "kubeconfig" {
+		return "KUBECONFIG"
+	}
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ErrHelp is returned by ParseFlags after printing the help.
+var ErrHelp = flag.ErrHelp
+
+func newFlagSet(o *Options) *flag.FlagSet {
+	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
+	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 5)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 10)")
+	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
+	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
+	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")
+	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active coordinator through a Lease named "+LeaseName)
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the coordinator's own namespace, else depwatch)")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
+	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	return fs
+}
+
+// ParseFlags reads the environment, then the command line, then validates. All problems
+// are reported at once, each naming the flag (or variable) and the value. On --help it
+// writes the usage to help and returns ErrHelp.
+func ParseFlags(args []string, lookup func(string) (string, bool), help io.Writer) (Options, error) {
+	var o Options
+	fs := newFlagSet(&o)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+
+	var errs []string
+	fs.VisitAll(func(f *flag.Flag) {
+		env := EnvName(f.Name)
+		if f.Name == "kubeconfig" {
+			return // the API client reads KUBECONFIG itself
+		}
+		if v, ok := lookup(env); ok && v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err)))
+			}
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			Usage(help)
+			return o, ErrHelp
+		}
+		return o, errors.New(strings.Join(append(errs, flagProblem(err)), "\n"))
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Sprintf("unexpected argument %q (flags only; see --help)", fs.Arg(0)))
+	}
+	errs = append(errs, o.validate()...)
+	if len(errs) > 0 {
+		return o, errors.New(strings.Join(errs, "\n"))
+	}
+	if o.KubeAPIQPS == 0 {
+		o.KubeAPIQPS = DefaultQPS
+	}
+	if o.KubeAPIBurst == 0 {
+		o.KubeAPIBurst = DefaultBurst
+	}
+	return o, nil
+}
+
+func (o *Options) validate() []string {
+	var errs []string
+	bad := func(name, value, why string) {
+		errs = append(errs, fmt.Sprintf("--%s=%s: %s", name, value, why))
+	}
+	if o.ConfigFile == "" {
+		errs = append(errs, "--config-file: required (or "+EnvName("config-file")+")")
+	}
+	if o.KubeAPIQPS < 0 {
+		bad("kube-api-qps", fmtFloat(o.KubeAPIQPS), "must not be negative")
+	}
+	if o.KubeAPIBurst < 0 {
+		bad("kube-api-burst", strconv.Itoa(o.KubeAPIBurst), "must not be negative")
+	}
+	if o.ConcurrentReconciles < 1 {
+		bad("concurrent-reconciles", strconv.Itoa(o.ConcurrentReconciles), "must be at least 1")
+	}
+	for name, addr := range map[string]string{"metrics-bind-addr": o.MetricsBindAddr, "health-bind-addr": o.HealthBindAddr} {
+		if addr == "0" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil {
+			bad(name, strconv.Quote(addr), "must be host:port, :port or 0 (disabled)")
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			bad(name, strconv.Quote(addr), "port must be a number 0-65535")
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"leader-elect-lease-duration", o.LeaseDuration}, {"leader-elect-renew-deadline", o.RenewDeadline}, {"leader-elect-retry-period", o.RetryPeriod}} {
+		if d.v <= 0 {
+			bad(d.name, d.v.String(), "must be positive")
+		}
+	}
+	if o.LeaseDuration > 0 && o.RenewDeadline > 0 && o.RenewDeadline >= o.LeaseDuration {
+		bad("leader-elect-renew-deadline", o.RenewDeadline.String(), "must be shorter than --leader-elect-lease-duration="+o.LeaseDuration.String())
+	}
+	if o.RenewDeadline > 0 && o.RetryPeriod > 0 && float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
+		bad("leader-elect-retry-period", o.RetryPeriod.String(), "must be shorter than --leader-elect-renew-deadline="+o.RenewDeadline.String()+" / 1.2")
+	}
+	return errs
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// parseProblem shortens the flag package's value errors.
+func parseProblem(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "parse error"):
+		return "cannot be parsed"
+	case strings.Contains(msg, "out of range"):
+		return "out of range"
+	}
+	return msg
+}
+
+// flagProblem rewrites the flag package's parse errors so they name --flag and the value.
+func flagProblem(err error) string {
+	msg := err.Error()
+	// invalid value "x" for flag -kube-api-qps: parse error
+	if strings.HasPrefix(msg, "invalid value ") {
+		if i := strings.Index(msg, " for flag -"); i > 0 {
+			value := strings.TrimPrefix(msg[:i], "invalid value ")
+			rest := msg[i+len(" for flag -"):]
+			name, why, _ := strings.Cut(rest, ": ")
+			why = parseProblem(errors.New(why))
+			return fmt.Sprintf("--%s=%s: %s", name, value, why)
+		}
+	}
+	// invalid boolean value "yes" for -enable-leader-election: parse error
+	if strings.HasPrefix(msg, "invalid boolean value ") {
+		if i := strings.Index(msg, " for -"); i > 0 {
+			value := strings.TrimPrefix(msg[:i], "invalid boolean value ")
+			name, why, _ := strings.Cut(msg[i+len(" for -"):], ": ")
+			return fmt.Sprintf("--%s=%s: %s (use true or false)", name, value, parseProblem(errors.New(why)))
+		}
+	}
+	if strings.HasPrefix(msg, "flag provided but not defined: -") {
+		return "unknown flag --" + strings.TrimPrefix(msg, "flag provided but not defined: -") + " (see --help)"
+	}
+	return msg
+}
+
+// Usage writes the coordinator's help: every flag, its default and its variable.
+func Usage(w io.Writer) {
+	var o Options
+	fs := newFlagSet(&o)
+	fmt.Fprintln(w, "Usage: depwatch coordinator --config-file PATH [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Always-on coordinator: watches the EndpointSlices (or Endpoints) of the configured services")
+	fmt.Fprintln(w, "and, when a service goes from no ready endpoint to at least one, launches a weeder Job")
+	fmt.Fprintln(w, "(`depwatch reap` in WATCH mode) that restarts its crash-looping dependents. On start and")
+	fmt.Fprintln(w, "on winning leadership it catches up: every Ready service with a crash-looping dependent")
+	fmt.Fprintln(w, "gets a weeder Job. Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost")
+	fmt.Fprintln(w, "leadership), 2 invalid flags or config.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Flags (each also set by the environment variable shown; the flag wins):")
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, _ := flag.UnquoteUsage(f)
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s %s\n      %s\n      default %s, env %s\n", f.Name, typ, f.Usage, def, EnvName(f.Name))
+	})
+}

@@ -1,0 +1,273 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// ErrLostLeadership ends Run when another replica took the Lease over: the process exits
+// non-zero and is restarted as a standby (the usual controller pattern: no half-state).
+var ErrLostLeadership = errors.New("lost leadership")
+
+// ErrImageRequired: the config names no Job image and the coordinator has no pod to copy it from.
+var ErrImageRequired = errors.New("jobTemplate.image: required when the coordinator does not run in a pod (POD_NAME and POD_NAMESPACE unset)")
+
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// OwnNamespace is the coordinator's namespace: POD_NAMESPACE (downward API), else the
+// in-cluster service account's namespace, else "depwatch" (running outside a cluster).
+func OwnNamespace(lookup func(string) (string, bool)) string {
+	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return "depwatch"
+}
+
+// ResolveTemplate fills what the config's jobTemplate leaves open: the namespace (the
+// coordinator's own) and the image and pull policy (those of the coordinator's own container,
+// read from its pod named by POD_NAME, so one kustomize `images:` entry sets both). Outside a
+// pod the image must be in the config.
+func ResolveTemplate(ctx context.Context, client kubernetes.Interface, t jobs.Template, lookup func(string) (string, bool)) (jobs.Template, error) {
+	if t.Namespace == "" {
+		t.Namespace = OwnNamespace(lookup)
+	}
+	if t.Image != "" {
+		return t, nil
+	}
+	pod, _ := lookup("POD_NAME")
+	ns, _ := lookup("POD_NAMESPACE")
+	if pod == "" || ns == "" {
+		return t, ErrImageRequired
+	}
+	p, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return t, fmt.Errorf("reading the coordinator's own pod %s/%s for the Job image (or set jobTemplate.image): %w", ns, pod, err)
+	}
+	var c *corev1.Container
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == "coordinator" {
+			c = &p.Spec.Containers[i]
+		}
+	}
+	if c == nil && len(p.Spec.Containers) > 0 {
+		c = &p.Spec.Containers[0]
+	}
+	if c == nil {
+		return t, fmt.Errorf("the coordinator's pod %s/%s has no container (set jobTemplate.image)", ns, pod)
+	}
+	t.Image = c.Image
+	if t.ImagePullPolicy == "" {
+		t.ImagePullPolicy = c.ImagePullPolicy
+	}
+	return t, nil
+}
+
+// Run runs the coordinator until ctx ends (nil) or it fails: metrics and health endpoints,
+// Events, informers, then leader election (or straight to work). Every goroutine it starts
+// has ended when it returns.
+func Run(ctx context.Context, d Deps) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	log := d.Log
+
+	var recorderShutdown func()
+	if d.Recorder == nil {
+		// Not tied to ctx: the Lease's release is recorded after ctx ends; Shutdown (deferred,
+		// after everything else has stopped) ends it.
+		b := record.NewBroadcaster()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Client.CoreV1().Events("")})
+		d.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"})
+		recorderShutdown = b.Shutdown
+	}
+	if recorderShutdown != nil {
+		defer recorderShutdown()
+	}
+
+	c, err := New(d)
+	if err != nil {
+		return err
+	}
+
+	var watchdog *leaderelection.HealthzAdaptor
+	if d.Options.EnableLeaderElection {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait() // runs after cancel (deferred later, runs first)
+	defer cancel()
+
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.Ready() {
+			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
+	for _, s := range []struct{ name, addr string }{{"metrics-bind-addr", d.Options.MetricsBindAddr}, {"health-bind-addr", d.Options.HealthBindAddr}} {
+		if s.addr == "" || s.addr == "0" {
+			continue
+		}
+		handler := http.Handler(health)
+		if s.name == "metrics-bind-addr" {
+			handler = metrics
+		}
+		if err := serve(ctx, &wg, s.name, s.addr, handler, log); err != nil {
+			return err
+		}
+	}
+
+	for _, inf := range c.informers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inf.RunWithContext(ctx)
+		}()
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range c.informers() {
+		synced = append(synced, inf.HasSynced)
+	}
+	log.Info("Waiting for the informer caches to sync.")
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("informer caches did not sync")
+	}
+	c.synced.Store(true)
+	log.WithField("services", len(c.src.Keys())).Info("Caches synced; ready.")
+
+	if !d.Options.EnableLeaderElection {
+		c.lead(ctx)
+		log.Info("Stopped.")
+		return nil
+	}
+	return c.runElected(ctx, d, watchdog)
+}
+
+func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Handler, log logrus.FieldLogger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--%s=%s: %w", name, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.WithError(err).WithField("addr", addr).Error("HTTP server stopped.")
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.WithField("addr", ln.Addr().String()).Infof("Serving %s.", map[bool]string{true: "/metrics", false: "/healthz and /readyz"}[name == "metrics-bind-addr"])
+	return nil
+}
+
+func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
+	ns := d.Options.LeaderElectionNamespace
+	if ns == "" {
+		ns = OwnNamespace(os.LookupEnv)
+	}
+	id := d.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		id = host + "_" + hex.EncodeToString(b)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, LeaseName,
+		c.client.CoreV1(), c.client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
+	if err != nil {
+		return err
+	}
+	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + LeaseName, "identity": id})
+
+	// OnStartedLeading runs in a goroutine of the elector's: it only hands the context over,
+	// and lead runs here, so nothing outlives Run.
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   d.Options.LeaseDuration,
+		RenewDeadline:   d.Options.RenewDeadline,
+		RetryPeriod:     d.Options.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            LeaseName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) { leading <- lctx },
+			OnStoppedLeading: func() { log.Info("Not leading.") },
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					log.WithField("leader", identity).Info("Standing by; another replica leads.")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	log.Info("Campaigning for leadership.")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		le.Run(ctx)
+	}()
+	select {
+	case lctx := <-leading:
+		log.Info("Won leadership.")
+		c.lead(lctx)
+		<-done
+	case <-done:
+	}
+	if ctx.Err() != nil {
+		log.Info("Stopped; lease released.")
+		return nil
+	}
+	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, LeaseName)
+}

@@ -1,0 +1,156 @@
+package coordinator
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
+type source interface {
+	Informer() cache.SharedIndexInformer
+	// KeyOf maps an informer object (or tombstone) to its service key <namespace>/<name>.
+	KeyOf(obj any) (string, bool)
+	// Observe reads one service's readiness from the informer's cache.
+	Observe(key string) (Observation, error)
+	// Keys lists the services present in the cache.
+	Keys() []string
+}
+
+const serviceIndex = "depwatch-service"
+
+// sliceSource watches discovery/v1 EndpointSlices of the configured service names only
+// (server-side label selector kubernetes.io/service-name in (...)), indexed by service.
+type sliceSource struct{ inf cache.SharedIndexInformer }
+
+func newSliceSource(client kubernetes.Interface, services []string) (*sliceSource, error) {
+	req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
+	if err != nil {
+		return nil, fmt.Errorf("building the EndpointSlice selector: %w", err)
+	}
+	sel := labels.NewSelector().Add(*req).String()
+	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
+		cache.Indexers{serviceIndex: sliceServiceIndex},
+		func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	_ = inf.SetTransform(stripManagedFields)
+	return &sliceSource{inf: inf}, nil
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := s.Labels[discoveryv1.LabelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + svc}, nil
+}
+
+func (s *sliceSource) Informer() cache.SharedIndexInformer { return s.inf }
+
+func (s *sliceSource) KeyOf(obj any) (string, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	keys, _ := sliceServiceIndex(obj)
+	if len(keys) == 0 {
+		return "", false
+	}
+	return keys[0], true
+}
+
+func (s *sliceSource) Observe(key string) (Observation, error) {
+	objs, err := s.inf.GetIndexer().ByIndex(serviceIndex, key)
+	if err != nil {
+		return Observation{}, err
+	}
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
+			slices = append(slices, sl)
+		}
+	}
+	return SlicesObservation(slices), nil
+}
+
+func (s *sliceSource) Keys() []string {
+	keys := s.inf.GetIndexer().ListIndexFuncValues(serviceIndex)
+	sort.Strings(keys)
+	return keys
+}
+
+// endpointsSource watches legacy v1 Endpoints (--use-endpoints, for clusters without
+// EndpointSlices). Endpoints cannot be filtered by name server-side, so objects of other
+// services are cut down to their metadata before they are cached.
+type endpointsSource struct{ inf cache.SharedIndexInformer }
+
+func newEndpointsSource(client kubernetes.Interface, services []string) *endpointsSource {
+	wanted := map[string]bool{}
+	for _, s := range services {
+		wanted[s] = true
+	}
+	inf := coreinformers.NewEndpointsInformer(client, metav1.NamespaceAll, 0, cache.Indexers{})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		ep, ok := obj.(*corev1.Endpoints)
+		if !ok {
+			return obj, nil
+		}
+		if !wanted[ep.Name] {
+			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, ResourceVersion: ep.ResourceVersion}}, nil
+		}
+		ep.ManagedFields = nil
+		return ep, nil
+	})
+	return &endpointsSource{inf: inf}
+}
+
+func (s *endpointsSource) Informer() cache.SharedIndexInformer { return s.inf }
+
+func (s *endpointsSource) KeyOf(obj any) (string, bool) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	return key, err == nil
+}
+
+func (s *endpointsSource) Observe(key string) (Observation, error) {
+	obj, exists, err := s.inf.GetIndexer().GetByKey(key)
+	if err != nil || !exists {
+		return Observation{}, err
+	}
+	ep, _ := obj.(*corev1.Endpoints)
+	return EndpointsObservation(ep), nil
+}
+
+func (s *endpointsSource) Keys() []string {
+	keys := s.inf.GetIndexer().ListKeys()
+	sort.Strings(keys)
+	return keys
+}
+
+func splitKey(key string) (namespace, name string) {
+	ns, n, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", key
+	}
+	return ns, n
+}
+
+// stripManagedFields drops managedFields before objects are cached (memory).
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# make demo: depwatch's weeder, live. An upstream Service goes down, its dependent crash-loops
+# until the kubelet's back-off has grown, the upstream comes back, and depwatch's coordinator
+# launches a weeder Job that restarts the dependent at once instead of letting it wait out the
+# back-off. Runs on the embedded local cluster (started here when needed), or on the current
+# kubectl context when KUBECONFIG is set and reachable (its nodes must have the images
+# localhost/depwatch:dev and localhost/depwatch-testapp:dev, e.g. loaded with `kind load`).
+set -euo pipefail
+LOG_PREFIX=demo
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+MIN_BACKOFF="${DEMO_MIN_BACKOFF:-40}" # seconds of kubelet back-off to wait for before recovery
+NS=depwatch-demo
+TESTAPP_IMAGE=localhost/depwatch-testapp:dev
+
+if [[ -n ${KUBECONFIG:-} ]] && kubectl --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
+  log "using the current context of KUBECONFIG=$KUBECONFIG ($(kubectl config current-context))"
+else
+  log "starting the embedded local cluster (make cluster-up)"
+  ./hack/cluster-up.sh
+  export KUBECONFIG="$KUBECONFIG_FILE"
+fi
+if containerd_up; then
+  ./hack/image.sh depwatch testapp >/dev/null
+fi
+
+log "installing depwatch: kubectl apply -k manifests/overlays/local"
+kubectl apply -k manifests/overlays/local >/dev/null
+kubectl -n depwatch rollout status deployment/depwatch-coordinator --timeout=120s
+
+port=$(free_port 23456)
+addr="127.0.0.1:$port"
+log "creating namespace $NS: Service upstream (listens on $addr) and Deployment dependent (exits 1 while upstream is down)"
+kubectl delete namespace "$NS" --ignore-not-found --wait=true >/dev/null
+kubectl create namespace "$NS" >/dev/null
+workload() { # name replicas labels-yaml command probe
+  cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $NS}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: $3}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 0
+      containers:
+        - name: app
+          image: $TESTAPP_IMAGE
+          imagePullPolicy: Never
+          command: $4
+          readinessProbe: {exec: {command: ["/testapp", "probe", "$addr"]}, periodSeconds: 1, failureThreshold: 1}
+---
+YAML
+}
+{
+  workload upstream 1 '{app: upstream}' "[\"/testapp\", \"serve\", \"$addr\"]"
+  workload dependent 1 '{app: dependent, depwatch.io/e2e: dependent}' "[\"/testapp\", \"depend\", \"$addr\"]"
+  cat <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: upstream, namespace: $NS}
+spec: {selector: {app: upstream}, ports: [{port: 80, targetPort: $port}]}
+YAML
+} | kubectl apply -f - >/dev/null
+kubectl -n "$NS" rollout status deployment/upstream --timeout=120s >/dev/null
+kubectl -n "$NS" rollout status deployment/dependent --timeout=120s >/dev/null
+log "both are Ready"
+kubectl -n "$NS" get pods -o wide
+
+dependent_state() {
+  kubectl -n "$NS" get pods -l app=dependent -o \
+    jsonpath='{range .items[*]}{.metadata.name} restarts={.status.containerStatuses[0].restartCount} ready={.status.containerStatuses[0].ready} {.status.containerStatuses[0].state.waiting.reason} {.status.containerStatuses[0].state.waiting.message}{"\n"}{end}' |
+    sed -E 's/ restarting failed container.*//'
+}
+
+log "OUTAGE: scaling the upstream to 0; the dependent starts crash-looping"
+kubectl -n "$NS" scale deployment/upstream --replicas=0 >/dev/null
+while :; do
+  state="$(dependent_state)"
+  echo "    $state"
+  backoff=$(grep -oE 'back-off [0-9a-z]+' <<<"$state" | head -1 | awk '{print $2}')
+  secs=0
+  if [[ $backoff =~ ^([0-9]+)m([0-9]+)s$ ]]; then secs=$((BASH_REMATCH[1] * 60 + BASH_REMATCH[2]))
+  elif [[ $backoff =~ ^([0-9]+)s$ ]]; then secs=${BASH_REMATCH[1]}; fi
+  ((secs >= MIN_BACKOFF)) && break
+  sleep 3
+done
+log "the kubelet now waits ${secs}s before it retries the dependent on its own"
+
+log "RECOVERY: scaling the upstream back to 1"
+kubectl -n "$NS" scale deployment/upstream --replicas=1 >/dev/null
+until [[ -n "$(kubectl -n "$NS" get endpointslices -l kubernetes.io/service-name=upstream -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]]; do sleep 0.2; done
+up=$(date +%s.%N)
+log "upstream is Ready; waiting for the coordinator's weeder Job"
+job=""
+until [[ -n $job ]]; do
+  job=$(kubectl -n depwatch get jobs -l "depwatch.io/kind=weeder,depwatch.io/namespace=$NS" --sort-by=.metadata.creationTimestamp -o jsonpath='{.items[-1:].metadata.name}' 2>/dev/null || true)
+  sleep 0.2
+done
+log "weeder Job depwatch/$job created; its log (kubectl -n depwatch logs job/$job):"
+until kubectl -n "$NS" get pods -l app=dependent -o jsonpath='{.items[*].status.containerStatuses[0].ready}' | grep -q true; do sleep 0.2; done
+ready=$(date +%s.%N)
+sleep 1
+kubectl -n depwatch logs "job/$job" 2>/dev/null | sed 's/^/    /' || true
+log "the dependent is Ready $(awk "BEGIN{printf \"%.1f\", $ready - $up}")s after the upstream came back (the kubelet alone: up to ${secs}s)"
+kubectl -n "$NS" get pods -o wide
+echo
+log "explore: KUBECONFIG=$KUBECONFIG kubectl -n depwatch get jobs,pods; kubectl -n $NS get events"
+log "clean up: kubectl delete namespace $NS; make cluster-down"

@@ -1,0 +1,463 @@
+package probe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// The annotations dependency-watchdog and Gardener rely on.
+const (
+	// AnnotationReplicas holds the replicas a resource had before it was scaled down.
+	AnnotationReplicas = "dependency-watchdog.gardener.cloud/replicas"
+	// AnnotationMeltdownProtection tells Gardener's reconciliation not to scale the resource up.
+	AnnotationMeltdownProtection = "dependency-watchdog.gardener.cloud/meltdown-protection-active"
+	// AnnotationIgnoreScaling=true makes the probe leave a resource alone.
+	AnnotationIgnoreScaling = "dependency-watchdog.gardener.cloud/ignore-scaling"
+)
+
+// Event reasons and source.
+const (
+	EventComponent       = "depwatch-probe"
+	ReasonScaledDown     = "ScaledDown"
+	ReasonScaledUp       = "ScaledUp"
+	ReasonScaleDownError = "ScaleDownFailed"
+	ReasonScaleUpError   = "ScaleUpFailed"
+)
+
+// eventTimeout bounds one Event write; it runs without the run's cancellation.
+const eventTimeout = 10 * time.Second
+
+// Outcome is what happened to one dependent resource in one probe.
+type Outcome string
+
+const (
+	OutcomeScaledDown         Outcome = "scaled-down"         // annotated, set to 0, no replica ready
+	OutcomeScaledUp           Outcome = "scaled-up"           // set to the stored replicas, one ready, annotations removed
+	OutcomeAnnotationsRemoved Outcome = "annotations-removed" // an earlier scale-up is completed: ready, annotations removed
+	OutcomeWouldScaleDown     Outcome = "would-scale-down"    // dry run
+	OutcomeWouldScaleUp       Outcome = "would-scale-up"      // dry run
+	OutcomeAlreadyDown        Outcome = "already-down"        // replicas were 0: untouched, stored replicas kept
+	OutcomeAlreadyUp          Outcome = "already-up"          // replicas > 0 and no annotation: untouched
+	OutcomeIgnored            Outcome = "ignored"             // ignore-scaling=true
+	OutcomeOptionalMissing    Outcome = "optional-missing"    // optional and not there: skipped
+	OutcomeMissing            Outcome = "missing"             // required and not there: a failure
+	OutcomeFailed             Outcome = "failed"              // an API error or a timeout
+	OutcomeNotStarted         Outcome = "not-started"         // the run was stopped before it
+	OutcomeInterrupted        Outcome = "interrupted"         // the run was stopped while waiting for readiness
+)
+
+// failure reports whether the outcome makes the run exit non-zero.
+func (o Outcome) failure() bool { return o == OutcomeFailed || o == OutcomeMissing }
+
+type result struct {
+	res     DependentResource
+	outcome Outcome
+}
+
+// scaler performs one direction of scaling for the resources of one probe.
+type scaler struct {
+	deps      Deps
+	namespace string
+	dryRun    bool
+	direction Action // ActionScaleDown or ActionScaleUp
+	why       string // the decision's reason
+	log       logrus.FieldLogger
+	poll      time.Duration
+}
+
+func (s *scaler) info(r DependentResource) ScaleInfo {
+	if s.direction == ActionScaleDown {
+		return r.ScaleDown
+	}
+	return r.ScaleUp
+}
+
+// target is one resolved dependent resource.
+type target struct {
+	res     DependentResource
+	level   int
+	mapping *meta.RESTMapping
+	log     logrus.FieldLogger
+}
+
+func (t *target) gr() schema.GroupResource { return t.mapping.Resource.GroupResource() }
+
+// one scales one resource: its initial delay first, then everything within its timeout. The
+// changes, once begun, are finished even when ctx is cancelled (the timeout still bounds them);
+// only the wait for readiness is abandoned on cancellation.
+func (s *scaler) one(ctx context.Context, r DependentResource) Outcome {
+	info := s.info(r)
+	t := &target{res: r, level: info.Level}
+	t.log = s.log.WithFields(logrus.Fields{
+		"namespace": s.namespace, "kind": r.Ref.Kind, "name": r.Ref.Name, "api_version": r.Ref.APIVersion,
+		"scale_level": info.Level, "decision": string(s.direction), "dry_run": s.dryRun,
+	})
+	if info.InitialDelay > 0 {
+		timer := time.NewTimer(info.InitialDelay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+	if ctx.Err() != nil {
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeNotStarted), "reason": "the run is stopping"}).
+			Infof("Not scaling %s: the run is stopping.", r.Ref)
+		return OutcomeNotStarted
+	}
+
+	deadline := time.Now().Add(info.Timeout)
+	opCtx, cancelOp := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancelOp()
+	waitCtx, cancelWait := context.WithDeadline(ctx, deadline)
+	defer cancelWait()
+
+	gvk := r.Ref.GroupVersionKind()
+	mapping, err := s.deps.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return s.missing(t, fmt.Sprintf("the API server does not serve kind %s in %s", r.Ref.Kind, r.Ref.APIVersion))
+		}
+		return s.fail(t, nil, fmt.Errorf("resolving kind %s in %s: %w", r.Ref.Kind, r.Ref.APIVersion, err))
+	}
+	t.mapping = mapping
+
+	obj, err := s.deps.Dynamic.Resource(mapping.Resource).Namespace(s.namespace).Get(opCtx, r.Ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist", r.Ref.Kind, s.namespace, r.Ref.Name))
+	case err != nil:
+		return s.fail(t, nil, fmt.Errorf("reading %s: %w", r.Ref, err))
+	}
+	if v, ok := obj.GetAnnotations()[AnnotationIgnoreScaling]; ok {
+		if b, perr := strconv.ParseBool(strings.TrimSpace(v)); perr == nil && b {
+			reason := AnnotationIgnoreScaling + "=" + v
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
+				Infof("Leaving %s alone: it is annotated %s.", r.Ref, reason)
+			return OutcomeIgnored
+		}
+	}
+	if s.direction == ActionScaleDown {
+		return s.down(opCtx, waitCtx, ctx, t, obj)
+	}
+	return s.up(opCtx, waitCtx, ctx, t, obj)
+}
+
+// down: store the replicas (and the meltdown-protection marker) in one patch, then set
+// replicas to 0, then wait until no replica is ready. The annotation always lands before the
+// replicas change, so a probe killed in between never loses the count; a resource already at
+// 0 is left as it is and its stored replicas are kept.
+func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
+	var previous int32
+	var already bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.deps.Scales.Scales(s.namespace).Get(opCtx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		previous = sc.Spec.Replicas
+		if previous == 0 {
+			already = true
+			return nil
+		}
+		if s.dryRun {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": sc.ResourceVersion, // the count stored is the count we set to 0
+			"annotations": map[string]any{
+				AnnotationReplicas:           strconv.Itoa(int(previous)),
+				AnnotationMeltdownProtection: "",
+			},
+		}})
+		if err != nil {
+			return err
+		}
+		patched, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+			Patch(opCtx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("annotating %s with its replicas: %w", t.res.Ref, err)
+		}
+		obj = patched
+		if err := s.setReplicas(opCtx, t, 0, patched.GetResourceVersion()); err != nil {
+			return fmt.Errorf("setting the replicas of %s to 0: %w", t.res.Ref, err)
+		}
+		return nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
+	case err != nil:
+		return s.fail(t, obj, err)
+	case already:
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyDown), "reason": "replicas are 0 already", "replicas": 0}).
+			Infof("%s has 0 replicas already: left as it is (its stored replicas are kept).", t.res.Ref)
+		return OutcomeAlreadyDown
+	case s.dryRun:
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleDown), "reason": s.why, "replicas": 0, "previous_replicas": previous}).
+			Infof("Dry run: would store %d replicas in %s and scale %s down to 0 because %s; nothing was changed.", previous, AnnotationReplicas, t.res.Ref, s.why)
+		return OutcomeWouldScaleDown
+	}
+	msg := fmt.Sprintf("Scaled %s down from %d to 0 replicas (stored in %s) because %s.", t.res.Ref, previous, AnnotationReplicas, s.why)
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledDown), "reason": s.why, "replicas": 0, "previous_replicas": previous}).Info(msg)
+	s.event(obj, corev1.EventTypeNormal, ReasonScaledDown, msg)
+
+	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n == 0 })
+	if err != nil {
+		return s.waitFailed(runCtx, t, obj, fmt.Sprintf("%d replicas still ready", ready), err)
+	}
+	t.log.WithFields(logrus.Fields{"action": "ready", "reason": "no replica ready", "replicas": 0}).
+		Infof("%s has no ready replica any more.", t.res.Ref)
+	return OutcomeScaledDown
+}
+
+// up: only where replicas are 0. The target is the stored replicas (an integer > 0) or 1; once
+// a replica is ready, both annotations are removed. A resource with replicas > 0 that still
+// carries the annotations (an earlier probe stopped after scaling up) gets the same ending.
+func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
+	var current, want int32
+	var why string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.deps.Scales.Scales(s.namespace).Get(opCtx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		current = sc.Spec.Replicas
+		if current > 0 || s.dryRun {
+			return nil
+		}
+		want, why = targetReplicas(obj.GetAnnotations())
+		if err := s.setReplicas(opCtx, t, want, sc.ResourceVersion); err != nil {
+			return fmt.Errorf("setting the replicas of %s to %d: %w", t.res.Ref, want, err)
+		}
+		return nil
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
+	case err != nil:
+		return s.fail(t, obj, err)
+	}
+
+	annotated := hasAnnotations(obj)
+	if current > 0 {
+		if !annotated {
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyUp), "reason": "replicas > 0", "replicas": current}).
+				Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
+			return OutcomeAlreadyUp
+		}
+		if s.dryRun {
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
+				Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
+			return OutcomeWouldScaleUp
+		}
+		t.log.WithFields(logrus.Fields{"action": "resume", "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
+			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
+	} else {
+		if s.dryRun {
+			want, why = targetReplicas(obj.GetAnnotations())
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": why, "replicas": want, "previous_replicas": 0}).
+				Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
+			return OutcomeWouldScaleUp
+		}
+		msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledUp), "reason": why, "replicas": want, "previous_replicas": 0}).Info(msg)
+		s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
+	}
+
+	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n >= 1 })
+	if err != nil {
+		return s.waitFailed(runCtx, t, obj, fmt.Sprintf("%d replicas ready; the annotations stay until one is", ready), err)
+	}
+	if annotated {
+		patch := []byte(`{"metadata":{"annotations":{"` + AnnotationReplicas + `":null,"` + AnnotationMeltdownProtection + `":null}}}`)
+		if _, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+			Patch(opCtx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return s.fail(t, obj, fmt.Errorf("removing the scale-down annotations from %s: %w", t.res.Ref, err))
+		}
+	}
+	t.log.WithFields(logrus.Fields{"action": "ready", "reason": "a replica is ready", "replicas": ready}).
+		Infof("%s has %d ready replicas; the scale-down annotations are removed.", t.res.Ref, ready)
+	if current > 0 {
+		return OutcomeAnnotationsRemoved
+	}
+	return OutcomeScaledUp
+}
+
+// setReplicas merge-patches the scale subresource (RBAC: patch on <resource>/scale), with the
+// resourceVersion the decision was based on as a precondition: a conflict re-reads and retries.
+func (s *scaler) setReplicas(ctx context.Context, t *target, replicas int32, resourceVersion string) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"spec":     map[string]any{"replicas": replicas},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.deps.Scales.Scales(s.namespace).Patch(ctx, t.mapping.Resource, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// targetReplicas is the scale-up target: the stored replicas when they are an integer > 0,
+// else 1; why says which.
+func targetReplicas(annotations map[string]string) (int32, string) {
+	v, ok := annotations[AnnotationReplicas]
+	if !ok {
+		return 1, fmt.Sprintf("no %s annotation: default 1", AnnotationReplicas)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || n <= 0 {
+		return 1, fmt.Sprintf("annotation %s=%q is not an integer > 0: default 1", AnnotationReplicas, shorten(v))
+	}
+	return int32(n), fmt.Sprintf("restoring the %d replicas stored in %s", n, AnnotationReplicas)
+}
+
+func hasAnnotations(obj *unstructured.Unstructured) bool {
+	a := obj.GetAnnotations()
+	_, r := a[AnnotationReplicas]
+	_, m := a[AnnotationMeltdownProtection]
+	return r || m
+}
+
+// waitReady polls the resource's ready replicas until cond holds or ctx ends.
+func (s *scaler) waitReady(ctx context.Context, t *target, cond func(int64) bool) (int64, error) {
+	ticker := time.NewTicker(s.poll)
+	defer ticker.Stop()
+	var ready int64
+	var lastErr error
+	for {
+		n, err := s.readyReplicas(ctx, t)
+		if err == nil {
+			ready, lastErr = n, nil
+			if cond(n) {
+				return n, nil
+			}
+		} else {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return ready, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
+			}
+			return ready, ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// readyReplicas reads status.readyReplicas of the object (absent = 0, as Deployments and
+// StatefulSets omit it when it is 0). Kinds outside apps that have no such field fall back to
+// the scale subresource's status.replicas.
+func (s *scaler) readyReplicas(ctx context.Context, t *target) (int64, error) {
+	obj, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).Get(ctx, t.res.Ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "readyReplicas"); found {
+		switch n := v.(type) {
+		case int64:
+			return n, nil
+		case int32:
+			return int64(n), nil
+		case int:
+			return int64(n), nil
+		case float64:
+			return int64(n), nil
+		}
+	}
+	if t.mapping.Resource.Group == "apps" {
+		return 0, nil
+	}
+	sc, err := s.deps.Scales.Scales(s.namespace).Get(ctx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return int64(sc.Status.Replicas), nil
+}
+
+func (s *scaler) waitFailed(runCtx context.Context, t *target, obj *unstructured.Unstructured, state string, err error) Outcome {
+	if runCtx.Err() != nil {
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeInterrupted), "reason": "the run is stopping"}).
+			Warnf("Stopped waiting for %s (%s): the run is stopping; the next probe continues from here.", t.res.Ref, state)
+		return OutcomeInterrupted
+	}
+	return s.fail(t, obj, fmt.Errorf("%s did not reach its state within its timeout %s (%s): %w", t.res.Ref, s.info(t.res).Timeout, state, err))
+}
+
+func (s *scaler) missing(t *target, what string) Outcome {
+	if t.res.Optional {
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeOptionalMissing), "reason": what}).
+			Infof("Skipping optional %s: %s.", t.res.Ref, what)
+		return OutcomeOptionalMissing
+	}
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeMissing), "reason": what}).
+		Errorf("Cannot scale required %s: %s; the other resources are still scaled.", t.res.Ref, what)
+	return OutcomeMissing
+}
+
+func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outcome {
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeFailed), "reason": err.Error(), "error": err.Error()}).
+		Errorf("Scaling %s %s failed: %v", t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), err)
+	if obj != nil && !s.dryRun {
+		reason := ReasonScaleUpError
+		if s.direction == ActionScaleDown {
+			reason = ReasonScaleDownError
+		}
+		s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", strings.TrimPrefix(string(s.direction), "scale-"), err))
+	}
+	return OutcomeFailed
+}
+
+// event records a core/v1 Event on the scaled resource synchronously, so it exists before a
+// one-shot Job exits. A failure is only logged: the resource was handled either way.
+func (s *scaler) event(obj *unstructured.Unstructured, eventType, reason, message string) {
+	if s.dryRun || obj == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+	defer cancel()
+	now := metav1.Now() // real time: Event names must be unique per instant
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", obj.GetName(), now.UnixNano()),
+			Namespace: s.namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: obj.GetKind(), APIVersion: obj.GetAPIVersion(), Namespace: s.namespace, Name: obj.GetName(),
+			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+		},
+		Reason:         reason,
+		Message:        truncate(message, 1024),
+		Type:           eventType,
+		Source:         corev1.EventSource{Component: EventComponent},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	if _, err := s.deps.Seed.CoreV1().Events(s.namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		s.log.WithFields(logrus.Fields{"namespace": s.namespace, "kind": obj.GetKind(), "name": obj.GetName(), "error": err.Error()}).
+			Warnf("Could not record the %s Event on %s/%s: %v", reason, obj.GetKind(), obj.GetName(), err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}

@@ -1,0 +1,53 @@
+package probe
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// setting is one environment variable of `depwatch probe`. The table is the single source for
+// both LoadOptions (defaults) and Usage, so the help text cannot drift from the parser.
+type setting struct {
+	name, def, desc string
+	required        bool
+}
+
+// Defaults, also used by the coordinator's documentation of the Job's environment.
+const (
+	DefaultProbeTimeout              = "30s"
+	DefaultNodeLeaseFailureFraction  = "0.6"
+	DefaultLeaseExpiryBufferFraction = "0.75"
+)
+
+// The order is the order of Usage and of the problems LoadOptions reports.
+var settings = []setting{
+	{name: "NAMESPACE", required: true, desc: "the control-plane namespace: holds the kubeconfig Secret and the dependents to scale"},
+	{name: "KUBECONFIG_SECRET_NAME", required: true, desc: "Secret in NAMESPACE whose key `kubeconfig` reaches the control plane's API server (dependency-watchdog's kubeConfigSecretName)"},
+	{name: "PROBE_TIMEOUT", def: DefaultProbeTimeout, desc: "bound of the API-server probe and of the lease probe, a Go duration > 0"},
+	{name: "KCM_NODE_MONITOR_GRACE_DURATION", required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration > 0, e.g. 40s"},
+	{name: "NODE_LEASE_FAILURE_FRACTION", def: DefaultNodeLeaseFailureFraction, desc: "scale down when expired/total node leases >= this fraction, in (0,1]"},
+	{name: "LEASE_EXPIRY_BUFFER_FRACTION", def: DefaultLeaseExpiryBufferFraction, desc: "a lease has expired when now > renewTime + this fraction x KCM_NODE_MONITOR_GRACE_DURATION, in (0,1]"},
+	{name: "DEPENDENT_RESOURCES", required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s"},
+	{name: "DRY_RUN", def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
+	{name: "SCHEDULE", desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
+	{name: "RUN_DURATION", desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; the probe in hand is finished); only valid with SCHEDULE"},
+}
+
+// Usage writes every setting with its default and a one-line description.
+func Usage(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, s := range settings {
+		def := s.def
+		switch {
+		case s.required:
+			def = "(required)"
+		case def == "":
+			def = "(unset)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, def, s.desc)
+	}
+	fmt.Fprintln(tw, "\nA variable that is set must hold a valid value: an empty value is an error, except SCHEDULE and RUN_DURATION (empty = unset).")
+	_ = tw.Flush()
+}

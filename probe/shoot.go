@@ -1,0 +1,175 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubeconfigKey is the key of the kubeconfig in the Secret KUBECONFIG_SECRET_NAME.
+const KubeconfigKey = "kubeconfig"
+
+// NodeLeaseNamespace holds the kubelets' heartbeat Leases.
+const NodeLeaseNamespace = "kube-node-lease"
+
+// listPageSize bounds one page of Leases or Nodes (large clusters have thousands of nodes).
+const listPageSize = 500
+
+// ShootClientFactory builds the client of the control plane's API server from the kubeconfig
+// in the Secret; timeout bounds every request. Tests inject fakes here.
+type ShootClientFactory func(kubeconfig []byte, timeout time.Duration) (kubernetes.Interface, error)
+
+// NewShootClient is the production ShootClientFactory. The kubeconfig must be self-contained:
+// credential plugins (exec, auth-provider) are refused, since a Secret must not be able to make
+// the probe run programs. Errors never quote the kubeconfig's content.
+func NewShootClient(kubeconfig []byte, timeout time.Duration) (kubernetes.Interface, error) {
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("not a valid kubeconfig: %s", redact(err.Error()))
+	}
+	for name, a := range raw.AuthInfos {
+		if a == nil {
+			continue
+		}
+		if a.Exec != nil || a.AuthProvider != nil {
+			return nil, fmt.Errorf("the kubeconfig's user %q uses a credential plugin (exec or auth-provider), which a probe does not run", name)
+		}
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("not a usable kubeconfig: %s", redact(err.Error()))
+	}
+	cfg.Timeout = timeout
+	cfg.UserAgent = "depwatch-probe"
+	cfg.QPS, cfg.Burst = 20, 40
+	return kubernetes.NewForConfig(cfg)
+}
+
+// quoted matches what parsers quote from their input (go-yaml quotes offending values in
+// backticks); it is removed so that no part of a Secret ever reaches a log line.
+var quoted = regexp.MustCompile("`[^`]*`|\"[^\"]*\"|'[^']*'")
+
+func redact(s string) string {
+	s = quoted.ReplaceAllString(s, "<redacted>")
+	return shorten(s)
+}
+
+// errKind classifies why a probe reached no decision.
+type errKind int
+
+const (
+	errUnreachable errKind = iota // timed out, throttled, network or server error: no decision, not a failure
+	errBroken                     // missing Secret, bad kubeconfig, rejected credentials: a failure
+)
+
+type probeError struct {
+	kind errKind
+	err  error
+}
+
+func (e *probeError) Error() string { return e.err.Error() }
+func (e *probeError) Unwrap() error { return e.err }
+
+func broken(format string, args ...any) *probeError {
+	return &probeError{kind: errBroken, err: fmt.Errorf(format, args...)}
+}
+
+// classify: the API server answered but refused the credentials → broken; anything else
+// (timeouts, 429, 5xx, connection refused) → unreachable.
+func classify(what string, err error) *probeError {
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return &probeError{kind: errBroken, err: fmt.Errorf("%s: the API server rejected the kubeconfig's credentials: %w", what, err)}
+	}
+	return &probeError{kind: errUnreachable, err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// readKubeconfig reads the Secret from the seed. Its content is never logged.
+func readKubeconfig(ctx context.Context, seed kubernetes.Interface, namespace, name string) ([]byte, *probeError) {
+	s, err := seed.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, broken("kubeconfig Secret %s/%s not found", namespace, name)
+	case err != nil:
+		return nil, broken("reading kubeconfig Secret %s/%s: %v", namespace, name, err)
+	}
+	kc := s.Data[KubeconfigKey]
+	if len(kc) == 0 {
+		if v, ok := s.StringData[KubeconfigKey]; ok {
+			kc = []byte(v)
+		}
+	}
+	if len(kc) == 0 {
+		return nil, broken("kubeconfig Secret %s/%s has no (or an empty) key %q", namespace, name, KubeconfigKey)
+	}
+	return kc, nil
+}
+
+// probeAPIServer asks for the server version within timeout. ServerVersion takes no context,
+// so the bound is enforced here as well as by the client's own timeout; the call left behind
+// on a timeout ends with that client timeout.
+func probeAPIServer(ctx context.Context, shoot kubernetes.Interface, timeout time.Duration) *probeError {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := shoot.Discovery().ServerVersion()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return classify("API-server probe (server version)", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return &probeError{kind: errUnreachable, err: fmt.Errorf("API-server probe (server version): no answer within %s", timeout)}
+	}
+}
+
+// listLeaseInput lists the node Leases and the Nodes of the control plane within timeout.
+func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout time.Duration) ([]coordinationv1.Lease, map[string]bool, *probeError) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var leases []coordinationv1.Lease
+	opts := metav1.ListOptions{Limit: listPageSize}
+	for {
+		page, err := shoot.CoordinationV1().Leases(NodeLeaseNamespace).List(ctx, opts)
+		if err != nil {
+			return nil, nil, classify("lease probe (listing Leases in "+NodeLeaseNamespace+")", deadline(ctx, err, timeout))
+		}
+		leases = append(leases, page.Items...)
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	nodes := map[string]bool{}
+	opts = metav1.ListOptions{Limit: listPageSize}
+	for {
+		page, err := shoot.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
+		}
+		for i := range page.Items {
+			nodes[page.Items[i].Name] = true
+		}
+		if opts.Continue = page.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	return leases, nodes, nil
+}
+
+func deadline(ctx context.Context, err error, timeout time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %s: %w", timeout, err)
+	}
+	return err
+}

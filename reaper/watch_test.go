@@ -1,0 +1,148 @@
+package reaper
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// waitFor polls cond until it holds or the test times out.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWatchReapsPodTheMomentItEntersCrashLoopBackOff: between scheduled cycles, a pod that
+// turns CrashLoopBackOff is deleted; its replacement (new UID) is deleted again when it crash-
+// loops too; a terminating pod and a pod outside the selector are left alone; ctx cancel ends
+// the run with informers stopped.
+func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(
+		newPod("shoot", "kcm", withLabel("app", "kcm")),
+		newPod("shoot", "other", withLabel("app", "other")),
+	)
+	o := mustOptions(t, map[string]string{
+		"CONTAINER_STATUSES": "CrashLoopBackOff", "WATCH": "true", "NAMESPACE": "shoot",
+		"LABEL_SELECTORS": `["app=kcm","app=mcm"]`, "SCHEDULE": "@every 1h",
+	})
+	synced := make(chan struct{})
+	o.onWatchSynced = func() { close(synced) }
+	log, hook := quietLogger()
+	before := runtime.NumGoroutine()
+	done := make(chan struct{})
+	var s Summary
+	var err error
+	go func() { s, err = Run(ctx, client, o, log); close(done) }()
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("informers never synced")
+	}
+
+	pods := client.CoreV1().Pods("shoot")
+	update := func(p *corev1.Pod) {
+		t.Helper()
+		if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("update %s: %v", p.Name, err)
+		}
+	}
+	gone := func(name string) func() bool {
+		return func() bool {
+			_, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return err != nil
+		}
+	}
+
+	// The pod enters CrashLoopBackOff: reaped without waiting for the hourly cycle.
+	update(newPod("shoot", "kcm", withLabel("app", "kcm"), crashLooping))
+	waitFor(t, "kcm to be reaped", gone("kcm"))
+
+	// Its replacement (same name, new UID) crash-loops too: reaped again.
+	if _, err := pods.Create(ctx, newPod("shoot", "kcm", withLabel("app", "kcm"), withUID("kcm-2")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	update(newPod("shoot", "kcm", withLabel("app", "kcm"), withUID("kcm-2"), crashLooping))
+	waitFor(t, "the replacement to be reaped", gone("kcm"))
+
+	// A terminating pod and a pod outside the selectors are left alone.
+	if _, err := pods.Create(ctx, newPod("shoot", "mcm", withLabel("app", "mcm")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	update(newPod("shoot", "mcm", withLabel("app", "mcm"), crashLooping, terminating, func(p *corev1.Pod) { p.Finalizers = []string{"x"} }))
+	update(newPod("shoot", "other", withLabel("app", "other"), crashLooping))
+	// Give the worker time to (wrongly) act, then check it did not.
+	time.Sleep(100 * time.Millisecond)
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No goroutine (informer, reflector, sync waiter) outlives Run.
+	waitFor(t, "informer goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	if gone("mcm")() || gone("other")() {
+		t.Error("a terminating pod or a pod outside the selectors was reaped")
+	}
+	if s.Reaped != 2 {
+		t.Errorf("summary = %+v, want 2 reaped (kcm and its replacement)", s)
+	}
+	// The informers list and watch server-side filtered: one per OR-ed selector, in NAMESPACE.
+	filtered := map[string]bool{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "watch" && a.GetResource().Resource == "pods" {
+			filtered[a.GetNamespace()+" "+a.(k8stesting.WatchActionImpl).GetWatchRestrictions().Labels.String()] = true
+		}
+	}
+	if !filtered["shoot app=kcm"] || !filtered["shoot app=mcm"] {
+		t.Errorf("informer watches = %v, want one per selector in namespace shoot", filtered)
+	}
+	uids := map[types.UID]bool{}
+	for _, ev := range eventsFor(t, client, "shoot") {
+		uids[ev.InvolvedObject.UID] = true
+	}
+	if !uids["shoot/kcm"] || !uids["kcm-2"] {
+		t.Errorf("events recorded for %v, want both kcm UIDs", uids)
+	}
+	if hook.LastEntry().Data["stop_reason"] == nil {
+		t.Error("no summary line at the end")
+	}
+}
+
+// TestPodQueueCoalescesByUID: the latest version wins, order is kept, removed pods are skipped.
+func TestPodQueueCoalescesByUID(t *testing.T) {
+	q := newPodQueue()
+	q.push(newPod("a", "p1"))
+	q.push(newPod("a", "p2"))
+	q.push(newPod("a", "p1", crashLooping))
+	q.push(newPod("a", "p3"))
+	q.remove("a/p2")
+	p, _ := q.pop()
+	if p.Name != "p1" || len(p.Status.ContainerStatuses) != 1 {
+		t.Errorf("first pop = %s %v, want the latest p1", p.Name, p.Status)
+	}
+	if p, _ := q.pop(); p.Name != "p3" {
+		t.Errorf("second pop = %s, want p3 (p2 was removed)", p.Name)
+	}
+	if _, ok := q.pop(); ok {
+		t.Error("queue should be empty")
+	}
+}

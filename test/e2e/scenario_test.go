@@ -1,0 +1,327 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The upstream/dependent pair the weeder scenarios use. Both run on the host network and
+// talk over loopback: the upstream listens on a port of its own, the dependent exits 1
+// whenever it cannot connect to it, so it crash-loops for real while the upstream is down.
+// The local overlay's config maps Service "upstream" to pods labelled depwatch.io/e2e=dependent.
+const (
+	upstreamName   = "upstream"
+	dependentName  = "dependent"
+	dependentLabel = "depwatch.io/e2e"
+	depwatchNS     = "depwatch"
+)
+
+var usedPorts sync.Map
+
+// freePort picks a loopback port no other test uses and nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(10000)
+		if _, taken := usedPorts.LoadOrStore(port, true); taken {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return port
+	}
+	t.Fatal("no free loopback port found")
+	return 0
+}
+
+func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]string, command, probe []string) *appsv1.Deployment {
+	zero := int64(0)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork:                   true,
+					TerminationGracePeriodSeconds: &zero,
+					Containers: []corev1.Container{{
+						Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever, Command: command,
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: probe}},
+							PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// pair is one upstream Service with its dependent Deployment, in one test namespace.
+type pair struct {
+	t    *testing.T
+	ns   string
+	addr string
+}
+
+func newPair(t *testing.T, ns string) *pair {
+	t.Helper()
+	p := &pair{t: t, ns: ns, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: upstreamName, Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": upstreamName},
+			Ports:    []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(int32(mustPort(p.addr)))}},
+		},
+	}
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating service %s/%s: %v", ns, upstreamName, err)
+	}
+	up := hostNetworkDeployment(upstreamName, ns, 1, map[string]string{"app": upstreamName},
+		[]string{"/testapp", "serve", p.addr}, []string{"/testapp", "probe", p.addr})
+	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, up, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s/%s: %v", ns, upstreamName, err)
+	}
+	p.waitServiceReady(true, time.Minute)
+	dep := hostNetworkDeployment(dependentName, ns, 1, map[string]string{"app": dependentName, dependentLabel: "dependent"},
+		[]string{"/testapp", "depend", p.addr}, []string{"/testapp", "probe", p.addr})
+	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s/%s: %v", ns, dependentName, err)
+	}
+	p.waitDependentReady(time.Minute, "")
+	return p
+}
+
+func mustPort(addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	var n int
+	fmt.Sscanf(port, "%d", &n)
+	return n
+}
+
+// serviceReady tells whether any EndpointSlice of the upstream Service has a ready endpoint.
+func (p *pair) serviceReady() (bool, error) {
+	slices, err := kube.DiscoveryV1().EndpointSlices(p.ns).List(context.Background(), metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + upstreamName,
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+func (p *pair) waitServiceReady(ready bool, timeout time.Duration) time.Time {
+	p.t.Helper()
+	waitFor(p.t, timeout, fmt.Sprintf("service %s/%s ready=%v", p.ns, upstreamName, ready), func() (bool, error) {
+		got, err := p.serviceReady()
+		return err == nil && got == ready, err
+	})
+	return time.Now()
+}
+
+func (p *pair) scaleUpstream(replicas int32) {
+	p.t.Helper()
+	scaleDeployment(p.t, p.ns, upstreamName, replicas)
+}
+
+func scaleDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := kube.AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scaling deployment %s/%s to %d: %v", ns, name, replicas, err)
+	}
+}
+
+// dependentPods lists the dependent's pods that are not being deleted.
+func (p *pair) dependentPods() ([]corev1.Pod, error) {
+	list, err := kube.CoreV1().Pods(p.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + dependentName})
+	if err != nil {
+		return nil, err
+	}
+	var pods []corev1.Pod
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
+}
+
+// waitDependentReady waits for a Ready dependent pod other than notUID and returns it.
+func (p *pair) waitDependentReady(timeout time.Duration, notUID types.UID) (corev1.Pod, time.Time) {
+	p.t.Helper()
+	var ready corev1.Pod
+	waitFor(p.t, timeout, "a ready dependent pod", func() (bool, error) {
+		pods, err := p.dependentPods()
+		if err != nil {
+			return false, err
+		}
+		for _, pod := range pods {
+			if pod.UID != notUID && podReady(pod) {
+				ready = pod
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return ready, time.Now()
+}
+
+func podReady(pod corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+var backoffMessage = regexp.MustCompile(`back-off (\S+) restarting`)
+
+// crashLoop describes the dependent pod in CrashLoopBackOff: when the kubelet would restart
+// it on its own (its last exit plus the current back-off).
+type crashLoop struct {
+	pod            corev1.Pod
+	backoff        time.Duration
+	kubeletRestart time.Time
+}
+
+// waitCrashLoop waits until the dependent pod is in CrashLoopBackOff with a back-off of at
+// least minBackoff, as the kubelet reports it.
+func (p *pair) waitCrashLoop(minBackoff, timeout time.Duration) crashLoop {
+	p.t.Helper()
+	var cl crashLoop
+	waitFor(p.t, timeout, fmt.Sprintf("the dependent in CrashLoopBackOff with a back-off of %s or more", minBackoff), func() (bool, error) {
+		pods, err := p.dependentPods()
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		for _, cs := range pods[0].Status.ContainerStatuses {
+			w := cs.State.Waiting
+			if w == nil || w.Reason != "CrashLoopBackOff" || cs.LastTerminationState.Terminated == nil {
+				continue
+			}
+			m := backoffMessage.FindStringSubmatch(w.Message)
+			if m == nil {
+				continue
+			}
+			backoff, err := time.ParseDuration(m[1])
+			if err != nil || backoff < minBackoff {
+				continue
+			}
+			cl = crashLoop{pod: pods[0], backoff: backoff, kubeletRestart: cs.LastTerminationState.Terminated.FinishedAt.Add(backoff)}
+			return true, nil
+		}
+		return false, nil
+	})
+	return cl
+}
+
+// weederJobs lists the weeder Jobs the coordinator made for this pair's service, oldest first.
+func (p *pair) weederJobs() []batchv1.Job {
+	p.t.Helper()
+	sel := fmt.Sprintf("depwatch.io/kind=weeder,depwatch.io/namespace=%s,depwatch.io/service=%s", p.ns, upstreamName)
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		p.t.Fatalf("listing weeder jobs: %v", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp)
+	})
+	return list.Items
+}
+
+// jobsCreatedAfter keeps the Jobs created at or after t (API timestamps have 1 s resolution).
+func jobsCreatedAfter(jobs []batchv1.Job, t time.Time) []batchv1.Job {
+	var out []batchv1.Job
+	for _, j := range jobs {
+		if !j.CreationTimestamp.Time.Before(t.Truncate(time.Second)) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+var (
+	coordinatorOnce sync.Once
+	coordinatorErr  error
+	coordinatorUp   bool
+)
+
+// ensureCoordinator installs depwatch with `kubectl apply -k manifests/overlays/local`, once
+// per suite, and waits for the coordinator to be available. TestMain removes it at the end.
+func ensureCoordinator(t *testing.T) {
+	t.Helper()
+	coordinatorOnce.Do(func() {
+		out, err := kubectl(t, "apply", "-k", repoRoot+"/manifests/overlays/local")
+		if err != nil {
+			coordinatorErr = fmt.Errorf("kubectl apply -k manifests/overlays/local: %v\n%s", err, out)
+			return
+		}
+		coordinatorUp = true
+		out, err = kubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=90s")
+		if err != nil {
+			coordinatorErr = fmt.Errorf("the coordinator did not become available: %v\n%s", err, out)
+		}
+	})
+	if coordinatorErr != nil {
+		logs, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator", "--tail=50")
+		t.Fatalf("%v\ncoordinator logs:\n%s", coordinatorErr, logs)
+	}
+}
+
+// removeCoordinator undoes ensureCoordinator; TestMain calls it after the suite.
+func removeCoordinator() {
+	if coordinatorUp {
+		_, _ = runKubectl("delete", "-k", repoRoot+"/manifests/overlays/local", "--ignore-not-found", "--wait=false")
+	}
+}
+
+// waitCoordinatorReplicas waits until the coordinator Deployment has exactly n ready pods
+// and no others.
+func waitCoordinatorReplicas(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, 90*time.Second, fmt.Sprintf("%d coordinator pods", n), func() (bool, error) {
+		pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, pod := range pods.Items {
+			if podReady(pod) {
+				ready++
+			}
+		}
+		return len(pods.Items) == n && ready == n, nil
+	})
+}

@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The weeder scenarios share the one coordinator installed from manifests/overlays/local, so
+// they run one after the other (the reap tests run in parallel with each other).
+
+func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) {
+	ensureCoordinator(t)
+	ns := newNamespace(t, "weeder")
+	p := newPair(t, ns)
+
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
+	t.Logf("dependent %s is in CrashLoopBackOff (back-off %s); the kubelet would restart it at %s",
+		cl.pod.Name, cl.backoff, cl.kubeletRestart.Format(time.RFC3339))
+
+	p.scaleUpstream(1)
+	upAt := p.waitServiceReady(true, time.Minute)
+	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	t.Logf("upstream Ready → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
+
+	if !readyAt.Before(cl.kubeletRestart) {
+		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s: the weeder did not help",
+			readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
+	}
+	jobs := jobsCreatedAfter(p.weederJobs(), outageStart)
+	if len(jobs) != 1 {
+		t.Fatalf("got %d weeder jobs for %s/%s since the outage began, want exactly 1", len(jobs), ns, upstreamName)
+	}
+	job := jobs[0]
+	if got := job.Annotations["depwatch.io/trigger-time"]; got == "" {
+		t.Errorf("weeder job %s has no depwatch.io/trigger-time annotation", job.Name)
+	}
+	var logs string
+	waitFor(t, 30*time.Second, "the weeder job's log line naming the reaped pod", func() (bool, error) {
+		out, err := kubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
+		logs = out
+		_, ok := findLine(parseLogLines(out), map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"})
+		return ok && err == nil, err
+	})
+	if !strings.Contains(logs, "CrashLoopBackOff") {
+		t.Errorf("the weeder's log gives no CrashLoopBackOff reason:\n%s", logs)
+	}
+	if len(eventsFor(t, ns, upstreamName)["WeederStarted"]) == 0 {
+		t.Errorf("no WeederStarted event was recorded on service %s/%s", ns, upstreamName)
+	}
+}
+
+func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
+	ensureCoordinator(t)
+	ns := newNamespace(t, "steady")
+	p := newPair(t, ns)
+	// Let the coordinator see the pair's start-up before counting.
+	time.Sleep(3 * time.Second)
+	before := len(p.weederJobs())
+
+	scaleDeployment(t, ns, upstreamName, 2)
+	waitFor(t, time.Minute, "two ready upstream endpoints", func() (bool, error) {
+		d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), upstreamName, metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas == 2, err
+	})
+	scaleDeployment(t, ns, upstreamName, 1)
+	time.Sleep(5 * time.Second)
+	if after := len(p.weederJobs()); after != before {
+		t.Errorf("a Ready → Ready change launched %d weeder job(s); it must launch none", after-before)
+	}
+}
+
+func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) {
+	ensureCoordinator(t)
+	ns := newNamespace(t, "catchup")
+	p := newPair(t, ns)
+
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
+
+	// The coordinator is down while the upstream comes back: no transition is ever seen.
+	scaleDeployment(t, depwatchNS, "depwatch-coordinator", 0)
+	defer func() {
+		scaleDeployment(t, depwatchNS, "depwatch-coordinator", 1)
+		waitCoordinatorReplicas(t, 1)
+	}()
+	waitCoordinatorReplicas(t, 0)
+	p.scaleUpstream(1)
+	upAt := p.waitServiceReady(true, time.Minute)
+	scaleDeployment(t, depwatchNS, "depwatch-coordinator", 1)
+
+	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	t.Logf("upstream Ready (coordinator down) → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
+	if !readyAt.Before(cl.kubeletRestart) {
+		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s: catch-up did not happen",
+			readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
+	}
+	var catchUp int
+	for _, j := range jobsCreatedAfter(p.weederJobs(), upAt) {
+		if j.Annotations["depwatch.io/trigger"] == "catch-up" {
+			catchUp++
+		}
+	}
+	if catchUp != 1 {
+		t.Errorf("got %d catch-up weeder jobs for %s/%s, want 1", catchUp, ns, upstreamName)
+	}
+}
