@@ -45,7 +45,8 @@ cluster-down: ## Stop every process cluster-up started and remove its state (saf
 	./hack/cluster-down.sh
 
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
-	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
+	./hack/image.sh
+	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e
 
 demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
 	./hack/demo.sh

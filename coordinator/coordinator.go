@@ -35,6 +35,8 @@ const maxRetries = 8
 // Reasons of the Events the coordinator records on Services.
 const (
 	EventWeederStarted = "WeederStarted"
+	// EventWeederStopped: the service went down again while its weeder ran.
+	EventWeederStopped = "WeederStopped"
 	EventWeederFailed  = "WeederFailed"
 )
 
@@ -261,6 +263,9 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 	ns, svc := splitKey(key)
 	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
 	log.WithFields(logrus.Fields{"ready": obs.Ready, "wasKnown": prev.Known, "wasReady": prev.Ready}).Debug("Service readiness reconciled.")
+	if action == ActionStopWeeder {
+		return c.stopWeeder(ctx, key, log)
+	}
 	if p == nil {
 		return nil
 	}
@@ -311,6 +316,32 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStarted,
 		fmt.Sprintf("Started weeder Job %s/%s (trigger %s%s): restarting crash-looping dependents for %s",
 			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.Watch()))
+	return nil
+}
+
+// stopWeeder deletes the service's running weeder Job, if any: the service went down again.
+func (c *Coordinator) stopWeeder(ctx context.Context, key string, log logrus.FieldLogger) error {
+	ns, svc := splitKey(key)
+	spec, err := jobs.Weeder(jobs.WeederSpec{
+		Namespace: ns, Service: svc, Selectors: c.cfg.Selectors(svc), WatchDuration: c.cfg.Watch(),
+		Trigger: jobs.TriggerReady, TriggerTime: c.now(),
+	})
+	if err != nil {
+		return err // validated at load; cannot happen
+	}
+	stopped, err := c.launcher.Stop(ctx, spec)
+	if err != nil {
+		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
+		return err
+	}
+	if len(stopped) == 0 {
+		log.Info("Service has no ready endpoint any more; no weeder Job was running.")
+		return nil
+	}
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), "stopped").Add(float64(len(stopped)))
+	log.WithField("jobs", stopped).Info("Service has no ready endpoint any more: stopped its weeder Job, so dependents are not restarted while they cannot work.")
+	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+		fmt.Sprintf("Stopped weeder Job(s) %v: the service has no ready endpoint; a new weeder starts when it is Ready again", stopped))
 	return nil
 }
 

@@ -3,6 +3,8 @@ package coordinator
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // Observation is what the coordinator knows of one service's readiness.
@@ -22,29 +24,35 @@ const (
 	ActionNone Action = iota
 	// ActionLaunchWeeder: the service came back; restart its crash-looping dependents now.
 	ActionLaunchWeeder
-	// Issue #6 adds ActionArmWeeder on Ready → notReady (launch an armed weeder at the
-	// outage's start); the table in decide_test.go then gains that row.
+	// ActionStopWeeder: the service went down; a weeder still running from its last return
+	// must stop, or it would restart dependents that can only crash again, every time they do.
+	ActionStopWeeder
 )
 
 func (a Action) String() string {
 	switch a {
 	case ActionLaunchWeeder:
 		return "launch-weeder"
+	case ActionStopWeeder:
+		return "stop-weeder"
 	default:
 		return "none"
 	}
 }
 
 // Decide is the whole transition rule: only a known notReady service becoming Ready
-// triggers. A first sighting (even Ready) is not a transition — catch-up covers a recovery
-// missed while the coordinator was away; a deletion never triggers; Ready → Ready never
-// triggers.
+// launches a weeder, and only a known Ready service becoming notReady stops one. A first
+// sighting (even Ready) is not a transition — catch-up covers a recovery missed while the
+// coordinator was away; a deletion never acts; Ready → Ready never acts.
 func Decide(prev, now Observation) Action {
 	if !prev.Known || !now.Known {
 		return ActionNone
 	}
-	if !prev.Ready && now.Ready {
+	switch {
+	case !prev.Ready && now.Ready:
 		return ActionLaunchWeeder
+	case prev.Ready && !now.Ready:
+		return ActionStopWeeder
 	}
 	return ActionNone
 }
@@ -84,18 +92,9 @@ func EndpointsObservation(ep *corev1.Endpoints) Observation {
 	return obs
 }
 
-// CrashLooping is true when any container or init container of the pod waits in
-// CrashLoopBackOff (dependency-watchdog ignores init containers; depwatch does not).
+// CrashLooping is true when any container or init container of the pod is in crash-loop
+// back-off, by the reaper's own test (so catch-up and the weeder Job agree on which pods count).
 func CrashLooping(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
-		for _, cs := range list {
-			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
-				return true
-			}
-		}
-	}
-	return false
+	_, ok := reaper.CrashLoopBackOff(p)
+	return ok
 }

@@ -85,15 +85,10 @@ func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
 		if s.OnActive == KeepActive {
 			return Outcome{Result: ResultKept, Job: &active[0]}, nil
 		}
-		for _, a := range active {
-			err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
-				PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
-				Preconditions:     &metav1.Preconditions{UID: &a.UID},
-			})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return Outcome{Result: ResultError}, fmt.Errorf("deleting the active Job %s/%s to replace it: %w", a.Namespace, a.Name, err)
-			}
-			out.Replaced = append(out.Replaced, a.Name)
+		replaced, err := l.deleteJobs(ctx, active)
+		out.Replaced = replaced
+		if err != nil {
+			return Outcome{Result: ResultError, Replaced: replaced}, fmt.Errorf("replacing the active Job: %w", err)
 		}
 		out.Result = ResultReplaced
 	}
@@ -107,6 +102,34 @@ func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
 	}
 	out.Job = created
 	return out, nil
+}
+
+// Stop deletes the active Jobs of the spec's target and returns their names. The coordinator
+// stops a weeder when its service goes down again: restarting dependents while the service
+// they need is gone only makes them crash again.
+func (l *Launcher) Stop(ctx context.Context, s Spec) ([]string, error) {
+	active, err := l.Active(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return l.deleteJobs(ctx, active)
+}
+
+// deleteJobs deletes Jobs with propagation Background: the Job goes at once, its pod gets
+// SIGTERM and the run in it stops cleanly. A Job already gone or replaced is not an error.
+func (l *Launcher) deleteJobs(ctx context.Context, list []batchv1.Job) ([]string, error) {
+	var deleted []string
+	for _, a := range list {
+		err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
+			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+			Preconditions:     &metav1.Preconditions{UID: &a.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return deleted, fmt.Errorf("deleting Job %s/%s: %w", a.Namespace, a.Name, err)
+		}
+		deleted = append(deleted, a.Name)
+	}
+	return deleted, nil
 }
 
 // Finished is true once the Job has a Complete or Failed condition (or their early

@@ -11,7 +11,8 @@ import (
 // containerStatusesRule (CONTAINER_STATUSES) matches a pod when any container - regular, init
 // or ephemeral - is waiting or terminated with one of the listed reasons. Init containers count
 // because a pod stuck in an init container's CrashLoopBackOff is just as stuck (dependency-watchdog
-// ignores them; depwatch does not).
+// ignores them; depwatch does not). CrashLoopBackOff also matches a container the kubelet still
+// reports as terminated while it waits out the back-off (see CrashLoopBackOff).
 type containerStatusesRule struct {
 	reasons []string
 }
@@ -27,6 +28,11 @@ func loadContainerStatusesRule(e *env) Rule {
 func (containerStatusesRule) Name() string { return "CONTAINER_STATUSES" }
 
 func (r containerStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, string) {
+	if slices.Contains(r.reasons, ReasonCrashLoopBackOff) {
+		if reason, ok := CrashLoopBackOff(pod); ok {
+			return true, reason
+		}
+	}
 	groups := []struct {
 		kind     string
 		statuses []corev1.ContainerStatus

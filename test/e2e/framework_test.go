@@ -127,7 +127,7 @@ func mustKubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// waitFor polls cond every 250ms until it holds or timeout passes.
+// waitFor polls cond every 100ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -141,7 +141,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

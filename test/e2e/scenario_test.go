@@ -54,15 +54,20 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
+// hostNetworkDeployment runs testapp on the host network; its pods carry labels plus app=name.
 func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]string, command, probe []string) *appsv1.Deployment {
 	zero := int64(0)
+	withApp := map[string]string{"app": name}
+	for k, v := range labels {
+		withApp[k] = v
+	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: withApp},
 				Spec: corev1.PodSpec{
 					HostNetwork:                   true,
 					TerminationGracePeriodSeconds: &zero,
@@ -93,26 +98,33 @@ func newPair(t *testing.T, ns string) *pair {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: upstreamName, Namespace: ns},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": upstreamName},
+			Selector: map[string]string{"role": upstreamName},
 			Ports:    []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(int32(mustPort(p.addr)))}},
 		},
 	}
 	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating service %s/%s: %v", ns, upstreamName, err)
 	}
-	up := hostNetworkDeployment(upstreamName, ns, 1, map[string]string{"app": upstreamName},
-		[]string{"/testapp", "serve", p.addr}, []string{"/testapp", "probe", p.addr})
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, up, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating deployment %s/%s: %v", ns, upstreamName, err)
-	}
+	p.addUpstream(upstreamName, p.addr)
 	p.waitServiceReady(true, time.Minute)
-	dep := hostNetworkDeployment(dependentName, ns, 1, map[string]string{"app": dependentName, dependentLabel: "dependent"},
+	dep := hostNetworkDeployment(dependentName, ns, 1, map[string]string{dependentLabel: "dependent"},
 		[]string{"/testapp", "depend", p.addr}, []string{"/testapp", "probe", p.addr})
 	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating deployment %s/%s: %v", ns, dependentName, err)
 	}
 	p.waitDependentReady(time.Minute, "")
 	return p
+}
+
+// addUpstream runs one more Deployment behind the upstream Service, listening on addr (pods on
+// the host network cannot share a port, so each upstream instance has its own).
+func (p *pair) addUpstream(name, addr string) {
+	p.t.Helper()
+	up := hostNetworkDeployment(name, p.ns, 1, map[string]string{"role": upstreamName},
+		[]string{"/testapp", "serve", addr}, []string{"/testapp", "probe", addr})
+	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), up, metav1.CreateOptions{}); err != nil {
+		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, name, err)
+	}
 }
 
 func mustPort(addr string) int {
@@ -216,8 +228,24 @@ type crashLoop struct {
 	kubeletRestart time.Time
 }
 
-// waitCrashLoop waits until the dependent pod is in CrashLoopBackOff with a back-off of at
-// least minBackoff, as the kubelet reports it.
+// kubeletBackoff is the kubelet's crash-loop back-off after a container's (restarts+1)-th
+// crash: 10 s doubling per restart, capped at 5 minutes.
+func kubeletBackoff(restarts int32) time.Duration {
+	d := 10 * time.Second
+	for range restarts {
+		d *= 2
+		if d >= 5*time.Minute {
+			return 5 * time.Minute
+		}
+	}
+	return d
+}
+
+// waitCrashLoop waits until the dependent pod is in crash-loop back-off with a back-off of at
+// least minBackoff. The kubelet (v1.36) shows waiting/CrashLoopBackOff only when it re-syncs
+// the pod, which is mostly at the end of the back-off; in between the container shows as
+// terminated, so the back-off is read from the waiting message or derived from the restart
+// count.
 func (p *pair) waitCrashLoop(minBackoff, timeout time.Duration) crashLoop {
 	p.t.Helper()
 	var cl crashLoop
@@ -227,19 +255,27 @@ func (p *pair) waitCrashLoop(minBackoff, timeout time.Duration) crashLoop {
 			return false, err
 		}
 		for _, cs := range pods[0].Status.ContainerStatuses {
-			w := cs.State.Waiting
-			if w == nil || w.Reason != "CrashLoopBackOff" || cs.LastTerminationState.Terminated == nil {
+			var backoff time.Duration
+			var finished time.Time
+			switch {
+			case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil:
+				m := backoffMessage.FindStringSubmatch(cs.State.Waiting.Message)
+				if m == nil {
+					continue
+				}
+				backoff, _ = time.ParseDuration(m[1])
+				finished = cs.LastTerminationState.Terminated.FinishedAt.Time
+			case cs.State.Terminated != nil:
+				backoff = kubeletBackoff(cs.RestartCount)
+				finished = cs.State.Terminated.FinishedAt.Time
+			default:
 				continue
 			}
-			m := backoffMessage.FindStringSubmatch(w.Message)
-			if m == nil {
+			// Leave the weeder most of the window: a back-off about to end proves nothing.
+			if backoff < minBackoff || time.Until(finished.Add(backoff)) < minBackoff/2 {
 				continue
 			}
-			backoff, err := time.ParseDuration(m[1])
-			if err != nil || backoff < minBackoff {
-				continue
-			}
-			cl = crashLoop{pod: pods[0], backoff: backoff, kubeletRestart: cs.LastTerminationState.Terminated.FinishedAt.Add(backoff)}
+			cl = crashLoop{pod: pods[0], backoff: backoff, kubeletRestart: finished.Add(backoff)}
 			return true, nil
 		}
 		return false, nil

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,12 +67,13 @@ func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	before := len(p.weederJobs())
 
-	scaleDeployment(t, ns, upstreamName, 2)
+	// A second ready endpoint, then back to one: the service is Ready throughout.
+	p.addUpstream("upstream-b", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	waitFor(t, time.Minute, "two ready upstream endpoints", func() (bool, error) {
-		d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), upstreamName, metav1.GetOptions{})
-		return err == nil && d.Status.ReadyReplicas == 2, err
+		d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "upstream-b", metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas == 1, err
 	})
-	scaleDeployment(t, ns, upstreamName, 1)
+	scaleDeployment(t, ns, "upstream-b", 0)
 	time.Sleep(5 * time.Second)
 	if after := len(p.weederJobs()); after != before {
 		t.Errorf("a Ready → Ready change launched %d weeder job(s); it must launch none", after-before)

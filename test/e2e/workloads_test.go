@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // crashingPod creates a bare pod whose container exits 1 at once, so the kubelet puts it in
@@ -52,7 +54,10 @@ func createPod(t *testing.T, ns, name string, labels map[string]string, command 
 	return created
 }
 
-// waitCrashLoopBackOff waits until the kubelet reports the pod's container in CrashLoopBackOff.
+// waitCrashLoopBackOff waits until the pod's container has crashed, been restarted, crashed
+// again and now waits out the kubelet's back-off. The kubelet shows waiting/CrashLoopBackOff
+// only when it re-syncs the pod, mostly at the end of a back-off; in between the container
+// shows as terminated (reaper.CrashLoopBackOff knows both).
 func waitCrashLoopBackOff(t *testing.T, ns, name string) {
 	t.Helper()
 	waitFor(t, 90*time.Second, fmt.Sprintf("pod %s/%s in CrashLoopBackOff", ns, name), func() (bool, error) {
@@ -60,12 +65,8 @@ func waitCrashLoopBackOff(t *testing.T, ns, name string) {
 		if err != nil {
 			return false, err
 		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
-				return true, nil
-			}
-		}
-		return false, nil
+		_, crashLooping := reaper.CrashLoopBackOff(pod)
+		return crashLooping && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].RestartCount >= 1, nil
 	})
 }
 

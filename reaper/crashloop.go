@@ -1,0 +1,77 @@
+package reaper
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ReasonCrashLoopBackOff is the waiting reason the kubelet gives a container it holds back
+// after repeated crashes.
+const ReasonCrashLoopBackOff = "CrashLoopBackOff"
+
+// CrashLoopBackOff tells whether any container of the pod (init, regular or ephemeral) is in
+// crash-loop back-off, and says which in words. It is not enough to look for the waiting reason
+// CrashLoopBackOff: since v1.3x the kubelet re-syncs a pod in back-off only when the back-off
+// ends (or every syncFrequency, 1m by default), so for most of each back-off window the status
+// still shows the container as terminated. A terminated container that the pod's restart
+// policy will restart is therefore waiting out a back-off too.
+func CrashLoopBackOff(pod *corev1.Pod) (string, bool) {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return "", false
+	}
+	groups := []struct {
+		kind     string
+		init     bool
+		statuses []corev1.ContainerStatus
+	}{
+		{"init container", true, pod.Status.InitContainerStatuses},
+		{"container", false, pod.Status.ContainerStatuses},
+	}
+	for _, g := range groups {
+		for i := range g.statuses {
+			cs := &g.statuses[i]
+			if w := cs.State.Waiting; w != nil && w.Reason == ReasonCrashLoopBackOff {
+				return fmt.Sprintf("%s %q is waiting with reason CrashLoopBackOff", g.kind, cs.Name), true
+			}
+			t := cs.State.Terminated
+			if t == nil || !willRestart(pod, cs.Name, g.init, t.ExitCode) {
+				continue
+			}
+			return fmt.Sprintf("%s %q is in CrashLoopBackOff: it exited with code %d (%s) and waits for its back-off to end (restarts: %d)",
+				g.kind, cs.Name, t.ExitCode, t.Reason, cs.RestartCount), true
+		}
+	}
+	return "", false
+}
+
+// willRestart tells whether the kubelet restarts a terminated container (after a back-off),
+// from the pod's and the container's restart policies.
+func willRestart(pod *corev1.Pod, name string, init bool, exitCode int32) bool {
+	var policy *corev1.ContainerRestartPolicy
+	containers := pod.Spec.Containers
+	if init {
+		containers = pod.Spec.InitContainers
+	}
+	for i := range containers {
+		if containers[i].Name == name {
+			policy = containers[i].RestartPolicy
+		}
+	}
+	if policy != nil && *policy == corev1.ContainerRestartPolicyAlways {
+		return true // a sidecar, or a container that overrides the pod's policy
+	}
+	if init {
+		// A failed init container is retried unless the pod never restarts; one that
+		// succeeded is done.
+		return exitCode != 0 && pod.Spec.RestartPolicy != corev1.RestartPolicyNever
+	}
+	switch pod.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default: // Always, and unset (the API server defaults it to Always)
+		return true
+	}
+}

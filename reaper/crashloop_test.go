@@ -1,0 +1,87 @@
+package reaper
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func exited(code int32) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}
+}
+
+func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminated(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	now := metav1.NewTime(time.Now())
+	tests := []struct {
+		name       string
+		policy     corev1.RestartPolicy
+		init       bool
+		sidecar    bool
+		state      corev1.ContainerState
+		deleting   bool
+		phase      corev1.PodPhase
+		want       bool
+		wantReason string
+	}{
+		{name: "waiting with reason CrashLoopBackOff", state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, want: true, wantReason: "waiting with reason CrashLoopBackOff"},
+		{name: "terminated under restart policy Always waits for its back-off", policy: corev1.RestartPolicyAlways, state: exited(1), want: true, wantReason: "exited with code 1"},
+		{name: "terminated with code 0 under Always is restarted too", policy: corev1.RestartPolicyAlways, state: exited(0), want: true},
+		{name: "terminated under unset policy (defaults to Always)", state: exited(1), want: true},
+		{name: "failed under OnFailure is restarted", policy: corev1.RestartPolicyOnFailure, state: exited(2), want: true},
+		{name: "succeeded under OnFailure is done", policy: corev1.RestartPolicyOnFailure, state: exited(0), want: false},
+		{name: "terminated under Never is never restarted", policy: corev1.RestartPolicyNever, state: exited(1), want: false},
+		{name: "failed init container is retried", policy: corev1.RestartPolicyAlways, init: true, state: exited(1), want: true, wantReason: "init container"},
+		{name: "succeeded init container is done", policy: corev1.RestartPolicyAlways, init: true, state: exited(0), want: false},
+		{name: "failed init container under Never is not retried", policy: corev1.RestartPolicyNever, init: true, state: exited(1), want: false},
+		{name: "sidecar init container that exited is restarted", policy: corev1.RestartPolicyNever, init: true, sidecar: true, state: exited(0), want: true},
+		{name: "running container is not crash-looping", state: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, want: false},
+		{name: "waiting for another reason is not crash-looping", state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, want: false},
+		{name: "pod being deleted is left alone", state: exited(1), deleting: true, want: false},
+		{name: "failed pod is finished, not crash-looping", state: exited(1), phase: corev1.PodFailed, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := corev1.Container{Name: "app"}
+			if tc.sidecar {
+				c.RestartPolicy = &always
+			}
+			status := []corev1.ContainerStatus{{Name: "app", State: tc.state, RestartCount: 3}}
+			pod := &corev1.Pod{Spec: corev1.PodSpec{RestartPolicy: tc.policy}, Status: corev1.PodStatus{Phase: tc.phase}}
+			if tc.init {
+				pod.Spec.InitContainers = []corev1.Container{c}
+				pod.Spec.Containers = []corev1.Container{{Name: "main"}}
+				pod.Status.InitContainerStatuses = status
+			} else {
+				pod.Spec.Containers = []corev1.Container{c}
+				pod.Status.ContainerStatuses = status
+			}
+			if tc.deleting {
+				pod.DeletionTimestamp = &now
+			}
+			reason, got := CrashLoopBackOff(pod)
+			if got != tc.want {
+				t.Fatalf("CrashLoopBackOff = %v (%q), want %v", got, reason, tc.want)
+			}
+			if !strings.Contains(reason, tc.wantReason) {
+				t.Errorf("reason %q does not say %q", reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestContainerStatusesRuleMatchesCrashLoopBackOffDuringTheTerminatedPartOfTheBackOff(t *testing.T) {
+	pod := &corev1.Pod{
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: exited(1), RestartCount: 2}}},
+	}
+	if ok, reason := (containerStatusesRule{reasons: []string{"CrashLoopBackOff"}}).Decide(pod, time.Now()); !ok {
+		t.Errorf("CONTAINER_STATUSES=CrashLoopBackOff did not match a container terminated between restarts (%q)", reason)
+	}
+	if ok, _ := (containerStatusesRule{reasons: []string{"OOMKilled"}}).Decide(pod, time.Now()); ok {
+		t.Errorf("CONTAINER_STATUSES=OOMKilled matched a container that exited with Error")
+	}
+}
