@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -52,6 +53,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: loading %s: %v\n", kubeconfig, err)
 		os.Exit(1)
 	}
+	cfg.WarningHandler = rest.NoWarnings{} // pod-security warnings about the local overlay are expected
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	if _, err := kube.Discovery().ServerVersion(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: the cluster in %s is not reachable (is it up? make cluster-up): %v\n", kubeconfig, err)

@@ -60,11 +60,13 @@ func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "evict")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
-	zero := intstr.FromInt32(0)
+	// minAvailable (not maxUnavailable) works for a bare pod: the disruption controller needs
+	// no owning controller's scale to compute it.
+	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "crasher", Namespace: ns},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: &zero,
+			MinAvailable: &one,
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "crasher"}},
 		},
 	}

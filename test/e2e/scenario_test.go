@@ -88,22 +88,28 @@ func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]st
 type pair struct {
 	t    *testing.T
 	ns   string
+	svc  string // the upstream Service; the local config watches "upstream" only
 	addr string
 }
 
 func newPair(t *testing.T, ns string) *pair {
 	t.Helper()
-	p := &pair{t: t, ns: ns, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	return newPairNamed(t, ns, upstreamName)
+}
+
+func newPairNamed(t *testing.T, ns, svcName string) *pair {
+	t.Helper()
+	p := &pair{t: t, ns: ns, svc: svcName, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	ctx := context.Background()
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: upstreamName, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"role": upstreamName},
+			Selector: map[string]string{"role": svcName},
 			Ports:    []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(int32(mustPort(p.addr)))}},
 		},
 	}
 	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating service %s/%s: %v", ns, upstreamName, err)
+		t.Fatalf("creating service %s/%s: %v", ns, svcName, err)
 	}
 	p.addUpstream(upstreamName, p.addr)
 	p.waitServiceReady(true, time.Minute)
@@ -120,7 +126,7 @@ func newPair(t *testing.T, ns string) *pair {
 // the host network cannot share a port, so each upstream instance has its own).
 func (p *pair) addUpstream(name, addr string) {
 	p.t.Helper()
-	up := hostNetworkDeployment(name, p.ns, 1, map[string]string{"role": upstreamName},
+	up := hostNetworkDeployment(name, p.ns, 1, map[string]string{"role": p.svc},
 		[]string{"/testapp", "serve", addr}, []string{"/testapp", "probe", addr})
 	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), up, metav1.CreateOptions{}); err != nil {
 		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, name, err)
@@ -137,7 +143,7 @@ func mustPort(addr string) int {
 // serviceReady tells whether any EndpointSlice of the upstream Service has a ready endpoint.
 func (p *pair) serviceReady() (bool, error) {
 	slices, err := kube.DiscoveryV1().EndpointSlices(p.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + upstreamName,
+		LabelSelector: discoveryv1.LabelServiceName + "=" + p.svc,
 	})
 	if err != nil {
 		return false, err
@@ -154,7 +160,7 @@ func (p *pair) serviceReady() (bool, error) {
 
 func (p *pair) waitServiceReady(ready bool, timeout time.Duration) time.Time {
 	p.t.Helper()
-	waitFor(p.t, timeout, fmt.Sprintf("service %s/%s ready=%v", p.ns, upstreamName, ready), func() (bool, error) {
+	waitFor(p.t, timeout, fmt.Sprintf("service %s/%s ready=%v", p.ns, p.svc, ready), func() (bool, error) {
 		got, err := p.serviceReady()
 		return err == nil && got == ready, err
 	})
@@ -228,11 +234,15 @@ type crashLoop struct {
 	kubeletRestart time.Time
 }
 
-// kubeletBackoff is the kubelet's crash-loop back-off after a container's (restarts+1)-th
-// crash: 10 s doubling per restart, capped at 5 minutes.
+// kubeletBackoff is the kubelet's crash-loop back-off for a container that has crashed and
+// shows restarts restarts: measured on v1.36, the first crash is restarted at once, the
+// second waits 10 s, and each later one twice as long as the one before, capped at 5 minutes.
 func kubeletBackoff(restarts int32) time.Duration {
+	if restarts == 0 {
+		return 0
+	}
 	d := 10 * time.Second
-	for range restarts {
+	for i := int32(1); i < restarts; i++ {
 		d *= 2
 		if d >= 5*time.Minute {
 			return 5 * time.Minute
@@ -286,7 +296,7 @@ func (p *pair) waitCrashLoop(minBackoff, timeout time.Duration) crashLoop {
 // weederJobs lists the weeder Jobs the coordinator made for this pair's service, oldest first.
 func (p *pair) weederJobs() []batchv1.Job {
 	p.t.Helper()
-	sel := fmt.Sprintf("depwatch.io/kind=weeder,depwatch.io/namespace=%s,depwatch.io/service=%s", p.ns, upstreamName)
+	sel := fmt.Sprintf("depwatch.io/kind=weeder,depwatch.io/namespace=%s,depwatch.io/service=%s", p.ns, p.svc)
 	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		p.t.Fatalf("listing weeder jobs: %v", err)
