@@ -67,7 +67,7 @@ func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "crasher", Namespace: ns},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: &one,
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "crasher"}},
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "crasher"}},
 		},
 	}
 	if _, err := kube.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
