@@ -35,7 +35,7 @@ const DefaultWatchDuration = 5 * time.Minute
 //	useEndpoints: false                     # legacy v1 Endpoints instead of EndpointSlices
 //	gracePeriod: 30s                        # weeder's GRACE_PERIOD; absent: each pod's own
 //	jobTemplate: {...}                      # see jobs.Template
-//	prober: {...}                           # reserved for probe Jobs (issue #5)
+//	prober: {...}                           # dependency-watchdog's prober config: see ProberConfig
 type Config struct {
 	WatchDuration                 *metav1.Duration              `json:"watchDuration,omitempty"`
 	ServicesAndDependantSelectors map[string]DependantSelectors `json:"servicesAndDependantSelectors"`
@@ -44,9 +44,8 @@ type Config struct {
 	UseEndpoints bool                `json:"useEndpoints,omitempty"`
 	GracePeriod  *metav1.Duration    `json:"gracePeriod,omitempty"`
 	JobTemplate  jobs.Template       `json:"jobTemplate,omitempty"`
-	// Prober is the slot for dependency-watchdog's prober config and probe Jobs (issue #5);
-	// it is accepted and not yet acted on.
-	Prober json.RawMessage `json:"prober,omitempty"`
+	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
+	Prober *ProberConfig `json:"prober,omitempty"`
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.
@@ -129,6 +128,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	cfg := &Config{}
 	var errs []error
+	var proberRaw json.RawMessage
 	fields := map[string]any{
 		"watchDuration":                 &cfg.WatchDuration,
 		"servicesAndDependantSelectors": nil, // per service below, for precise messages
@@ -136,7 +136,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		"useEndpoints":                  &cfg.UseEndpoints,
 		"gracePeriod":                   &cfg.GracePeriod,
 		"jobTemplate":                   &cfg.JobTemplate,
-		"prober":                        &cfg.Prober,
+		"prober":                        &proberRaw,
 	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
@@ -172,6 +172,11 @@ func ParseConfig(data []byte) (*Config, error) {
 			}
 		}
 	}
+	if len(proberRaw) > 0 {
+		p, perrs := parseProber(proberRaw)
+		errs = append(errs, perrs...)
+		cfg.Prober = p
+	}
 	if len(errs) == 0 {
 		errs = append(errs, cfg.Validate()...)
 	}
@@ -191,8 +196,8 @@ func (c *Config) Validate() []error {
 	if c.GracePeriod != nil && c.GracePeriod.Duration < 0 {
 		add("gracePeriod: %s: must not be negative", c.GracePeriod.Duration)
 	}
-	if len(c.ServicesAndDependantSelectors) == 0 {
-		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors")
+	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil {
+		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section)")
 	}
 	for _, name := range c.Services() {
 		field := "servicesAndDependantSelectors." + name

@@ -91,7 +91,13 @@ jobTemplate:
   tolerations: [{operator: Exists}]
   nodeSelector: {a: b}
   priorityClassName: high
-prober: {kubeConfigSecretName: shoot-access}
+prober:
+  kubeConfigSecretName: shoot-access
+  kcmNodeMonitorGraceDuration: 40s
+  dependentResourceInfos:
+    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+      scaleUp: {level: 1}
+      scaleDown: {level: 0}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +116,8 @@ prober: {kubeConfigSecretName: shoot-access}
 		t.Errorf("jobTemplate: %+v", tpl)
 	case len(tpl.Env) != 1 || tpl.Env[0].Value != "127.0.0.1":
 		t.Errorf("env: %+v", tpl.Env)
-	case len(cfg.Prober) == 0:
-		t.Errorf("prober section dropped")
+	case cfg.Prober == nil || cfg.Prober.KubeConfigSecretName != "shoot-access" || len(cfg.Prober.Resources()) != 1:
+		t.Errorf("prober section dropped: %+v", cfg.Prober)
 	}
 }
 

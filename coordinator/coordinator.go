@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -42,7 +43,9 @@ const (
 
 // Deps is what the coordinator runs with.
 type Deps struct {
-	Client  kubernetes.Interface
+	Client kubernetes.Interface
+	// Dynamic reads Gardener's Cluster resources (prober); nil: they are not looked for.
+	Dynamic dynamic.Interface
 	Config  *Config
 	Options Options
 	Log     logrus.FieldLogger
@@ -68,7 +71,8 @@ type Coordinator struct {
 	recorder record.EventRecorder
 	now      func() time.Time
 
-	src   source
+	src   source                    // nil when no service is configured (prober only)
+	pr    *prober                   // nil without a prober section
 	nsInf cache.SharedIndexInformer // nil unless namespaces.selector is set
 	nsSel labels.Selector
 	names map[string]bool // namespaces.names, empty: all
@@ -137,6 +141,16 @@ func New(d Deps) (*Coordinator, error) {
 			c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
 			_ = c.nsInf.SetTransform(stripManagedFields)
 		}
+	}
+	if d.Config.Prober != nil {
+		pr, err := newProber(c, d)
+		if err != nil {
+			return nil, err
+		}
+		c.pr = pr
+	}
+	if len(d.Config.Services()) == 0 {
+		return c, nil
 	}
 	if d.Options.UseEndpoints || d.Config.UseEndpoints {
 		c.src = newEndpointsSource(d.Client, d.Config.Services())
@@ -396,6 +410,15 @@ func (c *Coordinator) lead(ctx context.Context) {
 	c.log.WithField("workers", c.opts.ConcurrentReconciles).Info("Active: handling service transitions.")
 
 	var wg sync.WaitGroup
+	if c.pr != nil {
+		wg.Go(func() { c.pr.lead(ctx, c.opts.ConcurrentReconciles) })
+	}
+	if c.src == nil {
+		<-ctx.Done()
+		c.queue.ShutDown()
+		wg.Wait()
+		return
+	}
 	for i := 0; i < c.opts.ConcurrentReconciles; i++ {
 		wg.Add(1)
 		go func() {
@@ -418,6 +441,9 @@ func (c *Coordinator) lead(ctx context.Context) {
 // one of its dependents (pods matching its selectors in its namespace) is in CrashLoopBackOff.
 // Pods are listed once per distinct selector across the cluster (paginated), not per namespace.
 func (c *Coordinator) CatchUp(ctx context.Context) (int, error) {
+	if c.src == nil {
+		return 0, nil
+	}
 	readyNS := map[string][]string{} // service → namespaces where it is Ready
 	for _, key := range c.src.Keys() {
 		if !c.relevant(key) {
@@ -493,9 +519,15 @@ func (c *Coordinator) crashLoopingNamespaces(ctx context.Context, selector strin
 
 // informers the coordinator runs.
 func (c *Coordinator) informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{c.src.Informer()}
+	var infs []cache.SharedIndexInformer
+	if c.src != nil {
+		infs = append(infs, c.src.Informer())
+	}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
+	}
+	if c.pr != nil {
+		infs = append(infs, c.pr.informers()...)
 	}
 	return infs
 }

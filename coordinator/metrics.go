@@ -15,6 +15,10 @@ import (
 //	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
+//	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
+//	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
+//	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)
+//	depwatch_coordinator_probe_jobs_cleaned_up_total           finished probe Jobs removed beyond the history limits
 //	depwatch_build_info{version,revision,goversion}            always 1
 type Metrics struct {
 	Registry      *prometheus.Registry
@@ -23,6 +27,11 @@ type Metrics struct {
 	TriggerToJob  *prometheus.HistogramVec
 	Leader        prometheus.Gauge
 	ServicesReady prometheus.Gauge
+
+	ProbeDecisions   *prometheus.CounterVec
+	ProbeScaleOps    *prometheus.CounterVec
+	ProbeNamespaces  *prometheus.GaugeVec
+	ProbeJobsCleaned prometheus.Counter
 }
 
 // NewMetrics registers the coordinator's metrics on a fresh registry.
@@ -50,6 +59,22 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "services_ready",
 			Help: "Configured services (across watched namespaces) currently Ready, as last reconciled.",
 		}),
+		ProbeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_decisions_total",
+			Help: "Probes by result (healthy, scale-down, scale-up, skipped, api-unreachable, error), read from the termination message of each finished probe pod; error also counts a pod that left no summary.",
+		}, []string{"result"}),
+		ProbeScaleOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_scale_operations_total",
+			Help: "Dependents' scale outcomes (scaled-down, scaled-up, annotations-removed, unchanged, ignored, optional-missing, missing, failed, not-started, interrupted; would-scale-* in a dry run), read from finished probe pods.",
+		}, []string{"result"}),
+		ProbeNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_namespaces",
+			Help: "Namespaces selected for probing: state=probed (on a schedule) or paused (the Gardener Cluster says the shoot is hibernated, deleted, migrating or has no workers).",
+		}, []string{"state"}),
+		ProbeJobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
+			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "depwatch", Name: "build_info",
@@ -57,6 +82,7 @@ func NewMetrics(version string) *Metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
 	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.Leader, m.ServicesReady, build,
+		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Show the launch series from the start, so rate() works from the first launch.
 	for _, r := range []string{"created", "replaced", "kept", "error"} {
@@ -66,6 +92,22 @@ func NewMetrics(version string) *Metrics {
 		m.Triggers.WithLabelValues("weeder", r)
 	}
 	return m
+}
+
+// initProbe shows the probe series from the start (only when a prober is configured).
+func (m *Metrics) initProbe() {
+	for _, r := range []string{"created", "kept", "error"} {
+		m.JobsLaunched.WithLabelValues("probe", r)
+	}
+	for _, r := range []string{"healthy", "scale-down", "scale-up", "skipped", "api-unreachable", "error"} {
+		m.ProbeDecisions.WithLabelValues(r)
+	}
+	for _, r := range []string{"scaled-down", "scaled-up", "failed"} {
+		m.ProbeScaleOps.WithLabelValues(r)
+	}
+	for _, s := range []string{"probed", "paused"} {
+		m.ProbeNamespaces.WithLabelValues(s)
+	}
 }
 
 func revision() string {

@@ -174,7 +174,15 @@ func Run(ctx context.Context, d Deps) error {
 		return errors.New("informer caches did not sync")
 	}
 	c.synced.Store(true)
-	log.WithField("services", len(c.src.Keys())).Info("Caches synced; ready.")
+	if c.pr != nil {
+		// Gardener's Cluster kind may be installed later: looked for now and periodically.
+		wg.Go(func() { c.pr.watchClusters(ctx) })
+	}
+	services := 0
+	if c.src != nil {
+		services = len(c.src.Keys())
+	}
+	log.WithField("services", services).Info("Caches synced; ready.")
 
 	if !d.Options.EnableLeaderElection {
 		c.lead(ctx)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	batchv1listers "k8s.io/client-go/listers/batch/v1"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
@@ -41,6 +42,11 @@ type Launcher struct {
 	Client kubernetes.Interface
 	// Template is resolved: Namespace and Image set.
 	Template Template
+	// Cache, if set, answers Active from an informer's cache instead of a List call (the
+	// coordinator's probe launches: one per namespace per interval would otherwise cost a
+	// List each). A Job created a moment ago may be missing from it; the caller must not
+	// launch for the same target again before its cache has caught up.
+	Cache batchv1listers.JobLister
 }
 
 // Active lists the Jobs of the spec's target that have not finished and are not being deleted.
@@ -49,12 +55,24 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 	if s.Service != "" {
 		sel[LabelService] = LabelValue(s.Service)
 	}
-	list, err := l.Client.BatchV1().Jobs(l.Template.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, fmt.Errorf("listing %s Jobs for %s: %w", s.Kind, s.Target(), err)
+	var items []batchv1.Job
+	if l.Cache != nil {
+		cached, err := l.Cache.Jobs(l.Template.Namespace).List(sel.AsSelector())
+		if err != nil {
+			return nil, fmt.Errorf("listing %s Jobs for %s from the cache: %w", s.Kind, s.Target(), err)
+		}
+		for _, j := range cached {
+			items = append(items, *j)
+		}
+	} else {
+		list, err := l.Client.BatchV1().Jobs(l.Template.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s Jobs for %s: %w", s.Kind, s.Target(), err)
+		}
+		items = list.Items
 	}
 	var active []batchv1.Job
-	for _, j := range list.Items {
+	for _, j := range items {
 		if j.DeletionTimestamp != nil || Finished(&j) {
 			continue
 		}
@@ -113,6 +131,12 @@ func (l *Launcher) Stop(ctx context.Context, s Spec) ([]string, error) {
 		return nil, err
 	}
 	return l.deleteJobs(ctx, active)
+}
+
+// Delete deletes the given Jobs (propagation Background, guarded by their UIDs) and returns
+// the names deleted; the coordinator removes probe Jobs beyond the history limits with it.
+func (l *Launcher) Delete(ctx context.Context, list []batchv1.Job) ([]string, error) {
+	return l.deleteJobs(ctx, list)
 }
 
 // deleteJobs deletes Jobs with propagation Background: the Job goes at once, its pod gets

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/depwatch/depwatch/coordinator"
@@ -49,10 +50,6 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
 	}
-	if len(cfg.Prober) > 0 {
-		log.Warn("The config's prober section is accepted but probe Jobs are not part of this version; it is ignored.")
-	}
-
 	rc, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
@@ -66,6 +63,11 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		log.WithError(err).Error("Cannot build a Kubernetes client.")
 		return exitFailure
 	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		log.WithError(err).Error("Cannot build a Kubernetes client.")
+		return exitFailure
+	}
 	tpl, err := coordinator.ResolveTemplate(ctx, client, cfg.JobTemplate, lookup)
 	if errors.Is(err, coordinator.ErrImageRequired) {
 		return refuse(stderr, "coordinator", err)
@@ -75,7 +77,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		return exitFailure
 	}
 
-	log.WithFields(logrus.Fields{
+	fields := logrus.Fields{
 		"version":        version,
 		"services":       cfg.Services(),
 		"watchDuration":  cfg.Watch().String(),
@@ -83,10 +85,17 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[opts.UseEndpoints || cfg.UseEndpoints],
-	}).Info("Starting the coordinator.")
+	}
+	if p := cfg.Prober; p != nil {
+		fields["probeNamespaces"] = p.Selector().String()
+		fields["probeInterval"] = p.Interval().String()
+		fields["probeJobRunDuration"] = p.RunDuration().String()
+	}
+	log.WithFields(fields).Info("Starting the coordinator.")
 
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Client:   client,
+		Dynamic:  dyn,
 		Config:   cfg,
 		Options:  opts,
 		Log:      log,

@@ -54,6 +54,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cfg.WarningHandler = rest.NoWarnings{} // pod-security warnings about the local overlay are expected
+	// Tests poll every 100 ms from many goroutines: client-side throttling would skew what
+	// they measure.
+	cfg.QPS, cfg.Burst = 200, 400
 	kube = kubernetes.NewForConfigOrDie(cfg)
 	if _, err := kube.Discovery().ServerVersion(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: the cluster in %s is not reachable (is it up? make cluster-up): %v\n", kubeconfig, err)

@@ -1,0 +1,270 @@
+package coordinator
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/depwatch/depwatch/probe"
+)
+
+// Defaults of the prober section: dependency-watchdog's where it has one.
+const (
+	DefaultProbeInterval             = 10 * time.Second
+	DefaultProbeInitialDelay         = 30 * time.Second
+	DefaultProbeTimeout              = 30 * time.Second
+	DefaultBackoffJitterFactor       = 0.2
+	DefaultNodeLeaseFailureFraction  = 0.6
+	DefaultLeaseExpiryBufferFraction = 0.75
+	DefaultSuccessfulJobsHistory     = 1
+	DefaultFailedJobsHistory         = 3
+	DefaultClusterDiscoveryInterval  = time.Minute
+	// DefaultProbeNamespaceSelector is Gardener's label of a shoot's control-plane namespace.
+	DefaultProbeNamespaceSelector = "gardener.cloud/role=shoot"
+)
+
+// ProberConfig is the config's `prober:` section. Its first eight fields are
+// dependency-watchdog's prober ConfigMap data, read as they are; the rest are depwatch's.
+//
+//	prober:
+//	  kubeConfigSecretName: shoot-access-dependency-watchdog-probe  # required; Secret key "kubeconfig"
+//	  probeInterval: 10s
+//	  initialDelay: 30s              # before a namespace's first probe
+//	  probeTimeout: 30s
+//	  backoffJitterFactor: 0.2       # each interval is probeInterval x (1 ± this x random)
+//	  kcmNodeMonitorGraceDuration: 40s   # required
+//	  nodeLeaseFailureFraction: 0.6
+//	  dependentResourceInfos: [...]  # required; dependency-watchdog's format
+//	  leaseExpiryBufferFraction: 0.75
+//	  namespaceSelector: {matchLabels: {gardener.cloud/role: shoot}}
+//	  successfulJobsHistoryLimit: 1
+//	  failedJobsHistoryLimit: 3
+//	  probeJobRunDuration: 0s        # 0: one probe per Job; > 0: one Job probes every interval this long
+//	  clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
+//	  dryRun: false
+type ProberConfig struct {
+	KubeConfigSecretName        string           `json:"kubeConfigSecretName"`
+	ProbeInterval               *metav1.Duration `json:"probeInterval,omitempty"`
+	InitialDelay                *metav1.Duration `json:"initialDelay,omitempty"`
+	ProbeTimeout                *metav1.Duration `json:"probeTimeout,omitempty"`
+	BackoffJitterFactor         *float64         `json:"backoffJitterFactor,omitempty"`
+	DependentResourceInfos      json.RawMessage  `json:"dependentResourceInfos,omitempty"`
+	KCMNodeMonitorGraceDuration *metav1.Duration `json:"kcmNodeMonitorGraceDuration,omitempty"`
+	NodeLeaseFailureFraction    *float64         `json:"nodeLeaseFailureFraction,omitempty"`
+
+	LeaseExpiryBufferFraction  *float64              `json:"leaseExpiryBufferFraction,omitempty"`
+	NamespaceSelector          *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	SuccessfulJobsHistoryLimit *int32                `json:"successfulJobsHistoryLimit,omitempty"`
+	FailedJobsHistoryLimit     *int32                `json:"failedJobsHistoryLimit,omitempty"`
+	ProbeJobRunDuration        *metav1.Duration      `json:"probeJobRunDuration,omitempty"`
+	ClusterDiscoveryInterval   *metav1.Duration      `json:"clusterDiscoveryInterval,omitempty"`
+	DryRun                     bool                  `json:"dryRun,omitempty"`
+
+	// Filled by validate.
+	resources    []probe.DependentResource
+	resourceJSON string
+	selector     labels.Selector
+}
+
+func durOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+func floatOr(f *float64, def float64) float64 {
+	if f == nil {
+		return def
+	}
+	return *f
+}
+
+func intOr(i *int32, def int) int {
+	if i == nil {
+		return def
+	}
+	return int(*i)
+}
+
+// Effective values, defaults applied.
+func (p *ProberConfig) Interval() time.Duration { return durOr(p.ProbeInterval, DefaultProbeInterval) }
+func (p *ProberConfig) Delay() time.Duration    { return durOr(p.InitialDelay, DefaultProbeInitialDelay) }
+func (p *ProberConfig) Timeout() time.Duration  { return durOr(p.ProbeTimeout, DefaultProbeTimeout) }
+func (p *ProberConfig) Jitter() float64 {
+	return floatOr(p.BackoffJitterFactor, DefaultBackoffJitterFactor)
+}
+func (p *ProberConfig) LeaseFailure() float64 {
+	return floatOr(p.NodeLeaseFailureFraction, DefaultNodeLeaseFailureFraction)
+}
+func (p *ProberConfig) ExpiryBuffer() float64 {
+	return floatOr(p.LeaseExpiryBufferFraction, DefaultLeaseExpiryBufferFraction)
+}
+func (p *ProberConfig) SuccessfulHistory() int {
+	return intOr(p.SuccessfulJobsHistoryLimit, DefaultSuccessfulJobsHistory)
+}
+func (p *ProberConfig) FailedHistory() int {
+	return intOr(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory)
+}
+func (p *ProberConfig) RunDuration() time.Duration { return durOr(p.ProbeJobRunDuration, 0) }
+func (p *ProberConfig) DiscoveryInterval() time.Duration {
+	return durOr(p.ClusterDiscoveryInterval, DefaultClusterDiscoveryInterval)
+}
+
+// Selector of the probed namespaces (default gardener.cloud/role=shoot).
+func (p *ProberConfig) Selector() labels.Selector {
+	if p.selector != nil {
+		return p.selector
+	}
+	if p.NamespaceSelector == nil {
+		s, _ := labels.Parse(DefaultProbeNamespaceSelector)
+		return s
+	}
+	s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return s
+}
+
+// Resources are the parsed dependentResourceInfos; ResourcesJSON their compact JSON (the
+// probe Job's DEPENDENT_RESOURCES).
+func (p *ProberConfig) Resources() []probe.DependentResource { return p.resources }
+func (p *ProberConfig) ResourcesJSON() string                { return p.resourceJSON }
+
+// ScaleChain is the longest the scaling of one probe can take: per direction, the sum over
+// the levels of the largest initialDelay + timeout in the level; the slower direction.
+func (p *ProberConfig) ScaleChain() time.Duration {
+	return ScaleChain(p.resources)
+}
+
+// ScaleChain: see ProberConfig.ScaleChain.
+func ScaleChain(res []probe.DependentResource) time.Duration {
+	chain := func(info func(probe.DependentResource) probe.ScaleInfo) time.Duration {
+		perLevel := map[int]time.Duration{}
+		for _, r := range res {
+			si := info(r)
+			if d := si.InitialDelay + si.Timeout; d > perLevel[si.Level] {
+				perLevel[si.Level] = d
+			}
+		}
+		var sum time.Duration
+		for _, d := range perLevel {
+			sum += d
+		}
+		return sum
+	}
+	return max(chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleDown }),
+		chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleUp }))
+}
+
+// parseProber parses the section strictly and validates every field, each problem naming its
+// path under "prober.".
+func parseProber(raw json.RawMessage) (*ProberConfig, []error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var p ProberConfig
+	if err := strictJSON(raw, &p); err != nil {
+		return nil, []error{fmt.Errorf("prober: %s", cleanJSONError(err))}
+	}
+	errs := p.validate()
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &p, nil
+}
+
+func (p *ProberConfig) validate() []error {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.KubeConfigSecretName == "" {
+		add("prober.kubeConfigSecretName: required: the Secret (key \"kubeconfig\") in each probed namespace that reaches its API server")
+	} else if m := validation.IsDNS1123Subdomain(p.KubeConfigSecretName); len(m) > 0 {
+		add("prober.kubeConfigSecretName: %q: %s", p.KubeConfigSecretName, strings.Join(m, "; "))
+	}
+	positive := func(field string, d *metav1.Duration) {
+		if d != nil && d.Duration <= 0 {
+			add("prober.%s: %s: must be greater than 0", field, d.Duration)
+		}
+	}
+	positive("probeInterval", p.ProbeInterval)
+	positive("probeTimeout", p.ProbeTimeout)
+	positive("clusterDiscoveryInterval", p.ClusterDiscoveryInterval)
+	if p.InitialDelay != nil && p.InitialDelay.Duration < 0 {
+		add("prober.initialDelay: %s: must not be negative", p.InitialDelay.Duration)
+	}
+	if p.KCMNodeMonitorGraceDuration == nil {
+		add("prober.kcmNodeMonitorGraceDuration: required: kube-controller-manager's --node-monitor-grace-period, e.g. 40s")
+	} else {
+		positive("kcmNodeMonitorGraceDuration", p.KCMNodeMonitorGraceDuration)
+	}
+	if p.BackoffJitterFactor != nil && (*p.BackoffJitterFactor < 0 || *p.BackoffJitterFactor >= 1) {
+		add("prober.backoffJitterFactor: %g: must be in [0,1)", *p.BackoffJitterFactor)
+	}
+	for field, f := range map[string]*float64{"nodeLeaseFailureFraction": p.NodeLeaseFailureFraction, "leaseExpiryBufferFraction": p.LeaseExpiryBufferFraction} {
+		if f != nil && !(*f > 0 && *f <= 1) {
+			add("prober.%s: %g: must be in (0,1]", field, *f)
+		}
+	}
+	for field, n := range map[string]*int32{"successfulJobsHistoryLimit": p.SuccessfulJobsHistoryLimit, "failedJobsHistoryLimit": p.FailedJobsHistoryLimit} {
+		if n != nil && *n < 0 {
+			add("prober.%s: %d: must not be negative", field, *n)
+		}
+	}
+	if p.ProbeJobRunDuration != nil {
+		switch d := p.ProbeJobRunDuration.Duration; {
+		case d < 0:
+			add("prober.probeJobRunDuration: %s: must not be negative (0: one probe per Job)", d)
+		case d > 0 && d < p.Interval():
+			add("prober.probeJobRunDuration: %s: must be 0 (one probe per Job) or at least probeInterval (%s)", d, p.Interval())
+		}
+	}
+	if p.NamespaceSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
+		switch {
+		case err != nil:
+			add("prober.namespaceSelector: %v", err)
+		case s.Empty():
+			add("prober.namespaceSelector: empty: it would probe every namespace")
+		default:
+			p.selector = s
+		}
+	}
+	if len(bytes.TrimSpace(p.DependentResourceInfos)) == 0 || string(bytes.TrimSpace(p.DependentResourceInfos)) == "null" {
+		add("prober.dependentResourceInfos: required: the dependents to scale (kube-controller-manager, machine-controller-manager, ...)")
+	} else {
+		res, err := probe.ParseDependentResources(p.DependentResourceInfos)
+		if err != nil {
+			var ce *probe.ConfigError
+			if ok := asConfigError(err, &ce); ok {
+				for _, pr := range ce.Problems {
+					add("prober.%s", pr)
+				}
+			} else {
+				add("prober.dependentResourceInfos: %v", err)
+			}
+		} else {
+			var compact bytes.Buffer
+			_ = json.Compact(&compact, p.DependentResourceInfos)
+			p.resources, p.resourceJSON = res, compact.String()
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+func asConfigError(err error, target **probe.ConfigError) bool {
+	ce, ok := err.(*probe.ConfigError)
+	if ok {
+		*target = ce
+	}
+	return ok
+}
