@@ -92,7 +92,7 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 	_ = p.nsInf.SetTransform(stripManagedFields)
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
 	p.jobInf = batchinformers.NewFilteredJobInformer(d.Client, d.Template.Namespace, 0,
-		cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, jobTargetIndex: func(obj any) ([]string, error) {
 			j, ok := obj.(*batchv1.Job)
 			if !ok {
 				return nil, nil

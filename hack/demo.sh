@@ -11,7 +11,10 @@ LOG_PREFIX=demo
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
-MIN_BACKOFF="${DEMO_MIN_BACKOFF:-40}" # seconds of kubelet back-off to wait for before recovery
+# Restarts to wait for before the upstream returns. The kubelet (v1.36) restarts the first
+# crash at once, then waits 10 s, 20 s, 40 s, 80 s, ... (capped at 5 min): with 3 restarts
+# behind it, the dependent's next restart is 40 s away.
+RESTARTS="${DEMO_RESTARTS:-3}"
 NS=depwatch-demo
 TESTAPP_IMAGE=localhost/depwatch-testapp:dev
 
@@ -74,8 +77,14 @@ kubectl -n "$NS" get pods -o wide
 
 dependent_state() {
   kubectl -n "$NS" get pods -l app=dependent -o \
-    jsonpath='{range .items[*]}{.metadata.name} restarts={.status.containerStatuses[0].restartCount} ready={.status.containerStatuses[0].ready} {.status.containerStatuses[0].state.waiting.reason} {.status.containerStatuses[0].state.waiting.message}{"\n"}{end}' |
-    sed -E 's/ restarting failed container.*//'
+    jsonpath='{range .items[*]}{.metadata.name} restarts={.status.containerStatuses[0].restartCount} ready={.status.containerStatuses[0].ready} {.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].state.terminated.reason}{.status.containerStatuses[0].state.running.startedAt}{"\n"}{end}'
+}
+backoff_of() { # restarts -> the kubelet's next back-off in seconds
+  local r=$1 d=10
+  ((r == 0)) && { echo 0; return; }
+  for ((i = 1; i < r; i++)); do d=$((d * 2)); done
+  ((d > 300)) && d=300
+  echo "$d"
 }
 
 log "OUTAGE: scaling the upstream to 0; the dependent starts crash-looping"
@@ -83,14 +92,12 @@ kubectl -n "$NS" scale deployment/upstream --replicas=0 >/dev/null
 while :; do
   state="$(dependent_state)"
   echo "    $state"
-  backoff=$(grep -oE 'back-off [0-9a-z]+' <<<"$state" | head -1 | awk '{print $2}')
-  secs=0
-  if [[ $backoff =~ ^([0-9]+)m([0-9]+)s$ ]]; then secs=$((BASH_REMATCH[1] * 60 + BASH_REMATCH[2]))
-  elif [[ $backoff =~ ^([0-9]+)s$ ]]; then secs=${BASH_REMATCH[1]}; fi
-  ((secs >= MIN_BACKOFF)) && break
+  restarts=$(grep -oE 'restarts=[0-9]+' <<<"$state" | head -1 | cut -d= -f2 || true)
+  if [[ ${restarts:-0} -ge $RESTARTS && ($state == *CrashLoopBackOff* || $state == *Error*) ]]; then break; fi
   sleep 3
 done
-log "the kubelet now waits ${secs}s before it retries the dependent on its own"
+secs=$(backoff_of "$restarts")
+log "the dependent is in back-off; the kubelet waits ${secs}s before it retries it on its own"
 
 log "RECOVERY: scaling the upstream back to 1"
 kubectl -n "$NS" scale deployment/upstream --replicas=1 >/dev/null

@@ -1,0 +1,387 @@
+package coordinator
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// dwdProberConfig is dependency-watchdog's prober ConfigMap data as Gardener ships it.
+const dwdProberConfig = `
+prober:
+  kubeConfigSecretName: shoot-access-dependency-watchdog-probe
+  probeInterval: 20s
+  initialDelay: 5s
+  probeTimeout: 10s
+  backoffJitterFactor: 0.2
+  kcmNodeMonitorGraceDuration: 40s
+  nodeLeaseFailureFraction: 0.6
+  dependentResourceInfos:
+    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+      optional: false
+      scaleUp: {level: 1, initialDelay: 10s, timeout: 60s}
+      scaleDown: {level: 0, initialDelay: 15s, timeout: 45s}
+    - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+      optional: false
+      scaleUp: {level: 1, initialDelay: 10s, timeout: 60s}
+      scaleDown: {level: 1, timeout: 45s}
+    - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+      optional: true
+      scaleUp: {level: 0, timeout: 60s}
+      scaleDown: {level: 2, timeout: 45s}
+`
+
+func TestConfigAcceptsDependencyWatchdogProberConfigAsIs(t *testing.T) {
+	cfg, err := ParseConfig([]byte(dwdProberConfig))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	p := cfg.Prober
+	switch {
+	case p == nil:
+		t.Fatal("no prober")
+	case p.Interval() != 20*time.Second || p.Delay() != 5*time.Second || p.Timeout() != 10*time.Second:
+		t.Errorf("durations: %s %s %s", p.Interval(), p.Delay(), p.Timeout())
+	case p.Jitter() != 0.2 || p.LeaseFailure() != 0.6 || p.ExpiryBuffer() != 0.75:
+		t.Errorf("fractions: %g %g %g", p.Jitter(), p.LeaseFailure(), p.ExpiryBuffer())
+	case len(p.Resources()) != 3 || !strings.Contains(p.ResourcesJSON(), `"name":"cluster-autoscaler"`):
+		t.Errorf("resources: %d %s", len(p.Resources()), p.ResourcesJSON())
+	case p.Selector().String() != "gardener.cloud/role=shoot":
+		t.Errorf("selector: %s", p.Selector())
+	case p.SuccessfulHistory() != 1 || p.FailedHistory() != 3 || p.RunDuration() != 0:
+		t.Errorf("history/run: %d %d %s", p.SuccessfulHistory(), p.FailedHistory(), p.RunDuration())
+	}
+	// Levels: down 0 (15+45) + 1 (45) + 2 (45) = 150 s; up 0 (60) + 1 (70) = 130 s.
+	if got := p.ScaleChain(); got != 150*time.Second {
+		t.Errorf("scale chain = %s, want 2m30s", got)
+	}
+}
+
+func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"prober: {kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kubeConfigSecretName: required"},
+		{"prober: {kubeConfigSecretName: s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kcmNodeMonitorGraceDuration: required"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s}", "prober.dependentResourceInfos: required"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: -1}, scaleDown: {level: 0}}]}", "prober.dependentResourceInfos[0].scaleUp.level"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, nodeLeaseFailureFraction: 1.5, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.nodeLeaseFailureFraction: 1.5"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, probeInterval: 0s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.probeInterval: 0s"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, probeJobRunDuration: 5s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.probeJobRunDuration: 5s"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, namespaceSelector: {}, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.namespaceSelector: empty"},
+		{"prober: {kubeConfigSecretName: s, probeIntervall: 5s}", "prober: unknown field \"probeIntervall\""},
+	} {
+		_, err := ParseConfig([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s\n  error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func cluster(shoot map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "Cluster",
+		"metadata": map[string]any{"name": "shoot--p--a"},
+		"spec":     map[string]any{"shoot": shoot},
+	}}
+}
+
+func withWorkers(shoot map[string]any) map[string]any {
+	spec, _ := shoot["spec"].(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+		shoot["spec"] = spec
+	}
+	spec["provider"] = map[string]any{"workers": []any{map[string]any{"name": "a"}}}
+	return shoot
+}
+
+func TestShouldProbe(t *testing.T) {
+	deleting := cluster(withWorkers(map[string]any{}))
+	deleting.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+	for _, tc := range []struct {
+		name    string
+		cluster *unstructured.Unstructured
+		want    bool
+		reason  string
+	}{
+		{"no Cluster", nil, true, "no Gardener Cluster"},
+		{"active shoot", cluster(withWorkers(map[string]any{})), true, "active"},
+		{"hibernation enabled", cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}})), false, "hibernat"},
+		{"hibernation disabled", cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": false}}})), true, "active"},
+		{"still hibernated while waking", cluster(withWorkers(map[string]any{"status": map[string]any{"isHibernated": true}})), false, "isHibernated"},
+		{"shoot being deleted", cluster(withWorkers(map[string]any{"metadata": map[string]any{"deletionTimestamp": "2026-05-01T10:00:00Z"}})), false, "deleted"},
+		{"Cluster being deleted", deleting, false, "Cluster resource is being deleted"},
+		{"migrating", cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Migrate", "state": "Processing"}}})), false, "migrated"},
+		{"reconciling", cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Reconcile"}}})), true, "active"},
+		{"no workers", cluster(map[string]any{"spec": map[string]any{"provider": map[string]any{"workers": []any{}}}}), false, "no workers"},
+		{"workers absent", cluster(map[string]any{"spec": map[string]any{}}), false, "no workers"},
+	} {
+		got, reason := ShouldProbe(tc.cluster)
+		if got != tc.want || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s: ShouldProbe = %v (%s), want %v (%s)", tc.name, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
+func TestDecideProbe(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	hibernated := cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}}))
+	for _, tc := range []struct {
+		name string
+		in   ProbeInput
+		want ProbeAction
+	}{
+		{"not selected", ProbeInput{Now: now, NextAt: now}, ProbeForget},
+		{"hibernated", ProbeInput{Watched: true, Cluster: hibernated, Now: now, NextAt: now}, ProbeForget},
+		{"cluster cache syncing", ProbeInput{Watched: true, ClusterPending: true, Now: now}, ProbeDeferred},
+		{"first seen", ProbeInput{Watched: true, Now: now}, ProbeFirst},
+		{"not due", ProbeInput{Watched: true, Now: now, NextAt: now.Add(time.Second)}, ProbeWait},
+		{"due, previous active", ProbeInput{Watched: true, Active: true, Now: now, NextAt: now}, ProbeKeep},
+		{"due", ProbeInput{Watched: true, Now: now, NextAt: now.Add(-time.Second)}, ProbeLaunch},
+	} {
+		if got, why := DecideProbe(tc.in); got != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got, why, tc.want)
+		}
+	}
+}
+
+func TestJitteredStaysWithinTheFactor(t *testing.T) {
+	for range 1000 {
+		d := Jittered(10*time.Second, 0.2)
+		if d < 8*time.Second || d > 12*time.Second {
+			t.Fatalf("Jittered(10s, 0.2) = %s", d)
+		}
+	}
+	if Jittered(10*time.Second, 0) != 10*time.Second {
+		t.Error("factor 0 must not jitter")
+	}
+}
+
+func TestParseProbeSummary(t *testing.T) {
+	s, ok := ParseProbeSummary("namespace=shoot--a probes=3 last=scale-down (3 of 5 node leases expired (0.60 >= NODE_LEASE_FAILURE_FRACTION 0.6)) results: scale-down=1 healthy=2; resources: scaled-down=2 scaled-up=0 annotations-removed=0 unchanged=1 ignored=0 optional-missing=0 missing=0 failed=0 not-started=0 interrupted=0\n")
+	if !ok || s.Probes != 3 || s.Last != "scale-down" || s.Results["scale-down"] != 1 || s.Results["healthy"] != 2 ||
+		s.Resources["scaled-down"] != 2 || s.Resources["unchanged"] != 1 || len(s.Resources) != 2 {
+		t.Errorf("got %+v, %v", s, ok)
+	}
+	s, ok = ParseProbeSummary("dry run, nothing changed: namespace=a probes=1 last=scale-up results: scale-up=1; resources: would-scale-down=0 would-scale-up=2 annotations-removed=0")
+	if !ok || s.Results["scale-up"] != 1 || s.Resources["would-scale-up"] != 2 {
+		t.Errorf("dry run: got %+v, %v", s, ok)
+	}
+	for _, bad := range []string{"", "invalid probe configuration:\nNAMESPACE: required", "namespace=a"} {
+		if _, ok := ParseProbeSummary(bad); ok {
+			t.Errorf("%q parsed as a summary", bad)
+		}
+	}
+}
+
+// probeHarness: a coordinator with only a prober, on a fake clientset, caches filled by hand.
+type probeHarness struct {
+	t      *testing.T
+	c      *Coordinator
+	client *fake.Clientset
+	now    time.Time
+}
+
+const probeOnlyConfig = `
+prober:
+  kubeConfigSecretName: shoot-access
+  probeInterval: 10s
+  initialDelay: 30s
+  backoffJitterFactor: 0
+  kcmNodeMonitorGraceDuration: 40s
+  successfulJobsHistoryLimit: 1
+  failedJobsHistoryLimit: 1
+  dependentResourceInfos:
+    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+      scaleUp: {level: 1, timeout: 30s}
+      scaleDown: {level: 0, timeout: 40s}
+`
+
+func newProbeHarness(t *testing.T) *probeHarness {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(probeOnlyConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	h := &probeHarness{t: t, client: client, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	c, err := New(Deps{Client: client, Config: cfg, Log: log, Metrics: NewMetrics("test"),
+		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
+		Recorder: record.NewFakeRecorder(10), Now: func() time.Time { return h.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.src != nil || c.pr == nil {
+		t.Fatal("a prober-only config should build a prober and no service source")
+	}
+	h.c = c
+	t.Cleanup(c.pr.queue.ShutDown)
+	return h
+}
+
+func (h *probeHarness) namespace(name string, lbls map[string]string) {
+	h.t.Helper()
+	if err := h.c.pr.nsInf.GetIndexer().Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// reconcile runs one turn for ns and copies the fake API's probe Jobs into the cache.
+func (h *probeHarness) reconcile(ns string) {
+	h.t.Helper()
+	if err := h.c.pr.reconcile(context.Background(), ns); err != nil {
+		h.t.Fatalf("reconcile: %v", err)
+	}
+	h.syncJobs()
+}
+
+func (h *probeHarness) syncJobs() {
+	list := h.jobs()
+	idx := h.c.pr.jobInf.GetIndexer()
+	for _, o := range idx.List() {
+		_ = idx.Delete(o)
+	}
+	for i := range list {
+		_ = idx.Add(&list[i])
+	}
+}
+
+func (h *probeHarness) jobs() []batchv1.Job {
+	h.t.Helper()
+	list, err := h.client.BatchV1().Jobs("depwatch").List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe"})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (h *probeHarness) finish(name string, typ batchv1.JobConditionType, at time.Time) {
+	h.t.Helper()
+	j, err := h.client.BatchV1().Jobs("depwatch").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: at}}}
+	if typ == batchv1.JobComplete {
+		j.Status.CompletionTime = &metav1.Time{Time: at}
+	}
+	if _, err := h.client.BatchV1().Jobs("depwatch").UpdateStatus(context.Background(), j, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.syncJobs()
+}
+
+func TestProberLaunchesAfterTheInitialDelayThenEveryIntervalNeverTwoAtOnce(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	h.namespace("other", nil)
+
+	h.reconcile("shoot--p--a")
+	h.reconcile("other")
+	if n := len(h.jobs()); n != 0 {
+		t.Fatalf("%d Jobs before the initial delay", n)
+	}
+	h.now = h.now.Add(29 * time.Second)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 0 {
+		t.Fatalf("%d Jobs 1 s before the initial delay ends", n)
+	}
+	h.now = h.now.Add(time.Second)
+	h.reconcile("shoot--p--a")
+	list := h.jobs()
+	if len(list) != 1 {
+		t.Fatalf("%d Jobs after the initial delay, want 1", len(list))
+	}
+	j := list[0]
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["NAMESPACE"] != "shoot--p--a" || env["KUBECONFIG_SECRET_NAME"] != "shoot-access" || env["KCM_NODE_MONITOR_GRACE_DURATION"] != "40s" ||
+		!strings.Contains(env["DEPENDENT_RESOURCES"], "kube-controller-manager") || env["SCHEDULE"] != "" {
+		t.Errorf("env: %v", env)
+	}
+	if j.Labels["depwatch.io/kind"] != "probe" || j.Labels["depwatch.io/namespace"] != "shoot--p--a" || j.Spec.Template.Spec.ServiceAccountName != "depwatch-probe" {
+		t.Errorf("labels/SA: %v %s", j.Labels, j.Spec.Template.Spec.ServiceAccountName)
+	}
+	// Next interval, the first still running: kept, nothing new.
+	h.now = h.now.Add(10 * time.Second)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 1 {
+		t.Fatalf("%d Jobs while the first is active, want 1", n)
+	}
+	// It finishes; the next turn launches.
+	h.finish(j.Name, batchv1.JobComplete, h.now)
+	h.now = h.now.Add(10 * time.Second)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 2 {
+		t.Fatalf("%d Jobs after the first finished, want 2", n)
+	}
+}
+
+func TestProberKeepsTheHistoryLimits(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	h.reconcile("shoot--p--a")
+	for i := range 4 {
+		h.now = h.now.Add(30 * time.Second)
+		h.reconcile("shoot--p--a")
+		list := h.jobs()
+		var active string
+		for _, j := range list {
+			if !jobs.Finished(&j) {
+				active = j.Name
+			}
+		}
+		typ := batchv1.JobComplete
+		if i%2 == 1 {
+			typ = batchv1.JobFailed
+		}
+		h.finish(active, typ, h.now)
+	}
+	h.now = h.now.Add(time.Second)
+	h.reconcile("shoot--p--a") // not due: only the clean-up runs
+	h.syncJobs()
+	var complete, failed int
+	for _, j := range h.jobs() {
+		for _, c := range j.Status.Conditions {
+			switch c.Type {
+			case batchv1.JobComplete:
+				complete++
+			case batchv1.JobFailed:
+				failed++
+			}
+		}
+	}
+	if complete != 1 || failed != 1 {
+		t.Errorf("after 4 finished Jobs: %d complete and %d failed left, want 1 and 1", complete, failed)
+	}
+}
+
+func TestProberForgetsANamespaceThatIsNoLongerSelected(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	h.reconcile("shoot--p--a")
+	h.namespace("shoot--p--a", nil)
+	h.now = h.now.Add(time.Minute)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 0 {
+		t.Errorf("%d Jobs for a namespace no longer selected", n)
+	}
+	if _, ok := h.c.pr.next["shoot--p--a"]; ok {
+		t.Error("its schedule was kept")
+	}
+}

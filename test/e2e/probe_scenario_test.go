@@ -1,0 +1,346 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// The probe scenarios treat the local cluster as the "shoot" of itself: a Secret holds a
+// kubeconfig that reaches the local API server on loopback, Deployments stand in for the
+// control plane's dependents, and fake Node objects (no kubelet; unschedulable and tainted so
+// nothing lands on them) with Leases the test renews stand in for worker nodes. The real node
+// `localhost` stays healthy (its kubelet renews its own lease), so Jobs keep running.
+const (
+	probeLabel        = "depwatch.io/e2e-probe" // the local overlay's prober namespaceSelector
+	probeSecret       = "shoot-kubeconfig"      // its kubeConfigSecretName
+	kcm               = "kube-controller-manager"
+	mcm               = "machine-controller-manager"
+	ca                = "cluster-autoscaler"
+	annReplicas       = "dependency-watchdog.gardener.cloud/replicas"
+	annMeltdown       = "dependency-watchdog.gardener.cloud/meltdown-protection-active"
+	annIgnoreScaling  = "dependency-watchdog.gardener.cloud/ignore-scaling"
+	fakeNodeTaint     = "depwatch.io/e2e-fake-node"
+	nodeLeaseNS       = "kube-node-lease"
+	dependentReplicas = 2
+)
+
+var dependents = []string{kcm, mcm, ca}
+
+type probeScenario struct {
+	t     *testing.T
+	ns    string
+	nodes []string
+
+	mu    sync.Mutex
+	renew map[string]bool // node → the test keeps renewing its lease
+	logs  map[string]string
+	order []string // Job names in the order their logs were collected
+}
+
+type probeSetup struct {
+	kubeconfig string   // the Secret's kubeconfig; "" = the admin kubeconfig, flattened
+	expired    []string // fake nodes whose leases start expired and are not renewed
+	noWorkload bool     // no Secret, Deployments or nodes (hibernation scenario)
+}
+
+// newProbeScenario builds everything but does not label the namespace: start() does, and
+// the prober sees it from then on.
+func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScenario {
+	t.Helper()
+	ensureCoordinator(t)
+	ns := newNamespace(t, prefix)
+	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		// Stop probing first, then remove the Jobs, the renewer, the nodes and leases.
+		_, _ = kubectl(t, "label", "namespace", ns, probeLabel+"-")
+		cancel()
+		wg.Wait()
+		_ = kube.BatchV1().Jobs(depwatchNS).DeleteCollection(context.Background(),
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
+			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + ns})
+		for _, n := range s.nodes {
+			_ = kube.CoordinationV1().Leases(nodeLeaseNS).Delete(context.Background(), n, metav1.DeleteOptions{})
+			_ = kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); s.collectLogs(ctx) }()
+	if setup.noWorkload {
+		return s
+	}
+
+	kc := setup.kubeconfig
+	if kc == "" {
+		kc = mustKubectl(t, "config", "view", "--raw", "--flatten", "--minify")
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: probeSecret},
+		Data:       map[string][]byte{"kubeconfig": []byte(kc)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the kubeconfig Secret: %v", err)
+	}
+	for _, name := range dependents {
+		if _, err := kube.AppsV1().Deployments(ns).Create(context.Background(), sleeper(name, ns), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating deployment %s: %v", name, err)
+		}
+	}
+	expired := map[string]bool{}
+	for _, i := range setup.expired {
+		expired[i] = true
+	}
+	for i := 1; i <= 4; i++ {
+		name := fmt.Sprintf("%s-w%d", ns, i)
+		s.createFakeNode(name, expired[fmt.Sprintf("w%d", i)])
+		s.nodes = append(s.nodes, name)
+		s.renew[name] = !expired[fmt.Sprintf("w%d", i)]
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.renewLeases(ctx) }()
+	for _, name := range dependents {
+		s.waitReplicas(name, dependentReplicas, 90*time.Second)
+	}
+	return s
+}
+
+// sleeper is a Deployment of testapp sleeping, ready at once, stopping at once.
+func sleeper(name, ns string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(dependentReplicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To(int64(0)),
+					Containers: []corev1.Container{{
+						Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever,
+						Command: []string{"/testapp", "sleep"},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/testapp", "exit", "0"}}},
+							PeriodSeconds: 1, FailureThreshold: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func (s *probeScenario) createFakeNode(name string, expired bool) {
+	s.t.Helper()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"depwatch.io/e2e": "fake-node"}},
+		Spec: corev1.NodeSpec{
+			Unschedulable: true,
+			Taints:        []corev1.Taint{{Key: fakeNodeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	if _, err := kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+		s.t.Fatalf("creating fake node %s: %v", name, err)
+	}
+	renew := time.Now()
+	if expired {
+		renew = renew.Add(-5 * time.Minute)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nodeLeaseNS},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(name),
+			LeaseDurationSeconds: ptr.To(int32(40)),
+			RenewTime:            &metav1.MicroTime{Time: renew},
+		},
+	}
+	if _, err := kube.CoordinationV1().Leases(nodeLeaseNS).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		s.t.Fatalf("creating the lease of fake node %s: %v", name, err)
+	}
+}
+
+// renewLeases renews, every second, the leases of the fake nodes marked for renewal.
+func (s *probeScenario) renewLeases(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		var names []string
+		for n, on := range s.renew {
+			if on {
+				names = append(names, n)
+			}
+		}
+		s.mu.Unlock()
+		for _, n := range names {
+			patch := fmt.Sprintf(`{"spec":{"renewTime":%q}}`, metav1.NowMicro().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+			_, _ = kube.CoordinationV1().Leases(nodeLeaseNS).Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+	}
+}
+
+// setRenewing starts or stops renewing the leases of the given fake nodes (w1..w4).
+func (s *probeScenario) setRenewing(on bool, workers ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range workers {
+		s.renew[s.ns+"-"+w] = on
+	}
+}
+
+// start labels the namespace: the prober selects it from now on.
+func (s *probeScenario) start() time.Time {
+	s.t.Helper()
+	mustKubectl(s.t, "label", "namespace", s.ns, probeLabel+"=true")
+	return time.Now()
+}
+
+func (s *probeScenario) probeJobs() []batchv1.Job {
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + s.ns})
+	if err != nil {
+		return nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) })
+	return list.Items
+}
+
+// collectLogs keeps the log of every probe Job of the namespace once it has finished: the
+// coordinator removes finished Jobs beyond the history limit within an interval or two.
+func (s *probeScenario) collectLogs(ctx context.Context) {
+	for ctx.Err() == nil {
+		for _, j := range s.probeJobs() {
+			s.mu.Lock()
+			_, done := s.logs[j.Name]
+			s.mu.Unlock()
+			if done || !jobDone(&j) {
+				continue
+			}
+			pods, err := kube.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
+			if err != nil || len(pods.Items) == 0 {
+				continue
+			}
+			var b strings.Builder
+			for _, p := range pods.Items {
+				rc, err := kube.CoreV1().Pods(depwatchNS).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
+				if err != nil {
+					continue
+				}
+				data, _ := io.ReadAll(rc)
+				rc.Close()
+				b.Write(data)
+			}
+			s.mu.Lock()
+			s.logs[j.Name] = b.String()
+			s.order = append(s.order, j.Name)
+			s.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func jobDone(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// collected returns the collected logs, oldest Job first.
+func (s *probeScenario) collected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.order))
+	for _, n := range s.order {
+		out = append(out, s.logs[n])
+	}
+	return out
+}
+
+// waitLog waits for a collected probe log with a line whose fields have the given values,
+// and returns that log's lines.
+func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) []logLine {
+	s.t.Helper()
+	var found []logLine
+	waitFor(s.t, timeout, fmt.Sprintf("a probe Job log with %v", want), func() (bool, error) {
+		for _, l := range s.collected() {
+			lines := parseLogLines(l)
+			if _, ok := findLine(lines, want); ok {
+				found = lines
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+func (s *probeScenario) deployment(name string) *appsv1.Deployment {
+	s.t.Helper()
+	d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatalf("reading deployment %s: %v", name, err)
+	}
+	return d
+}
+
+// waitReplicas waits until the Deployment wants n replicas and has n ready (0: none left).
+func (s *probeScenario) waitReplicas(name string, n int32, timeout time.Duration) {
+	s.t.Helper()
+	waitFor(s.t, timeout, fmt.Sprintf("deployment %s/%s at %d ready replicas", s.ns, name, n), func() (bool, error) {
+		d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
+	})
+}
+
+// lineIndex is the index of the first line with the given fields, or -1.
+func lineIndex(lines []logLine, want map[string]string) int {
+	for i, l := range lines {
+		match := true
+		for k, v := range want {
+			if l.str(k) != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			return i
+		}
+	}
+	return -1
+}
+
+func deleteIfExists(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
