@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,39 +15,24 @@ func runProbe(ctx context.Context, args []string) int {
 }
 
 func probeMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("depwatch probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig of the cluster holding NAMESPACE (the seed); default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account")
-	fs.Usage = func() { probeUsage(stdout, fs) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitBadConfig
+	var opts probe.Options
+	setup := jobSetup{
+		name:      "probe",
+		kubeHelp:  "path to a kubeconfig of the cluster holding NAMESPACE (the seed); default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
+		untouched: "nothing was scaled",
+		usage:     probeUsage,
+		load: func(lookup func(string) (string, bool)) (err error) {
+			opts, err = probe.LoadOptions(lookup)
+			return err
+		},
 	}
-	if fs.NArg() > 0 {
-		return refuse(stderr, "probe", fmt.Errorf("unexpected argument %q: depwatch probe is configured by environment variables (see --help)", fs.Arg(0)))
-	}
-
-	// Collect every problem before doing anything, so one run shows the whole list.
-	log, logErr := newLogger(lookup)
-	opts, optErr := probe.LoadOptions(lookup)
-	if err := errors.Join(logErr, optErr); err != nil {
-		return refuse(stderr, "probe", err)
-	}
-	log.SetOutput(stdout) // os.Stdout in production; the tests read it
-
-	cfg, err := restConfig(*kubeconfig)
-	if err != nil {
-		log.WithError(err).Error("Cannot reach the Kubernetes API server; nothing was scaled.")
-		writeTerminationMessage(err.Error())
-		return exitFailure
+	log, cfg, code, ok := setup.start(args, lookup, stdout, stderr)
+	if !ok {
+		return code
 	}
 	deps, err := probe.NewDeps(cfg)
 	if err != nil {
-		log.WithError(err).Error("Cannot build the Kubernetes clients; nothing was scaled.")
-		writeTerminationMessage(err.Error())
-		return exitFailure
+		return setup.cannotStart(log, "Cannot build the Kubernetes clients", err)
 	}
 
 	summary, runErr := probe.Run(ctx, deps, opts, log)
@@ -76,7 +60,5 @@ func probeUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Environment:")
 	probe.Usage(w)
-	for _, s := range loggingSettings {
-		fmt.Fprintf(w, "  %-24s default %-10q %s\n", s[0], s[1], s[2])
-	}
+	printLoggingSettings(w)
 }

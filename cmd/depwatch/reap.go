@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,38 +18,24 @@ func runReap(ctx context.Context, args []string) int {
 }
 
 func reapMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("depwatch reap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account")
-	fs.Usage = func() { reapUsage(stdout, fs) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitBadConfig
+	var opts reaper.Options
+	setup := jobSetup{
+		name:      "reap",
+		kubeHelp:  "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
+		untouched: "no pod was touched",
+		usage:     reapUsage,
+		load: func(lookup func(string) (string, bool)) (err error) {
+			opts, err = reaper.LoadOptions(lookup)
+			return err
+		},
 	}
-	if fs.NArg() > 0 {
-		return refuse(stderr, "reap", fmt.Errorf("unexpected argument %q: depwatch reap is configured by environment variables (see --help)", fs.Arg(0)))
-	}
-
-	// Collect every problem before doing anything, so one run shows the whole list.
-	log, logErr := newLogger(lookup)
-	opts, optErr := reaper.LoadOptions(lookup)
-	if err := errors.Join(logErr, optErr); err != nil {
-		return refuse(stderr, "reap", err)
-	}
-
-	cfg, err := restConfig(*kubeconfig)
-	if err != nil {
-		log.WithError(err).Error("Cannot reach the Kubernetes API server; no pod was touched.")
-		writeTerminationMessage(err.Error())
-		return exitFailure
+	log, cfg, code, ok := setup.start(args, lookup, stdout, stderr)
+	if !ok {
+		return code
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		log.WithError(err).Error("Cannot build a Kubernetes client; no pod was touched.")
-		writeTerminationMessage(err.Error())
-		return exitFailure
+		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
 	}
 
 	summary, runErr := reaper.Run(ctx, client, opts, log)
