@@ -56,7 +56,6 @@ type prober struct {
 	paused   map[string]string    // namespace → why it is not probed (selected but skipped)
 	counted  map[types.UID]bool   // pods whose summary was counted
 	cluster  *clusterWatch        // nil while Gardener's Cluster kind is not installed
-	dynCtx   context.Context      // the run's context, for the Cluster informer
 	clusterW sync.WaitGroup
 }
 
@@ -213,9 +212,6 @@ func (p *prober) onPod(obj any) {
 // when it appears the Cluster informer starts, when it goes the informer stops; either way
 // every namespace is reconciled again.
 func (p *prober) watchClusters(ctx context.Context) {
-	p.mu.Lock()
-	p.dynCtx = ctx
-	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		if p.cluster != nil {

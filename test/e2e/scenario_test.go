@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -329,6 +330,15 @@ var (
 func ensureCoordinator(t *testing.T) {
 	t.Helper()
 	coordinatorOnce.Do(func() {
+		// A previous suite's removal may still be under way: apply into a terminating
+		// namespace fails.
+		waitFor(t, 2*time.Minute, "namespace depwatch from an earlier run to be gone", func() (bool, error) {
+			ns, err := kube.CoreV1().Namespaces().Get(context.Background(), depwatchNS, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return err == nil && ns.DeletionTimestamp == nil, err
+		})
 		out, err := kubectl(t, "apply", "-k", repoRoot+"/manifests/overlays/local")
 		if err != nil {
 			coordinatorErr = fmt.Errorf("kubectl apply -k manifests/overlays/local: %v\n%s", err, out)
