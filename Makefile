@@ -9,7 +9,7 @@ BIN     := _output/bin/depwatch
 FUZZTIME ?= 10s
 export KUBECONFIG_LOCAL := $(CURDIR)/_output/cluster/kubeconfig
 
-.PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery clean
+.PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery bench-probe clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -53,6 +53,12 @@ bench-recovery: ## Recovery benchmark on the local cluster (started if needed): 
 	./hack/cluster-up.sh
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_RECOVERY=$(OUTAGES) $(GO) test -tags e2e -count=1 -timeout 30m \
 	  -run '^TestBenchRecovery$$' -v ./test/e2e
+
+PROBES ?= 12
+bench-probe: ## Probe Job benchmark on the local cluster: create → complete, and Job churn per hour.
+	./hack/cluster-up.sh
+	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_PROBE=$(PROBES) $(GO) test -tags e2e -count=1 -timeout 30m \
+	  -run '^TestBenchProbe$$' -v ./test/e2e
 
 demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
 	./hack/demo.sh
