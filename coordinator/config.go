@@ -34,6 +34,8 @@ const DefaultWatchDuration = 5 * time.Minute
 //	  names: [shoot--a]                     # optional: only these (AND-ed with the selector)
 //	useEndpoints: false                     # legacy v1 Endpoints instead of EndpointSlices
 //	gracePeriod: 30s                        # weeder's GRACE_PERIOD; absent: each pod's own
+//	armWeeder: true                         # launch the weeder armed when the outage begins
+//	armedMaxWait: 6h                        # an armed weeder's MAX_WAIT for its service
 //	jobTemplate: {...}                      # see jobs.Template
 //	prober: {...}                           # dependency-watchdog's prober config: see ProberConfig
 type Config struct {
@@ -43,7 +45,14 @@ type Config struct {
 	Namespaces   *NamespaceSelection `json:"namespaces,omitempty"`
 	UseEndpoints bool                `json:"useEndpoints,omitempty"`
 	GracePeriod  *metav1.Duration    `json:"gracePeriod,omitempty"`
-	JobTemplate  jobs.Template       `json:"jobTemplate,omitempty"`
+	// ArmWeeder (default true): on Ready → notReady launch the service's weeder armed, so it
+	// reaps the moment the service is Ready again; false: issue #4's behaviour (stop on the
+	// outage, launch on the return). A service's own `arm` overrides it.
+	ArmWeeder *bool `json:"armWeeder,omitempty"`
+	// ArmedMaxWait is an armed weeder's MAX_WAIT (default 6h): after it, the Job ends and the
+	// service's return launches an unarmed weeder.
+	ArmedMaxWait *metav1.Duration `json:"armedMaxWait,omitempty"`
+	JobTemplate  jobs.Template    `json:"jobTemplate,omitempty"`
 	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
 	Prober *ProberConfig `json:"prober,omitempty"`
 }
@@ -51,6 +60,24 @@ type Config struct {
 // DependantSelectors is dependency-watchdog's per-service entry.
 type DependantSelectors struct {
 	PodSelectors []*metav1.LabelSelector `json:"podSelectors"`
+	// Arm (depwatch's addition) overrides armWeeder for this service.
+	Arm *bool `json:"arm,omitempty"`
+}
+
+// Arm reports whether the service's weeder is launched armed when an outage begins.
+func (c *Config) Arm(service string) bool {
+	if d, ok := c.ServicesAndDependantSelectors[service]; ok && d.Arm != nil {
+		return *d.Arm
+	}
+	return c.ArmWeeder == nil || *c.ArmWeeder
+}
+
+// MaxWait returns an armed weeder's MAX_WAIT (default 6h).
+func (c *Config) MaxWait() time.Duration {
+	if c.ArmedMaxWait == nil || c.ArmedMaxWait.Duration == 0 {
+		return jobs.DefaultArmedMaxWait
+	}
+	return c.ArmedMaxWait.Duration
 }
 
 // NamespaceSelection chooses the namespaces whose services are watched.
@@ -135,6 +162,8 @@ func ParseConfig(data []byte) (*Config, error) {
 		"namespaces":                    &cfg.Namespaces,
 		"useEndpoints":                  &cfg.UseEndpoints,
 		"gracePeriod":                   &cfg.GracePeriod,
+		"armWeeder":                     &cfg.ArmWeeder,
+		"armedMaxWait":                  &cfg.ArmedMaxWait,
 		"jobTemplate":                   &cfg.JobTemplate,
 		"prober":                        &proberRaw,
 	}
@@ -146,7 +175,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	for _, k := range keys {
 		target, known := fields[k]
 		if !known {
-			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, jobTemplate, prober)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, jobTemplate, prober)", k))
 			continue
 		}
 		if target == nil {
@@ -192,6 +221,9 @@ func (c *Config) Validate() []error {
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if c.WatchDuration != nil && c.WatchDuration.Duration < 0 {
 		add("watchDuration: %s: must not be negative", c.WatchDuration.Duration)
+	}
+	if c.ArmedMaxWait != nil && c.ArmedMaxWait.Duration < 0 {
+		add("armedMaxWait: %s: must not be negative", c.ArmedMaxWait.Duration)
 	}
 	if c.GracePeriod != nil && c.GracePeriod.Duration < 0 {
 		add("gracePeriod: %s: must not be negative", c.GracePeriod.Duration)

@@ -121,6 +121,16 @@ prober:
 	}
 }
 
+func TestConfigArmDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{matchLabels: {app: x}}]}, b: {arm: false, podSelectors: [{matchLabels: {app: z}}]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Arm("a") || cfg.Arm("b") || cfg.MaxWait() != 6*time.Hour {
+		t.Errorf("arm a %v b %v maxWait %s; want true, false, 6h", cfg.Arm("a"), cfg.Arm("b"), cfg.MaxWait())
+	}
+}
+
 func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	svc := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}\n"
 	cases := []struct {
@@ -143,6 +153,10 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		{"bad namespace name", svc + "namespaces: {names: [UPPER]}", "namespaces.names[0]: \"UPPER\""},
 		{"unknown namespaces field", svc + "namespaces: {all: true}", `namespaces: unknown field "all"`},
 		{"useEndpoints not a bool", svc + "useEndpoints: sometimes", "useEndpoints: "},
+		{"armWeeder not a bool", svc + "armWeeder: sometimes", "armWeeder: "},
+		{"negative armedMaxWait", svc + "armedMaxWait: -1h", "armedMaxWait: -1h0m0s: must not be negative"},
+		{"unparsable armedMaxWait", svc + "armedMaxWait: a while", "armedMaxWait: "},
+		{"service arm not a bool", "servicesAndDependantSelectors: {svc: {arm: maybe, podSelectors: [{matchLabels: {app: x}}]}}", "servicesAndDependantSelectors.svc: "},
 		{"bad pull policy", svc + "jobTemplate: {imagePullPolicy: Sometimes}", "jobTemplate.imagePullPolicy"},
 		{"unknown jobTemplate field", svc + "jobTemplate: {imagePolicy: Never}", `jobTemplate: unknown field "imagePolicy"`},
 		{"negative ttl", svc + "jobTemplate: {ttlSecondsAfterFinished: -5}", "jobTemplate.ttlSecondsAfterFinished: -5"},

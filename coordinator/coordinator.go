@@ -1,10 +1,14 @@
 // Package coordinator is depwatch's always-on part: it watches the EndpointSlices (or
-// legacy Endpoints) of the configured services and launches weeder Jobs when a service
-// comes back (notReady → Ready), plus a catch-up on start and on winning leadership.
+// legacy Endpoints) of the configured services and launches weeder Jobs: armed when a
+// service goes down (Ready → notReady), so the Job reaps the moment it is back; unarmed when
+// it comes back without an armed one (notReady → Ready); plus a catch-up on start and on
+// winning leadership.
 //
 // Flow: informer event → handler (key <namespace>/<service>, note when seen) → workqueue →
-// reconcile (read the cache, Decide(prev, now)) → one action (launch a weeder Job through
-// package jobs, record an Event, count it). The coordinator holds no right to delete pods.
+// reconcile (read the cache, Decide(prev, now) gives the edge) → the service's active weeder
+// Jobs → PlanWeeder(edge, arm, active) → one action (launch, arm, keep or stop a weeder Job
+// through package jobs, record an Event, count it). The coordinator holds no right to delete
+// pods.
 package coordinator
 
 import (
@@ -17,6 +21,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +44,8 @@ const (
 	// EventWeederStopped: the service went down again while its weeder ran.
 	EventWeederStopped = "WeederStopped"
 	EventWeederFailed  = "WeederFailed"
+	// EventWeederArmed: the service went down; its weeder was launched armed.
+	EventWeederArmed = "WeederArmed"
 )
 
 // Deps is what the coordinator runs with.
@@ -91,8 +98,8 @@ type serviceState struct {
 	observedAt time.Time
 	// catchUp: found Ready with crash-looping dependents; launch on the next reconcile.
 	catchUp bool
-	// pending is a launch owed (kept across retries until it succeeds or the service is
-	// notReady again).
+	// pending is the action owed for the last edge (kept across retries until it is done or
+	// the service changes again).
 	pending *pendingLaunch
 }
 
@@ -234,14 +241,22 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 	c.mu.Lock()
 	st := c.state(key)
 	prev := Observation{Known: st.known, Ready: st.ready}
-	action := Decide(prev, obs)
+	edge := Decide(prev, obs)
 	if !obs.Known {
-		// Deleted (or no longer watched): forget it; never act on a delete.
+		// Deleted (or no longer watched): forget it; never launch on a delete. A weeder of a
+		// service whose namespace is being deleted is stopped (best effort, no retry).
 		if st.ready {
 			c.metrics.ServicesReady.Dec()
 		}
 		delete(c.states, key)
 		c.mu.Unlock()
+		if edge == EdgeGone {
+			ns, svc := splitKey(key)
+			log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
+			if err := c.actOnEdge(ctx, key, &pendingLaunch{reason: "gone", at: c.now()}, EdgeGone, log); err != nil {
+				log.WithError(err).Warn("The service's endpoints are gone; could not check for a weeder Job to stop.")
+			}
+		}
 		return nil
 	}
 	if obs.Ready != st.ready {
@@ -257,9 +272,13 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 		seenAt = c.now()
 	}
 	st.observedAt = time.Time{}
-	if action == ActionLaunchWeeder {
+	switch edge {
+	case EdgeReady:
 		st.pending = &pendingLaunch{reason: jobs.TriggerReady, at: seenAt}
 		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerReady).Inc()
+	case EdgeOutage:
+		st.pending = &pendingLaunch{reason: jobs.TriggerOutage, at: seenAt}
+		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerOutage).Inc()
 	}
 	if st.catchUp {
 		st.catchUp = false
@@ -268,22 +287,25 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 			c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerCatchUp).Inc()
 		}
 	}
-	if !obs.Ready {
-		st.pending = nil // it went down again before the launch: wait for the next return
+	if st.pending != nil && (st.pending.reason == jobs.TriggerOutage) == obs.Ready {
+		// The service changed again before the owed action was done (a retry): the edge it
+		// was for is over; the new edge, if any, set its own above.
+		st.pending = nil
 	}
 	p := st.pending
 	c.mu.Unlock()
 
 	ns, svc := splitKey(key)
 	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-	log.WithFields(logrus.Fields{"ready": obs.Ready, "wasKnown": prev.Known, "wasReady": prev.Ready}).Debug("Service readiness reconciled.")
-	if action == ActionStopWeeder {
-		return c.stopWeeder(ctx, key, log)
-	}
+	log.WithFields(logrus.Fields{"ready": obs.Ready, "wasKnown": prev.Known, "wasReady": prev.Ready, "edge": edge.String()}).Debug("Service readiness reconciled.")
 	if p == nil {
 		return nil
 	}
-	if err := c.launchWeeder(ctx, key, p, log); err != nil {
+	edgeOf := EdgeReady
+	if p.reason == jobs.TriggerOutage {
+		edgeOf = EdgeOutage
+	}
+	if err := c.actOnEdge(ctx, key, p, edgeOf, log); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -294,13 +316,14 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 	return nil
 }
 
-func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, log logrus.FieldLogger) error {
+// weederSpec builds the service's weeder Job spec for a trigger; armed adds the gate.
+func (c *Coordinator) weederSpec(key string, p *pendingLaunch, armed bool) (jobs.Spec, error) {
 	ns, svc := splitKey(key)
 	var grace *time.Duration
 	if c.cfg.GracePeriod != nil {
 		grace = &c.cfg.GracePeriod.Duration
 	}
-	spec, err := jobs.Weeder(jobs.WeederSpec{
+	return jobs.Weeder(jobs.WeederSpec{
 		Namespace:     ns,
 		Service:       svc,
 		Selectors:     c.cfg.Selectors(svc),
@@ -308,7 +331,100 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 		GracePeriod:   grace,
 		Trigger:       p.reason,
 		TriggerTime:   p.at,
+		Armed:         armed,
+		MaxWait:       c.cfg.MaxWait(),
 	})
+}
+
+// actOnEdge finds the service's active weeder Jobs (and, on an outage or when it is gone,
+// whether the service is going away), lets PlanWeeder decide, and does it.
+func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunch, edge Edge, log logrus.FieldLogger) error {
+	ns, svc := splitKey(key)
+	spec, err := c.weederSpec(key, p, false)
+	if err != nil {
+		return err // validated at load; cannot happen
+	}
+	active, err := c.launcher.Active(ctx, spec)
+	if err != nil {
+		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultError)).Inc()
+		log.WithError(err).WithField("trigger", p.reason).Error("Could not list the service's weeder Jobs; will retry.")
+		return err
+	}
+	current, armedJob := NoWeeder, ""
+	for i := range active {
+		if jobs.Armed(&active[i]) {
+			current, armedJob = ArmedWeeder, active[i].Name
+			break
+		}
+		current = UnarmedWeeder
+	}
+	in := WeederInput{Edge: edge, Arm: c.cfg.Arm(svc), Active: current}
+	going := ""
+	if edge == EdgeOutage || edge == EdgeGone {
+		if going, err = c.goingAway(ctx, ns, svc, edge == EdgeOutage); err != nil {
+			log.WithError(err).Error("Could not tell whether the service is being deleted; will retry.")
+			return err
+		}
+		in.Going = going != ""
+	}
+	action := PlanWeeder(in)
+	if in.Going {
+		log = log.WithField("going", going)
+	}
+	switch action {
+	case ActionKeepWeeder:
+		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
+		what := "it reaps the moment the service is Ready, then for watchDuration"
+		if edge == EdgeOutage {
+			what = "it pauses while the service is down and reaps again when it is Ready, until its watchDuration ends"
+		}
+		log.WithFields(logrus.Fields{"job": c.launcher.Template.Namespace + "/" + armedJob, "trigger": p.reason, "result": string(jobs.ResultKept)}).
+			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
+		return nil
+	case ActionStopWeeder:
+		return c.stopWeeder(ctx, key, spec, log)
+	case ActionArmWeeder, ActionLaunchWeeder:
+		return c.launchWeeder(ctx, key, p, action == ActionArmWeeder, log)
+	default:
+		switch {
+		case in.Going:
+			log.Infof("Service has no ready endpoint any more and is going away (%s): no weeder is armed.", going)
+		case edge == EdgeOutage:
+			log.WithField("trigger", p.reason).Info("Service has no ready endpoint any more; no weeder Job was running.")
+		}
+		return nil
+	}
+}
+
+// goingAway says why the service is not coming back ("" when it may): its namespace is
+// being deleted or is gone, or (withService) the Service itself is gone or being deleted.
+func (c *Coordinator) goingAway(ctx context.Context, ns, svc string, withService bool) (string, error) {
+	n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "namespace gone", nil
+	case err != nil:
+		return "", err
+	case n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating:
+		return "namespace being deleted", nil
+	case !withService:
+		return "", nil
+	}
+	s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "service gone", nil
+	case err != nil:
+		return "", err
+	case s.DeletionTimestamp != nil:
+		return "service being deleted", nil
+	}
+	return "", nil
+}
+
+func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, armed bool, log logrus.FieldLogger) error {
+	ns, svc := splitKey(key)
+	spec, err := c.weederSpec(key, p, armed)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
@@ -320,29 +436,32 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 	}
 	latency := c.now().Sub(p.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
-	log.WithFields(logrus.Fields{
+	fields := logrus.Fields{
 		"job":       out.Job.Namespace + "/" + out.Job.Name,
 		"trigger":   p.reason,
 		"result":    string(out.Result),
 		"replaced":  out.Replaced,
 		"latencyMs": latency.Milliseconds(),
-	}).Info("Launched a weeder Job.")
+		"armed":     armed,
+	}
+	if armed {
+		log.WithFields(fields).WithField("maxWait", c.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
+		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederArmed,
+			fmt.Sprintf("Armed weeder Job %s/%s (trigger %s%s): it restarts crash-looping dependents from the moment the service is Ready again (waiting at most %s), for %s",
+				out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.MaxWait(), c.cfg.Watch()))
+		return nil
+	}
+	log.WithFields(fields).Info("Launched a weeder Job.")
 	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStarted,
 		fmt.Sprintf("Started weeder Job %s/%s (trigger %s%s): restarting crash-looping dependents for %s",
 			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.Watch()))
 	return nil
 }
 
-// stopWeeder deletes the service's running weeder Job, if any: the service went down again.
-func (c *Coordinator) stopWeeder(ctx context.Context, key string, log logrus.FieldLogger) error {
+// stopWeeder deletes the service's running weeder Job, if any: the service went down again
+// and arming is off.
+func (c *Coordinator) stopWeeder(ctx context.Context, key string, spec jobs.Spec, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	spec, err := jobs.Weeder(jobs.WeederSpec{
-		Namespace: ns, Service: svc, Selectors: c.cfg.Selectors(svc), WatchDuration: c.cfg.Watch(),
-		Trigger: jobs.TriggerReady, TriggerTime: c.now(),
-	})
-	if err != nil {
-		return err // validated at load; cannot happen
-	}
 	stopped, err := c.launcher.Stop(ctx, spec)
 	if err != nil {
 		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")

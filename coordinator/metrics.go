@@ -10,8 +10,8 @@ import (
 
 // Metrics of the coordinator, on their own registry (plus Go and process collectors).
 //
-//	depwatch_coordinator_triggers_total{kind,reason}           triggers seen (reason: ready, catch-up)
-//	depwatch_coordinator_jobs_launched_total{kind,result}      launches (result: created, replaced, kept, error)
+//	depwatch_coordinator_triggers_total{kind,reason}           triggers seen (reason: ready, outage, catch-up)
+//	depwatch_coordinator_jobs_launched_total{kind,result}      launches (result: created, replaced, kept, stopped, error)
 //	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
@@ -40,11 +40,11 @@ func NewMetrics(version string) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		Triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "triggers_total",
-			Help: "Triggers seen: a configured service became Ready (reason=ready) or was found Ready with crash-looping dependents (reason=catch-up).",
+			Help: "Triggers seen: a configured service became Ready (reason=ready), went down (reason=outage) or was found Ready with crash-looping dependents (reason=catch-up).",
 		}, []string{"kind", "reason"}),
 		JobsLaunched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "jobs_launched_total",
-			Help: "Job launches by kind and result (created, replaced, kept, error).",
+			Help: "Job launches by kind and result (created, replaced, kept: an active Job handles it, stopped, error).",
 		}, []string{"kind", "result"}),
 		TriggerToJob: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "trigger_to_job_created_seconds",

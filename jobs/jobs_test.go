@@ -460,3 +460,38 @@ func TestManualWeederExamplesFollowTheJobContract(t *testing.T) {
 		}
 	}
 }
+
+func TestArmedWeederWaitsForItsServiceAndItsDeadlineCoversTheWait(t *testing.T) {
+	s, err := Weeder(WeederSpec{Namespace: "shoot--a", Service: "etcd-main-client", Selectors: apiserverSelectors(),
+		WatchDuration: 5 * time.Minute, TriggerTime: t0, Armed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := Build(resolved(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["START_WHEN_READY"] != "shoot--a/etcd-main-client" || env["MAX_WAIT"] != "6h0m0s" || env["RUN_DURATION"] != "5m0s" {
+		t.Errorf("env = %v", env)
+	}
+	if got := *j.Spec.ActiveDeadlineSeconds; got != int64((6*time.Hour+5*time.Minute+DefaultDeadlineMargin)/time.Second) {
+		t.Errorf("activeDeadlineSeconds = %d", got)
+	}
+	if j.Annotations[AnnotationTrigger] != TriggerOutage || j.Annotations[AnnotationArmedAt] != "2026-05-01T12:00:00.123456789Z" || j.Spec.Template.Annotations[AnnotationArmedAt] == "" {
+		t.Errorf("annotations = %v", j.Annotations)
+	}
+	if !Armed(j) {
+		t.Error("Armed = false")
+	}
+	unarmed, _ := Build(resolved(), weederSpec(t, "shoot--a", "etcd-main-client", t0))
+	if Armed(unarmed) || unarmed.Annotations[AnnotationArmedAt] != "" {
+		t.Errorf("an unarmed weeder looks armed: %v", unarmed.Annotations)
+	}
+	if _, err := Weeder(WeederSpec{Namespace: "n", Service: "s", Selectors: apiserverSelectors(), WatchDuration: time.Minute, Armed: true, MaxWait: -time.Second}); err == nil {
+		t.Error("a negative MaxWait was accepted")
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -54,6 +55,8 @@ const (
 	AnnotationTriggerTime = "depwatch.io/trigger-time"
 	// AnnotationTrigger says what caused the Job: see the Trigger* constants.
 	AnnotationTrigger = "depwatch.io/trigger"
+	// AnnotationArmedAt is when an armed weeder was launched: the outage began (RFC 3339, ns).
+	AnnotationArmedAt = "depwatch.io/armed-at"
 	// AnnotationTarget is the full <namespace>/<service> the Job acts for (labels may be hashed).
 	AnnotationTarget = "depwatch.io/target"
 
@@ -65,7 +68,13 @@ const (
 	TriggerReady   = "ready"    // the service went from no ready endpoint to at least one
 	TriggerCatchUp = "catch-up" // found Ready with crash-looping dependents at start / on leadership
 	TriggerManual  = "manual"
+	// TriggerOutage: the service went from Ready to no ready endpoint; the weeder is launched
+	// armed (START_WHEN_READY) and starts reaping the moment the service is Ready again.
+	TriggerOutage = "outage"
 )
+
+// DefaultArmedMaxWait is how long an armed weeder waits for its service by default (MAX_WAIT).
+const DefaultArmedMaxWait = 6 * time.Hour
 
 // Security defaults: the restricted pod-security level, the distroless nonroot user.
 const (
@@ -105,6 +114,8 @@ type Spec struct {
 	RunDuration time.Duration
 	// Env is the kind's own environment; the template's extra env cannot override it.
 	Env []corev1.EnvVar
+	// Annotations of the kind's own (e.g. AnnotationArmedAt); depwatch's common keys win.
+	Annotations map[string]string
 	// Args for the depwatch binary, e.g. ["reap"].
 	Args []string
 	// OnActive is the de-duplication policy for Launch.
@@ -123,6 +134,11 @@ type WeederSpec struct {
 	GracePeriod *time.Duration
 	Trigger     string
 	TriggerTime time.Time
+	// Armed: the weeder is launched when the outage begins and waits for the service
+	// (START_WHEN_READY=<namespace>/<service>, at most MaxWait) before it reaps; its
+	// activeDeadlineSeconds covers MaxWait + WatchDuration + the margin.
+	Armed   bool
+	MaxWait time.Duration // default DefaultArmedMaxWait
 }
 
 // Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode with
@@ -158,17 +174,50 @@ func Weeder(w WeederSpec) (Spec, error) {
 	if trigger == "" {
 		trigger = TriggerReady
 	}
+	run := w.WatchDuration
+	var annotations map[string]string
+	if w.Armed {
+		maxWait := w.MaxWait
+		if maxWait == 0 {
+			maxWait = DefaultArmedMaxWait
+		}
+		if maxWait < 0 {
+			return Spec{}, fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, maxWait)
+		}
+		env = append(env,
+			corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
+			corev1.EnvVar{Name: "MAX_WAIT", Value: maxWait.String()})
+		run += maxWait
+		if w.Trigger == "" {
+			trigger = TriggerOutage
+		}
+		annotations = map[string]string{AnnotationArmedAt: w.TriggerTime.UTC().Format(time.RFC3339Nano)}
+	}
 	return Spec{
 		Kind:        KindWeeder,
 		Namespace:   w.Namespace,
 		Service:     w.Service,
 		Trigger:     trigger,
 		TriggerTime: w.TriggerTime,
-		RunDuration: w.WatchDuration,
+		RunDuration: run,
 		Env:         env,
+		Annotations: annotations,
 		Args:        []string{"reap"},
 		OnActive:    ReplaceActive,
 	}, nil
+}
+
+// Armed reports whether a weeder Job waits for its service before reaping (its container has
+// START_WHEN_READY): the coordinator's armed weeders, and armed Jobs made by hand alike.
+func Armed(j *batchv1.Job) bool {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "START_WHEN_READY" && e.Value != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SelectorStrings converts label selectors to their string form, refusing an empty one (it

@@ -159,6 +159,9 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	for k, v := range t.Annotations {
 		annotations[k] = v
 	}
+	for k, v := range s.Annotations {
+		annotations[k] = v
+	}
 	annotations[AnnotationTriggerTime] = s.TriggerTime.UTC().Format(time.RFC3339Nano)
 	annotations[AnnotationTarget] = s.Target()
 	if s.Trigger != "" {

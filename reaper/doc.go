@@ -5,6 +5,11 @@
 //
 //   - LoadOptions reads every setting at once and reports every problem at once; nothing is
 //     listed or killed when the configuration is bad.
+//   - With START_WHEN_READY, Run first waits (at most MAX_WAIT) for that service to have a ready
+//     endpoint, following its EndpointSlices; nothing is listed for reaping or reaped before,
+//     though WATCH's pod informers already start, so their cache is warm when the gate opens.
+//     Everything below then starts at that moment (RUN_DURATION included); while the service is
+//     down again, reaping pauses, and it resumes with a cycle when the service is Ready.
 //   - Run starts with one cycle immediately, then runs a cycle on every SCHEDULE tick. A cycle
 //     lists candidate pods page by page (filtered server-side by label and field selectors),
 //     keeps only the pods every enabled rule agrees on, sorts them by POD_SORTING_STRATEGY and

@@ -31,13 +31,25 @@ type Options struct {
 	MaxPods      int    // 0 = unlimited
 	Sorting      SortingStrategy
 	Rules        []Rule
+	// StartWhenReady, if set, is the gate: nothing is reaped until this service has a ready
+	// endpoint; RUN_DURATION counts from that moment. MaxWait bounds the wait.
+	StartWhenReady *ServiceRef
+	MaxWait        time.Duration
 
 	annotation *annotationFilter
 	// Test seams; zero values mean the real thing.
 	now           func() time.Time
 	shuffle       func(n int, swap func(i, j int))
 	onWatchSynced func()
+	onGateSynced  func()
 }
+
+// ServiceRef names a Service: START_WHEN_READY's <namespace>/<service>.
+type ServiceRef struct {
+	Namespace, Name string
+}
+
+func (s ServiceRef) String() string { return s.Namespace + "/" + s.Name }
 
 // ConfigError lists every configuration problem, one per line and nothing else, so the caller
 // can present them as it likes (depwatch prints one bullet per line). main exits 2 on it.
@@ -71,6 +83,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.NodeName = v
 	}
+	o.StartWhenReady, o.MaxWait = loadGate(e, o.Namespace)
 	o.Selectors = loadSelectors(e)
 	o.annotation = loadAnnotationFilter(e)
 	o.Annotation = o.annotation.String()
@@ -109,6 +122,51 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		return Options{}, &ConfigError{Problems: e.problems}
 	}
 	return o, nil
+}
+
+// loadGate reads START_WHEN_READY (<service> in NAMESPACE, or <namespace>/<service>) and
+// MAX_WAIT (> 0; only meaningful with START_WHEN_READY, so setting it alone is a mistake).
+func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
+	var ref *ServiceRef
+	v, gated := e.nonEmpty("START_WHEN_READY")
+	if gated {
+		ns, name, qualified := strings.Cut(strings.TrimSpace(v), "/")
+		if !qualified {
+			ns, name = namespace, ns
+		}
+		ok := true
+		switch {
+		case strings.Contains(name, "/"):
+			e.fail("START_WHEN_READY", v, "must be <service> or <namespace>/<service>")
+			ok = false
+		case !qualified && ns == "":
+			e.fail("START_WHEN_READY", v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
+			ok = false
+		default:
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				e.fail("START_WHEN_READY", v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+				ok = false
+			}
+			if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+				e.fail("START_WHEN_READY", v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
+				ok = false
+			}
+		}
+		if ok {
+			ref = &ServiceRef{Namespace: ns, Name: name}
+		}
+	}
+	if raw, set := e.lookup("MAX_WAIT"); set && !e.isSet("START_WHEN_READY") {
+		e.fail("MAX_WAIT", raw, "only means something with START_WHEN_READY, which is not set")
+		return ref, 0
+	}
+	d, ok := e.duration("MAX_WAIT")
+	if ok && d == 0 {
+		v, _ := e.get("MAX_WAIT")
+		e.fail("MAX_WAIT", v, "must be positive (the longest wait for START_WHEN_READY's service)")
+		return ref, 0
+	}
+	return ref, d
 }
 
 // anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
@@ -176,6 +234,9 @@ func (o Options) validate() error {
 	}
 	if o.Schedule == nil {
 		problems = append(problems, "no schedule")
+	}
+	if o.StartWhenReady != nil && o.MaxWait <= 0 {
+		problems = append(problems, "START_WHEN_READY without a positive MAX_WAIT")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("reaper options: %w", &ConfigError{Problems: problems})

@@ -244,3 +244,48 @@ func TestUsageListsEverySettingWithDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadOptionsGate(t *testing.T) {
+	rule := map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range rule {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	o := mustOptions(t, with("START_WHEN_READY", "etcd-main-client", "NAMESPACE", "shoot--a"))
+	if o.StartWhenReady == nil || *o.StartWhenReady != (ServiceRef{"shoot--a", "etcd-main-client"}) || o.MaxWait != 6*time.Hour {
+		t.Errorf("in NAMESPACE: %+v %s", o.StartWhenReady, o.MaxWait)
+	}
+	o = mustOptions(t, with("START_WHEN_READY", "garden/etcd", "NAMESPACE", "shoot--a", "MAX_WAIT", "10m"))
+	if *o.StartWhenReady != (ServiceRef{"garden", "etcd"}) || o.MaxWait != 10*time.Minute {
+		t.Errorf("qualified: %+v %s", o.StartWhenReady, o.MaxWait)
+	}
+	if o := mustOptions(t, rule); o.StartWhenReady != nil {
+		t.Errorf("no gate: %+v", o.StartWhenReady)
+	}
+	bad := []struct {
+		env  map[string]string
+		want string
+	}{
+		{with("START_WHEN_READY", "etcd"), `START_WHEN_READY="etcd": names no namespace and NAMESPACE is not set`},
+		{with("START_WHEN_READY", ""), `START_WHEN_READY="": must not be empty`},
+		{with("START_WHEN_READY", "a/b/c"), `START_WHEN_READY="a/b/c": must be <service> or <namespace>/<service>`},
+		{with("START_WHEN_READY", "Bad_NS/etcd"), `namespace "Bad_NS" is not a valid namespace name`},
+		{with("START_WHEN_READY", "ns/9etcd"), `service "9etcd" is not a valid service name`},
+		{with("START_WHEN_READY", "ns/etcd", "MAX_WAIT", "0s"), `MAX_WAIT="0s": must be positive`},
+		{with("START_WHEN_READY", "ns/etcd", "MAX_WAIT", "-1m"), `MAX_WAIT="-1m": must not be negative`},
+		{with("START_WHEN_READY", "ns/etcd", "MAX_WAIT", "soon"), `MAX_WAIT="soon": must be a Go duration`},
+		{with("MAX_WAIT", "1h"), `MAX_WAIT="1h": only means something with START_WHEN_READY`},
+	}
+	for _, tc := range bad {
+		_, err := LoadOptions(envOf(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadOptions(%v) = %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}

@@ -41,36 +41,82 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	}
 	r := newRunner(ctx, client, opts, log)
 
-	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION.
+	// bg carries the informers (pods with WATCH, the gate's EndpointSlices): they live until
+	// the run ends, whatever ends it.
+	bg, cancelBG := context.WithCancel(ctx)
+	defer cancelBG()
+
+	var g *gate
+	armedAt := time.Now()
+	if opts.StartWhenReady != nil {
+		r.log.WithFields(r.startFields()).WithFields(logrus.Fields{
+			"armed_at": armedAt.UTC().Format(time.RFC3339Nano), "wait_for": opts.StartWhenReady.String(), "max_wait": opts.MaxWait.String(),
+		}).Infof("Reaper armed at %s: waiting for service %s to be Ready (at most %s); nothing is reaped before.",
+			armedAt.UTC().Format(time.RFC3339), opts.StartWhenReady, opts.MaxWait)
+		var err error
+		if g, err = startGate(bg, client, *opts.StartWhenReady, opts.onGateSynced); err != nil {
+			r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
+			r.sum.NotStarted = true
+			return r.sum, err
+		}
+	}
+	var w *watcher
+	if opts.Watch {
+		// Started before the first cycle (and before the gate opens: the pods are then already
+		// in the cache) so that no transition is missed; the pods it reports wait in the queue
+		// until the worker may act.
+		w = startWatcher(bg, client, opts, r.fields, g != nil, log)
+	}
+	shutdown := func() {
+		cancelBG()
+		if w != nil {
+			w.shutdown() // waits for the informers' goroutines: none outlives Run
+		}
+		if g != nil {
+			g.shutdown()
+		}
+	}
+
+	if g != nil {
+		if opened, why := r.waitForGate(ctx, g, armedAt); !opened {
+			shutdown()
+			r.sum.NotStarted = true
+			r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).
+				Infof("Reaper run finished (%s): %s", why, r.sum)
+			return r.sum, nil
+		}
+	} else {
+		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+	}
+
+	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
+	// now (the start, or the moment the gate opened).
 	stop, cancelStop := context.WithCancel(ctx)
 	if opts.RunDuration > 0 {
 		stop, cancelStop = context.WithTimeout(ctx, opts.RunDuration)
 	}
 	defer cancelStop()
 
-	r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
-
-	var w *watcher
-	if opts.Watch {
-		// Started before the first cycle so that no transition is missed while it runs; the
-		// pods it reports wait in the queue until the cycle is done.
-		w = startWatcher(stop, client, opts, r.fields, log)
-	}
-
 	r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
 
 	planned := opts.Schedule.Next(time.Now())
 	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
-	var watched <-chan struct{}
+	var watched, gateChanged <-chan struct{}
 	if w != nil {
 		watched = w.queue.ready
 	}
+	if g != nil {
+		gateChanged = g.changed
+	}
+	paused := false
 	for stop.Err() == nil {
 		select {
 		case <-stop.Done():
 		case <-timer.C:
-			r.runCycle(stop)
+			if !paused {
+				r.runCycle(stop)
+			}
 			// Computed after the cycle, so ticks that fell inside it are skipped, not queued;
 			// and from no earlier than the tick just served, so a wall clock reading a hair
 			// behind the timer cannot make the same tick fire twice.
@@ -83,7 +129,22 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 			}
 			timer.Reset(time.Until(planned))
 		case <-watched:
-			r.drainWatched(stop, w.queue)
+			if !paused {
+				r.drainWatched(stop, w.queue)
+			}
+		case <-gateChanged:
+			switch ready := g.Ready(); {
+			case !ready && !paused:
+				paused = true
+				r.log.WithField("service", g.ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", g.ref)
+			case ready && paused:
+				paused = false
+				r.log.WithField("service", g.ref.String()).Infof("Service %s is Ready again: reaping resumes.", g.ref)
+				r.runCycle(stop)
+				if w != nil {
+					r.drainWatched(stop, w.queue)
+				}
+			}
 		}
 	}
 
@@ -92,15 +153,41 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 		why = "asked to stop (SIGTERM or context cancelled)"
 	}
 	cancelStop()
-	if w != nil {
-		w.shutdown() // waits for the informers' goroutines: none outlives Run
-	}
+	shutdown()
 	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).
 		Infof("Reaper run finished (%s): %s", why, r.sum)
 	if r.lastErr != nil {
 		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
 	}
 	return r.sum, nil
+}
+
+// waitForGate waits until the gate's service is Ready (opened=true), MAX_WAIT passes or ctx
+// is cancelled; why says which, for the summary line.
+func (r *runner) waitForGate(ctx context.Context, g *gate, armedAt time.Time) (opened bool, why string) {
+	timer := time.NewTimer(r.opts.MaxWait - time.Since(armedAt))
+	defer timer.Stop()
+	for {
+		if g.Ready() {
+			readyAt := time.Now()
+			waited := readyAt.Sub(armedAt)
+			r.log.WithFields(logrus.Fields{
+				"service": g.ref.String(), "ready_at": readyAt.UTC().Format(time.RFC3339Nano), "waited_seconds": waited.Seconds(),
+				"run_duration": r.opts.RunDuration.String(),
+			}).Infof("Service %s is Ready at %s (waited %.1f s): reaping starts now, for RUN_DURATION %s.",
+				g.ref, readyAt.UTC().Format(time.RFC3339), waited.Seconds(), r.opts.RunDuration)
+			return true, ""
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", g.ref)
+		case <-timer.C:
+			why := fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", r.opts.MaxWait, g.ref)
+			r.log.WithFields(logrus.Fields{"service": g.ref.String(), "max_wait": r.opts.MaxWait.String()}).Warnf("%s.", why)
+			return false, why
+		case <-g.changed:
+		}
+	}
 }
 
 func latest(a, b time.Time) time.Time {
@@ -274,6 +361,7 @@ func (r *runner) startFields() logrus.Fields {
 		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
+		"start_when_ready": startWhenReady(r.opts.StartWhenReady),
 	}
 }
 
@@ -282,5 +370,13 @@ func (r *runner) summaryFields() logrus.Fields {
 	return logrus.Fields{
 		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
 		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "dry_run": s.DryRun,
+		"never_started": s.NotStarted,
 	}
+}
+
+func startWhenReady(ref *ServiceRef) string {
+	if ref == nil {
+		return ""
+	}
+	return ref.String()
 }

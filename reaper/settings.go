@@ -24,6 +24,8 @@ var settings = []setting{
 	{"REQUIRE_LABEL_VALUES", "", "comma-separated values for REQUIRE_LABEL_KEY"},
 	{"REQUIRE_ANNOTATION_KEY", "", "only pods whose annotation KEY has one of REQUIRE_ANNOTATION_VALUES"},
 	{"REQUIRE_ANNOTATION_VALUES", "", "comma-separated values for REQUIRE_ANNOTATION_KEY"},
+	{"START_WHEN_READY", "", "gate: `<service>` (in NAMESPACE) or `<namespace>/<service>`; reap nothing until the service has a ready endpoint (its EndpointSlices), then run as configured with RUN_DURATION counted from that moment; reaping pauses while the service is not Ready again"},
+	{"MAX_WAIT", "6h", "with START_WHEN_READY: the longest wait for the service; when it passes first, the run ends with exit code 0 and nothing reaped; must be positive"},
 	{"SCHEDULE", "@every 1m", "cron spec (optional seconds field; descriptors such as @every 5m, @hourly); the first cycle runs at start, then on this schedule; cycles never overlap"},
 	{"RUN_DURATION", "0s", "stop after this long, finishing the pod in hand; 0s or empty = run forever; the first cycle always completes, so 1s = one-shot"},
 	{"WATCH", "false", "also watch matching pods and reap a pod the moment it matches (e.g. enters CrashLoopBackOff)"},
@@ -54,5 +56,6 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(tw, "\nRules are ANDed: a pod is reaped only when every enabled rule matches; at least one rule must be enabled.")
 	fmt.Fprintln(tw, "A variable that is set must hold a valid value: an empty value is an error (never a silent \"match everything\"),")
 	fmt.Fprintln(tw, "except NAMESPACE (empty = all namespaces) and RUN_DURATION (empty = forever).")
+	fmt.Fprintln(tw, "With START_WHEN_READY the service account also needs get/list/watch on discovery.k8s.io endpointslices.")
 	_ = tw.Flush()
 }

@@ -13,6 +13,9 @@ type Summary struct {
 	Gone         int // pods that disappeared before they could be reaped (not an error)
 	Errors       int // failed deletes/evictions (failed cycles are in FailedCycles)
 	DryRun       bool
+	// NotStarted: START_WHEN_READY's service never became Ready during the run (MAX_WAIT
+	// passed, or SIGTERM came first): nothing was listed or reaped.
+	NotStarted bool
 }
 
 // String is one line, for the exit log line and /dev/termination-log.
@@ -20,6 +23,9 @@ func (s Summary) String() string {
 	prefix, reaped := "", "reaped"
 	if s.DryRun {
 		prefix, reaped = "dry run, nothing changed: ", "would-reap"
+	}
+	if s.NotStarted {
+		prefix = "never started (the START_WHEN_READY service was not Ready), nothing reaped: " + prefix
 	}
 	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d",
 		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors)

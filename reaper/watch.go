@@ -23,7 +23,7 @@ type watcher struct {
 	wg        sync.WaitGroup
 }
 
-func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, log logrus.FieldLogger) *watcher {
+func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, gated bool, log logrus.FieldLogger) *watcher {
 	w := &watcher{queue: newPodQueue()}
 	var synced []cache.InformerSynced
 	for _, sel := range opts.Selectors {
@@ -60,7 +60,11 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 	go func() {
 		defer w.wg.Done()
 		if cache.WaitForCacheSync(stop.Done(), synced...) {
-			log.Info("Watching pods: a pod is reaped the moment it matches.")
+			if gated {
+				log.Info("Watching pods (cache warm): once the gate opens, a pod is reaped the moment it matches.")
+			} else {
+				log.Info("Watching pods: a pod is reaped the moment it matches.")
+			}
 			if opts.onWatchSynced != nil {
 				opts.onWatchSynced()
 			}
