@@ -49,7 +49,7 @@ e2e: ## End-to-end tests against the running local cluster (make cluster-up firs
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e
 
 OUTAGES ?= 5
-bench-recovery: ## Recovery benchmark on the local cluster (started if needed): floor, depwatch, no watchdog.
+bench-recovery: ## Recovery benchmark on the local cluster (started if needed): floor, unarmed weeder, no watchdog, armed weeder.
 	./hack/cluster-up.sh
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_RECOVERY=$(OUTAGES) $(GO) test -tags e2e -count=1 -timeout 30m \
 	  -run '^TestBenchRecovery$$' -v ./test/e2e

@@ -382,7 +382,7 @@ func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunc
 			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
 		return nil
 	case ActionStopWeeder:
-		return c.stopWeeder(ctx, key, spec, log)
+		return c.stopWeeder(ctx, key, spec, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
 		return c.launchWeeder(ctx, key, p, action == ActionArmWeeder, log)
 	default:
@@ -459,8 +459,8 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 }
 
 // stopWeeder deletes the service's running weeder Job, if any: the service went down again
-// and arming is off.
-func (c *Coordinator) stopWeeder(ctx context.Context, key string, spec jobs.Spec, log logrus.FieldLogger) error {
+// and arming is off, or (going says why) it is going away.
+func (c *Coordinator) stopWeeder(ctx context.Context, key string, spec jobs.Spec, going string, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
 	stopped, err := c.launcher.Stop(ctx, spec)
 	if err != nil {
@@ -472,6 +472,12 @@ func (c *Coordinator) stopWeeder(ctx context.Context, key string, spec jobs.Spec
 		return nil
 	}
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), "stopped").Add(float64(len(stopped)))
+	if going != "" {
+		log.WithField("jobs", stopped).Infof("The service is going away (%s): stopped its weeder Job.", going)
+		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+			fmt.Sprintf("Stopped weeder Job(s) %v: the service is going away (%s)", stopped, going))
+		return nil
+	}
 	log.WithField("jobs", stopped).Info("Service has no ready endpoint any more: stopped its weeder Job, so dependents are not restarted while they cannot work.")
 	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
 		fmt.Sprintf("Stopped weeder Job(s) %v: the service has no ready endpoint; a new weeder starts when it is Ready again", stopped))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make demo: depwatch's weeder, live. An upstream Service goes down, its dependent crash-loops
-# until the kubelet's back-off has grown, the upstream comes back, and depwatch's coordinator
-# launches a weeder Job that restarts the dependent at once instead of letting it wait out the
-# back-off. Runs on the embedded local cluster (started here when needed), or on the current
+# until the kubelet's back-off has grown, the upstream comes back, and the weeder Job that
+# depwatch's coordinator launched (armed) when the outage began restarts the dependent at once
+# instead of letting it wait out the back-off. Runs on the embedded local cluster (started here when needed), or on the current
 # kubectl context when KUBECONFIG is set and reachable (its nodes must have the images
 # localhost/depwatch:dev and localhost/depwatch-testapp:dev, e.g. loaded with `kind load`).
 set -euo pipefail
@@ -103,13 +103,13 @@ log "RECOVERY: scaling the upstream back to 1"
 kubectl -n "$NS" scale deployment/upstream --replicas=1 >/dev/null
 until [[ -n "$(kubectl -n "$NS" get endpointslices -l kubernetes.io/service-name=upstream -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]]; do sleep 0.2; done
 up=$(date +%s.%N)
-log "upstream is Ready; waiting for the coordinator's weeder Job"
+log "upstream is Ready; the coordinator's weeder Job (armed when the outage began, waiting for this moment) restarts the dependent"
 job=""
 until [[ -n $job ]]; do
   job=$(kubectl -n depwatch get jobs -l "depwatch.io/kind=weeder,depwatch.io/namespace=$NS" --sort-by=.metadata.creationTimestamp -o jsonpath='{.items[-1:].metadata.name}' 2>/dev/null || true)
   sleep 0.2
 done
-log "weeder Job depwatch/$job created; its log (kubectl -n depwatch logs job/$job):"
+log "weeder Job depwatch/$job; its log (kubectl -n depwatch logs job/$job):"
 until kubectl -n "$NS" get pods -l app=dependent -o jsonpath='{.items[*].status.containerStatuses[0].ready}' | grep -q true; do sleep 0.2; done
 ready=$(date +%s.%N)
 sleep 1

@@ -35,6 +35,13 @@ type runner struct {
 // pod in hand. The first cycle always completes unless ctx is cancelled, so a RUN_DURATION
 // shorter than a cycle makes a one-shot run. The error is non-nil only when the run could not
 // do its job: the options are unusable or the last cycle could not list pods.
+//
+// With START_WHEN_READY, Run is armed first: it follows the service's EndpointSlices and
+// reaps nothing until the service has a ready endpoint; everything above then starts at that
+// moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
+// warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
+// and no error. After the gate opened, reaping pauses while the service is down again and
+// resumes, with a cycle, when it is Ready.
 func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
@@ -55,8 +62,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 			armedAt.UTC().Format(time.RFC3339), opts.StartWhenReady, opts.MaxWait)
 		var err error
 		if g, err = startGate(bg, client, *opts.StartWhenReady, opts.onGateSynced); err != nil {
-			r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
 			r.sum.NotStarted = true
+			if ctx.Err() != nil {
+				why := "asked to stop while waiting for service " + opts.StartWhenReady.String() + " (SIGTERM or context cancelled); nothing was reaped"
+				r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)
+				return r.sum, nil
+			}
+			r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
 			return r.sum, err
 		}
 	}

@@ -88,17 +88,20 @@ func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) 
 	ns := newNamespace(t, "catchup")
 	p := newPair(t, ns)
 
-	// The coordinator is down for the whole outage: it sees neither edge, so no weeder is
-	// armed when the outage begins (an armed one would recover the dependent by itself) and
-	// none is launched on the return.
+	// The outage begins with the coordinator up: it stops the weeder still running from the
+	// pair's start and arms one. Then the coordinator goes down and the armed Job goes away
+	// too (as when it gave up after armedMaxWait): nothing is left to act on the return.
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	armed := p.waitArmedJob(outageStart, time.Minute)
 	scaleDeployment(t, depwatchNS, "depwatch-coordinator", 0)
 	defer func() {
 		scaleDeployment(t, depwatchNS, "depwatch-coordinator", 1)
 		waitCoordinatorReplicas(t, 1)
 	}()
 	waitCoordinatorReplicas(t, 0)
-	p.scaleUpstream(0)
-	p.waitServiceReady(false, time.Minute)
+	mustKubectl(t, "-n", depwatchNS, "delete", "job", armed.Name, "--wait=true")
 	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
 
 	p.scaleUpstream(1)
