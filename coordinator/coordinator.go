@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,9 +383,9 @@ func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunc
 			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
 		return nil
 	case ActionStopWeeder:
-		return c.stopWeeder(ctx, key, spec, going, log)
+		return c.stopWeeder(ctx, key, active, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
-		return c.launchWeeder(ctx, key, p, action == ActionArmWeeder, log)
+		return c.launchWeeder(ctx, key, p, action == ActionArmWeeder, active, log)
 	default:
 		switch {
 		case in.Going:
@@ -422,13 +423,15 @@ func (c *Coordinator) goingAway(ctx context.Context, ns, svc string, withService
 	return "", nil
 }
 
-func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, armed bool, log logrus.FieldLogger) error {
+// launchWeeder launches the service's weeder Job over active, the weeder Jobs actOnEdge has
+// just listed (so they are not listed twice).
+func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, armed bool, active []batchv1.Job, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
 	spec, err := c.weederSpec(key, p, armed)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := c.launcher.Launch(ctx, spec)
+	out, err := c.launcher.LaunchOver(ctx, spec, active)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", p.reason).Error("Could not launch the weeder Job; will retry.")
@@ -460,9 +463,9 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 
 // stopWeeder deletes the service's running weeder Job, if any: the service went down again
 // and arming is off, or (going says why) it is going away.
-func (c *Coordinator) stopWeeder(ctx context.Context, key string, spec jobs.Spec, going string, log logrus.FieldLogger) error {
+func (c *Coordinator) stopWeeder(ctx context.Context, key string, active []batchv1.Job, going string, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	stopped, err := c.launcher.Stop(ctx, spec)
+	stopped, err := c.launcher.Delete(ctx, active)
 	if err != nil {
 		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
 		return err

@@ -400,7 +400,7 @@ func TestLaunchReplacesAWeederThatIsStillActive(t *testing.T) {
 	// A second launch for the same service while the first runs (e.g. catch-up racing a
 	// transition) replaces it: never two weeders for one service.
 	h.now = h.now.Add(30 * time.Second)
-	if err := h.c.launchWeeder(context.Background(), "n/kube-apiserver", &pendingLaunch{reason: "catch-up", at: h.now}, false, h.c.log); err != nil {
+	if err := h.c.launchWeeder(context.Background(), "n/kube-apiserver", &pendingLaunch{reason: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
 		t.Fatal(err)
 	}
 	second := h.weederJobs()

@@ -90,11 +90,17 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 // SIGTERM and the reaper in it stops cleanly) and then creates the new one, so the new run's
 // duration starts afresh; KeepActive creates nothing.
 func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
-	job, err := Build(l.Template, s)
+	active, err := l.Active(ctx, s)
 	if err != nil {
 		return Outcome{Result: ResultError}, err
 	}
-	active, err := l.Active(ctx, s)
+	return l.LaunchOver(ctx, s, active)
+}
+
+// LaunchOver is Launch for a caller that has just listed the target's active Jobs itself
+// (Active), so they are not listed twice.
+func (l *Launcher) LaunchOver(ctx context.Context, s Spec, active []batchv1.Job) (Outcome, error) {
+	job, err := Build(l.Template, s)
 	if err != nil {
 		return Outcome{Result: ResultError}, err
 	}
@@ -103,7 +109,7 @@ func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
 		if s.OnActive == KeepActive {
 			return Outcome{Result: ResultKept, Job: &active[0]}, nil
 		}
-		replaced, err := l.deleteJobs(ctx, active)
+		replaced, err := l.Delete(ctx, active)
 		out.Replaced = replaced
 		if err != nil {
 			return Outcome{Result: ResultError, Replaced: replaced}, fmt.Errorf("replacing the active Job: %w", err)
@@ -122,26 +128,11 @@ func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
 	return out, nil
 }
 
-// Stop deletes the active Jobs of the spec's target and returns their names. The coordinator
-// stops a weeder when its service goes down again: restarting dependents while the service
-// they need is gone only makes them crash again.
-func (l *Launcher) Stop(ctx context.Context, s Spec) ([]string, error) {
-	active, err := l.Active(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return l.deleteJobs(ctx, active)
-}
-
-// Delete deletes the given Jobs (propagation Background, guarded by their UIDs) and returns
-// the names deleted; the coordinator removes probe Jobs beyond the history limits with it.
+// Delete deletes the given Jobs and returns the names deleted: the coordinator stops a
+// service's weeder with it (the active ones, from Active) and removes probe Jobs beyond the
+// history limits. Propagation Background: the Job goes at once, its pod gets SIGTERM and the
+// run in it stops cleanly. Guarded by UIDs; a Job already gone or replaced is not an error.
 func (l *Launcher) Delete(ctx context.Context, list []batchv1.Job) ([]string, error) {
-	return l.deleteJobs(ctx, list)
-}
-
-// deleteJobs deletes Jobs with propagation Background: the Job goes at once, its pod gets
-// SIGTERM and the run in it stops cleanly. A Job already gone or replaced is not an error.
-func (l *Launcher) deleteJobs(ctx context.Context, list []batchv1.Job) ([]string, error) {
 	var deleted []string
 	for _, a := range list {
 		err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
