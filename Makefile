@@ -8,6 +8,8 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := _output/bin/depwatch
 FUZZTIME ?= 10s
 export KUBECONFIG_LOCAL := $(CURDIR)/_output/cluster/kubeconfig
+# kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none.
+export PATH := $(PATH):$(CURDIR)/_output/k8s-v1.36.3/bin
 
 .PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery bench-probe clean
 

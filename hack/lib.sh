@@ -5,6 +5,8 @@
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 K8S_VERSION="v1.36.3"
 K8S_BIN="${K8S_BIN:-$ROOT/_output/k8s-$K8S_VERSION/bin}"
+# A machine without kubectl gets one built by hack/build-k8s.sh next to the cluster's binaries.
+command -v kubectl >/dev/null || PATH="$PATH:$K8S_BIN"
 CLUSTER_DIR="$ROOT/_output/cluster"
 PKI_DIR="$CLUSTER_DIR/pki"
 PID_DIR="$CLUSTER_DIR/pids"
