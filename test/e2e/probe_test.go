@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // TestProbeScalesDependentsDownInLevelOrderAndBackUp: most worker leases stop being renewed
@@ -151,11 +153,17 @@ func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
 			t.Errorf("%s was touched with the API server unreachable: replicas %d, annotations %v", name, *d.Spec.Replicas, d.Annotations)
 		}
 	}
-	jobs := s.probeJobs()
-	if len(jobs) > 0 {
-		if msg := terminationMessage(t, depwatchNS, jobs[len(jobs)-1].Name); !strings.Contains(msg, "api-unreachable") {
+	// The newest finished probe Job: the one launched last may still be running, with no
+	// termination message yet.
+	probeJobs := s.probeJobs()
+	for i := len(probeJobs) - 1; i >= 0; i-- {
+		if !jobs.Finished(&probeJobs[i]) {
+			continue
+		}
+		if msg := terminationMessage(t, depwatchNS, probeJobs[i].Name); !strings.Contains(msg, "api-unreachable") {
 			t.Errorf("termination message does not say api-unreachable: %q", msg)
 		}
+		break
 	}
 }
 
