@@ -6,7 +6,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := _output/bin/depwatch
-FUZZTIME ?= 10s
+FUZZTIME ?= 20000x
 export KUBECONFIG_LOCAL := $(CURDIR)/_output/cluster/kubeconfig
 # kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none.
 export PATH := $(PATH):$(CURDIR)/_output/k8s-v1.36.3/bin
@@ -31,7 +31,7 @@ lint: ## gofmt check and go vet.
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/...
 
-fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each.
+fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)
 
 bench: ## Go benchmarks (selection over 10,000 pods, ...).
