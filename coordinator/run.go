@@ -223,7 +223,12 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 	}
 	id := d.Identity
 	if id == "" {
-		host, _ := os.Hostname()
+		// The pod's name, when the Deployment passes it, is what a reader of the Lease looks
+		// for; a pod on the host network has the node's host name, shared by every replica.
+		host := os.Getenv("POD_NAME")
+		if host == "" {
+			host, _ = os.Hostname()
+		}
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		id = host + "_" + hex.EncodeToString(b)

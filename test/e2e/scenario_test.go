@@ -100,8 +100,19 @@ func newPair(t *testing.T, ns string) *pair {
 
 func newPairNamed(t *testing.T, ns, svcName string) *pair {
 	t.Helper()
+	p := startPair(t, ns, svcName)
+	p.waitServiceReady(true, time.Minute)
+	p.startDependent()
+	p.waitDependentReady(time.Minute, "")
+	return p
+}
+
+// startPair creates the Service and its upstream without waiting for them; startDependent
+// adds the dependent. Tests that need many pairs start them all before they wait: the
+// dependent starts once its upstream serves, or it would begin with crashes of its own.
+func startPair(t *testing.T, ns, svcName string) *pair {
+	t.Helper()
 	p := &pair{t: t, ns: ns, svc: svcName, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	ctx := context.Background()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svcName, Namespace: ns},
 		Spec: corev1.ServiceSpec{
@@ -109,18 +120,20 @@ func newPairNamed(t *testing.T, ns, svcName string) *pair {
 			Ports:    []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(int32(mustPort(p.addr)))}},
 		},
 	}
-	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating service %s/%s: %v", ns, svcName, err)
 	}
 	p.addUpstream(upstreamName, p.addr)
-	p.waitServiceReady(true, time.Minute)
-	dep := hostNetworkDeployment(dependentName, ns, 1, map[string]string{dependentLabel: "dependent"},
-		[]string{"/testapp", "depend", p.addr}, []string{"/testapp", "probe", p.addr})
-	if _, err := kube.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating deployment %s/%s: %v", ns, dependentName, err)
-	}
-	p.waitDependentReady(time.Minute, "")
 	return p
+}
+
+func (p *pair) startDependent() {
+	p.t.Helper()
+	dep := hostNetworkDeployment(dependentName, p.ns, 1, map[string]string{dependentLabel: "dependent"},
+		[]string{"/testapp", "depend", p.addr}, []string{"/testapp", "probe", p.addr})
+	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, dependentName, err)
+	}
 }
 
 // addUpstream runs one more Deployment behind the upstream Service, listening on addr (pods on

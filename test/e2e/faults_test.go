@@ -1,0 +1,459 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The fault tests (issue #7) break things under depwatch on purpose: the coordinator's pod,
+// the leader, the API server. None of them runs in parallel with another test: they stop
+// what every other test relies on.
+
+// unarmedService is the local config's Service whose weeder the coordinator launches on the
+// return (not armed when the outage begins): the path that depends on the coordinator.
+const unarmedService = "upstream-unarmed"
+
+const coordinatorSelector = "app.kubernetes.io/component=coordinator"
+
+// weederWatch follows the weeder Jobs in the depwatch namespace and records, per service,
+// the most Jobs that existed unfinished at the same moment.
+type weederWatch struct {
+	mu     sync.Mutex
+	active map[string]map[string]bool // namespace/service → unfinished Job names
+	most   map[string]int
+}
+
+func watchWeederJobs(t *testing.T) *weederWatch {
+	t.Helper()
+	w := &weederWatch{active: map[string]map[string]bool{}, most: map[string]int{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(depwatchNS),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "depwatch.io/kind=weeder" }))
+	inf := factory.Batch().V1().Jobs().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.observe(obj, false) },
+		UpdateFunc: func(_, obj any) { w.observe(obj, false) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			w.observe(obj, true)
+		},
+	})
+	if err != nil {
+		t.Fatalf("watching weeder jobs: %v", err)
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		t.Fatal("the weeder Job watch did not sync")
+	}
+	return w
+}
+
+func (w *weederWatch) observe(obj any, gone bool) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	key := j.Labels["depwatch.io/namespace"] + "/" + j.Labels["depwatch.io/service"]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.active[key] == nil {
+		w.active[key] = map[string]bool{}
+	}
+	if gone || jobDone(j) || j.DeletionTimestamp != nil {
+		delete(w.active[key], j.Name)
+		return
+	}
+	w.active[key][j.Name] = true
+	w.most[key] = max(w.most[key], len(w.active[key]))
+}
+
+func (w *weederWatch) mostAtOnce(ns, svc string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.most[ns+"/"+svc]
+}
+
+// killPods deletes pods at once, without a grace period: SIGKILL, nothing released.
+func killPods(t *testing.T, ns, selector string) {
+	t.Helper()
+	mustKubectl(t, "-n", ns, "delete", "pod", "-l", selector, "--grace-period=0", "--force", "--wait=false")
+}
+
+// waitRestarts waits until the dependent pod has crashed at least n times (the
+// kubelet's back-off is then 10 s · 2^(n-2) or more).
+func (p *pair) waitRestarts(n int32, timeout time.Duration) corev1.Pod {
+	p.t.Helper()
+	var found corev1.Pod
+	waitFor(p.t, timeout, fmt.Sprintf("the dependent in %s to have restarted %d times", p.ns, n), func() (bool, error) {
+		pods, err := p.dependentPods()
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		for _, cs := range pods[0].Status.ContainerStatuses {
+			if cs.RestartCount >= n {
+				found = pods[0]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+// waitReapedEvent waits for the Reaped Event a weeder records on the pod it deleted.
+func waitReapedEvent(t *testing.T, ns, pod string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("a Reaped event on pod %s/%s", ns, pod), func() (bool, error) {
+		return len(eventsFor(t, ns, pod)["Reaped"]) > 0, nil
+	})
+}
+
+// TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce: 20 Services go down
+// and their dependents crash-loop; the Services come back together and the coordinator's pod
+// is killed (no grace period) as the first of them turns Ready. Whatever the old pod did not
+// launch, its replacement's catch-up does: every dependent is reaped by a weeder and becomes
+// Ready, and no Service ever has two unfinished weeder Jobs at once.
+func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *testing.T) {
+	ensureCoordinator(t)
+	const n = 20
+	jobsSeen := watchWeederJobs(t)
+	pairs := make([]*pair, n)
+	for i := range pairs {
+		pairs[i] = startPair(t, newNamespace(t, fmt.Sprintf("kill%02d", i)), unarmedService)
+	}
+	for _, p := range pairs {
+		p.waitServiceReady(true, 2*time.Minute)
+		p.startDependent()
+	}
+	for _, p := range pairs {
+		p.waitDependentReady(2*time.Minute, "")
+	}
+	for _, p := range pairs {
+		p.scaleUpstream(0)
+	}
+	crashing := make([]corev1.Pod, n)
+	for i, p := range pairs {
+		p.waitServiceReady(false, time.Minute)
+		crashing[i] = p.waitRestarts(2, 3*time.Minute)
+	}
+
+	upAt := time.Now()
+	for _, p := range pairs {
+		p.scaleUpstream(1)
+	}
+	waitFor(t, time.Minute, "the first service to be Ready again", func() (bool, error) {
+		for _, p := range pairs {
+			if ok, err := p.serviceReady(); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
+	})
+	killPods(t, depwatchNS, coordinatorSelector)
+	killedAt := time.Now()
+	t.Logf("coordinator pod killed %.1fs after the services began to return", killedAt.Sub(upAt).Seconds())
+
+	var last time.Time
+	for i, p := range pairs {
+		waitReapedEvent(t, p.ns, crashing[i].Name, 3*time.Minute)
+		_, at := p.waitDependentReady(2*time.Minute, crashing[i].UID)
+		last = at
+	}
+	t.Logf("all %d dependents Ready again %.1fs after the services began to return", n, last.Sub(upAt).Seconds())
+	waitCoordinatorReplicas(t, 1)
+	for _, p := range pairs {
+		if most := jobsSeen.mostAtOnce(p.ns, p.svc); most > 1 {
+			t.Errorf("service %s/%s had %d unfinished weeder Jobs at once, want at most 1", p.ns, p.svc, most)
+		}
+		if len(jobsCreatedAfter(p.weederJobs(), upAt)) == 0 {
+			t.Errorf("service %s/%s got no weeder Job after its return", p.ns, p.svc)
+		}
+	}
+}
+
+// TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled: a second coordinator (its own
+// Deployment, its own ports: replicas on the host network cannot share them) stands by on
+// the same Lease. The leader is killed without a grace period, so the Lease is not released;
+// a Service comes back at that moment. The standby must take the Lease once it expires and
+// launch the weeder within leaseDuration + retryPeriod (15 s + 2 s) plus the time a Job
+// takes to be created.
+func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
+	ensureCoordinator(t)
+	standby := startStandbyCoordinator(t)
+	ns := newNamespace(t, "failover")
+	p := newPairNamed(t, ns, unarmedService)
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	crashing := p.waitRestarts(2, 2*time.Minute)
+
+	leader := leaseHolder(t)
+	if !strings.HasPrefix(leader, "depwatch-coordinator-") || strings.HasPrefix(leader, standby) {
+		t.Fatalf("the Lease is held by %q, want the first coordinator's pod", leader)
+	}
+	before := len(p.weederJobs())
+	killPods(t, depwatchNS, coordinatorSelector)
+	killedAt := time.Now()
+	p.scaleUpstream(1)
+
+	var takeover time.Duration
+	var newLeader string
+	waitFor(t, time.Minute, "another coordinator to hold the Lease", func() (bool, error) {
+		h := leaseHolder(t)
+		if h != "" && h != leader {
+			newLeader, takeover = h, time.Since(killedAt)
+			return true, nil
+		}
+		return false, nil
+	})
+	var launched time.Duration
+	waitFor(t, time.Minute, "a weeder Job from the new leader", func() (bool, error) {
+		if len(p.weederJobs()) > before {
+			launched = time.Since(killedAt)
+			return true, nil
+		}
+		return false, nil
+	})
+	t.Logf("leader %s killed: %s took the Lease after %.1fs; weeder Job created %.1fs after the kill",
+		leader, newLeader, takeover.Seconds(), launched.Seconds())
+	const bound = 15*time.Second + 2*time.Second
+	if launched > bound+5*time.Second {
+		t.Errorf("the weeder Job came %.1fs after the kill; want within leaseDuration + retryPeriod (%s) + 5s", launched.Seconds(), bound)
+	}
+	waitReapedEvent(t, ns, crashing.Name, time.Minute)
+	p.waitDependentReady(time.Minute, crashing.UID)
+}
+
+// startStandbyCoordinator runs a copy of the coordinator Deployment, one replica, on ports of
+// its own, and waits for it to stand by. It returns the Deployment's name.
+func startStandbyCoordinator(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	orig, err := kube.AppsV1().Deployments(depwatchNS).Get(ctx, "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the coordinator deployment: %v", err)
+	}
+	name := "depwatch-coordinator-standby"
+	metrics, health := freePort(t), freePort(t)
+	d := orig.DeepCopy()
+	d.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: depwatchNS}
+	d.Status = appsv1.DeploymentStatus{}
+	lbl := map[string]string{"app.kubernetes.io/name": "depwatch", "app.kubernetes.io/component": "coordinator-standby"}
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: lbl}
+	d.Spec.Template.Labels = lbl
+	one := int32(1)
+	d.Spec.Replicas = &one
+	c := &d.Spec.Template.Spec.Containers[0]
+	for i, a := range c.Args {
+		switch {
+		case strings.HasPrefix(a, "--metrics-bind-addr="):
+			c.Args[i] = fmt.Sprintf("--metrics-bind-addr=127.0.0.1:%d", metrics)
+		case strings.HasPrefix(a, "--health-bind-addr="):
+			c.Args[i] = fmt.Sprintf("--health-bind-addr=127.0.0.1:%d", health)
+		}
+	}
+	c.Ports = nil
+	for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if pr != nil && pr.HTTPGet != nil {
+			pr.HTTPGet.Port.IntVal = int32(health)
+			pr.HTTPGet.Port.StrVal = ""
+			pr.HTTPGet.Port.Type = 0
+		}
+	}
+	if _, err := kube.AppsV1().Deployments(depwatchNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the standby coordinator: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = kube.AppsV1().Deployments(depwatchNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+		waitFor(t, time.Minute, "the standby coordinator's pods to be gone", func() (bool, error) {
+			pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator-standby"})
+			return err == nil && len(pods.Items) == 0, err
+		})
+	})
+	mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/"+name, "--timeout=90s")
+	waitFor(t, 30*time.Second, "the standby to say it stands by", func() (bool, error) {
+		out, err := kubectl(t, "-n", depwatchNS, "logs", "deployment/"+name)
+		return strings.Contains(out, "Standing by"), err
+	})
+	return name
+}
+
+// leaseHolder is the coordinator Lease's holder ("" when none or unreadable).
+func leaseHolder(t *testing.T) string {
+	l, err := kube.CoordinationV1().Leases(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// restartAPIServer stops kube-apiserver and starts it again (hack/restart-component.sh), the
+// way an operator restarts it; it returns once /readyz passes again.
+func restartAPIServer(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(repoRoot+"/hack/restart-component.sh", "kube-apiserver")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("restarting kube-apiserver: %v\n%s", err, out)
+	}
+	return time.Since(start)
+}
+
+// coordinatorRestarts sums the restart counts of the coordinator's containers.
+func coordinatorRestarts(t *testing.T) int32 {
+	t.Helper()
+	pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: coordinatorSelector})
+	if err != nil {
+		t.Fatalf("listing coordinator pods: %v", err)
+	}
+	var n int32
+	for _, pod := range pods.Items {
+		for _, cs := range pod.Status.ContainerStatuses {
+			n += cs.RestartCount
+		}
+	}
+	return n
+}
+
+// scaleWatch polls Deployments and records every violation of the probe's promises: a
+// Deployment at 0 replicas without the replicas annotation, an annotation other than want,
+// and any replica count other than want or 0.
+type scaleWatch struct {
+	mu         sync.Mutex
+	violations []string
+	seen       map[string][]int32
+}
+
+func watchScaling(ctx context.Context, ns string, names []string, want map[string]int32) *scaleWatch {
+	w := &scaleWatch{seen: map[string][]int32{}}
+	go func() {
+		for ctx.Err() == nil {
+			for _, name := range names {
+				d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					continue // the API server may be restarting
+				}
+				w.check(name, *d.Spec.Replicas, d.Annotations, want[name])
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+func (w *scaleWatch) check(name string, replicas int32, ann map[string]string, want int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.seen[name]; len(s) == 0 || s[len(s)-1] != replicas {
+		w.seen[name] = append(s, replicas)
+	}
+	stored, annotated := ann[annReplicas]
+	switch {
+	case replicas != want && replicas != 0:
+		w.violations = append(w.violations, fmt.Sprintf("%s at %d replicas (want %d or 0)", name, replicas, want))
+	case replicas == 0 && !annotated:
+		w.violations = append(w.violations, fmt.Sprintf("%s at 0 replicas without the %s annotation", name, annReplicas))
+	case annotated && stored != fmt.Sprint(want):
+		w.violations = append(w.violations, fmt.Sprintf("%s annotated %s=%q, want %q", name, annReplicas, stored, fmt.Sprint(want)))
+	}
+}
+
+func (w *scaleWatch) report(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t.Logf("replica counts seen: %v", w.seen)
+	for i, v := range w.violations {
+		if i == 10 {
+			t.Errorf("... and %d more", len(w.violations)-10)
+			break
+		}
+		t.Errorf("broken promise: %s", v)
+	}
+}
+
+// TestAPIServerRestartDuringWeederAndProbeJobs: kube-apiserver is stopped and started again
+// while an armed weeder waits for its Service and while probe Jobs scale a "control plane"
+// down. Jobs may fail, but nothing outside the weeder's selector is deleted, no Deployment is
+// ever at 0 without its replicas annotation or annotated with another count, the next runs
+// converge (the dependent recovers; the scale-down completes, and the scale-up restores 2),
+// and the coordinator works again on its own.
+func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
+	ensureCoordinator(t)
+	ns := newNamespace(t, "apirestart")
+	p := newPair(t, ns)
+	// Decoys: crash-looping like the dependent, but outside the weeder's selector (no
+	// dependent label) or outside its namespace (labelled, in a namespace with no Service).
+	decoyNS := newNamespace(t, "apirestart-decoy")
+	decoys := []*corev1.Pod{
+		crashingPod(t, ns, "decoy-unlabelled", map[string]string{"app": "decoy"}),
+		crashingPod(t, decoyNS, "decoy-elsewhere", map[string]string{dependentLabel: "dependent"}),
+	}
+	s := newProbeScenario(t, "apirestart-probe", probeSetup{expired: []string{"w1", "w2", "w3"}})
+	want := map[string]int32{kcm: dependentReplicas, mcm: dependentReplicas, ca: dependentReplicas}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scaling := watchScaling(ctx, s.ns, dependents, want)
+	restartsBefore := coordinatorRestarts(t)
+
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	armed := p.waitArmedJob(outageStart, time.Minute)
+	crashing := p.waitRestarts(2, 2*time.Minute)
+	s.start()
+	waitFor(t, time.Minute, "a probe Job to run", func() (bool, error) {
+		for _, j := range s.probeJobs() {
+			if j.Status.Active > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	took := restartAPIServer(t)
+	t.Logf("kube-apiserver restarted in %.1fs (armed weeder %s waiting, a probe Job running)", took.Seconds(), armed.Name)
+
+	p.scaleUpstream(1)
+	p.waitServiceReady(true, time.Minute)
+	waitReapedEvent(t, ns, crashing.Name, 3*time.Minute)
+	p.waitDependentReady(2*time.Minute, crashing.UID)
+	s.waitReplicas(kcm, 0, 3*time.Minute)
+	s.waitReplicas(mcm, 0, time.Minute)
+	s.waitReplicas(ca, 0, time.Minute)
+	s.setRenewing(true, "w1", "w2", "w3")
+	for _, name := range dependents {
+		s.waitReplicas(name, dependentReplicas, 3*time.Minute)
+	}
+	cancel()
+	scaling.report(t)
+	for _, d := range decoys {
+		if !podExists(t, d.Namespace, d.Name, d.UID) {
+			t.Errorf("decoy pod %s/%s (outside the weeder's selector) was deleted", d.Namespace, d.Name)
+		}
+	}
+	waitCoordinatorReplicas(t, 1)
+	t.Logf("coordinator container restarts during the test: %d", coordinatorRestarts(t)-restartsBefore)
+	for _, j := range jobsCreatedAfter(p.weederJobs(), outageStart) {
+		t.Logf("weeder Job %s: active %d, succeeded %d, failed %d", j.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+	}
+}

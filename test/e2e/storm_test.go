@@ -1,0 +1,227 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+)
+
+// coordinatorMetricsURL is where the local overlay's coordinator serves Prometheus metrics
+// (host network, loopback only).
+const coordinatorMetricsURL = "http://127.0.0.1:19643/metrics"
+
+// stormRate and stormFor: EndpointSlice updates per second, and for how long (issue #7).
+const (
+	stormRate = 200
+	stormFor  = time.Minute
+)
+
+// coordinatorUsage reads the coordinator's own process metrics: CPU seconds used so far,
+// resident memory, and Jobs launched so far.
+type usage struct {
+	cpu      float64
+	rss      float64
+	launched float64
+}
+
+func coordinatorUsage(t *testing.T) usage {
+	t.Helper()
+	resp, err := http.Get(coordinatorMetricsURL)
+	if err != nil {
+		t.Fatalf("reading the coordinator's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var u usage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name == "process_cpu_seconds_total":
+			u.cpu = v
+		case name == "process_resident_memory_bytes":
+			u.rss = v
+		case strings.HasPrefix(name, "depwatch_coordinator_jobs_launched_total{"):
+			u.launched += v
+		}
+	}
+	return u
+}
+
+// stormSlice is an EndpointSlice the test owns (selectorless Service, so no controller
+// fights over it) with n endpoints, the first `ready` of them ready.
+func stormSlice(ns, svc string, n, ready int) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: svc + "-storm", Namespace: ns, Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc,
+			discoveryv1.LabelManagedBy:   "e2e.depwatch.io",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("tcp"), Port: ptr.To(int32(80))}},
+	}
+	for i := range n {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.88.250.%d", i+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(i < ready)},
+		})
+	}
+	return s
+}
+
+// TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat: for a minute, 200
+// EndpointSlice updates per second: half on ten Services the config does not name (their
+// readiness flaps), half on a Service named like a configured one ("upstream") whose endpoints
+// churn while it stays Ready. No Job is launched; the coordinator's CPU and resident memory
+// stay flat (figures in the log; bounds: under half a core on average, under 32 MiB of growth).
+func TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat(t *testing.T) {
+	ensureCoordinator(t)
+	ns := newNamespace(t, "storm")
+	ctx := context.Background()
+	names := []string{upstreamName}
+	for i := range 10 {
+		names = append(names, fmt.Sprintf("unrelated-%d", i))
+	}
+	for _, name := range names {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
+		}
+		if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating service %s: %v", name, err)
+		}
+		if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, stormSlice(ns, name, 4, 4), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating the endpoint slice of %s: %v", name, err)
+		}
+	}
+	// Its own client: the storm must not be slowed by the suite's client-side rate limit.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 2*stormRate, 2*stormRate
+	storm := kubernetes.NewForConfigOrDie(cfg)
+
+	time.Sleep(10 * time.Second) // let the new objects settle before the baseline
+	idleFrom := coordinatorUsage(t)
+	time.Sleep(20 * time.Second)
+	idleTo := coordinatorUsage(t)
+
+	var sent, failed atomic.Int64
+	stormCtx, stop := context.WithTimeout(ctx, stormFor)
+	defer stop()
+	var wg sync.WaitGroup
+	workers := len(names) * 2 // the watched service gets half the updates
+	interval := time.Duration(float64(time.Second) * float64(workers) / stormRate)
+	for w := range workers {
+		name := names[0]
+		if w%2 == 1 {
+			name = names[1+w/2%10]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stormCtx.Done():
+					return
+				case <-tick.C:
+				}
+				ready := 1 + i%4 // the watched Service keeps 1..4 ready endpoints
+				if name != upstreamName {
+					ready = (i % 2) * 4 // unrelated ones flap: none ready, all ready
+				}
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.depwatch.io/tick":"%d-%d"}},"endpoints":%s}`,
+					w, i, endpointsJSON(4, ready))
+				_, err := storm.DiscoveryV1().EndpointSlices(ns).Patch(stormCtx, name+"-storm", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+				if err != nil && stormCtx.Err() == nil {
+					failed.Add(1)
+					continue
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	mid := make([]usage, 0, 6)
+	for stormCtx.Err() == nil {
+		select {
+		case <-stormCtx.Done():
+		case <-time.After(10 * time.Second):
+			mid = append(mid, coordinatorUsage(t))
+		}
+	}
+	wg.Wait()
+	stormTo := coordinatorUsage(t)
+
+	rate := float64(sent.Load()) / stormFor.Seconds()
+	idleCPU := (idleTo.cpu - idleFrom.cpu) / 20
+	stormCPU := (stormTo.cpu - idleTo.cpu) / stormFor.Seconds()
+	peak := stormTo.rss
+	for _, u := range mid {
+		peak = max(peak, u.rss)
+	}
+	const mib = 1 << 20
+	t.Logf("storm: %d updates in %s (%.0f/s, %d failed); coordinator CPU %.3f cores idle, %.3f cores in the storm; RSS %.1f MiB before, %.1f MiB peak, %.1f MiB after",
+		sent.Load(), stormFor, rate, failed.Load(), idleCPU, stormCPU, idleTo.rss/mib, peak/mib, stormTo.rss/mib)
+
+	if rate < stormRate/2 {
+		t.Errorf("the storm reached only %.0f updates/s, want at least %d: it proves too little", rate, stormRate/2)
+	}
+	if stormCPU > 0.5 {
+		t.Errorf("the coordinator used %.2f cores on average during the storm, want under 0.5", stormCPU)
+	}
+	if growth := peak - idleTo.rss; growth > 32*mib {
+		t.Errorf("the coordinator's resident memory grew by %.1f MiB during the storm, want under 32 MiB", growth/mib)
+	}
+	if n := stormTo.launched - idleFrom.launched; n != 0 {
+		t.Errorf("the coordinator launched %.0f Job(s) during the storm, want none", n)
+	}
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/namespace=" + ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("%d Job(s) launched for the storm's namespace, first %s", len(list.Items), list.Items[0].Name)
+	}
+}
+
+// endpointsJSON is the endpoints list of a storm slice: n endpoints, the first ready of them
+// ready.
+func endpointsJSON(n, ready int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"addresses":["10.88.250.%d"],"conditions":{"ready":%v}}`, i+1, i < ready)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
