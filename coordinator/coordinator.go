@@ -60,6 +60,9 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Resolve fills a reloaded config's jobTemplate as Template was filled at start (see
+	// ResolveTemplate); nil: an unset image or namespace keeps Template's.
+	Resolve func(context.Context, jobs.Template) (jobs.Template, error)
 	// Recorder records Events; nil: Run builds one that writes to the API server.
 	Recorder record.EventRecorder
 	// Identity in the leader election (default: host name + random suffix).
@@ -71,19 +74,23 @@ type Deps struct {
 // Coordinator watches the configured services and launches weeder Jobs.
 type Coordinator struct {
 	client   kubernetes.Interface
-	cfg      *Config
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
-	launcher *jobs.Launcher
 	recorder record.EventRecorder
 	now      func() time.Time
+
+	// cur is the running config; a reload swaps it whole (see reload.go). Each reconcile
+	// reads it once, so one decision never mixes two configs.
+	cur atomic.Pointer[live]
+	// base is the config the informers were built from: what a reload cannot change.
+	base    *Config
+	resolve func(context.Context, jobs.Template) (jobs.Template, error)
+	reload  reloadState
 
 	src   source                    // nil when no service is configured (prober only)
 	pr    *prober                   // nil without a prober section
 	nsInf cache.SharedIndexInformer // nil unless namespaces.selector is set
-	nsSel labels.Selector
-	names map[string]bool // namespaces.names, empty: all
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu     sync.Mutex
@@ -125,15 +132,13 @@ func New(d Deps) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		client:   d.Client,
-		cfg:      d.Config,
 		opts:     d.Options,
 		log:      d.Log,
 		metrics:  d.Metrics,
-		launcher: &jobs.Launcher{Client: d.Client, Template: d.Template},
 		recorder: d.Recorder,
 		now:      d.Now,
-		nsSel:    d.Config.NamespaceSelector(),
-		names:    map[string]bool{},
+		base:     d.Config,
+		resolve:  d.Resolve,
 		states:   map[string]*serviceState{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-coordinator"}),
@@ -141,14 +146,11 @@ func New(d Deps) (*Coordinator, error) {
 	if c.recorder == nil {
 		c.recorder = &record.FakeRecorder{} // replaced in Run
 	}
-	if d.Config.Namespaces != nil {
-		for _, n := range d.Config.Namespaces.Names {
-			c.names[n] = true
-		}
-		if d.Config.Namespaces.Selector != nil && !c.nsSel.Empty() {
-			c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
-			_ = c.nsInf.SetTransform(stripManagedFields)
-		}
+	c.cur.Store(newLive(d.Client, d.Config, d.Template))
+	c.metrics.configLoaded(d.Now())
+	if needsNamespaceInformer(d.Config) {
+		c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
+		_ = c.nsInf.SetTransform(stripManagedFields)
 	}
 	if d.Config.Prober != nil {
 		pr, err := newProber(c, d)
@@ -182,7 +184,7 @@ func New(d Deps) (*Coordinator, error) {
 // onEvent is the informer handler: note when the event was seen and queue the service.
 func (c *Coordinator) onEvent(obj any) {
 	key, ok := c.src.KeyOf(obj)
-	if !ok || !c.relevant(key) {
+	if !ok || !c.relevant(c.live(), key) {
 		return
 	}
 	now := c.now()
@@ -205,17 +207,17 @@ func (c *Coordinator) state(key string) *serviceState {
 	return st
 }
 
-// relevant: a configured service in a watched namespace.
-func (c *Coordinator) relevant(key string) bool {
+// relevant: a service configured in l, in a namespace l watches.
+func (c *Coordinator) relevant(l *live, key string) bool {
 	ns, svc := splitKey(key)
-	if _, ok := c.cfg.ServicesAndDependantSelectors[svc]; !ok {
+	if !l.configured(svc) {
 		return false
 	}
-	return c.watched(ns)
+	return c.watched(l, ns)
 }
 
-func (c *Coordinator) watched(ns string) bool {
-	if len(c.names) > 0 && !c.names[ns] {
+func (c *Coordinator) watched(l *live, ns string) bool {
+	if len(l.names) > 0 && !l.names[ns] {
 		return false
 	}
 	if c.nsInf == nil {
@@ -226,13 +228,14 @@ func (c *Coordinator) watched(ns string) bool {
 		return false
 	}
 	n, ok := obj.(*corev1.Namespace)
-	return ok && c.nsSel.Matches(labels.Set(n.Labels))
+	return ok && l.nsSel.Matches(labels.Set(n.Labels))
 }
 
 // reconcile brings one service's state up to date and performs the action it calls for.
 func (c *Coordinator) reconcile(ctx context.Context, key string) error {
+	l := c.live()
 	var obs Observation
-	if c.relevant(key) {
+	if c.relevant(l, key) {
 		var err error
 		if obs, err = c.src.Observe(key); err != nil {
 			return err
@@ -251,10 +254,10 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 		}
 		delete(c.states, key)
 		c.mu.Unlock()
-		if edge == EdgeGone {
-			ns, svc := splitKey(key)
+		// A service a reload removed from the config is only forgotten: its selectors are gone.
+		if ns, svc := splitKey(key); edge == EdgeGone && l.configured(svc) {
 			log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-			if err := c.actOnEdge(ctx, key, &pendingLaunch{reason: "gone", at: c.now()}, EdgeGone, log); err != nil {
+			if err := c.actOnEdge(ctx, l, key, &pendingLaunch{reason: "gone", at: c.now()}, EdgeGone, log); err != nil {
 				log.WithError(err).Warn("The service's endpoints are gone; could not check for a weeder Job to stop.")
 			}
 		}
@@ -306,7 +309,7 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 	if p.reason == jobs.TriggerOutage {
 		edgeOf = EdgeOutage
 	}
-	if err := c.actOnEdge(ctx, key, p, edgeOf, log); err != nil {
+	if err := c.actOnEdge(ctx, l, key, p, edgeOf, log); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -317,35 +320,36 @@ func (c *Coordinator) reconcile(ctx context.Context, key string) error {
 	return nil
 }
 
-// weederSpec builds the service's weeder Job spec for a trigger; armed adds the gate.
-func (c *Coordinator) weederSpec(key string, p *pendingLaunch, armed bool) (jobs.Spec, error) {
+// weederSpec builds the service's weeder Job spec for a trigger from config l; armed adds the gate.
+func weederSpec(l *live, key string, p *pendingLaunch, armed bool) (jobs.Spec, error) {
 	ns, svc := splitKey(key)
+	cfg := l.cfg
 	var grace *time.Duration
-	if c.cfg.GracePeriod != nil {
-		grace = &c.cfg.GracePeriod.Duration
+	if cfg.GracePeriod != nil {
+		grace = &cfg.GracePeriod.Duration
 	}
 	return jobs.Weeder(jobs.WeederSpec{
 		Namespace:     ns,
 		Service:       svc,
-		Selectors:     c.cfg.Selectors(svc),
-		WatchDuration: c.cfg.Watch(),
+		Selectors:     cfg.Selectors(svc),
+		WatchDuration: cfg.Watch(),
 		GracePeriod:   grace,
 		Trigger:       p.reason,
 		TriggerTime:   p.at,
 		Armed:         armed,
-		MaxWait:       c.cfg.MaxWait(),
+		MaxWait:       cfg.MaxWait(),
 	})
 }
 
 // actOnEdge finds the service's active weeder Jobs (and, on an outage or when it is gone,
 // whether the service is going away), lets PlanWeeder decide, and does it.
-func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunch, edge Edge, log logrus.FieldLogger) error {
+func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pendingLaunch, edge Edge, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	spec, err := c.weederSpec(key, p, false)
+	spec, err := weederSpec(l, key, p, false)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	active, err := c.launcher.Active(ctx, spec)
+	active, err := l.launcher.Active(ctx, spec)
 	if err != nil {
 		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultError)).Inc()
 		log.WithError(err).WithField("trigger", p.reason).Error("Could not list the service's weeder Jobs; will retry.")
@@ -359,7 +363,7 @@ func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunc
 		}
 		current = UnarmedWeeder
 	}
-	in := WeederInput{Edge: edge, Arm: c.cfg.Arm(svc), Active: current}
+	in := WeederInput{Edge: edge, Arm: l.cfg.Arm(svc), Active: current}
 	going := ""
 	if edge == EdgeOutage || edge == EdgeGone {
 		if going, err = c.goingAway(ctx, ns, svc, edge == EdgeOutage); err != nil {
@@ -379,13 +383,13 @@ func (c *Coordinator) actOnEdge(ctx context.Context, key string, p *pendingLaunc
 		if edge == EdgeOutage {
 			what = "it pauses while the service is down and reaps again when it is Ready, until its watchDuration ends"
 		}
-		log.WithFields(logrus.Fields{"job": c.launcher.Template.Namespace + "/" + armedJob, "trigger": p.reason, "result": string(jobs.ResultKept)}).
+		log.WithFields(logrus.Fields{"job": l.launcher.Template.Namespace + "/" + armedJob, "trigger": p.reason, "result": string(jobs.ResultKept)}).
 			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
 		return nil
 	case ActionStopWeeder:
-		return c.stopWeeder(ctx, key, active, going, log)
+		return c.stopWeeder(ctx, l, key, active, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
-		return c.launchWeeder(ctx, key, p, action == ActionArmWeeder, active, log)
+		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, active, log)
 	default:
 		switch {
 		case in.Going:
@@ -425,13 +429,13 @@ func (c *Coordinator) goingAway(ctx context.Context, ns, svc string, withService
 
 // launchWeeder launches the service's weeder Job over active, the weeder Jobs actOnEdge has
 // just listed (so they are not listed twice).
-func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLaunch, armed bool, active []batchv1.Job, log logrus.FieldLogger) error {
+func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *pendingLaunch, armed bool, active []batchv1.Job, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	spec, err := c.weederSpec(key, p, armed)
+	spec, err := weederSpec(l, key, p, armed)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := c.launcher.LaunchOver(ctx, spec, active)
+	out, err := l.launcher.LaunchOver(ctx, spec, active)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", p.reason).Error("Could not launch the weeder Job; will retry.")
@@ -448,24 +452,24 @@ func (c *Coordinator) launchWeeder(ctx context.Context, key string, p *pendingLa
 		"armed":     armed,
 	}
 	if armed {
-		log.WithFields(fields).WithField("maxWait", c.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
+		log.WithFields(fields).WithField("maxWait", l.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
 		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederArmed,
 			fmt.Sprintf("Armed weeder Job %s/%s (trigger %s%s): it restarts crash-looping dependents from the moment the service is Ready again (waiting at most %s), for %s",
-				out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.MaxWait(), c.cfg.Watch()))
+				out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), l.cfg.MaxWait(), l.cfg.Watch()))
 		return nil
 	}
 	log.WithFields(fields).Info("Launched a weeder Job.")
 	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStarted,
 		fmt.Sprintf("Started weeder Job %s/%s (trigger %s%s): restarting crash-looping dependents for %s",
-			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), c.cfg.Watch()))
+			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), l.cfg.Watch()))
 	return nil
 }
 
 // stopWeeder deletes the service's running weeder Job, if any: the service went down again
 // and arming is off, or (going says why) it is going away.
-func (c *Coordinator) stopWeeder(ctx context.Context, key string, active []batchv1.Job, going string, log logrus.FieldLogger) error {
+func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, active []batchv1.Job, going string, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	stopped, err := c.launcher.Delete(ctx, active)
+	stopped, err := l.launcher.Delete(ctx, active)
 	if err != nil {
 		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
 		return err
@@ -572,9 +576,10 @@ func (c *Coordinator) CatchUp(ctx context.Context) (int, error) {
 	if c.src == nil {
 		return 0, nil
 	}
+	l := c.live()
 	readyNS := map[string][]string{} // service → namespaces where it is Ready
 	for _, key := range c.src.Keys() {
-		if !c.relevant(key) {
+		if !c.relevant(l, key) {
 			continue
 		}
 		obs, err := c.src.Observe(key)
@@ -588,11 +593,11 @@ func (c *Coordinator) CatchUp(ctx context.Context) (int, error) {
 	}
 	crashing := map[string]map[string]bool{} // selector → namespaces with a crash-looping pod
 	queued := 0
-	for _, svc := range c.cfg.Services() {
+	for _, svc := range l.cfg.Services() {
 		if len(readyNS[svc]) == 0 {
 			continue
 		}
-		sels, err := jobs.SelectorStrings(c.cfg.Selectors(svc))
+		sels, err := jobs.SelectorStrings(l.cfg.Selectors(svc))
 		if err != nil {
 			return queued, err
 		}

@@ -400,7 +400,7 @@ func TestLaunchReplacesAWeederThatIsStillActive(t *testing.T) {
 	// A second launch for the same service while the first runs (e.g. catch-up racing a
 	// transition) replaces it: never two weeders for one service.
 	h.now = h.now.Add(30 * time.Second)
-	if err := h.c.launchWeeder(context.Background(), "n/kube-apiserver", &pendingLaunch{reason: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
+	if err := h.c.launchWeeder(context.Background(), h.c.live(), "n/kube-apiserver", &pendingLaunch{reason: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
 		t.Fatal(err)
 	}
 	second := h.weederJobs()
@@ -495,7 +495,7 @@ func TestCatchUpLaunchesForReadyServicesWithCrashLoopingDependents(t *testing.T)
 func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.set(down("n", "etcd-main-client"))
-	h.c.launcher.Template.Image = "" // Build fails
+	h.c.live().launcher.Template.Image = "" // Build fails
 	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +505,7 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "error")); got != 1 {
 		t.Errorf("error launches = %v", got)
 	}
-	h.c.launcher.Template.Image = "img"
+	h.c.live().launcher.Template.Image = "img"
 	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,6 +20,10 @@ import (
 //	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
 //	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)
 //	depwatch_coordinator_probe_jobs_cleaned_up_total           finished probe Jobs removed beyond the history limits
+//	depwatch_coordinator_config_valid                          1 while the config file is valid, 0 while it is invalid (the last good config runs)
+//	depwatch_coordinator_config_reloads_total{result}          new config file contents read (result: success, failure, restart-required)
+//	depwatch_coordinator_config_last_reload_success_timestamp_seconds  when a valid config was last loaded or reloaded
+//	depwatch_coordinator_config_restart_required               1 while the file holds a valid change that applies only on restart
 //	depwatch_build_info{version,revision,goversion}            always 1
 type Metrics struct {
 	Registry      *prometheus.Registry
@@ -32,7 +37,19 @@ type Metrics struct {
 	ProbeScaleOps    *prometheus.CounterVec
 	ProbeNamespaces  *prometheus.GaugeVec
 	ProbeJobsCleaned prometheus.Counter
+
+	ConfigValid           prometheus.Gauge
+	ConfigReloads         *prometheus.CounterVec
+	ConfigLastSuccess     prometheus.Gauge
+	ConfigRestartRequired prometheus.Gauge
 }
+
+// Results of depwatch_coordinator_config_reloads_total.
+const (
+	ReloadSuccess         = "success"
+	ReloadFailure         = "failure"
+	ReloadRestartRequired = "restart-required"
+)
 
 // NewMetrics registers the coordinator's metrics on a fresh registry.
 func NewMetrics(version string) *Metrics {
@@ -75,6 +92,22 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
 			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
 		}),
+		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_valid",
+			Help: "1 while the config file is valid; 0 while it is invalid or unreadable: the coordinator keeps running with its last good config and /readyz fails until the file is fixed.",
+		}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_reloads_total",
+			Help: "New contents of the config file read while running, by result: success (applied, or the same as the running config), failure (invalid: refused), restart-required (valid, but it changes something only a restart applies: not applied).",
+		}, []string{"result"}),
+		ConfigLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_last_reload_success_timestamp_seconds",
+			Help: "Unix time the config file was last loaded (start) or reloaded successfully.",
+		}),
+		ConfigRestartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_restart_required",
+			Help: "1 while the config file holds a valid change that takes effect only when the coordinator restarts (new services, useEndpoints, prober added or removed, ...); the previous config runs meanwhile.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "depwatch", Name: "build_info",
@@ -83,6 +116,7 @@ func NewMetrics(version string) *Metrics {
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
 	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.Leader, m.ServicesReady, build,
 		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
+		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Show the launch series from the start, so rate() works from the first launch.
 	for _, r := range []string{"created", "replaced", "kept", "error"} {
@@ -91,7 +125,16 @@ func NewMetrics(version string) *Metrics {
 	for _, r := range []string{"ready", "catch-up"} {
 		m.Triggers.WithLabelValues("weeder", r)
 	}
+	for _, r := range []string{ReloadSuccess, ReloadFailure, ReloadRestartRequired} {
+		m.ConfigReloads.WithLabelValues(r)
+	}
 	return m
+}
+
+// configLoaded records the config read at start.
+func (m *Metrics) configLoaded(at time.Time) {
+	m.ConfigValid.Set(1)
+	m.ConfigLastSuccess.Set(float64(at.Unix()))
 }
 
 // initProbe shows the probe series from the start (only when a prober is configured).

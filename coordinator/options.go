@@ -17,6 +17,7 @@ import (
 // variable. --kubeconfig is the exception: its variable is the usual KUBECONFIG.
 type Options struct {
 	ConfigFile              string
+	ConfigReloadInterval    time.Duration
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
 	ConcurrentReconciles    int
@@ -58,6 +59,7 @@ var ErrHelp = flag.ErrHelp
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 5)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 10)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
@@ -124,6 +126,9 @@ func (o *Options) validate() []string {
 	}
 	if o.ConfigFile == "" {
 		errs = append(errs, "--config-file: required (or "+EnvName("config-file")+")")
+	}
+	if o.ConfigReloadInterval < 0 {
+		bad("config-reload-interval", o.ConfigReloadInterval.String(), "must not be negative (0: never reload)")
 	}
 	if o.KubeAPIQPS < 0 {
 		bad("kube-api-qps", fmtFloat(o.KubeAPIQPS), "must not be negative")

@@ -29,7 +29,7 @@ func TestFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{ConfigFile: "c.yaml", KubeAPIQPS: 5, KubeAPIBurst: 10, ConcurrentReconciles: 1,
+	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 5, KubeAPIBurst: 10, ConcurrentReconciles: 1,
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	if o != want {
@@ -77,6 +77,7 @@ func TestFlagsRefuseBadValuesNamingThem(t *testing.T) {
 		{"config file required", nil, nil, "--config-file: required"},
 		{"negative qps", []string{"--kube-api-qps=-1"}, nil, "--kube-api-qps=-1: must not be negative"},
 		{"negative burst", []string{"--kube-api-burst=-3"}, nil, "--kube-api-burst=-3: must not be negative"},
+		{"negative config reload interval", []string{"--config-reload-interval=-1s"}, nil, "--config-reload-interval=-1s: must not be negative"},
 		{"unparsable burst", []string{"--kube-api-burst=ten"}, nil, `--kube-api-burst="ten": cannot be parsed`},
 		{"zero reconciles", []string{"--concurrent-reconciles=0"}, nil, "--concurrent-reconciles=0: must be at least 1"},
 		{"negative reconciles", []string{"--concurrent-reconciles=-2"}, nil, "--concurrent-reconciles=-2"},

@@ -34,13 +34,14 @@ import (
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
 // messages feed the decision and scale metrics. Only the leader reconciles.
 type prober struct {
-	client   kubernetes.Interface
-	dyn      dynamic.Interface
-	disco    discovery.DiscoveryInterface
-	cfg      *ProberConfig
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	disco  discovery.DiscoveryInterface
+	// cur is the running prober section and its launcher; a config reload swaps it whole.
+	cur      atomic.Pointer[proberLive]
+	jobCache batchv1listers.JobLister
 	log      logrus.FieldLogger
 	metrics  *Metrics
-	launcher *jobs.Launcher
 	now      func() time.Time
 	started  time.Time
 
@@ -74,7 +75,6 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 		client:  d.Client,
 		dyn:     d.Dynamic,
 		disco:   d.Client.Discovery(),
-		cfg:     cfg,
 		log:     d.Log.WithField("component", "prober"),
 		metrics: d.Metrics,
 		now:     d.Now,
@@ -103,7 +103,8 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 	p.podInf = coreinformers.NewFilteredPodInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
 	_ = p.podInf.SetTransform(stripManagedFields)
-	p.launcher = &jobs.Launcher{Client: d.Client, Template: d.Template, Cache: batchv1listers.NewJobLister(p.jobInf.GetIndexer())}
+	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
+	p.swap(cfg, d.Template)
 
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -152,6 +153,19 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 	}
 	p.metrics.initProbe()
 	return p, nil
+}
+
+// proberLive is one applied prober section with the launcher of its Jobs.
+type proberLive struct {
+	cfg      *ProberConfig
+	launcher *jobs.Launcher
+}
+
+func (p *prober) conf() *proberLive { return p.cur.Load() }
+
+// swap makes cfg and tpl (resolved) the running prober section.
+func (p *prober) swap(cfg *ProberConfig, tpl jobs.Template) {
+	p.cur.Store(&proberLive{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
 }
 
 func jobTarget(j *batchv1.Job) string {
@@ -221,15 +235,17 @@ func (p *prober) watchClusters(ctx context.Context) {
 		p.mu.Unlock()
 		p.clusterW.Wait()
 	}()
-	t := time.NewTicker(p.cfg.DiscoveryInterval())
+	// A timer, not a ticker: each wait reads the running config (a reload may change it).
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		p.checkClusterKind(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		p.checkClusterKind(ctx)
+		t.Reset(p.conf().cfg.DiscoveryInterval())
 	}
 }
 
@@ -342,7 +358,7 @@ func (p *prober) input(ns string) (ProbeInput, error) {
 	if exists {
 		n, ok := obj.(*corev1.Namespace)
 		in.Watched = ok && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
-			p.cfg.Selector().Matches(labels.Set(n.Labels))
+			p.conf().cfg.Selector().Matches(labels.Set(n.Labels))
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
 	objs, err := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, ns)
@@ -370,6 +386,7 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		return err
 	}
 	action, why := DecideProbe(in)
+	cfg := p.conf().cfg
 	log := p.log.WithFields(logrus.Fields{"namespace": ns, "action": string(action)})
 	switch action {
 	case ProbeForget:
@@ -394,7 +411,7 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		p.queue.AddAfter(ns, time.Second)
 		return nil
 	case ProbeFirst:
-		at := in.Now.Add(p.cfg.Delay())
+		at := in.Now.Add(cfg.Delay())
 		p.mu.Lock()
 		p.next[ns] = at
 		if _, wasPaused := p.paused[ns]; wasPaused {
@@ -403,8 +420,8 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		}
 		p.mu.Unlock()
 		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
-		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": p.cfg.Delay().String()}).Info("Probing this namespace.")
-		p.queue.AddAfter(ns, p.cfg.Delay())
+		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
+		p.queue.AddAfter(ns, cfg.Delay())
 		return nil
 	case ProbeWait:
 		p.queue.AddAfter(ns, in.NextAt.Sub(in.Now))
@@ -423,7 +440,8 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 }
 
 func (p *prober) schedule(ns string, now time.Time) {
-	d := Jittered(p.cfg.Interval(), p.cfg.Jitter())
+	cfg := p.conf().cfg
+	d := Jittered(cfg.Interval(), cfg.Jitter())
 	p.mu.Lock()
 	if _, ok := p.next[ns]; ok {
 		p.next[ns] = now.Add(d)
@@ -433,24 +451,26 @@ func (p *prober) schedule(ns string, now time.Time) {
 }
 
 func (p *prober) launch(ctx context.Context, ns string, now time.Time, log logrus.FieldLogger) error {
+	cur := p.conf()
+	cfg := cur.cfg
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Namespace:                 ns,
-		KubeconfigSecretName:      p.cfg.KubeConfigSecretName,
-		ProbeTimeout:              p.cfg.Timeout(),
-		NodeMonitorGrace:          p.cfg.KCMNodeMonitorGraceDuration.Duration,
-		NodeLeaseFailureFraction:  p.cfg.LeaseFailure(),
-		LeaseExpiryBufferFraction: p.cfg.ExpiryBuffer(),
-		DependentResources:        p.cfg.ResourcesJSON(),
-		ScaleChain:                p.cfg.ScaleChain(),
-		DryRun:                    p.cfg.DryRun,
-		RunDuration:               p.cfg.RunDuration(),
-		Interval:                  p.cfg.Interval(),
+		KubeconfigSecretName:      cfg.KubeConfigSecretName,
+		ProbeTimeout:              cfg.Timeout(),
+		NodeMonitorGrace:          cfg.KCMNodeMonitorGraceDuration.Duration,
+		NodeLeaseFailureFraction:  cfg.LeaseFailure(),
+		LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
+		DependentResources:        cfg.ResourcesJSON(),
+		ScaleChain:                cfg.ScaleChain(),
+		DryRun:                    cfg.DryRun,
+		RunDuration:               cfg.RunDuration(),
+		Interval:                  cfg.Interval(),
 		TriggerTime:               now,
 	})
 	if err != nil {
 		return err // validated at load
 	}
-	out, err := p.launcher.Launch(ctx, spec)
+	out, err := cur.launcher.Launch(ctx, spec)
 	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).Error("Could not launch the probe Job; will retry.")
@@ -472,7 +492,8 @@ func (p *prober) cleanHistory(ctx context.Context, ns string) error {
 			list = append(list, j)
 		}
 	}
-	excess := jobs.ExcessHistory(list, p.cfg.SuccessfulHistory(), p.cfg.FailedHistory())
+	cur := p.conf()
+	excess := jobs.ExcessHistory(list, cur.cfg.SuccessfulHistory(), cur.cfg.FailedHistory())
 	if len(excess) == 0 {
 		return nil
 	}
@@ -480,7 +501,7 @@ func (p *prober) cleanHistory(ctx context.Context, ns string) error {
 	for _, j := range excess {
 		del = append(del, *j)
 	}
-	deleted, err := p.launcher.Delete(ctx, del)
+	deleted, err := cur.launcher.Delete(ctx, del)
 	p.metrics.ProbeJobsCleaned.Add(float64(len(deleted)))
 	if len(deleted) > 0 {
 		p.log.WithFields(logrus.Fields{"namespace": ns, "jobs": deleted}).Debug("Removed finished probe Jobs beyond the history limits.")
@@ -515,8 +536,9 @@ func (p *prober) processNext(ctx context.Context) bool {
 func (p *prober) lead(ctx context.Context, workers int) {
 	p.leading.Store(true)
 	defer p.leading.Store(false)
-	p.log.WithFields(logrus.Fields{"selector": p.cfg.Selector().String(), "interval": p.cfg.Interval().String(),
-		"initialDelay": p.cfg.Delay().String(), "jobRunDuration": p.cfg.RunDuration().String()}).Info("Active: probing the selected namespaces.")
+	cfg := p.conf().cfg
+	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
+		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String()}).Info("Active: probing the selected namespaces.")
 	p.enqueueAll()
 	var wg sync.WaitGroup
 	for range workers {

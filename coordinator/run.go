@@ -133,13 +133,7 @@ func Run(ctx context.Context, d Deps) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !c.Ready() {
-			http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	health.HandleFunc("/readyz", c.readyz)
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
 	for _, s := range []struct{ name, addr string }{{"metrics-bind-addr", d.Options.MetricsBindAddr}, {"health-bind-addr", d.Options.HealthBindAddr}} {
@@ -174,6 +168,9 @@ func Run(ctx context.Context, d Deps) error {
 		return errors.New("informer caches did not sync")
 	}
 	c.synced.Store(true)
+	if d.Options.ConfigFile != "" && d.Options.ConfigReloadInterval > 0 {
+		wg.Go(func() { c.watchConfig(ctx, d.Options.ConfigFile, d.Options.ConfigReloadInterval) })
+	}
 	if c.pr != nil {
 		// Gardener's Cluster kind may be installed later: looked for now and periodically.
 		wg.Go(func() { c.pr.watchClusters(ctx) })

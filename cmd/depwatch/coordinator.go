@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 func runCoordinator(ctx context.Context, args []string) int {
@@ -84,6 +85,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		"jobNamespace":   tpl.Namespace,
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
+		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[opts.UseEndpoints || cfg.UseEndpoints],
 	}
 	if p := cfg.Prober; p != nil {
@@ -101,6 +103,9 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		Log:      log,
 		Metrics:  coordinator.NewMetrics(version),
 		Template: tpl,
+		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
+			return coordinator.ResolveTemplate(ctx, client, t, lookup)
+		},
 	})
 	if err != nil {
 		log.WithError(err).Error("The coordinator stopped.")

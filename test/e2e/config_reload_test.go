@@ -1,0 +1,224 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Live config reload (issue #7): the coordinator reads its mounted ConfigMap again while it
+// runs. The kubelet refreshes a ConfigMap volume at its next sync of the pod (syncFrequency,
+// 1m by default, plus jitter), and the coordinator reads the file every 10 s: a change shows
+// within about 90 s, so the waits here are a generous, bounded 3 minutes.
+const configSyncTimeout = 3 * time.Minute
+
+// The local overlay binds the coordinator's endpoints on the host's loopback.
+const (
+	coordinatorMetricsURL = "http://127.0.0.1:19643/metrics"
+	coordinatorReadyzURL  = "http://127.0.0.1:19644/readyz"
+)
+
+func TestInvalidConfigMapKeepsTheLastGoodConfigAndRecoversWhenFixed(t *testing.T) {
+	ensureCoordinator(t)
+	cmName := coordinatorConfigMapName(t)
+	cm, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), cmName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading ConfigMap %s/%s: %v", depwatchNS, cmName, err)
+	}
+	original := cm.Data["config.yaml"]
+	if !strings.Contains(original, "watchDuration: 5m0s") {
+		t.Fatalf("the local config no longer says watchDuration: 5m0s; this test edits that line:\n%s", original)
+	}
+	edited := false
+	t.Cleanup(func() {
+		if !edited {
+			return
+		}
+		// Put the installed config back for the tests that follow, and wait until it runs.
+		successes := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
+		applyCoordinatorConfig(t, cmName, original)
+		waitFor(t, configSyncTimeout, "the coordinator to reload the restored config", func() (bool, error) {
+			return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > successes &&
+				coordinatorMetric(t, "depwatch_coordinator_config_valid") == 1, nil
+		})
+		waitCoordinatorReplicas(t, 1)
+	})
+
+	ns := newNamespace(t, "reload")
+	// Arming off for this Service: a return launches an unarmed weeder Job (trigger=ready).
+	p := newPairNamed(t, ns, "upstream-unarmed")
+
+	// 1. An invalid config: a negative watchDuration.
+	edited = true
+	applyCoordinatorConfig(t, cmName, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: -1m", 1))
+	waitFor(t, configSyncTimeout, "depwatch_coordinator_config_valid 0", func() (bool, error) {
+		return coordinatorMetric(t, "depwatch_coordinator_config_valid") == 0, nil
+	})
+	code, body := coordinatorReadyz(t)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "watchDuration: -1m0s: must not be negative") {
+		t.Errorf("/readyz with an invalid config = %d %q, want 503 naming watchDuration", code, body)
+	}
+	if failures := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="failure"}`); failures < 1 {
+		t.Errorf("config_reloads_total{result=failure} = %v, want at least 1", failures)
+	}
+	waitFor(t, time.Minute, "the coordinator pod to be reported not ready", func() (bool, error) {
+		pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		for _, pod := range pods.Items {
+			if podReady(pod) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	logs, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator", "--tail=200")
+	if !strings.Contains(logs, "The config file is invalid") || !strings.Contains(logs, "watchDuration") {
+		t.Errorf("the coordinator's log does not report the invalid config naming watchDuration:\n%s", logs)
+	}
+
+	// 2. It still works, with the last good config (watchDuration 5m0s).
+	job := p.outageAndReturn()
+	if got := jobEnvValue(job, "RUN_DURATION"); got != "5m0s" {
+		t.Errorf("weeder Job %s launched while the config is invalid has RUN_DURATION=%q, want the last good 5m0s", job.Name, got)
+	}
+
+	// 3. Fixed, with a change that applies live: watchDuration 4m0s.
+	applyCoordinatorConfig(t, cmName, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: 4m0s", 1))
+	waitFor(t, configSyncTimeout, "depwatch_coordinator_config_valid 1", func() (bool, error) {
+		return coordinatorMetric(t, "depwatch_coordinator_config_valid") == 1, nil
+	})
+	if code, body := coordinatorReadyz(t); code != http.StatusOK {
+		t.Errorf("/readyz after the fix = %d %q, want 200", code, body)
+	}
+	waitCoordinatorReplicas(t, 1)
+	job = p.outageAndReturn()
+	if got := jobEnvValue(job, "RUN_DURATION"); got != "4m0s" {
+		t.Errorf("weeder Job %s launched after the fix has RUN_DURATION=%q, want the reloaded 4m0s", job.Name, got)
+	}
+}
+
+// outageAndReturn takes the pair's upstream down and back and returns the weeder Job the
+// return launched (the pair's Service must have arming off).
+func (p *pair) outageAndReturn() batchv1.Job {
+	p.t.Helper()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	time.Sleep(2 * time.Second) // let the coordinator see the outage before the return
+	returnAt := time.Now()
+	p.scaleUpstream(1)
+	p.waitServiceReady(true, time.Minute)
+	var job batchv1.Job
+	waitFor(p.t, time.Minute, fmt.Sprintf("a weeder Job for the return of %s/%s", p.ns, p.svc), func() (bool, error) {
+		for _, j := range jobsCreatedAfter(p.weederJobs(), returnAt) {
+			if j.Annotations["depwatch.io/trigger"] == "ready" {
+				job = j
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return job
+}
+
+func jobEnvValue(j batchv1.Job, name string) string {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+// coordinatorConfigMapName is the ConfigMap mounted into the coordinator (kustomize adds a
+// hash suffix to its name).
+func coordinatorConfigMapName(t *testing.T) string {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the coordinator Deployment: %v", err)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "config" && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	t.Fatal("the coordinator Deployment mounts no ConfigMap volume named config")
+	return ""
+}
+
+// applyCoordinatorConfig replaces the ConfigMap's config.yaml with kubectl apply, as a user
+// would; its labels are kept.
+func applyCoordinatorConfig(t *testing.T, name, config string) {
+	t.Helper()
+	cur, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading ConfigMap %s/%s: %v", depwatchNS, name, err)
+	}
+	cm := corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: depwatchNS, Labels: cur.Labels},
+		Data:       map[string]string{"config.yaml": config},
+	}
+	b, err := yaml.Marshal(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "configmap.yaml")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, "apply", "-f", file)
+}
+
+// coordinatorMetric reads one sample (name with its labels, as exposed) from the
+// coordinator's /metrics; -1 if it cannot be read.
+func coordinatorMetric(t *testing.T, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(coordinatorMetricsURL)
+	if err != nil {
+		t.Logf("reading the coordinator's metrics: %v", err)
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+func coordinatorReadyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get(coordinatorReadyzURL)
+	if err != nil {
+		t.Fatalf("calling the coordinator's /readyz: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
