@@ -334,6 +334,7 @@ func (c *Coordinator) weederSpec(key string, p *pendingLaunch, armed bool) (jobs
 		TriggerTime:   p.at,
 		Armed:         armed,
 		MaxWait:       c.cfg.MaxWait(),
+		ReapCooldown:  c.cfg.Cooldown(),
 	})
 }
 
