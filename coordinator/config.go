@@ -36,6 +36,7 @@ const DefaultWatchDuration = 5 * time.Minute
 //	gracePeriod: 30s                        # weeder's GRACE_PERIOD; absent: each pod's own
 //	armWeeder: true                         # launch the weeder armed when the outage begins
 //	armedMaxWait: 6h                        # an armed weeder's MAX_WAIT for its service
+//	reapCooldown: 1m                        # weeder's REAP_COOLDOWN per controller; 0s: off
 //	jobTemplate: {...}                      # see jobs.Template
 //	prober: {...}                           # dependency-watchdog's prober config: see ProberConfig
 type Config struct {
@@ -52,6 +53,11 @@ type Config struct {
 	// ArmedMaxWait is an armed weeder's MAX_WAIT (default 6h): after it, the Job ends and the
 	// service's return launches an unarmed weeder.
 	ArmedMaxWait *metav1.Duration `json:"armedMaxWait,omitempty"`
+	// ReapCooldown is the weeder's REAP_COOLDOWN (default 1m, jobs.DefaultWeederReapCooldown):
+	// once it restarted pods of a controller, that controller's new pods are restarted again
+	// only after this long, so a dependent broken for another reason is restarted at most
+	// 1 + floor(watchDuration / reapCooldown) times per weeder run. 0s turns the bound off.
+	ReapCooldown *metav1.Duration `json:"reapCooldown,omitempty"`
 	JobTemplate  jobs.Template    `json:"jobTemplate,omitempty"`
 	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
 	Prober *ProberConfig `json:"prober,omitempty"`
@@ -78,6 +84,16 @@ func (c *Config) MaxWait() time.Duration {
 		return jobs.DefaultArmedMaxWait
 	}
 	return c.ArmedMaxWait.Duration
+}
+
+// Cooldown returns the weeder's REAP_COOLDOWN: nil when unset (the weeder's default), else
+// the configured value (0 = off).
+func (c *Config) Cooldown() *time.Duration {
+	if c.ReapCooldown == nil {
+		return nil
+	}
+	d := c.ReapCooldown.Duration
+	return &d
 }
 
 // NamespaceSelection chooses the namespaces whose services are watched.
@@ -164,6 +180,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		"gracePeriod":                   &cfg.GracePeriod,
 		"armWeeder":                     &cfg.ArmWeeder,
 		"armedMaxWait":                  &cfg.ArmedMaxWait,
+		"reapCooldown":                  &cfg.ReapCooldown,
 		"jobTemplate":                   &cfg.JobTemplate,
 		"prober":                        &proberRaw,
 	}
@@ -175,7 +192,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	for _, k := range keys {
 		target, known := fields[k]
 		if !known {
-			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, jobTemplate, prober)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, reapCooldown, jobTemplate, prober)", k))
 			continue
 		}
 		if target == nil {
@@ -224,6 +241,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.ArmedMaxWait != nil && c.ArmedMaxWait.Duration < 0 {
 		add("armedMaxWait: %s: must not be negative", c.ArmedMaxWait.Duration)
+	}
+	if c.ReapCooldown != nil && c.ReapCooldown.Duration < 0 {
+		add("reapCooldown: %s: must not be negative (0s turns the weeder's restart bound off)", c.ReapCooldown.Duration)
 	}
 	if c.GracePeriod != nil && c.GracePeriod.Duration < 0 {
 		add("gracePeriod: %s: must not be negative", c.GracePeriod.Duration)

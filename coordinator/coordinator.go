@@ -338,6 +338,7 @@ func weederSpec(l *live, key string, p *pendingLaunch, armed bool) (jobs.Spec, e
 		TriggerTime:   p.at,
 		Armed:         armed,
 		MaxWait:       cfg.MaxWait(),
+		ReapCooldown:  cfg.Cooldown(),
 	})
 }
 

@@ -449,7 +449,7 @@ func TestManualWeederExamplesFollowTheJobContract(t *testing.T) {
 		if err := json.Unmarshal([]byte(env["LABEL_SELECTORS"]), &sels); err != nil || len(sels) == 0 {
 			t.Errorf("%s: LABEL_SELECTORS %q: %v", p, env["LABEL_SELECTORS"], err)
 		}
-		if env["WATCH"] != "true" || env["CONTAINER_STATUSES"] != "CrashLoopBackOff" || env["NAMESPACE"] == "" || env["RUN_DURATION"] == "" {
+		if env["WATCH"] != "true" || env["CONTAINER_STATUSES"] != "CrashLoopBackOff" || env["NAMESPACE"] == "" || env["RUN_DURATION"] == "" || env["REAP_COOLDOWN"] == "" {
 			t.Errorf("%s: env %v", p, env)
 		}
 		if j.Labels[LabelKind] != "weeder" || j.Spec.Template.Spec.ServiceAccountName != "depwatch-weeder" || c.Name != "weeder" || strings.Join(c.Args, " ") != "reap" {
@@ -493,5 +493,50 @@ func TestArmedWeederWaitsForItsServiceAndItsDeadlineCoversTheWait(t *testing.T) 
 	}
 	if _, err := Weeder(WeederSpec{Namespace: "n", Service: "s", Selectors: apiserverSelectors(), WatchDuration: time.Minute, Armed: true, MaxWait: -time.Second}); err == nil {
 		t.Error("a negative MaxWait was accepted")
+	}
+}
+
+func TestWeederBoundsRestartsWithReapCooldown(t *testing.T) {
+	cases := []struct {
+		name     string
+		cooldown *time.Duration
+		want     string
+	}{
+		{"default", nil, "1m0s"},
+		{"configured", ptr.To(30 * time.Second), "30s"},
+		{"explicitly off", ptr.To(time.Duration(0)), "0s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Weeder(WeederSpec{Namespace: "ns", Service: "svc", Selectors: apiserverSelectors(), WatchDuration: time.Minute, ReapCooldown: tc.cooldown})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := envMap(s.Env)["REAP_COOLDOWN"]; !ok || got != tc.want {
+				t.Errorf("REAP_COOLDOWN = %q (set: %v), want %q", got, ok, tc.want)
+			}
+		})
+	}
+	if _, err := Weeder(WeederSpec{Namespace: "ns", Service: "svc", Selectors: apiserverSelectors(), WatchDuration: time.Minute, ReapCooldown: ptr.To(-time.Second)}); err == nil || !strings.Contains(err.Error(), "reap cooldown must not be negative") {
+		t.Errorf("a negative cooldown: err = %v", err)
+	}
+}
+
+// The template's env cannot loosen the bound: REAP_COOLDOWN is the weeder kind's own.
+func TestWeederReapCooldownCannotBeOverriddenByTheTemplateEnv(t *testing.T) {
+	tpl := resolved()
+	tpl.Env = append(tpl.Env, corev1.EnvVar{Name: "REAP_COOLDOWN", Value: "0s"})
+	j, err := Build(tpl, weederSpec(t, "shoot--a", "etcd-main-client", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "REAP_COOLDOWN" {
+			values = append(values, e.Value)
+		}
+	}
+	if len(values) != 1 || values[0] != DefaultWeederReapCooldown.String() {
+		t.Errorf("REAP_COOLDOWN values in the Job = %v, want only the weeder's %s", values, DefaultWeederReapCooldown)
 	}
 }

@@ -76,6 +76,16 @@ const (
 // DefaultArmedMaxWait is how long an armed weeder waits for its service by default (MAX_WAIT).
 const DefaultArmedMaxWait = 6 * time.Hour
 
+// DefaultWeederReapCooldown is a weeder's REAP_COOLDOWN by default: once it restarted pods of
+// a controller, it restarts that controller's new pods again only after this long. The
+// kubelet's own back-off restarts a crash-looping container after 10 s, 20 s, 40 s, 80 s, ...
+// (capped at 5 min): within a minute it retries a replacement twice by itself (about 10 s and
+// 30 s after its first crash), so deleting it sooner buys nothing but a new pod (scheduling,
+// image, init containers) and a reset back-off. After that the kubelet would wait 80 s and
+// more, so a dependent that is still failing gets one more restart a minute: at most
+// 1 + floor(watchDuration / 1m) rounds per controller, 6 with the default watchDuration 5m.
+const DefaultWeederReapCooldown = time.Minute
+
 // Security defaults: the restricted pod-security level, the distroless nonroot user.
 const (
 	DefaultUID          int64 = 65532
@@ -139,10 +149,14 @@ type WeederSpec struct {
 	// activeDeadlineSeconds covers MaxWait + WatchDuration + the margin.
 	Armed   bool
 	MaxWait time.Duration // default DefaultArmedMaxWait
+	// ReapCooldown is REAP_COOLDOWN: nil = DefaultWeederReapCooldown; 0 = off (every
+	// crash-looping pod on every event, pod-reaper's behaviour); negative is refused.
+	ReapCooldown *time.Duration
 }
 
 // Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode with
-// CONTAINER_STATUSES=CrashLoopBackOff and LABEL_SELECTORS as a JSON list (OR-ed). A new
+// CONTAINER_STATUSES=CrashLoopBackOff, LABEL_SELECTORS as a JSON list (OR-ed) and
+// REAP_COOLDOWN (a dependent broken for another reason is restarted at a bounded rate). A new
 // transition while a weeder for the same service is active replaces it: the new run starts
 // its watchDuration afresh and the old one is deleted (propagation Background).
 func Weeder(w WeederSpec) (Spec, error) {
@@ -170,6 +184,16 @@ func Weeder(w WeederSpec) (Spec, error) {
 	if w.GracePeriod != nil {
 		env = append(env, corev1.EnvVar{Name: "GRACE_PERIOD", Value: w.GracePeriod.String()})
 	}
+	cooldown := DefaultWeederReapCooldown
+	if w.ReapCooldown != nil {
+		cooldown = *w.ReapCooldown
+	}
+	if cooldown < 0 {
+		return Spec{}, fmt.Errorf("weeder %s/%s: reap cooldown must not be negative, got %s", w.Namespace, w.Service, cooldown)
+	}
+	// Always set, so the kind's value is authoritative like the rest of its env: the
+	// template's env cannot loosen the bound.
+	env = append(env, corev1.EnvVar{Name: "REAP_COOLDOWN", Value: cooldown.String()})
 	trigger := w.Trigger
 	if trigger == "" {
 		trigger = TriggerReady

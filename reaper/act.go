@@ -157,3 +157,43 @@ func truncate(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }
+
+// deferPod leaves a matched pod alone because its owner's pods were reaped less than
+// REAP_COOLDOWN ago and the pod was created since: it is most likely the replacement of a pod
+// reaped then, crash-looping again. It is counted once and logged once per owner and round
+// (a cycle and every watch event would otherwise repeat the line); it is not remembered as
+// acted on, so a cycle or watch event after the cooldown reaps it if it still matches.
+func (r *runner) deferPod(m match, o owner, now time.Time) {
+	pod := m.pod
+	firstForPod, firstForOwner := r.cool.deferred(o.uid, pod.UID)
+	if firstForPod {
+		r.sum.Deferred++
+	}
+	if !firstForOwner {
+		return
+	}
+	until := r.cool.until(o.uid)
+	ago := r.opts.ReapCooldown - until.Sub(now)
+	r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace,
+		"pod":       pod.Name,
+		"uid":       string(pod.UID),
+		"owner":     o.desc,
+		"action":    "deferred",
+		"reason":    "reap-cooldown",
+		"reasons":   m.reasons,
+		"cooldown":  r.opts.ReapCooldown.String(),
+		"until":     until.UTC().Format(time.RFC3339),
+	}).Warnf("Not restarting pod %s/%s yet: pods of %s were already restarted %s ago and this one, created since, crash-loops again "+
+		"(it matched because %s). Its owner's new pods are left to the kubelet's own back-off until REAP_COOLDOWN %s has passed (at %s). "+
+		"A workload that keeps crash-looping after a restart is usually broken for another reason: check its logs (kubectl logs --previous).",
+		pod.Namespace, pod.Name, o.desc, ago.Round(time.Second), strings.Join(m.reasons, "; and "), r.opts.ReapCooldown, until.UTC().Format(time.RFC3339))
+}
+
+// cooldownResumeNote completes the "reaping resumes" line when REAP_COOLDOWN is on.
+func (r *runner) cooldownResumeNote() string {
+	if r.opts.ReapCooldown <= 0 {
+		return ""
+	}
+	return " (REAP_COOLDOWN starts afresh for every owner: crash loops now are explained by the outage)"
+}

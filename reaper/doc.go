@@ -24,7 +24,12 @@
 //     dry run) at most once; a replacement pod has a new UID and is reaped again if it matches
 //     again. Terminating pods are left alone. A pod whose eviction was refused (HTTP 429) or
 //     whose delete failed is tried again on a later cycle or update.
+//   - With REAP_COOLDOWN, once pods of an owner (the pod's controller, or a bare pod) were
+//     reaped, the pods it creates since are deferred until the cooldown has passed; its older
+//     pods are still reaped in that round. At most 1 + floor(RUN_DURATION / REAP_COOLDOWN)
+//     rounds per owner, each pod once per round (cooldown.go); the gate's reopening starts the
+//     cooldown afresh.
 //
-// Decisions (filters, rules, sorting, the MAX_PODS quota) are pure functions; the Kubernetes I/O
+// Decisions (filters, rules, sorting, the MAX_PODS quota, the REAP_COOLDOWN rounds) are pure functions; the Kubernetes I/O
 // is confined to list.go, act.go and watch.go.
 package reaper

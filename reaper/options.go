@@ -29,6 +29,9 @@ type Options struct {
 	Evict        bool
 	GracePeriod  *int64 // seconds; nil = the pod's own
 	MaxPods      int    // 0 = unlimited
+	// ReapCooldown: once pods of an owner (their controller, or a bare pod itself) were
+	// reaped, its pods created since are not reaped until this has passed; 0 = off.
+	ReapCooldown time.Duration
 	Sorting      SortingStrategy
 	Rules        []Rule
 	// StartWhenReady, if set, is the gate: nothing is reaped until this service has a ready
@@ -105,6 +108,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if n, ok := e.integer("MAX_PODS"); ok && n > 0 {
 		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
 	}
+	o.ReapCooldown, _ = e.duration("REAP_COOLDOWN")
 	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
 		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
 			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
@@ -234,6 +238,9 @@ func (o Options) validate() error {
 	}
 	if o.Schedule == nil {
 		problems = append(problems, "no schedule")
+	}
+	if o.ReapCooldown < 0 {
+		problems = append(problems, fmt.Sprintf("REAP_COOLDOWN=%q: must not be negative", o.ReapCooldown))
 	}
 	if o.StartWhenReady != nil && o.MaxWait <= 0 {
 		problems = append(problems, "START_WHEN_READY without a positive MAX_WAIT")

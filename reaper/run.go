@@ -26,6 +26,7 @@ type runner struct {
 
 	sum     Summary
 	quota   quota
+	cool    cooldown // REAP_COOLDOWN, per owner
 	cycle   int
 	lastErr error // the most recent cycle's list failure; nil once a cycle lists again
 }
@@ -151,7 +152,8 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 				r.log.WithField("service", g.ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", g.ref)
 			case ready && paused:
 				paused = false
-				r.log.WithField("service", g.ref.String()).Infof("Service %s is Ready again: reaping resumes.", g.ref)
+				r.log.WithField("service", g.ref.String()).Infof("Service %s is Ready again: reaping resumes%s.", g.ref, r.cooldownResumeNote())
+				r.cool.reset() // a new return of the service is a new recovery
 				r.runCycle(stop)
 				if w != nil {
 					r.drainWatched(stop, w.queue)
@@ -219,6 +221,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, opts Options, l
 		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
 		fields: opts.fieldSelector(),
 		quota:  quota{max: opts.MaxPods},
+		cool:   newCooldown(opts.ReapCooldown),
 		sum:    Summary{DryRun: opts.DryRun},
 	}
 }
@@ -242,6 +245,7 @@ func (r *runner) runCycle(stop context.Context) {
 	r.sum.Cycles++
 	r.lastErr = nil
 	r.pruneDone()
+	r.cool.prune(r.clock())
 	sortMatches(matches, r.opts.Sorting, r.opts.shuffle)
 
 	for i, m := range matches {
@@ -258,7 +262,7 @@ func (r *runner) runCycle(stop context.Context) {
 	log.WithFields(logrus.Fields{
 		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
 		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
-		"errors": r.sum.Errors - before.Errors,
+		"errors": r.sum.Errors - before.Errors, "deferred": r.sum.Deferred - before.Deferred,
 	}).Infof("Cycle %d done.", r.cycle)
 }
 
@@ -312,13 +316,22 @@ func (r *runner) pruneDone() {
 	}
 }
 
-// handle reaps one match and does the bookkeeping: quota, summary and the acted-on UIDs.
+// handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
+// summary, the acted-on UIDs and the owner's round.
 func (r *runner) handle(m match) {
+	o := ownerOf(m.pod)
+	now := r.clock() // before the delete: the owner's replacements are created after it
+	v := r.cool.decide(o.uid, m.pod.CreationTimestamp.Time, now)
+	if v == verdictDefer {
+		r.deferPod(m, o, now)
+		return
+	}
 	switch r.reap(m) {
 	case outcomeReaped:
 		r.quota.take()
 		r.sum.Reaped++
 		r.sel.done[m.pod.UID] = r.cycle
+		r.cool.reaped(o.uid, v, now)
 	case outcomeGone:
 		r.sum.Gone++
 		r.sel.done[m.pod.UID] = r.cycle
@@ -373,7 +386,7 @@ func (r *runner) startFields() logrus.Fields {
 		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
-		"start_when_ready": startWhenReady(r.opts.StartWhenReady),
+		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
 	}
 }
 
@@ -381,7 +394,7 @@ func (r *runner) summaryFields() logrus.Fields {
 	s := r.sum
 	return logrus.Fields{
 		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
-		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "dry_run": s.DryRun,
+		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
 		"never_started": s.NotStarted,
 	}
 }

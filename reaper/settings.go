@@ -33,6 +33,7 @@ var settings = []setting{
 	{"EVICT", "false", "use the policy/v1 Eviction API (honours PodDisruptionBudgets) instead of delete"},
 	{"GRACE_PERIOD", "", "termination grace period, Go duration rounded down to whole seconds; unset = the pod's own"},
 	{"MAX_PODS", "0", "reap at most this many pods per cycle (failed and skipped pods do not count); 0 or negative = unlimited"},
+	{"REAP_COOLDOWN", "0s", "bound per owner (the pod's controller, e.g. its ReplicaSet; a bare pod is its own): once its pods were reaped, its pods created since (their replacements) are not reaped until this Go duration has passed; pods it already had are still reaped with that round. At most 1 + floor(RUN_DURATION / REAP_COOLDOWN) rounds per owner (plus one per return of START_WHEN_READY's service), each pod of the owner reaped at most once per round; 0s = off (pod-reaper)"},
 	{"POD_SORTING_STRATEGY", "", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (lowest first; pods without a start time go last in the age orders); unset = by namespace and name, the API's list order (as pod-reaper)"},
 	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
 	{"CONTAINER_STATUSES", "", "rule: comma-separated waiting/terminated reasons of any container, init container or ephemeral container, e.g. CrashLoopBackOff,OOMKilled"},

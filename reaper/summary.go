@@ -12,7 +12,10 @@ type Summary struct {
 	Skipped      int // evictions refused (HTTP 429, e.g. a PodDisruptionBudget)
 	Gone         int // pods that disappeared before they could be reaped (not an error)
 	Errors       int // failed deletes/evictions (failed cycles are in FailedCycles)
-	DryRun       bool
+	// Deferred: matched pods left alone because REAP_COOLDOWN had not passed since their
+	// owner's pods were last reaped (each pod counted once per round of its owner).
+	Deferred int
+	DryRun   bool
 	// NotStarted: START_WHEN_READY's service never became Ready during the run (MAX_WAIT
 	// passed, or SIGTERM came first): nothing was listed or reaped.
 	NotStarted bool
@@ -27,6 +30,6 @@ func (s Summary) String() string {
 	if s.NotStarted {
 		prefix = "never started (the START_WHEN_READY service was not Ready), nothing reaped: " + prefix
 	}
-	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d",
-		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors)
+	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d deferred=%d",
+		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors, s.Deferred)
 }

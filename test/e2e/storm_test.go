@@ -23,10 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// coordinatorMetricsURL is where the local overlay's coordinator serves Prometheus metrics
-// (host network, loopback only).
-const coordinatorMetricsURL = "http://127.0.0.1:19643/metrics"
-
 // stormRate and stormFor: EndpointSlice updates per second, and for how long (issue #7).
 const (
 	stormRate = 200
