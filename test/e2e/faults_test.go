@@ -190,7 +190,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 
 // TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled: a second coordinator (its own
 // Deployment, its own ports: replicas on the host network cannot share them) stands by on
-// the same Lease. The leader is killed without a grace period, so the Lease is not released;
+// the same Lease. The leader's process is killed (SIGKILL), so the Lease is not released;
 // a Service comes back at that moment. The standby must take the Lease once it expires and
 // launch the weeder within leaseDuration + retryPeriod (15 s + 2 s) plus the time a Job
 // takes to be created.
@@ -208,7 +208,9 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 		t.Fatalf("the Lease is held by %q, want the first coordinator's pod", leader)
 	}
 	before := len(p.weederJobs())
-	killPods(t, depwatchNS, coordinatorSelector)
+	// SIGKILL, not a pod deletion: a deleted pod gets SIGTERM first and hands the Lease
+	// over at once (ReleaseOnCancel); a killed process leaves it to expire, the worst case.
+	killProcessWith(t, "--metrics-bind-addr=127.0.0.1:19643")
 	killedAt := time.Now()
 	p.scaleUpstream(1)
 
