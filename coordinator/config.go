@@ -65,6 +65,10 @@ type Config struct {
 	JobTemplate  jobs.Template    `json:"jobTemplate,omitempty"`
 	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
 	Prober *ProberConfig `json:"prober,omitempty"`
+
+	// proberRefused: the prober section was given but refused (its problems are reported),
+	// so a config without services is not also told it lacks a prober section.
+	proberRefused bool
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.
@@ -214,14 +218,17 @@ func ParseConfig(data []byte) (*Config, error) {
 			}
 		}
 	}
+	var proberErrs []error
 	if len(proberRaw) > 0 {
-		p, perrs := parseProber(proberRaw)
-		errs = append(errs, perrs...)
-		cfg.Prober = p
+		cfg.Prober, proberErrs = parseProber(proberRaw)
+		cfg.proberRefused = len(proberErrs) > 0
 	}
+	// The rest is validated only when it decoded, but a refused prober section must not hide
+	// its problems: every problem is reported at once.
 	if len(errs) == 0 {
 		errs = append(errs, cfg.Validate()...)
 	}
+	errs = append(errs, proberErrs...)
 	if len(errs) > 0 {
 		return nil, joinLines(errs)
 	}
@@ -244,7 +251,7 @@ func (c *Config) Validate() []error {
 			add("%s: %s: must be at most %s", d.field, d.value.Duration, MaxDuration)
 		}
 	}
-	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil {
+	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil && !c.proberRefused {
 		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section)")
 	}
 	for _, name := range c.Services() {

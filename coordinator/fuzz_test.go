@@ -80,6 +80,11 @@ func FuzzParseConfig(f *testing.F) {
 				if !namesAField(line, configFields) {
 					t.Fatalf("problem %q does not name its field", line)
 				}
+				// Valid YAML that JSON cannot hold (.nan, .inf) is a bad value, to be named by its
+				// field, not "not valid YAML".
+				if strings.HasPrefix(line, "not valid YAML") && strings.Contains(line, "unsupported value") {
+					t.Fatalf("a non-finite number is not named by its field: %q", line)
+				}
 			}
 			return
 		}
@@ -180,9 +185,20 @@ func checkAcceptedProber(t *testing.T, p *ProberConfig) {
 	case p.ScaleChain() < 0:
 		t.Fatalf("the scale chain overflows: %s", p.ScaleChain())
 	}
-	// The jittered interval must stay positive and finite (the prober waits on it).
-	if lo := float64(p.Interval()) * (1 - p.Jitter()); lo <= 0 || math.IsNaN(lo) {
-		t.Fatalf("the shortest jittered interval is %g", lo)
+	// The jittered interval must stay positive and representable (the prober waits on it; an
+	// overflow turns into Jittered's 1 ms floor).
+	if lo, hi := float64(p.Interval())*(1-p.Jitter()), float64(p.Interval())*(1+p.Jitter()); lo <= 0 || math.IsNaN(lo) || hi >= math.MaxInt64 {
+		t.Fatalf("the jittered interval spans %g..%g ns", lo, hi)
+	}
+	// The scale chain covers every resource's own initialDelay + timeout, in both directions
+	// (computed in float seconds, which cannot overflow): it sizes the Job's deadline.
+	chain := p.ScaleChain().Seconds()
+	for _, r := range p.Resources() {
+		for _, si := range []probe.ScaleInfo{r.ScaleUp, r.ScaleDown} {
+			if need := si.InitialDelay.Seconds() + si.Timeout.Seconds(); chain < need {
+				t.Fatalf("the scale chain %gs is shorter than %s's own %gs", chain, r.Ref, need)
+			}
+		}
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Namespace: "shoot--a", KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),

@@ -142,3 +142,21 @@ func TestConfigAcceptsDurationsUpToTheBound(t *testing.T) {
 	}
 	checkAcceptedConfig(t, cfg)
 }
+
+// A refused prober section does not hide the problems of the rest of the file.
+func TestConfigReportsProberAndWeederProblemsAtOnce(t *testing.T) {
+	_, err := ParseConfig([]byte("watchDuration: -1m\nservicesAndDependantSelectors: {svc: {podSelectors: [{}]}}\n" + proberWith("probeTimeout: 0s")))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"watchDuration: -1m0s", "servicesAndDependantSelectors.svc.podSelectors[0]: empty selector", "prober.probeTimeout: 0s"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	// A prober-only config whose prober is refused is told about the prober, not about services.
+	_, err = ParseConfig([]byte(proberWith("probeTimeout: 0s")))
+	if err == nil || strings.Contains(err.Error(), "servicesAndDependantSelectors") {
+		t.Errorf("err = %v", err)
+	}
+}
