@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
+	goyaml "go.yaml.in/yaml/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +24,12 @@ import (
 
 // DefaultWatchDuration is dependency-watchdog's default for watchDuration.
 const DefaultWatchDuration = 5 * time.Minute
+
+// MaxDuration bounds every duration of the config file. A Job's activeDeadlineSeconds is the
+// sum of several of them (watchDuration + armedMaxWait + deadlineMargin; a probe Job's run, its
+// timeouts and its scale chain): unbounded, a sum of huge values overflows time.Duration and
+// turns into a negative deadline or a 1 ms probe interval. A year is far above any sane value.
+const MaxDuration = 365 * 24 * time.Hour
 
 // Config is the coordinator's config file. Its first two fields are dependency-watchdog's
 // weeder ConfigMap data, read as they are; the rest are depwatch's additions, all optional.
@@ -61,6 +71,10 @@ type Config struct {
 	JobTemplate  jobs.Template    `json:"jobTemplate,omitempty"`
 	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
 	Prober *ProberConfig `json:"prober,omitempty"`
+
+	// proberRefused: the prober section was given but refused (its problems are reported),
+	// so a config without services is not also told it lacks a prober section.
+	proberRefused bool
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.
@@ -98,7 +112,7 @@ func (c *Config) Cooldown() *time.Duration {
 
 // NamespaceSelection chooses the namespaces whose services are watched.
 type NamespaceSelection struct {
-	// Selector on the namespaces' labels; nil or empty: every namespace.
+	// Selector on the namespaces' labels; nil: every namespace. An empty selector is refused.
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 	// Names, if set, limits the watch to these namespaces.
 	Names []string `json:"names,omitempty"`
@@ -167,6 +181,9 @@ func LoadConfig(path string) (*Config, error) {
 func ParseConfig(data []byte) (*Config, error) {
 	var top map[string]json.RawMessage
 	if err := yaml.Unmarshal(data, &top); err != nil {
+		if lines := nonFinite(data); len(lines) > 0 {
+			return nil, errors.New(strings.Join(lines, "\n"))
+		}
 		return nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	cfg := &Config{}
@@ -192,7 +209,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	for _, k := range keys {
 		target, known := fields[k]
 		if !known {
-			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, reapCooldown, jobTemplate, prober)", k))
+			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, reapCooldown, jobTemplate, prober)", pathKey(k)))
 			continue
 		}
 		if target == nil {
@@ -211,21 +228,24 @@ func ParseConfig(data []byte) (*Config, error) {
 			for name, raw := range services {
 				var d DependantSelectors
 				if err := strictJSON(raw, &d); err != nil {
-					errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", name, cleanJSONError(err)))
+					errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", pathKey(name), cleanJSONError(err)))
 					continue
 				}
 				cfg.ServicesAndDependantSelectors[name] = d
 			}
 		}
 	}
+	var proberErrs []error
 	if len(proberRaw) > 0 {
-		p, perrs := parseProber(proberRaw)
-		errs = append(errs, perrs...)
-		cfg.Prober = p
+		cfg.Prober, proberErrs = parseProber(proberRaw)
+		cfg.proberRefused = len(proberErrs) > 0
 	}
+	// The rest is validated only when it decoded, but a refused prober section must not hide
+	// its problems: every problem is reported at once.
 	if len(errs) == 0 {
 		errs = append(errs, cfg.Validate()...)
 	}
+	errs = append(errs, proberErrs...)
 	if len(errs) > 0 {
 		return nil, joinLines(errs)
 	}
@@ -236,23 +256,23 @@ func ParseConfig(data []byte) (*Config, error) {
 func (c *Config) Validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if c.WatchDuration != nil && c.WatchDuration.Duration < 0 {
-		add("watchDuration: %s: must not be negative", c.WatchDuration.Duration)
+	for _, d := range []struct {
+		field string
+		value *metav1.Duration
+	}{{"watchDuration", c.WatchDuration}, {"armedMaxWait", c.ArmedMaxWait}, {"gracePeriod", c.GracePeriod}, {"reapCooldown", c.ReapCooldown}} {
+		switch {
+		case d.value == nil:
+		case d.value.Duration < 0:
+			add("%s: %s: must not be negative", d.field, d.value.Duration)
+		case d.value.Duration > MaxDuration:
+			add("%s: %s: must be at most %s", d.field, d.value.Duration, MaxDuration)
+		}
 	}
-	if c.ArmedMaxWait != nil && c.ArmedMaxWait.Duration < 0 {
-		add("armedMaxWait: %s: must not be negative", c.ArmedMaxWait.Duration)
-	}
-	if c.ReapCooldown != nil && c.ReapCooldown.Duration < 0 {
-		add("reapCooldown: %s: must not be negative (0s turns the weeder's restart bound off)", c.ReapCooldown.Duration)
-	}
-	if c.GracePeriod != nil && c.GracePeriod.Duration < 0 {
-		add("gracePeriod: %s: must not be negative", c.GracePeriod.Duration)
-	}
-	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil {
+	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil && !c.proberRefused {
 		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section)")
 	}
 	for _, name := range c.Services() {
-		field := "servicesAndDependantSelectors." + name
+		field := "servicesAndDependantSelectors." + pathKey(name)
 		for _, m := range validation.IsDNS1035Label(name) {
 			add("%s: %q is not a service name: %s", field, name, m)
 		}
@@ -277,8 +297,13 @@ func (c *Config) Validate() []error {
 	}
 	if c.Namespaces != nil {
 		if c.Namespaces.Selector != nil {
-			if _, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector); err != nil {
+			// Absent means every namespace; a selector that is written but empty is more
+			// likely a templating slip than a choice, so it is refused like an empty pod selector.
+			switch s, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector); {
+			case err != nil:
 				add("namespaces.selector: %v", err)
+			case s.Empty():
+				add("namespaces.selector: empty: it would select every namespace (leave namespaces.selector out to mean every namespace)")
 			}
 		}
 		for i, n := range c.Namespaces.Names {
@@ -289,6 +314,57 @@ func (c *Config) Validate() []error {
 	}
 	errs = append(errs, c.JobTemplate.Validate("jobTemplate")...)
 	return errs
+}
+
+// nonFinite finds the YAML floats .nan, .inf and -.inf, which JSON cannot hold: the YAML to
+// JSON conversion refuses them without saying where, so they are named here by their path.
+func nonFinite(data []byte) []string {
+	var doc any
+	if goyaml.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	var lines []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case float64:
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				lines = append(lines, fmt.Sprintf("%s: %v: must be a finite number", path, v))
+			}
+		case map[any]any:
+			keys := make([]string, 0, len(v))
+			byKey := map[string]any{}
+			for k, item := range v {
+				key := pathKey(fmt.Sprint(k))
+				keys = append(keys, key)
+				byKey[key] = item
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if path == "" {
+					walk(k, byKey[k])
+				} else {
+					walk(path+"."+k, byKey[k])
+				}
+			}
+		case []any:
+			for i, item := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), item)
+			}
+		}
+	}
+	walk("", doc)
+	return lines
+}
+
+// pathKey is a map key as it appears in a field path: as it is when it is plain, quoted when it
+// holds spaces, quotes or control characters, so that a problem stays on one line and its
+// field is recognisable.
+func pathKey(k string) string {
+	if k == "" || strings.IndexFunc(k, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) >= 0 {
+		return strconv.Quote(k)
+	}
+	return k
 }
 
 func strictJSON(raw json.RawMessage, into any) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -151,18 +152,27 @@ func ScaleChain(res []probe.DependentResource) time.Duration {
 		perLevel := map[int]time.Duration{}
 		for _, r := range res {
 			si := info(r)
-			if d := si.InitialDelay + si.Timeout; d > perLevel[si.Level] {
+			if d := addSat(si.InitialDelay, si.Timeout); d > perLevel[si.Level] {
 				perLevel[si.Level] = d
 			}
 		}
 		var sum time.Duration
 		for _, d := range perLevel {
-			sum += d
+			sum = addSat(sum, d)
 		}
 		return sum
 	}
 	return max(chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleDown }),
 		chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleUp }))
+}
+
+// addSat adds two non-negative durations, saturating instead of overflowing: a scale chain
+// of huge timeouts must compare as huge, never wrap round to negative.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // parseProber parses the section strictly and validates every field, each problem naming its
@@ -190,10 +200,20 @@ func (p *ProberConfig) validate() []error {
 	} else if m := validation.IsDNS1123Subdomain(p.KubeConfigSecretName); len(m) > 0 {
 		add("prober.kubeConfigSecretName: %q: %s", p.KubeConfigSecretName, strings.Join(m, "; "))
 	}
+	// Every duration is bounded by MaxDuration: the probe Job's deadline and the jittered
+	// interval are computed from them and must not overflow.
+	bounded := func(field string, d *metav1.Duration) bool {
+		if d != nil && d.Duration > MaxDuration {
+			add("prober.%s: %s: must be at most %s", field, d.Duration, MaxDuration)
+			return false
+		}
+		return true
+	}
 	positive := func(field string, d *metav1.Duration) {
 		if d != nil && d.Duration <= 0 {
 			add("prober.%s: %s: must be greater than 0", field, d.Duration)
 		}
+		bounded(field, d)
 	}
 	positive("probeInterval", p.ProbeInterval)
 	positive("probeTimeout", p.ProbeTimeout)
@@ -201,6 +221,7 @@ func (p *ProberConfig) validate() []error {
 	if p.InitialDelay != nil && p.InitialDelay.Duration < 0 {
 		add("prober.initialDelay: %s: must not be negative", p.InitialDelay.Duration)
 	}
+	bounded("initialDelay", p.InitialDelay)
 	if p.KCMNodeMonitorGraceDuration == nil {
 		add("prober.kcmNodeMonitorGraceDuration: required: kube-controller-manager's --node-monitor-grace-period, e.g. 40s")
 	} else {
@@ -225,6 +246,8 @@ func (p *ProberConfig) validate() []error {
 			add("prober.probeJobRunDuration: %s: must not be negative (0: one probe per Job)", d)
 		case d > 0 && d < p.Interval():
 			add("prober.probeJobRunDuration: %s: must be 0 (one probe per Job) or at least probeInterval (%s)", d, p.Interval())
+		default:
+			bounded("probeJobRunDuration", p.ProbeJobRunDuration)
 		}
 	}
 	if p.NamespaceSelector != nil {
@@ -255,6 +278,13 @@ func (p *ProberConfig) validate() []error {
 			var compact bytes.Buffer
 			_ = json.Compact(&compact, p.DependentResourceInfos)
 			p.resources, p.resourceJSON = res, compact.String()
+			// The probe Job's activeDeadlineSeconds covers its run, three probe timeouts and
+			// the scale chain; the sum must stay a sane, non-overflowing duration. Checked only
+			// when every duration is valid on its own, so one mistake is reported once.
+			if job := addSat(addSat(p.RunDuration(), 3*min(p.Timeout(), MaxDuration)), p.ScaleChain()); len(errs) == 0 && job > MaxDuration {
+				add("prober.dependentResourceInfos: the probe Job would run too long: probeJobRunDuration (%s) + 3 x probeTimeout (%s) + the slower direction's sum over the levels of initialDelay + timeout (%s) must be at most %s",
+					p.RunDuration(), p.Timeout(), p.ScaleChain(), MaxDuration)
+			}
 		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })

@@ -100,6 +100,9 @@ func (t Template) Validate(prefix string) []error {
 	if t.DeadlineMargin != nil && t.DeadlineMargin.Duration < 0 {
 		f("deadlineMargin", "%s: must not be negative", t.DeadlineMargin.Duration)
 	}
+	if t.DeadlineMargin != nil && t.DeadlineMargin.Duration > MaxDeadlineMargin {
+		f("deadlineMargin", "%s: must be at most %s", t.DeadlineMargin.Duration, MaxDeadlineMargin)
+	}
 	for i, e := range t.Env {
 		if e.Name == "" {
 			f(fmt.Sprintf("env[%d].name", i), "must not be empty")
@@ -115,6 +118,10 @@ func (t Template) Validate(prefix string) []error {
 	}
 	return errs
 }
+
+// MaxDeadlineMargin bounds DeadlineMargin: Build adds it to a run's duration, and a huge
+// margin would overflow the sum into a negative, clamped-to-1s deadline.
+const MaxDeadlineMargin = 365 * 24 * time.Hour
 
 func (t Template) deadlineMargin() time.Duration {
 	if t.DeadlineMargin != nil {

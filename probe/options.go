@@ -25,13 +25,15 @@ type Options struct {
 	RunDuration  time.Duration // > 0 exactly when Schedule is set
 }
 
-// ConfigError lists every configuration problem, one per line. main exits with code 2 on it.
+// ConfigError lists every configuration problem, one per line and nothing else (like the
+// reaper's), so that depwatch prints one bullet per problem under its own heading. main exits
+// with code 2 on it.
 type ConfigError struct {
 	Problems []string
 }
 
 func (e *ConfigError) Error() string {
-	return "invalid probe configuration:\n" + strings.Join(e.Problems, "\n")
+	return strings.Join(e.Problems, "\n")
 }
 
 // cronParser accepts five fields, an optional leading seconds field, and descriptors such as

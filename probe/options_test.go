@@ -201,7 +201,7 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 			t.Errorf("problem %d = %q, want prefix %q", i, p[i], want[i])
 		}
 	}
-	if msg := (&ConfigError{Problems: p}).Error(); strings.Count(msg, "\n") != len(p) {
+	if msg := (&ConfigError{Problems: p}).Error(); strings.Count(msg, "\n") != len(p)-1 {
 		t.Errorf("one problem per line:\n%s", msg)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the Secret KUBECONFIG_SECRET_NAME.
@@ -45,12 +46,34 @@ func NewShootClient(kubeconfig []byte, timeout time.Duration) (kubernetes.Interf
 	}
 	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("not a usable kubeconfig: %s", redact(err.Error()))
+		// client-go's message quotes names from the kubeconfig unquoted (e.g. "context was
+		// not found for specified context: <name>"), which redact cannot catch: say what is
+		// wrong in our own words instead.
+		return nil, fmt.Errorf("not a usable kubeconfig: %s", unusable(raw))
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = "depwatch-probe"
 	cfg.QPS, cfg.Burst = 20, 40
 	return kubernetes.NewForConfig(cfg)
+}
+
+// unusable says why client-go refused a kubeconfig without quoting any of it.
+func unusable(raw *clientcmdapi.Config) string {
+	ctx, ok := raw.Contexts[raw.CurrentContext]
+	switch {
+	case raw.CurrentContext == "":
+		return "it has no current-context"
+	case !ok || ctx == nil:
+		return "its current-context names no context of the kubeconfig"
+	}
+	cluster, ok := raw.Clusters[ctx.Cluster]
+	switch {
+	case !ok || cluster == nil:
+		return "the current context's cluster is not defined"
+	case cluster.Server == "":
+		return "the current context's cluster has no server"
+	}
+	return "client-go refused it (details withheld: they could quote the Secret)"
 }
 
 // quoted matches what parsers quote from their input (go-yaml quotes offending values in

@@ -130,34 +130,46 @@ func TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat(t *testing.
 	var sent, failed atomic.Int64
 	stormCtx, stop := context.WithTimeout(ctx, stormFor)
 	defer stop()
+	// One pacer hands out stormRate updates a second to many senders: an update waits on
+	// etcd's disk sync, so throughput needs many in flight, not a fast loop.
+	updates := make(chan int)
 	var wg sync.WaitGroup
-	workers := len(names) * 2 // the watched service gets half the updates
-	interval := time.Duration(float64(time.Second) * float64(workers) / stormRate)
-	for w := range workers {
-		name := names[0]
-		if w%2 == 1 {
-			name = names[1+w/2%10]
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(updates)
+		tick := time.NewTicker(time.Second / stormRate)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stormCtx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case updates <- i:
+			case <-stormCtx.Done():
+				return
+			}
 		}
+	}()
+	for range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-stormCtx.Done():
-					return
-				case <-tick.C:
+			for i := range updates {
+				// Every other update goes to the watched name, the rest to the ten others.
+				name, ready := upstreamName, 1+(i/2)%4 // keeps 1..4 ready endpoints
+				if i%2 == 1 {
+					name, ready = names[1+(i/2)%10], (i/20%2)*4 // flaps: none ready, all ready
 				}
-				ready := 1 + i%4 // the watched Service keeps 1..4 ready endpoints
-				if name != upstreamName {
-					ready = (i % 2) * 4 // unrelated ones flap: none ready, all ready
-				}
-				patch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.depwatch.io/tick":"%d-%d"}},"endpoints":%s}`,
-					w, i, endpointsJSON(4, ready))
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{"e2e.depwatch.io/tick":"%d"}},"endpoints":%s}`,
+					i, endpointsJSON(4, ready))
 				_, err := storm.DiscoveryV1().EndpointSlices(ns).Patch(stormCtx, name+"-storm", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-				if err != nil && stormCtx.Err() == nil {
-					failed.Add(1)
+				if err != nil {
+					if stormCtx.Err() == nil {
+						failed.Add(1)
+					}
 					continue
 				}
 				sent.Add(1)

@@ -1,0 +1,69 @@
+package probe
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// FuzzLoadOptions: any environment of `depwatch probe`, however broken, gives options or a
+// *ConfigError whose every line names a variable - never a panic. Options that are accepted
+// satisfy everything Run relies on (Options.validate), so no probe starts on a half-valid
+// configuration.
+func FuzzLoadOptions(f *testing.F) {
+	valid := "NAMESPACE=shoot--a\nKUBECONFIG_SECRET_NAME=probe-kubeconfig\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=" +
+		strings.ReplaceAll(validResources, "\n", " ")
+	for _, seed := range []string{
+		valid,
+		valid + "\nPROBE_TIMEOUT=5s\nNODE_LEASE_FAILURE_FRACTION=1\nLEASE_EXPIRY_BUFFER_FRACTION=0.5\nDRY_RUN=true\nSCHEDULE=@every 10s\nRUN_DURATION=10m",
+		valid + "\nNODE_LEASE_FAILURE_FRACTION=NaN\nLEASE_EXPIRY_BUFFER_FRACTION=+Inf",
+		valid + "\nNODE_LEASE_FAILURE_FRACTION=0\nLEASE_EXPIRY_BUFFER_FRACTION=-0.5",
+		valid + "\nNODE_LEASE_FAILURE_FRACTION=1e-400\nLEASE_EXPIRY_BUFFER_FRACTION=0x1p-2",
+		valid + "\nPROBE_TIMEOUT=-1s\nKCM_NODE_MONITOR_GRACE_DURATION=0s",
+		valid + "\nSCHEDULE=TZ=UTC\nRUN_DURATION=1h",
+		valid + "\nSCHEDULE=0 0 30 2 *\nRUN_DURATION=1h",
+		valid + "\nRUN_DURATION=1h",
+		valid + "\nSCHEDULE=@every 1s",
+		valid + "\nDRY_RUN=yes\nNAMESPACE=\nKUBECONFIG_SECRET_NAME=a/b",
+		"NAMESPACE=kube-system\nKUBECONFIG_SECRET_NAME=x\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=[]",
+		"DEPENDENT_RESOURCES=[{\"ref\":{\"kind\":\"Nope\",\"name\":\"x\",\"apiVersion\":\"garbage//v1\"},\"scaleUp\":{\"level\":0},\"scaleDown\":{\"level\":0}}]",
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, blob string) {
+		env := map[string]string{}
+		for _, line := range strings.Split(blob, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				env[k] = v
+			}
+		}
+		o, err := LoadOptions(lookupFrom(env))
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error %v is not a *ConfigError with problems", err)
+			}
+			for _, p := range ce.Problems {
+				if strings.Contains(p, "\n") || !namesAVariable(p) {
+					t.Fatalf("problem %q is not one line naming a variable", p)
+				}
+			}
+			return
+		}
+		if err := o.validate(); err != nil {
+			t.Fatalf("LoadOptions accepted options Run refuses: %v", err)
+		}
+	})
+}
+
+// namesAVariable: a problem starts with one of the probe's variables (DEPENDENT_RESOURCES
+// problems continue with the path inside the value).
+func namesAVariable(p string) bool {
+	for _, s := range settings {
+		if strings.HasPrefix(p, s.name+"=") || strings.HasPrefix(p, s.name+":") || strings.HasPrefix(p, s.name+"[") {
+			return true
+		}
+	}
+	return false
+}
