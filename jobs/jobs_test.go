@@ -195,7 +195,7 @@ func TestBuildWeederJobDefaults(t *testing.T) {
 	if j.Annotations[AnnotationTrigger] != TriggerReady || j.Annotations[AnnotationTarget] != "shoot--a/etcd-main-client" {
 		t.Errorf("annotations = %v", j.Annotations)
 	}
-	if *j.Spec.ActiveDeadlineSeconds != 420 { // 5m + 2m margin
+	if *j.Spec.ActiveDeadlineSeconds != 480 { // 5m + 1m gate wait + 2m margin
 		t.Errorf("activeDeadlineSeconds = %d", *j.Spec.ActiveDeadlineSeconds)
 	}
 	if *j.Spec.BackoffLimit != 2 || *j.Spec.TTLSecondsAfterFinished != 3600 {
@@ -266,7 +266,7 @@ func TestBuildAppliesTemplateOverrides(t *testing.T) {
 		t.Errorf("extra env missing: %v", env)
 	case env["NAMESPACE"] != "ns":
 		t.Errorf("template env overrode NAMESPACE: %v", c.Env)
-	case *j.Spec.TTLSecondsAfterFinished != 60 || *j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 330:
+	case *j.Spec.TTLSecondsAfterFinished != 60 || *j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 390:
 		t.Errorf("ttl %d backoff %d deadline %d", *j.Spec.TTLSecondsAfterFinished, *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
 	case j.Labels["team"] != "sre" || j.Labels["depwatch.io/kind"] != "weeder":
 		t.Errorf("labels %v", j.Labels)
@@ -538,5 +538,35 @@ func TestWeederReapCooldownCannotBeOverriddenByTheTemplateEnv(t *testing.T) {
 	}
 	if len(values) != 1 || values[0] != DefaultWeederReapCooldown.String() {
 		t.Errorf("REAP_COOLDOWN values in the Job = %v, want only the weeder's %s", values, DefaultWeederReapCooldown)
+	}
+}
+
+// A weeder launched on a return is not armed, but it follows its service: if the service goes
+// down again while it runs, the dependents crash because of the new outage and must not be
+// reaped (the coordinator stops the Job too, but only after the fact).
+func TestUnarmedWeederPausesWhileItsServiceIsDownAgain(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	j, err := Build(resolved(), weederSpec(t, "shoot--a", "etcd-main-client", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["START_WHEN_READY"] != "shoot--a/etcd-main-client" || env["MAX_WAIT"] != UnarmedGateWait.String() {
+		t.Errorf("env = %v, want START_WHEN_READY of its service and MAX_WAIT %s", env, UnarmedGateWait)
+	}
+	if Armed(j) {
+		t.Error("a weeder launched on a return counts as armed")
+	}
+	j.Annotations[AnnotationTrigger] = TriggerCatchUp
+	if Armed(j) {
+		t.Error("a catch-up weeder counts as armed")
+	}
+	// A gated Job made by hand (no depwatch annotations) is armed.
+	j.Annotations = nil
+	if !Armed(j) {
+		t.Error("a hand-made Job with START_WHEN_READY does not count as armed")
 	}
 }

@@ -76,6 +76,10 @@ const (
 // DefaultArmedMaxWait is how long an armed weeder waits for its service by default (MAX_WAIT).
 const DefaultArmedMaxWait = 6 * time.Hour
 
+// UnarmedGateWait is MAX_WAIT of a weeder launched on a return: how long it waits when its
+// service is already down again by the time its pod starts.
+const UnarmedGateWait = time.Minute
+
 // DefaultWeederReapCooldown is a weeder's REAP_COOLDOWN by default: once it restarted pods of
 // a controller, it restarts that controller's new pods again only after this long. The
 // kubelet's own back-off restarts a crash-looping container after 10 s, 20 s, 40 s, 80 s, ...
@@ -200,6 +204,16 @@ func Weeder(w WeederSpec) (Spec, error) {
 	}
 	run := w.WatchDuration
 	var annotations map[string]string
+	if !w.Armed {
+		// Launched on a return, the service is Ready: the gate opens at once. It is there
+		// for what follows: if the service goes down again while the weeder runs, the
+		// dependents crash because of that new outage, and the weeder stops reaping until
+		// the service is back (the coordinator also stops the Job, but only after the fact).
+		env = append(env,
+			corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
+			corev1.EnvVar{Name: "MAX_WAIT", Value: UnarmedGateWait.String()})
+		run += UnarmedGateWait
+	}
 	if w.Armed {
 		maxWait := w.MaxWait
 		if maxWait == 0 {
@@ -231,9 +245,18 @@ func Weeder(w WeederSpec) (Spec, error) {
 	}, nil
 }
 
-// Armed reports whether a weeder Job waits for its service before reaping (its container has
-// START_WHEN_READY): the coordinator's armed weeders, and armed Jobs made by hand alike.
+// Armed reports whether a weeder Job was launched when the outage began, to wait for its
+// service: the coordinator's armed weeders (annotated with their arming time) and armed Jobs
+// made by hand (START_WHEN_READY set, no return trigger). Weeders launched on a return also
+// follow their service's readiness, but they are not armed.
 func Armed(j *batchv1.Job) bool {
+	if _, ok := j.Annotations[AnnotationArmedAt]; ok {
+		return true
+	}
+	switch j.Annotations[AnnotationTrigger] {
+	case TriggerReady, TriggerCatchUp:
+		return false
+	}
 	for _, c := range j.Spec.Template.Spec.Containers {
 		for _, e := range c.Env {
 			if e.Name == "START_WHEN_READY" && e.Value != "" {

@@ -151,7 +151,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	crashing := make([]corev1.Pod, n)
 	for i, p := range pairs {
 		p.waitServiceReady(false, time.Minute)
-		crashing[i] = p.waitRestarts(2, 3*time.Minute)
+		crashing[i] = p.waitRestarts(4, 4*time.Minute) // back-off 80 s: the weeder, not the kubelet, restarts it
 	}
 
 	upAt := time.Now()
