@@ -35,7 +35,10 @@ fi
 sleep "$down"
 
 log "starting $name again"
-setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidf" "${argv[@]}" </dev/null >>"$LOG_DIR/$name.log" 2>&1 &
+# Inherited descriptors other than 0-2 are closed first: the caller may hold a lock (flock)
+# or a pipe that a long-lived component must not keep open after this script ends.
+setsid bash -c 'for fd in /proc/$$/fd/*; do n=${fd##*/}; ((n > 2)) && eval "exec $n>&-"; done; echo $$ >"$0"; exec "$@"' \
+  "$pidf" "${argv[@]}" </dev/null >>"$LOG_DIR/$name.log" 2>&1 &
 for _ in $(seq 50); do [[ -s $pidf ]] && break; sleep 0.1; done
 [[ -s $pidf ]] || die "$name did not start; see $LOG_DIR/$name.log"
 

@@ -89,6 +89,23 @@ func stormSlice(ns, svc string, n, ready int) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// createReadyService makes a selectorless Service with an EndpointSlice of its own (4
+// endpoints, all ready): Ready without pods, and no controller manages the slice.
+func createReadyService(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
+	}
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating service %s/%s: %v", ns, name, err)
+	}
+	if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, stormSlice(ns, name, 4, 4), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the endpoint slice of %s/%s: %v", ns, name, err)
+	}
+}
+
 // TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat: for a minute, 200
 // EndpointSlice updates per second: half on ten Services the config does not name (their
 // readiness flaps), half on a Service named like a configured one ("upstream") whose endpoints
@@ -103,16 +120,7 @@ func TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat(t *testing.
 		names = append(names, fmt.Sprintf("unrelated-%d", i))
 	}
 	for _, name := range names {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
-		}
-		if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating service %s: %v", name, err)
-		}
-		if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, stormSlice(ns, name, 4, 4), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating the endpoint slice of %s: %v", name, err)
-		}
+		createReadyService(t, ns, name)
 	}
 	// Its own client: the storm must not be slowed by the suite's client-side rate limit.
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)

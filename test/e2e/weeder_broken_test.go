@@ -44,6 +44,9 @@ func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *te
 	brokenDeployment(t, ns, "broken", replicas)
 	originals := waitDeploymentCrashLooping(t, ns, "broken", replicas)
 
+	// The weeder follows its service (it reaps only while the service is Ready): a Ready
+	// service whose dependent is broken for a reason of its own.
+	createReadyService(t, ns, "broken-svc")
 	job := createWeederJob(t, ns, "broken-svc", watchDuration, cooldown, []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "broken"}}})
 	t.Logf("weeder Job %s/%s: watchDuration %s, REAP_COOLDOWN %s, bound %d rounds × %d replicas = %d deletions",
 		depwatchNS, job, watchDuration, cooldown, rounds, replicas, bound)
