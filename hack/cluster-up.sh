@@ -124,6 +124,8 @@ sched_port=$(free_port 10359 "$etcd_port" "$etcd_peer_port" "$kcm_port")
 kubelet_port=$(free_port 10350 "$etcd_port" "$etcd_peer_port" "$kcm_port" "$sched_port")
 kubelet_healthz_port=$(free_port 10348 "$etcd_port" "$etcd_peer_port" "$kcm_port" "$sched_port" "$kubelet_port")
 
+# A run that ended without cluster-down may have left etcd's tmpfs mounted.
+if mountpoint -q "$CLUSTER_DIR/etcd" 2>/dev/null; then umount -l "$CLUSTER_DIR/etcd"; fi
 rm -rf "$CLUSTER_DIR"
 mkdir -p "$PKI_DIR" "$PID_DIR" "$LOG_DIR" "$CONTAINERD_DIR" "$KUBELET_DIR" "$CLUSTER_DIR/cni/net.d"
 cat >"$PORTS_FILE" <<EOF
@@ -198,6 +200,14 @@ kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" scheduler
 kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" kubelet
 
 # ----------------------------------------------------------------------------- etcd
+# etcd keeps its data in memory: a throwaway cluster needs no durability, and on a disk every
+# write waits for fsync (the e2e EndpointSlice storm reached ~120 writes/s with etcd on this
+# machine's disk). cluster-down unmounts it with the rest of $CLUSTER_DIR.
+mkdir -p "$CLUSTER_DIR/etcd"
+if ! mountpoint -q "$CLUSTER_DIR/etcd"; then
+  mount -t tmpfs -o size=2560m,mode=0700 depwatch-etcd "$CLUSTER_DIR/etcd" 2>/dev/null ||
+    log "etcd data on disk: could not mount a tmpfs at $CLUSTER_DIR/etcd"
+fi
 start etcd etcd --name depwatch-local --data-dir "$CLUSTER_DIR/etcd" \
   --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
   --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
