@@ -73,7 +73,9 @@ current-context: x
 		lines := s.waitLog(90*time.Second, want)
 		if c.wantReason != "" {
 			reason := fmt.Sprintf(c.wantReason, s.ns)
-			if l, _ := findLine(lines, want); !strings.Contains(l.str("reason"), reason) {
+			l, _ := findLine(lines, want)
+			t.Logf("probe: %s", l.str("reason"))
+			if !strings.Contains(l.str("reason"), reason) {
 				t.Errorf("the failure does not name the Secret (want %q in the reason): %v", reason, l)
 			}
 			// That log is a finished (failed) Job's: every retry of its pod failed the same way,
@@ -152,6 +154,7 @@ func withToken(t *testing.T, kubeconfig, token string) (string, []string) {
 		t.Fatalf("reading the admin kubeconfig: %v", err)
 	}
 	secrets := []string{token}
+	verbatim := []string{token} // as the kubeconfig text has them
 	for _, a := range cfg.AuthInfos {
 		a.Token = token
 		for _, data := range [][]byte{a.ClientCertificateData, a.ClientKeyData} {
@@ -160,6 +163,7 @@ func withToken(t *testing.T, kubeconfig, token string) (string, []string) {
 			}
 			b64 := base64.StdEncoding.EncodeToString(data)
 			secrets = append(secrets, b64[len(b64)/2:len(b64)/2+64])
+			verbatim = append(verbatim, b64[len(b64)/2:len(b64)/2+64])
 			rest := data
 			for {
 				var block *pem.Block
@@ -178,7 +182,7 @@ func withToken(t *testing.T, kubeconfig, token string) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range secrets[:3] { // the token and the two base64 pieces: as the Secret has them
+	for _, s := range verbatim {
 		if !strings.Contains(string(out), s) {
 			t.Fatalf("%q… is not in the kubeconfig written to the Secret; the test looks for the wrong strings", s[:12])
 		}
