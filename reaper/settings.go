@@ -57,6 +57,6 @@ func Usage(w io.Writer) {
 	fmt.Fprintln(tw, "\nRules are ANDed: a pod is reaped only when every enabled rule matches; at least one rule must be enabled.")
 	fmt.Fprintln(tw, "A variable that is set must hold a valid value: an empty value is an error (never a silent \"match everything\"),")
 	fmt.Fprintln(tw, "except NAMESPACE (empty = all namespaces) and RUN_DURATION (empty = forever).")
-	fmt.Fprintln(tw, "With START_WHEN_READY the service account also needs get/list/watch on discovery.k8s.io endpointslices.")
+	fmt.Fprintln(tw, "With START_WHEN_READY the service account also needs list/watch on discovery.k8s.io endpointslices.")
 	_ = tw.Flush()
 }
