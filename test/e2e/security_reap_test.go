@@ -60,6 +60,8 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 		}
 	}
 
+	// A weeder reaps only while its service is Ready (START_WHEN_READY), as on a return.
+	createReadyService(t, nsA, "sec-scope")
 	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests/overlays/local/config.yaml"))
 	if err != nil {
 		t.Fatal(err)
