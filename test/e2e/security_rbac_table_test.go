@@ -74,7 +74,7 @@ var rbacTable = []rbacGrant{
 	{saWeeder, scopeCluster, "pods/eviction", "", []string{"create"},
 		"EVICT=true in `jobTemplate.env`: evict instead of delete (`reaper/act.go`)"},
 	{saWeeder, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
-		"armed weeder: START_WHEN_READY waits for its service (`reaper/gate.go`)"},
+		"START_WHEN_READY: a weeder reaps only while its service is Ready (`reaper/gate.go`)"},
 	{saWeeder, scopeCluster, "events", "", []string{"create"},
 		"Reaped / ReapSkipped Events, created once each (`reaper/act.go`)"},
 
