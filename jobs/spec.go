@@ -202,35 +202,30 @@ func Weeder(w WeederSpec) (Spec, error) {
 	if trigger == "" {
 		trigger = TriggerReady
 	}
-	run := w.WatchDuration
+	// Every weeder follows its service (START_WHEN_READY). An armed one waits up to MAX_WAIT
+	// for the return. One launched on a return finds the service Ready and starts at once;
+	// the gate is there for what follows: if the service goes down again while the weeder
+	// runs, the dependents crash because of that new outage, and the weeder stops reaping
+	// until the service is back (the coordinator also stops the Job, but after the fact).
+	gateWait := UnarmedGateWait
 	var annotations map[string]string
-	if !w.Armed {
-		// Launched on a return, the service is Ready: the gate opens at once. It is there
-		// for what follows: if the service goes down again while the weeder runs, the
-		// dependents crash because of that new outage, and the weeder stops reaping until
-		// the service is back (the coordinator also stops the Job, but only after the fact).
-		env = append(env,
-			corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
-			corev1.EnvVar{Name: "MAX_WAIT", Value: UnarmedGateWait.String()})
-		run += UnarmedGateWait
-	}
 	if w.Armed {
-		maxWait := w.MaxWait
-		if maxWait == 0 {
-			maxWait = DefaultArmedMaxWait
+		gateWait = w.MaxWait
+		if gateWait == 0 {
+			gateWait = DefaultArmedMaxWait
 		}
-		if maxWait < 0 {
-			return Spec{}, fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, maxWait)
+		if gateWait < 0 {
+			return Spec{}, fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, gateWait)
 		}
-		env = append(env,
-			corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
-			corev1.EnvVar{Name: "MAX_WAIT", Value: maxWait.String()})
-		run += maxWait
 		if w.Trigger == "" {
 			trigger = TriggerOutage
 		}
 		annotations = map[string]string{AnnotationArmedAt: w.TriggerTime.UTC().Format(time.RFC3339Nano)}
 	}
+	env = append(env,
+		corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
+		corev1.EnvVar{Name: "MAX_WAIT", Value: gateWait.String()})
+	run := w.WatchDuration + gateWait
 	return Spec{
 		Kind:        KindWeeder,
 		Namespace:   w.Namespace,

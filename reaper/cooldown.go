@@ -72,8 +72,7 @@ func (v verdict) String() string {
 // round is one owner's open round.
 type round struct {
 	opened   time.Time
-	deferred map[types.UID]bool // pods deferred in this round: each is counted once
-	logged   bool               // the deferral line was written for this round
+	deferred map[types.UID]bool // pods deferred in this round: each is counted once, the first is logged
 }
 
 // cooldown is the per-owner limiter. It is a pure decision plus bookkeeping: no I/O, no clock
@@ -121,10 +120,8 @@ func (c *cooldown) deferred(o, pod types.UID) (firstForPod, firstForOwner bool) 
 	if r.deferred == nil {
 		r.deferred = map[types.UID]bool{}
 	}
-	firstForPod = !r.deferred[pod]
+	firstForPod, firstForOwner = !r.deferred[pod], len(r.deferred) == 0
 	r.deferred[pod] = true
-	firstForOwner = !r.logged
-	r.logged = true
 	return firstForPod, firstForOwner
 }
 

@@ -195,25 +195,41 @@ func applyCoordinatorConfig(t *testing.T, name, config string) {
 		"e2e.depwatch.io/config-nudge="+strconv.FormatInt(time.Now().UnixNano(), 10))
 }
 
-// coordinatorMetric reads one sample (name with its labels, as exposed) from the
-// coordinator's /metrics; -1 if it cannot be read.
-func coordinatorMetric(t *testing.T, sample string) float64 {
+// scrapeCoordinator reads every sample of the coordinator's /metrics, keyed by the name with
+// its labels as exposed; nil if it cannot be read.
+func scrapeCoordinator(t *testing.T) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(coordinatorMetricsURL)
 	if err != nil {
 		t.Logf("reading the coordinator's metrics: %v", err)
-		return -1
+		return nil
 	}
 	defer resp.Body.Close()
+	samples := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
 		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			samples[line[:i]] = f
+		}
+	}
+	return samples
+}
+
+// coordinatorMetric reads one sample (name with its labels, as exposed) from the
+// coordinator's /metrics; -1 if it cannot be read.
+func coordinatorMetric(t *testing.T, sample string) float64 {
+	t.Helper()
+	if v, ok := scrapeCoordinator(t)[sample]; ok {
+		return v
 	}
 	return -1
 }

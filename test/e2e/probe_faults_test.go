@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -64,8 +62,8 @@ func TestProbeKilledBetweenLevelsIsFinishedByTheNextProbe(t *testing.T) {
 }
 
 // manualProbeJob creates, in the depwatch namespace, the probe Job the coordinator would for
-// namespace ns, with these dependent resources and no retry (backoffLimit 0), and returns
-// its name.
+// namespace ns, with these dependent resources, marked as run by hand and with no retry
+// (backoffLimit 0), and returns its name.
 func manualProbeJob(t *testing.T, ns, resources string) string {
 	t.Helper()
 	spec, err := jobs.Probe(jobs.ProbeSpec{
@@ -77,24 +75,10 @@ func manualProbeJob(t *testing.T, ns, resources string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := jobs.Build(jobs.Template{
-		Namespace: depwatchNS, Image: depwatchImage, ImagePullPolicy: corev1.PullNever, HostNetwork: true,
-		BackoffLimit: ptr.To(int32(0)),
-		Env: []corev1.EnvVar{
-			{Name: "KUBERNETES_SERVICE_HOST", Value: apiServerHost},
-			{Name: "KUBERNETES_SERVICE_PORT", Value: apiServerPort},
-			{Name: "LOG_FORMAT", Value: "Logrus"},
-		},
-	}, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	job.Name = "probe-by-hand-" + ns
-	job.Annotations["depwatch.io/trigger"] = "manual"
-	if _, err := kube.BatchV1().Jobs(depwatchNS).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the hand-run probe Job: %v", err)
-	}
-	return job.Name
+	spec.Trigger = jobs.TriggerManual
+	tpl := localJobTemplate(t)
+	tpl.BackoffLimit = ptr.To(int32(0))
+	return createDepwatchJob(t, tpl, spec)
 }
 
 // killProcessWith sends SIGKILL to the one process on this machine whose command line or

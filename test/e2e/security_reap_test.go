@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -62,12 +59,6 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 
 	// A weeder reaps only while its service is Ready (START_WHEN_READY), as on a return.
 	createReadyService(t, nsA, "sec-scope")
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests/overlays/local/config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := cfg.JobTemplate
-	tmpl.Namespace = depwatchNS
 	spec, err := jobs.Weeder(jobs.WeederSpec{
 		Namespace: nsA, Service: "sec-scope",
 		Selectors: []metav1.LabelSelector{
@@ -79,19 +70,9 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := jobs.Build(tmpl, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.BatchV1().Jobs(depwatchNS).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the weeder Job: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), job.Name,
-			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-	})
-	if got := waitJobFinished(t, depwatchNS, job.Name, 2*time.Minute); got != batchv1.JobComplete {
-		t.Fatalf("weeder Job %s finished %s, want Complete", job.Name, got)
+	job := createDepwatchJob(t, localJobTemplate(t), spec)
+	if got := waitJobFinished(t, depwatchNS, job, 2*time.Minute); got != batchv1.JobComplete {
+		t.Fatalf("weeder Job %s finished %s, want Complete", job, got)
 	}
 
 	for _, p := range targets {
@@ -109,7 +90,7 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 			}
 		}
 	}
-	logs := jobLogs(t, depwatchNS, job.Name)
+	logs := jobLogs(t, depwatchNS, job)
 	acted := 0
 	for _, l := range parseLogLines(logs) {
 		if l.str("pod") == "" || l.str("action") == "" {

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,30 +36,13 @@ type usage struct {
 
 func coordinatorUsage(t *testing.T) usage {
 	t.Helper()
-	resp, err := http.Get(coordinatorMetricsURL)
-	if err != nil {
-		t.Fatalf("reading the coordinator's metrics: %v", err)
+	samples := scrapeCoordinator(t)
+	if samples == nil {
+		t.Fatal("the coordinator's metrics cannot be read")
 	}
-	defer resp.Body.Close()
-	var u usage
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case name == "process_cpu_seconds_total":
-			u.cpu = v
-		case name == "process_resident_memory_bytes":
-			u.rss = v
-		case strings.HasPrefix(name, "depwatch_coordinator_jobs_launched_total{"):
+	u := usage{cpu: samples["process_cpu_seconds_total"], rss: samples["process_resident_memory_bytes"]}
+	for name, v := range samples {
+		if strings.HasPrefix(name, "depwatch_coordinator_jobs_launched_total{") {
 			u.launched += v
 		}
 	}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -203,12 +201,6 @@ func waitDeploymentCrashLooping(t *testing.T, ns, app string, n int) []corev1.Po
 // jobTemplate, and returns its name.
 func createWeederJob(t *testing.T, ns, service string, watchDuration, cooldown time.Duration, selectors []metav1.LabelSelector) string {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tpl := cfg.JobTemplate
-	tpl.Namespace = depwatchNS
 	spec, err := jobs.Weeder(jobs.WeederSpec{
 		Namespace: ns, Service: service, Selectors: selectors,
 		WatchDuration: watchDuration, ReapCooldown: &cooldown,
@@ -217,19 +209,7 @@ func createWeederJob(t *testing.T, ns, service string, watchDuration, cooldown t
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := jobs.Build(tpl, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := kube.BatchV1().Jobs(depwatchNS).Create(context.Background(), job, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating weeder Job: %v", err)
-	}
-	t.Cleanup(func() {
-		bg := metav1.DeletePropagationBackground
-		_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), created.Name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	})
-	return created.Name
+	return createDepwatchJob(t, localJobTemplate(t), spec)
 }
 
 // reapedEventCount counts the Reaped Events depwatch recorded in the namespace.

@@ -18,7 +18,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -217,4 +220,36 @@ next:
 func reasonsOf(l logLine) string {
 	b, _ := json.Marshal(l["reasons"])
 	return strings.ToLower(string(b))
+}
+
+// localJobTemplate is the local overlay's jobTemplate, in the depwatch namespace: what the
+// coordinator builds its Jobs with on this cluster.
+func localJobTemplate(t *testing.T) jobs.Template {
+	t.Helper()
+	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := cfg.JobTemplate
+	tpl.Namespace = depwatchNS
+	return tpl
+}
+
+// createDepwatchJob builds the Job for spec as the coordinator would (jobs.Build) and creates
+// it; it is deleted when the test ends. It returns the Job's name.
+func createDepwatchJob(t *testing.T, tpl jobs.Template, spec jobs.Spec) string {
+	t.Helper()
+	job, err := jobs.Build(tpl, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := kube.BatchV1().Jobs(depwatchNS).Create(context.Background(), job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating %s Job: %v", spec.Kind, err)
+	}
+	t.Cleanup(func() {
+		_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), created.Name,
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	})
+	return created.Name
 }
