@@ -1,14 +1,17 @@
 // Package coordinator is depwatch's always-on part: it watches the EndpointSlices (or
 // legacy Endpoints) of the configured services and launches weeder Jobs: armed when a
 // service goes down (Ready → notReady), so the Job reaps the moment it is back; unarmed when
-// it comes back without an armed one (notReady → Ready); plus a catch-up on start and on
-// winning leadership.
+// it comes back without an armed one (notReady → Ready); and a catch-up weeder when a service
+// is first seen Ready (on start, on winning leadership, for a new service) while one of its
+// dependents is crash-looping.
 //
-// Flow: informer event → handler (key <namespace>/<service>, note when seen) → workqueue →
-// reconcile (read the cache, Decide(prev, now) gives the edge) → the service's active weeder
-// Jobs → PlanWeeder(edge, arm, active) → one action (launch, arm, keep or stop a weeder Job
-// through package jobs, record an Event, count it). The coordinator holds no right to delete
-// pods.
+// Flow: informer event → handler (folds the event into the service's own view; an edge is
+// recorded with its time, when it happens) → workqueue → reconcile (the last recorded edge,
+// however late: an outage that began and ended while the key waited gets the weeder its
+// return calls for) → the service's active weeder Jobs → PlanWeeder → one action (launch,
+// arm, keep or stop a weeder Job through package jobs, record an Event, count it). A gone
+// service without a weeder and a catch-up check read only the informer caches. The
+// coordinator holds no right to delete pods.
 package coordinator
 
 import (
@@ -89,6 +92,8 @@ type Coordinator struct {
 	reload  reloadState
 
 	src   source                    // nil when no service is configured (prober only)
+	deps  *dependents               // the configured dependents' pods (with src)
+	wjobs *weederJobs               // weeder Jobs (with src)
 	pr    *prober                   // nil without a prober section
 	nsInf cache.SharedIndexInformer // nil unless namespaces.selector is set
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -99,22 +104,45 @@ type Coordinator struct {
 	synced atomic.Bool
 }
 
-// serviceState is what the coordinator remembers of one <namespace>/<service>.
+// serviceState is what the coordinator knows of one configured <namespace>/<service>. The
+// event handler folds every event into view and seen and records each edge in pending, when
+// it happens; reconcile acts on pending however late the queue reaches the key, so an outage
+// that begins and ends while the key waits still gets its weeder.
 type serviceState struct {
-	known, ready bool
-	// observedAt is when the first not-yet-reconciled event for the service arrived.
-	observedAt time.Time
-	// catchUp: found Ready with crash-looping dependents; launch on the next reconcile.
-	catchUp bool
-	// pending is the action owed for the last edge (kept across retries until it is done or
-	// the service changes again).
+	view view
+	// seen is the readiness after the last event the handler folded.
+	seen Observation
+	// relevant: configured and in a watched namespace when last looked at.
+	relevant bool
+	// counted: the service is in the services_ready gauge.
+	counted bool
+	// pending is the edge owed an action: the last one the handler recorded. A newer edge
+	// replaces it, because the older one is over (its outage ended, or its return was
+	// followed by a new outage): the action for the newer one is what can still help.
 	pending *pendingLaunch
+	// launched is the last weeder Job this coordinator created for the service, until the
+	// Job cache has caught up with it.
+	launched   string
+	launchedAt time.Time
 }
 
+// pendingLaunch is an edge owed an action.
 type pendingLaunch struct {
+	edge Edge
+	// reason is the Job trigger: ready, outage or catch-up ("gone" for EdgeGone).
 	reason string
-	at     time.Time
+	// at is when the handler saw the edge: the weeder's latency counts from it.
+	at time.Time
+	// check: a catch-up (a Ready service first seen, or found Ready on taking the lead): act
+	// only if a dependent is crash-looping, and keep any weeder already active.
+	check bool
+	// counted: in triggers_total (a retry does not count it again).
+	counted bool
 }
+
+// launchedGrace is how long a Job this coordinator created is assumed active while the Job
+// cache has not caught up with it yet.
+const launchedGrace = 2 * time.Minute
 
 // New builds a coordinator and its informers (not started).
 func New(d Deps) (*Coordinator, error) {
@@ -171,30 +199,108 @@ func New(d Deps) (*Coordinator, error) {
 		}
 		c.src = src
 	}
+	deps, err := newDependents(d.Client, d.Config)
+	if err != nil {
+		return nil, err
+	}
+	c.deps = deps
+	c.wjobs = newWeederJobs(d.Client, d.Template.Namespace)
 	if _, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onEvent,
-		UpdateFunc: func(_, obj any) { c.onEvent(obj) },
-		DeleteFunc: c.onEvent,
+		AddFunc:    func(obj any) { c.onEvent(obj, false) },
+		UpdateFunc: func(_, obj any) { c.onEvent(obj, false) },
+		DeleteFunc: func(obj any) { c.onEvent(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// onEvent is the informer handler: note when the event was seen and queue the service.
-func (c *Coordinator) onEvent(obj any) {
+// onEvent is the informer handler: fold the event into the service's view and, when it makes
+// an edge, record it with its time and queue the service. It makes no API call.
+func (c *Coordinator) onEvent(obj any, deleted bool) {
 	key, ok := c.src.KeyOf(obj)
-	if !ok || !c.relevant(c.live(), key) {
+	if !ok {
 		return
 	}
+	if _, svc := splitKey(key); !isConfigured(c.base, svc) {
+		return // legacy Endpoints of every service in the cluster reach the handler
+	}
+	l := c.live()
 	now := c.now()
 	c.mu.Lock()
 	st := c.state(key)
-	if st.observedAt.IsZero() {
-		st.observedAt = now
+	prev := st.seen
+	obs := c.src.Fold(&st.view, obj, deleted)
+	st.seen = obs
+	relevant := c.relevant(l, key)
+	st.relevant = relevant
+	c.count(st)
+	var p *pendingLaunch
+	switch edge := Decide(prev, obs); {
+	case !relevant:
+	case edge == EdgeReady:
+		p = &pendingLaunch{edge: EdgeReady, reason: jobs.TriggerReady, at: now}
+	case edge == EdgeOutage:
+		p = &pendingLaunch{edge: EdgeOutage, reason: jobs.TriggerOutage, at: now}
+	case edge == EdgeGone:
+		p = &pendingLaunch{edge: EdgeGone, reason: "gone", at: now}
+	case !prev.Known && obs.Ready:
+		// A first sighting says nothing of what happened before it: if a dependent is
+		// crash-looping, an outage the coordinator never saw may have just ended.
+		p = &pendingLaunch{edge: EdgeReady, reason: jobs.TriggerCatchUp, at: now, check: true}
+	}
+	if p != nil {
+		if old := st.pending; old != nil && !old.check && old.edge != p.edge {
+			// The queue had not reached the older edge when this one came: it is over, and
+			// the action for this one is what can still help.
+			c.metrics.EdgesOvertaken.WithLabelValues(old.edge.String()).Inc()
+		}
+		st.pending = p
+	}
+	if !obs.Known && st.pending == nil {
+		delete(c.states, key)
 	}
 	c.mu.Unlock()
-	c.queue.Add(key)
+	if p != nil {
+		c.queue.Add(key)
+	}
+}
+
+// count keeps the services_ready gauge; c.mu must be held.
+func (c *Coordinator) count(st *serviceState) {
+	if counted := st.relevant && st.seen.Ready; counted != st.counted {
+		st.counted = counted
+		if counted {
+			c.metrics.ServicesReady.Inc()
+		} else {
+			c.metrics.ServicesReady.Dec()
+		}
+	}
+}
+
+// relook applies a reloaded config to every known service: one it no longer covers is
+// forgotten (its owed action dropped), one it now covers counts as first seen.
+func (c *Coordinator) relook() {
+	l := c.live()
+	now := c.now()
+	var keys []string
+	c.mu.Lock()
+	for key, st := range c.states {
+		rel := c.relevant(l, key)
+		switch {
+		case !rel:
+			st.pending = nil
+		case !st.relevant && st.seen.Ready:
+			st.pending = &pendingLaunch{edge: EdgeReady, reason: jobs.TriggerCatchUp, at: now, check: true}
+			keys = append(keys, key)
+		}
+		st.relevant = rel
+		c.count(st)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
 }
 
 // state returns (creating) the state of key; c.mu must be held.
@@ -231,93 +337,98 @@ func (c *Coordinator) watched(l *live, ns string) bool {
 	return ok && l.nsSel.Matches(labels.Set(n.Labels))
 }
 
-// reconcile brings one service's state up to date and performs the action it calls for.
+// reconcile acts on the edge the handler recorded last for one service, once.
 func (c *Coordinator) reconcile(ctx context.Context, key string) error {
-	l := c.live()
-	var obs Observation
-	if c.relevant(l, key) {
-		var err error
-		if obs, err = c.src.Observe(key); err != nil {
-			return err
-		}
-	}
-
 	c.mu.Lock()
-	st := c.state(key)
-	prev := Observation{Known: st.known, Ready: st.ready}
-	edge := Decide(prev, obs)
-	if !obs.Known {
-		// Deleted (or no longer watched): forget it; never launch on a delete. A weeder of a
-		// service whose namespace is being deleted is stopped (best effort, no retry).
-		if st.ready {
-			c.metrics.ServicesReady.Dec()
-		}
-		delete(c.states, key)
-		c.mu.Unlock()
-		// A service a reload removed from the config is only forgotten: its selectors are gone.
-		if ns, svc := splitKey(key); edge == EdgeGone && l.configured(svc) {
-			log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-			if err := c.actOnEdge(ctx, l, key, &pendingLaunch{reason: "gone", at: c.now()}, EdgeGone, log); err != nil {
-				log.WithError(err).Warn("The service's endpoints are gone; could not check for a weeder Job to stop.")
-			}
-		}
-		return nil
+	st := c.states[key]
+	var p *pendingLaunch
+	var seen Observation
+	if st != nil {
+		p, seen = st.pending, st.seen
 	}
-	if obs.Ready != st.ready {
-		if obs.Ready {
-			c.metrics.ServicesReady.Inc()
-		} else {
-			c.metrics.ServicesReady.Dec()
-		}
-	}
-	st.known, st.ready = true, obs.Ready
-	seenAt := st.observedAt
-	if seenAt.IsZero() {
-		seenAt = c.now()
-	}
-	st.observedAt = time.Time{}
-	switch edge {
-	case EdgeReady:
-		st.pending = &pendingLaunch{reason: jobs.TriggerReady, at: seenAt}
-		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerReady).Inc()
-	case EdgeOutage:
-		st.pending = &pendingLaunch{reason: jobs.TriggerOutage, at: seenAt}
-		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerOutage).Inc()
-	}
-	if st.catchUp {
-		st.catchUp = false
-		if obs.Ready && st.pending == nil {
-			st.pending = &pendingLaunch{reason: jobs.TriggerCatchUp, at: seenAt}
-			c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), jobs.TriggerCatchUp).Inc()
-		}
-	}
-	if st.pending != nil && (st.pending.reason == jobs.TriggerOutage) == obs.Ready {
-		// The service changed again before the owed action was done (a retry): the edge it
-		// was for is over; the new edge, if any, set its own above.
-		st.pending = nil
-	}
-	p := st.pending
 	c.mu.Unlock()
-
-	ns, svc := splitKey(key)
-	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-	log.WithFields(logrus.Fields{"ready": obs.Ready, "wasKnown": prev.Known, "wasReady": prev.Ready, "edge": edge.String()}).Debug("Service readiness reconciled.")
 	if p == nil {
 		return nil
 	}
-	edgeOf := EdgeReady
-	if p.reason == jobs.TriggerOutage {
-		edgeOf = EdgeOutage
-	}
-	if err := c.actOnEdge(ctx, l, key, p, edgeOf, log); err != nil {
+	if err := c.act(ctx, c.live(), key, st, p, seen); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	if st, ok := c.states[key]; ok && st.pending == p {
+	if st.pending == p {
 		st.pending = nil
+		if !st.seen.Known && c.states[key] == st {
+			delete(c.states, key)
+		}
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// act performs the action one pending edge calls for.
+func (c *Coordinator) act(ctx context.Context, l *live, key string, st *serviceState, p *pendingLaunch, seen Observation) error {
+	if !c.relevant(l, key) {
+		return nil // a reload took the service or its namespace out since the edge
+	}
+	ns, svc := splitKey(key)
+	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
+	switch {
+	case p.edge == EdgeGone:
+		if !c.mayHaveWeeder(key, st) {
+			log.Debug("The service's endpoints are gone and it has no weeder Job: nothing to do.")
+			return nil
+		}
+		return c.actOnEdge(ctx, l, key, p, EdgeGone, log)
+	case p.check:
+		if !seen.Ready {
+			return nil // down again: its outage edge is pending, or nothing is to do
+		}
+		sels, err := jobs.SelectorStrings(l.cfg.Selectors(svc))
+		if err != nil {
+			return err // validated at load; cannot happen
+		}
+		pod, err := c.deps.crashLooping(ctx, c.client, ns, sels)
+		if err != nil {
+			return err
+		}
+		if pod == "" {
+			log.Debug("Service is Ready and none of its dependents is crash-looping: no catch-up weeder.")
+			return nil
+		}
+		c.countTrigger(p)
+		log.WithField("pod", pod).Info("Catch-up: the service is Ready and a dependent is in CrashLoopBackOff; making sure a weeder restarts it.")
+		return c.actOnEdge(ctx, l, key, p, EdgeReady, log)
+	default:
+		c.countTrigger(p)
+		return c.actOnEdge(ctx, l, key, p, p.edge, log)
+	}
+}
+
+func (c *Coordinator) countTrigger(p *pendingLaunch) {
+	if !p.counted {
+		p.counted = true
+		c.metrics.Triggers.WithLabelValues(string(jobs.KindWeeder), p.reason).Inc()
+	}
+}
+
+// mayHaveWeeder: the Job cache holds an active weeder Job of the service, or this
+// coordinator launched one the cache has not caught up with yet.
+func (c *Coordinator) mayHaveWeeder(key string, st *serviceState) bool {
+	if len(c.wjobs.active(key)) > 0 {
+		return true
+	}
+	c.mu.Lock()
+	name, at := st.launched, st.launchedAt
+	c.mu.Unlock()
+	return name != "" && c.now().Sub(at) < launchedGrace && !c.wjobs.has(c.live().tpl.Namespace, name)
+}
+
+// noteLaunch remembers the weeder Job just created for key (see mayHaveWeeder).
+func (c *Coordinator) noteLaunch(key, name string) {
+	c.mu.Lock()
+	if st, ok := c.states[key]; ok {
+		st.launched, st.launchedAt = name, c.now()
+	}
+	c.mu.Unlock()
 }
 
 // weederSpec builds the service's weeder Job spec for a trigger from config l; armed adds the gate.
@@ -364,7 +475,7 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pen
 		}
 		current = UnarmedWeeder
 	}
-	in := WeederInput{Edge: edge, Arm: l.cfg.Arm(svc), Active: current}
+	in := WeederInput{Edge: edge, Arm: l.cfg.Arm(svc), Active: current, CatchUp: p.check}
 	going := ""
 	if edge == EdgeOutage || edge == EdgeGone {
 		if going, err = c.goingAway(ctx, ns, svc, edge == EdgeOutage); err != nil {
@@ -380,6 +491,12 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pen
 	switch action {
 	case ActionKeepWeeder:
 		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
+		c.observeEdge(p)
+		if armedJob == "" {
+			log.WithFields(logrus.Fields{"job": l.launcher.Template.Namespace + "/" + active[0].Name, "trigger": p.reason, "result": string(jobs.ResultKept)}).
+				Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
+			return nil
+		}
 		what := "it reaps the moment the service is Ready, then for watchDuration"
 		if edge == EdgeOutage {
 			what = "it pauses while the service is down and reaps again when it is Ready, until its watchDuration ends"
@@ -388,7 +505,7 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pen
 			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
 		return nil
 	case ActionStopWeeder:
-		return c.stopWeeder(ctx, l, key, active, going, log)
+		return c.stopWeeder(ctx, l, key, p, active, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
 		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, active, log)
 	default:
@@ -442,8 +559,10 @@ func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *
 		log.WithError(err).WithField("trigger", p.reason).Error("Could not launch the weeder Job; will retry.")
 		return err
 	}
+	c.noteLaunch(key, out.Job.Name)
 	latency := c.now().Sub(p.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
+	c.observeEdge(p)
 	fields := logrus.Fields{
 		"job":       out.Job.Namespace + "/" + out.Job.Name,
 		"trigger":   p.reason,
@@ -468,7 +587,7 @@ func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *
 
 // stopWeeder deletes the service's running weeder Job, if any: the service went down again
 // and arming is off, or (going says why) it is going away.
-func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, active []batchv1.Job, going string, log logrus.FieldLogger) error {
+func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, p *pendingLaunch, active []batchv1.Job, going string, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
 	stopped, err := l.launcher.Delete(ctx, active)
 	if err != nil {
@@ -480,6 +599,7 @@ func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, activ
 		return nil
 	}
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), "stopped").Add(float64(len(stopped)))
+	c.observeEdge(p)
 	if going != "" {
 		log.WithField("jobs", stopped).Infof("The service is going away (%s): stopped its weeder Job.", going)
 		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
@@ -490,6 +610,11 @@ func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, activ
 	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
 		fmt.Sprintf("Stopped weeder Job(s) %v: the service has no ready endpoint; a new weeder starts when it is Ready again", stopped))
 	return nil
+}
+
+// observeEdge records how long after its edge the weeder's action was done.
+func (c *Coordinator) observeEdge(p *pendingLaunch) {
+	c.metrics.EdgeToAction.WithLabelValues(p.reason).Observe(c.now().Sub(p.at).Seconds())
 }
 
 func replacedNote(r []string) string {
@@ -560,102 +685,49 @@ func (c *Coordinator) lead(ctx context.Context) {
 			}
 		}()
 	}
-	if n, err := c.CatchUp(ctx); err != nil && ctx.Err() == nil {
-		c.log.WithError(err).Error("Catch-up incomplete.")
-	} else if err == nil {
-		c.log.WithField("services", n).Info("Catch-up done: Ready services with crash-looping dependents were queued.")
-	}
+	n := c.CatchUp()
+	c.log.WithField("services", n).Info("Catch-up: every Ready service is checked for crash-looping dependents, and outages under way are armed.")
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
 }
 
-// CatchUp queues a weeder launch for every configured service that is Ready while at least
-// one of its dependents (pods matching its selectors in its namespace) is in CrashLoopBackOff.
-// Pods are listed once per distinct selector across the cluster (paginated), not per namespace.
-func (c *Coordinator) CatchUp(ctx context.Context) (int, error) {
+// CatchUp queues every Ready service for the catch-up check (a weeder if one of its
+// dependents is crash-looping and none is active) and keeps the outage edges of services
+// still down; other edges seen before now were another leader's to act on. It runs when this
+// replica takes the lead, before its workers start, and returns how many services it queued.
+func (c *Coordinator) CatchUp() int {
 	if c.src == nil {
-		return 0, nil
+		return 0
 	}
-	l := c.live()
-	readyNS := map[string][]string{} // service → namespaces where it is Ready
-	for _, key := range c.src.Keys() {
-		if !c.relevant(l, key) {
-			continue
+	now := c.now()
+	var keys []string
+	c.mu.Lock()
+	for key, st := range c.states {
+		switch {
+		case st.seen.Ready:
+			st.pending = &pendingLaunch{edge: EdgeReady, reason: jobs.TriggerCatchUp, at: now, check: true}
+		case st.seen.Known && st.pending != nil && st.pending.edge == EdgeOutage:
+		default:
+			st.pending = nil
 		}
-		obs, err := c.src.Observe(key)
-		if err != nil {
-			return 0, err
-		}
-		if obs.Ready {
-			ns, svc := splitKey(key)
-			readyNS[svc] = append(readyNS[svc], ns)
-		}
-	}
-	crashing := map[string]map[string]bool{} // selector → namespaces with a crash-looping pod
-	queued := 0
-	for _, svc := range l.cfg.Services() {
-		if len(readyNS[svc]) == 0 {
-			continue
-		}
-		sels, err := jobs.SelectorStrings(l.cfg.Selectors(svc))
-		if err != nil {
-			return queued, err
-		}
-		hit := map[string]bool{}
-		for _, sel := range sels {
-			nss, ok := crashing[sel]
-			if !ok {
-				if nss, err = c.crashLoopingNamespaces(ctx, sel); err != nil {
-					return queued, err
-				}
-				crashing[sel] = nss
-			}
-			for ns := range nss {
-				hit[ns] = true
-			}
-		}
-		for _, ns := range readyNS[svc] {
-			if !hit[ns] {
-				continue
-			}
-			key := ns + "/" + svc
-			c.mu.Lock()
-			c.state(key).catchUp = true
-			c.mu.Unlock()
-			c.queue.Add(key)
-			queued++
-			c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc}).Info("Catch-up: service is Ready and a dependent is in CrashLoopBackOff.")
+		if st.pending != nil {
+			keys = append(keys, key)
 		}
 	}
-	return queued, nil
-}
-
-func (c *Coordinator) crashLoopingNamespaces(ctx context.Context, selector string) (map[string]bool, error) {
-	out := map[string]bool{}
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: 500}
-	for {
-		list, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing pods %q for catch-up: %w", selector, err)
-		}
-		for i := range list.Items {
-			if CrashLooping(&list.Items[i]) {
-				out[list.Items[i].Namespace] = true
-			}
-		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k)
 	}
+	return len(keys)
 }
 
 // informers the coordinator runs.
 func (c *Coordinator) informers() []cache.SharedIndexInformer {
 	var infs []cache.SharedIndexInformer
 	if c.src != nil {
-		infs = append(infs, c.src.Informer())
+		infs = append(infs, c.src.Informer(), c.wjobs.inf)
+		infs = append(infs, c.deps.informers()...)
 	}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)

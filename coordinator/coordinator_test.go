@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -228,7 +230,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 	if err := h.c.src.Informer().GetIndexer().Update(s); err != nil {
 		h.t.Fatal(err)
 	}
-	h.c.onEvent(s)
+	h.c.onEvent(s, false)
 	h.drain()
 }
 
@@ -237,14 +239,57 @@ func (h *harness) remove(s *discoveryv1.EndpointSlice) {
 	if err := h.c.src.Informer().GetIndexer().Delete(s); err != nil {
 		h.t.Fatal(err)
 	}
-	h.c.onEvent(s)
+	h.c.onEvent(s, true)
 	h.drain()
+}
+
+// syncCaches fills the Job and pod informers' caches from the fake API's store, as running
+// informers would have by the time a reconcile reads them (read from the tracker, so the
+// client's recorded actions stay the coordinator's own).
+func (h *harness) syncCaches() {
+	h.t.Helper()
+	jobsGVR := schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+	obj, err := h.client.Tracker().List(jobsGVR, schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var js []any
+	for i := range obj.(*batchv1.JobList).Items {
+		js = append(js, &obj.(*batchv1.JobList).Items[i])
+	}
+	if err := h.c.wjobs.inf.GetIndexer().Replace(js, ""); err != nil {
+		h.t.Fatal(err)
+	}
+	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pods := obj.(*corev1.PodList).Items
+	for sel, inf := range h.c.deps.infs {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var ps []any
+		for i := range pods {
+			if s.Matches(labels.Set(pods[i].Labels)) {
+				p, _ := slimPod(&pods[i])
+				ps = append(ps, p)
+			}
+		}
+		if err := inf.GetIndexer().Replace(ps, ""); err != nil {
+			h.t.Fatal(err)
+		}
+	}
 }
 
 // drain reconciles everything queued, synchronously.
 func (h *harness) drain() {
 	h.t.Helper()
 	for h.c.queue.Len() > 0 {
+		if h.c.src != nil {
+			h.syncCaches()
+		}
 		key, _ := h.c.queue.Get()
 		if err := h.c.reconcile(context.Background(), key); err != nil {
 			h.t.Errorf("reconcile %s: %v", key, err)
@@ -452,7 +497,7 @@ func TestNamespaceLabelSelector(t *testing.T) {
 	}
 }
 
-func TestCatchUpLaunchesForReadyServicesWithCrashLoopingDependents(t *testing.T) {
+func TestFirstSightingOfAReadyServiceWithCrashLoopingDependentsCatchesUp(t *testing.T) {
 	apiserver := map[string]string{"app": "kubernetes", "role": "apiserver"}
 	mcm := map[string]string{"app": "machine-controller-manager"}
 	h := newHarness(t, testConfig,
@@ -462,16 +507,8 @@ func TestCatchUpLaunchesForReadyServicesWithCrashLoopingDependents(t *testing.T)
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "d", Name: "kube-apiserver-1", Labels: apiserver}}, // d: healthy
 	)
 	for _, s := range []*discoveryv1.EndpointSlice{up("a", "etcd-main-client"), down("b", "etcd-main-client"), up("c", "kube-apiserver"), up("c", "etcd-main-client"), up("d", "etcd-main-client")} {
-		h.set(s) // first sightings: no Jobs
+		h.set(s) // first sightings, as on start
 	}
-	if n := len(h.weederJobs()); n != 0 {
-		t.Fatalf("%d Jobs from first sightings", n)
-	}
-	n, err := h.c.CatchUp(context.Background())
-	if err != nil || n != 2 {
-		t.Fatalf("CatchUp = %d, %v; want 2", n, err)
-	}
-	h.drain()
 	got := map[string]bool{}
 	for _, j := range h.weederJobs() {
 		got[j.Annotations[jobs.AnnotationTarget]] = true
@@ -485,10 +522,18 @@ func TestCatchUpLaunchesForReadyServicesWithCrashLoopingDependents(t *testing.T)
 	if v := value(h.c.metrics.Triggers.WithLabelValues("weeder", "catch-up")); v != 2 {
 		t.Errorf("catch-up triggers = %v", v)
 	}
-	// Catch-up is one-shot: later Ready → Ready events launch nothing more.
+	// Later Ready → Ready events launch nothing more, and taking the lead again keeps the
+	// weeders that are already active instead of replacing them.
 	h.set(up("a", "etcd-main-client"))
-	if n := len(h.weederJobs()); n != 2 {
-		t.Errorf("%d Jobs after a Ready → Ready update", n)
+	if n := h.c.CatchUp(); n != 4 {
+		t.Errorf("CatchUp queued %d services, want the 4 Ready ones", n)
+	}
+	h.drain()
+	if js := h.weederJobs(); len(js) != 2 {
+		t.Errorf("%d Jobs after a Ready → Ready update and a catch-up, want the 2 first", len(js))
+	}
+	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "replaced")); got != 0 {
+		t.Errorf("replaced = %v, want 0", got)
 	}
 }
 
@@ -499,6 +544,7 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
+	h.c.onEvent(up("n", "etcd-main-client"), false)
 	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err == nil {
 		t.Fatal("launch without an image succeeded")
 	}
@@ -742,11 +788,12 @@ servicesAndDependantSelectors:
 // dependent while its armed weeder is active: that Job handles it.
 func TestCatchUpKeepsAnArmedWeeder(t *testing.T) {
 	h := newHarness(t, testConfig, crashPod("a", "kube-apiserver-1", map[string]string{"app": "kubernetes", "role": "apiserver"}, false))
+	h.set(down("a", "etcd-main-client"))
 	h.set(up("a", "etcd-main-client"))
 	h.set(down("a", "etcd-main-client"))
 	h.set(up("a", "etcd-main-client"))
-	if n, err := h.c.CatchUp(context.Background()); err != nil || n != 1 {
-		t.Fatalf("CatchUp = %d, %v", n, err)
+	if n := h.c.CatchUp(); n != 1 {
+		t.Fatalf("CatchUp = %d", n)
 	}
 	h.drain()
 	if js := h.weederJobs(); len(js) != 1 || !jobs.Armed(&js[0]) {
@@ -785,7 +832,7 @@ func TestNoArmedWeederForAServiceGoingAway(t *testing.T) {
 	if err := h.c.src.Informer().GetIndexer().Update(down("c", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
-	h.c.onEvent(down("c", "etcd-main-client"))
+	h.c.onEvent(down("c", "etcd-main-client"), false)
 	h.drain()
 	if js := h.weederJobs(); len(js) != 0 {
 		t.Errorf("jobs = %v after the outage of a deleted Service", names(js))

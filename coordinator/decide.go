@@ -119,6 +119,9 @@ type WeederInput struct {
 	Arm bool
 	// Active is what runs for the service now.
 	Active ActiveWeeder
+	// CatchUp: the edge is a catch-up (the service found Ready with a crash-looping
+	// dependent): any active weeder, armed or not, already covers it.
+	CatchUp bool
 	// Going (looked up on EdgeOutage and EdgeGone only): the service's namespace is being
 	// deleted or is gone, or, on an outage, the Service itself is: it is not coming back.
 	Going bool
@@ -130,6 +133,7 @@ type WeederInput struct {
 //     keeps reaping for watchDuration from then, pausing while the service is down again. A
 //     flapping service therefore keeps one Job, and a second return costs no Job start-up.
 //     This holds with arm off too (the switch was turned off while it waited).
+//   - A catch-up keeps any active weeder: it is there for what catch-up found.
 //   - Ready, no armed weeder (it expired after MAX_WAIT, the coordinator was down when the
 //     outage began, or arming is off): launch an unarmed weeder (issue #4).
 //   - Outage with arm on: launch an armed weeder (replacing an unarmed one).
@@ -147,7 +151,7 @@ func PlanWeeder(in WeederInput) Action {
 			return ActionStopWeeder
 		}
 		return ActionNone
-	case in.Active == ArmedWeeder:
+	case in.Active == ArmedWeeder, in.CatchUp && in.Active != NoWeeder:
 		return ActionKeepWeeder
 	case in.Edge == EdgeReady:
 		return ActionLaunchWeeder

@@ -14,6 +14,8 @@ import (
 //	depwatch_coordinator_triggers_total{kind,reason}           triggers seen (reason: ready, outage, catch-up)
 //	depwatch_coordinator_jobs_launched_total{kind,result}      launches (result: created, replaced, kept, stopped, error)
 //	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
+//	depwatch_coordinator_weeder_edge_to_action_seconds{trigger}  a service's edge seen → its weeder action done (created, kept or stopped)
+//	depwatch_coordinator_weeder_edges_overtaken_total{edge}  edges (outage, ready, gone) over before the queue reached them: acted on by the next one
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
@@ -26,12 +28,15 @@ import (
 //	depwatch_coordinator_config_restart_required               1 while the file holds a valid change that applies only on restart
 //	depwatch_build_info{version,revision,goversion}            always 1
 type Metrics struct {
-	Registry      *prometheus.Registry
-	Triggers      *prometheus.CounterVec
-	JobsLaunched  *prometheus.CounterVec
-	TriggerToJob  *prometheus.HistogramVec
-	Leader        prometheus.Gauge
-	ServicesReady prometheus.Gauge
+	Registry     *prometheus.Registry
+	Triggers     *prometheus.CounterVec
+	JobsLaunched *prometheus.CounterVec
+	TriggerToJob *prometheus.HistogramVec
+	// EdgeToAction and EdgesOvertaken show a slow coordinator before it costs a recovery.
+	EdgeToAction   *prometheus.HistogramVec
+	EdgesOvertaken *prometheus.CounterVec
+	Leader         prometheus.Gauge
+	ServicesReady  prometheus.Gauge
 
 	ProbeDecisions   *prometheus.CounterVec
 	ProbeScaleOps    *prometheus.CounterVec
@@ -68,6 +73,15 @@ func NewMetrics(version string) *Metrics {
 			Help:    "Time from the coordinator seeing a trigger to the Job's creation being acknowledged by the API server.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind"}),
+		EdgeToAction: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_edge_to_action_seconds",
+			Help:    "Time from the coordinator seeing a service's edge (outage, ready, catch-up) to its weeder action being done: a Job created, an active one kept, or stopped. A slow queue shows here first.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
+		}, []string{"trigger"}),
+		EdgesOvertaken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_edges_overtaken_total",
+			Help: "Edges of a service (outage, ready, gone) that were over before the coordinator's queue reached them; the later edge was acted on instead (an outage that ended while queued gets a weeder for its return).",
+		}, []string{"edge"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "leader",
 			Help: "1 while this replica is the active (leading) coordinator.",
@@ -114,7 +128,7 @@ func NewMetrics(version string) *Metrics {
 		Help: "Build information of the running depwatch; always 1.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
-	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.Leader, m.ServicesReady, build,
+	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.Leader, m.ServicesReady, build,
 		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
 		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

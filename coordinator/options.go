@@ -34,8 +34,10 @@ type Options struct {
 
 // Defaults of the seed (dependency-watchdog).
 const (
-	DefaultQPS           = 5
-	DefaultBurst         = 10
+	// DefaultQPS and DefaultBurst fit a seed's storm (hundreds of services going down at
+	// once, each an API call or three): what Gardener gives dependency-watchdog's prober.
+	DefaultQPS           = 20
+	DefaultBurst         = 100
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
@@ -60,8 +62,8 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 5)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 10)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 20)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
 	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")

@@ -29,7 +29,7 @@ func TestFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 5, KubeAPIBurst: 10, ConcurrentReconciles: 1,
+	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 20, KubeAPIBurst: 100, ConcurrentReconciles: 1,
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	if o != want {
@@ -62,7 +62,7 @@ func TestFlagsFromEnvironmentAndFlagWins(t *testing.T) {
 
 func TestFlagsZeroQPSAndBurstMeanDefaults(t *testing.T) {
 	o, err := ParseFlags([]string{"--config-file=c", "--kube-api-qps=0", "--kube-api-burst=0"}, envOf(nil), io.Discard)
-	if err != nil || o.KubeAPIQPS != 5 || o.KubeAPIBurst != 10 {
+	if err != nil || o.KubeAPIQPS != 20 || o.KubeAPIBurst != 100 {
 		t.Errorf("%+v %v", o, err)
 	}
 }
@@ -124,7 +124,7 @@ func TestHelpListsEveryFlagWithDefaultAndVariable(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, want := range []string{
-		"--config-file", "DEPWATCH_CONFIG_FILE", "--kube-api-qps", "default 5,", "--kube-api-burst", "default 10,",
+		"--config-file", "DEPWATCH_CONFIG_FILE", "--kube-api-qps", "default 20,", "--kube-api-burst", "default 100,",
 		"--concurrent-reconciles", "--metrics-bind-addr", "default :9643", "--health-bind-addr", "default :9644",
 		"--enable-leader-election", "--leader-election-namespace", "--leader-elect-lease-duration", "default 15s",
 		"--leader-elect-renew-deadline", "default 10s", "--leader-elect-retry-period", "default 2s", "--use-endpoints",

@@ -60,8 +60,10 @@ func newLive(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *live 
 }
 
 // configured: the service has an entry in the config.
-func (l *live) configured(svc string) bool {
-	_, ok := l.cfg.ServicesAndDependantSelectors[svc]
+func (l *live) configured(svc string) bool { return isConfigured(l.cfg, svc) }
+
+func isConfigured(cfg *Config, svc string) bool {
+	_, ok := cfg.ServicesAndDependantSelectors[svc]
 	return ok
 }
 
@@ -259,9 +261,7 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 	}) {
 		// Which services count may have changed: look at each again (a newly watched one
 		// counts as first seen, an unwatched one is forgotten).
-		for _, k := range c.src.Keys() {
-			c.queue.Add(k)
-		}
+		c.relook()
 	}
 }
 

@@ -26,6 +26,24 @@ type source interface {
 	Observe(key string) (Observation, error)
 	// Keys lists the services present in the cache.
 	Keys() []string
+	// Fold applies one event's object (added or updated; deleted: removed) to the event
+	// handler's own view of its service and returns the service's readiness after it.
+	Fold(v *view, obj any, deleted bool) Observation
+}
+
+// view is the event handler's own picture of one service's endpoints objects, built from the
+// events in the order they arrive. The informer's cache may already be ahead of the event
+// being handled; reading it instead could skip a short outage between two events.
+type view struct {
+	slices map[string]*discoveryv1.EndpointSlice // by slice name (EndpointSlices)
+	ep     *corev1.Endpoints                     // legacy Endpoints
+}
+
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
 }
 
 const serviceIndex = "depwatch-service"
@@ -86,6 +104,24 @@ func (s *sliceSource) Observe(key string) (Observation, error) {
 	return SlicesObservation(slices), nil
 }
 
+func (s *sliceSource) Fold(v *view, obj any, deleted bool) Observation {
+	if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
+		if v.slices == nil {
+			v.slices = map[string]*discoveryv1.EndpointSlice{}
+		}
+		if deleted {
+			delete(v.slices, sl.Name)
+		} else {
+			v.slices[sl.Name] = sl
+		}
+	}
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(v.slices))
+	for _, sl := range v.slices {
+		slices = append(slices, sl)
+	}
+	return SlicesObservation(slices)
+}
+
 func (s *sliceSource) Keys() []string {
 	keys := s.inf.GetIndexer().ListIndexFuncValues(serviceIndex)
 	sort.Strings(keys)
@@ -131,6 +167,16 @@ func (s *endpointsSource) Observe(key string) (Observation, error) {
 	}
 	ep, _ := obj.(*corev1.Endpoints)
 	return EndpointsObservation(ep), nil
+}
+
+func (s *endpointsSource) Fold(v *view, obj any, deleted bool) Observation {
+	if ep, ok := unwrap(obj).(*corev1.Endpoints); ok {
+		v.ep = ep
+		if deleted {
+			v.ep = nil
+		}
+	}
+	return EndpointsObservation(v.ep)
 }
 
 func (s *endpointsSource) Keys() []string {

@@ -1,0 +1,169 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// dependents caches the pods the configured dependant selectors match, one informer per
+// distinct selector (server-side filtered), cut down to what the crash-loop test reads. The
+// weeder asks it whether a Ready service has a crash-looping dependent (on a first sighting,
+// on start and on winning leadership) without an API call: on a seed that question comes
+// for thousands of services at once.
+type dependents struct {
+	infs map[string]cache.SharedIndexInformer // by selector string
+}
+
+func newDependents(client kubernetes.Interface, cfg *Config) (*dependents, error) {
+	sels, err := selectorSet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &dependents{infs: map[string]cache.SharedIndexInformer{}}
+	for _, sel := range sels {
+		inf := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) { o.LabelSelector = sel })
+		_ = inf.SetTransform(slimPod)
+		d.infs[sel] = inf
+	}
+	return d, nil
+}
+
+// selectorSet is every distinct dependant selector of the config, sorted.
+func selectorSet(cfg *Config) ([]string, error) {
+	seen := map[string]bool{}
+	for _, svc := range cfg.Services() {
+		sels, err := jobs.SelectorStrings(cfg.Selectors(svc))
+		if err != nil {
+			return nil, fmt.Errorf("servicesAndDependantSelectors.%s: %w", svc, err)
+		}
+		for _, s := range sels {
+			seen[s] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (d *dependents) informers() []cache.SharedIndexInformer {
+	out := make([]cache.SharedIndexInformer, 0, len(d.infs))
+	for _, inf := range d.infs {
+		out = append(out, inf)
+	}
+	return out
+}
+
+// crashLooping names a crash-looping pod of namespace ns that one of sels matches ("" if none).
+// A selector a config reload added has no watch: its pods are listed in ns alone.
+func (d *dependents) crashLooping(ctx context.Context, client kubernetes.Interface, ns string, sels []string) (string, error) {
+	for _, sel := range sels {
+		var pods []*corev1.Pod
+		if inf, ok := d.infs[sel]; ok {
+			objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+			if err != nil {
+				return "", err
+			}
+			for _, o := range objs {
+				if p, ok := o.(*corev1.Pod); ok {
+					pods = append(pods, p)
+				}
+			}
+		} else {
+			list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return "", fmt.Errorf("listing the dependents %q in %s: %w", sel, ns, err)
+			}
+			for i := range list.Items {
+				pods = append(pods, &list.Items[i])
+			}
+		}
+		for _, p := range pods {
+			if CrashLooping(p) {
+				return p.Name, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// slimPod keeps what reaper.CrashLoopBackOff reads: a seed runs many dependents, and their
+// specs (env, volumes) are most of their size.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{RestartPolicy: p.Spec.RestartPolicy},
+		Status: corev1.PodStatus{
+			Phase:                 p.Status.Phase,
+			ContainerStatuses:     p.Status.ContainerStatuses,
+			InitContainerStatuses: p.Status.InitContainerStatuses,
+		},
+	}
+	for _, c := range p.Spec.Containers {
+		slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	for _, c := range p.Spec.InitContainers {
+		slim.Spec.InitContainers = append(slim.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	return slim, nil
+}
+
+// weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by target, so an edge
+// that needs no action (a service of a deleted namespace, with no weeder) costs no API call.
+type weederJobs struct{ inf cache.SharedIndexInformer }
+
+func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
+	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
+	inf := batchinformers.NewFilteredJobInformer(client, namespace, 0,
+		cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
+			j, ok := obj.(*batchv1.Job)
+			if !ok {
+				return nil, nil
+			}
+			return []string{jobTarget(j)}, nil
+		}},
+		func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	_ = inf.SetTransform(stripManagedFields)
+	return &weederJobs{inf: inf}
+}
+
+// active names the cached weeder Jobs of key that have not finished and are not being deleted.
+func (w *weederJobs) active(key string) []string {
+	objs, _ := w.inf.GetIndexer().ByIndex(jobTargetIndex, key)
+	var out []string
+	for _, o := range objs {
+		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
+			out = append(out, j.Name)
+		}
+	}
+	return out
+}
+
+// has: the cache holds the Job (it has caught up with a launch).
+func (w *weederJobs) has(namespace, name string) bool {
+	_, ok, _ := w.inf.GetIndexer().GetByKey(namespace + "/" + name)
+	return ok
+}
