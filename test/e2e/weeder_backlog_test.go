@@ -1,0 +1,127 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+)
+
+// massDeletionNamespaces × the two configured service names (etcd-main-client,
+// kube-apiserver) are deleted at once: a seed losing many control planes together.
+const massDeletionNamespaces = 100
+
+// createControlPlaneNamespaces makes n namespaces, each with the two configured services
+// Ready as API objects only (no pods), as a seed's shoot namespaces look to the coordinator.
+func createControlPlaneNamespaces(t *testing.T, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	prefix := "e2e-mass-" + rand.String(4)
+	names := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%03d", prefix, i)
+		wg.Go(func() {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{"depwatch.io/e2e": "true"}}}
+			if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() { deleteNamespaces(names) })
+	select {
+	case err := <-errs:
+		t.Fatalf("creating the control-plane namespaces: %v", err)
+	default:
+	}
+	for _, ns := range names {
+		createReadyService(t, ns, "etcd-main-client")
+		createReadyService(t, ns, "kube-apiserver")
+	}
+	return names
+}
+
+// deleteNamespaces deletes them all at once, without waiting.
+func deleteNamespaces(names []string) {
+	var wg sync.WaitGroup
+	for _, ns := range names {
+		wg.Go(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
+	wg.Wait()
+}
+
+// TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered: while 200 configured Services
+// go away with their 100 namespaces, two real upstream/dependent pairs, one made before the
+// deletion and one during it, go down and come back with their dependents in
+// CrashLoopBackOff. Each is armed within seconds of its outage (a deleted service without a
+// weeder costs the coordinator no API call, so the deletion queues nothing in front of it),
+// its dependent is restarted by the weeder when the upstream returns, well before the
+// kubelet's own restart, and the service's Events say so.
+func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
+	ensureCoordinator(t)
+	mass := createControlPlaneNamespaces(t, massDeletionNamespaces)
+	before := newPair(t, newNamespace(t, "mass-before"))
+	time.Sleep(5 * time.Second) // the coordinator has seen the services Ready before they go
+
+	deleted := time.Now()
+	deleteNamespaces(mass)
+	t.Logf("deletion of %d namespaces (%d configured Services) requested", len(mass), 2*len(mass))
+
+	t.Run("group", func(t *testing.T) {
+		t.Run("pair created before the deletion", func(t *testing.T) {
+			t.Parallel()
+			before.t = t
+			outageDuringBacklog(t, before)
+		})
+		t.Run("pair created during the deletion", func(t *testing.T) {
+			t.Parallel()
+			outageDuringBacklog(t, newPair(t, newNamespace(t, "mass-during")))
+		})
+	})
+	gone := 0
+	for _, ns := range mass {
+		if _, err := kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil {
+			gone++
+		}
+	}
+	t.Logf("%d of %d namespaces gone %s after the deletion began", gone, len(mass), time.Since(deleted).Round(time.Second))
+}
+
+// outageDuringBacklog takes the pair's upstream down, waits for its armed weeder and for the
+// dependent's back-off to outlast the rest of the test's steps, brings the upstream back and
+// checks that the weeder, not the kubelet, restarted the dependent.
+func outageDuringBacklog(t *testing.T, p *pair) {
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	downAt := p.waitServiceReady(false, time.Minute)
+	job := p.waitArmedJob(outageStart, 90*time.Second)
+	armedAfter := job.CreationTimestamp.Sub(downAt.Truncate(time.Second))
+	t.Logf("%s/%s: armed weeder Job %s created %s after the service went down", p.ns, p.svc, job.Name, armedAfter)
+	if armedAfter > 10*time.Second {
+		t.Errorf("the armed weeder was created %s after the outage; want seconds, not a place behind the deletion", armedAfter)
+	}
+	// 40 s or more of back-off left: the return and the weeder's restart fit in it with a
+	// wide margin, so the kubelet cannot restart the dependent first.
+	cl := p.waitCrashLoop(40*time.Second, 4*time.Minute)
+	p.scaleUpstream(1)
+	upAt := p.waitServiceReady(true, time.Minute)
+	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	took := readyAt.Sub(upAt)
+	t.Logf("%s: upstream Ready → dependent %s Ready in %s (kubelet's own restart due at %s)", p.ns, ready.Name, took.Round(10*time.Millisecond), cl.kubeletRestart.Format(time.RFC3339))
+	if !readyAt.Before(cl.kubeletRestart) || took > 10*time.Second {
+		t.Errorf("the dependent was Ready %s after the return (kubelet restart due %s later): not restarted by the weeder", took, cl.kubeletRestart.Sub(upAt).Round(time.Second))
+	}
+	waitReapedEvent(t, p.ns, cl.pod.Name, time.Minute)
+	if ev := eventsFor(t, p.ns, p.svc)["WeederArmed"]; len(ev) != 1 {
+		t.Errorf("WeederArmed events on %s/%s: %d, want one saying the weeder was armed", p.ns, p.svc, len(ev))
+	}
+}
