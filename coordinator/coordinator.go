@@ -677,6 +677,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 		wg.Wait()
 		return
 	}
+	n := c.CatchUp()
+	c.log.WithField("services", n).Info("Catch-up: every Ready service is checked for crash-looping dependents, and outages under way are armed.")
 	for i := 0; i < c.opts.ConcurrentReconciles; i++ {
 		wg.Add(1)
 		go func() {
@@ -685,8 +687,6 @@ func (c *Coordinator) lead(ctx context.Context) {
 			}
 		}()
 	}
-	n := c.CatchUp()
-	c.log.WithField("services", n).Info("Catch-up: every Ready service is checked for crash-looping dependents, and outages under way are armed.")
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
