@@ -1,0 +1,286 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/depwatch/depwatch/probe"
+)
+
+// gardenletProberConfig is the prober ConfigMap data as gardenlet writes it: only
+// kubeConfigSecretName, probeInterval and dependentResourceInfos; everything else defaulted.
+const gardenletProberConfig = `kubeConfigSecretName: shoot-access-dependency-watchdog-probe
+probeInterval: 30s
+dependentResourceInfos:
+- ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+  scaleUp: {level: 1}
+  scaleDown: {level: 0}
+- ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+  scaleUp: {level: 1}
+  scaleDown: {level: 1}
+- ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+  optional: true
+  scaleUp: {level: 2}
+  scaleDown: {level: 0}
+`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// What gardenlet writes starts the coordinator, with dependency-watchdog's defaults for
+// every field it leaves out.
+func TestGardenletProberConfigStartsTheCoordinatorWithDependencyWatchdogsDefaults(t *testing.T) {
+	weeder := writeFile(t, "weeder.yaml", "watchDuration: 5m\nservicesAndDependantSelectors:\n  etcd-main-client:\n    podSelectors: [{matchLabels: {role: apiserver}}]\n")
+	prober := writeFile(t, "dep-config.yaml", gardenletProberConfig)
+	cfg, err := LoadConfigFiles(weeder, prober)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Prober
+	if p == nil {
+		t.Fatal("no prober section from --prober-config-file")
+	}
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"probeInterval", p.Interval(), 30 * time.Second},
+		{"initialDelay", p.Delay(), 30 * time.Second},
+		{"probeTimeout", p.Timeout(), 30 * time.Second},
+		{"backoffJitterFactor", p.Jitter(), 0.2},
+		{"kcmNodeMonitorGraceDuration", p.KCMGrace(), 40 * time.Second},
+		{"nodeLeaseFailureFraction", p.LeaseFailure(), 0.6},
+		{"resources", len(p.Resources()), 3},
+		{"weeder services", len(cfg.Services()), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+		}
+	}
+	for _, r := range p.Resources() {
+		if r.ScaleUp.InitialDelay != 0 || r.ScaleUp.Timeout != probe.DefaultScaleTimeout || r.ScaleDown.Timeout != probe.DefaultScaleTimeout {
+			t.Errorf("%s: scale infos %+v %+v, want initialDelay 0s and timeout 30s", r.Ref, r.ScaleUp, r.ScaleDown)
+		}
+	}
+	if len(p.Warnings()) != 0 {
+		t.Errorf("warnings %q for gardenlet's own config", p.Warnings())
+	}
+}
+
+// An absent scaleUp or scaleDown is level 0 with no delay (dependency-watchdog's zero values).
+func TestProberConfigDefaultsAnAbsentScaleInfoToLevelZero(t *testing.T) {
+	cfg, err := ParseConfig([]byte("prober:\n  kubeConfigSecretName: s\n  dependentResourceInfos:\n  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Prober.Resources()[0]
+	want := probe.ScaleInfo{Level: 0, InitialDelay: 0, Timeout: probe.DefaultScaleTimeout}
+	if r.ScaleUp != want || r.ScaleDown != want {
+		t.Errorf("scale infos %+v %+v, want %+v", r.ScaleUp, r.ScaleDown, want)
+	}
+}
+
+// A field dependency-watchdog does not know is ignored with a warning naming its path (the
+// ConfigMap may come from a newer gardenlet); the probe Jobs never see it. A near miss of one
+// of depwatch's own fields is refused (TestProberConfigRefusesInvalidFieldsNamingThem).
+func TestUnknownDependencyWatchdogFieldsAreWarningsNotRefusals(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`prober:
+  kubeConfigSecretName: s
+  probeIntervall: 5s
+  internalProbeEnabled: true
+  dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1, fieldPath: x}
+    shouldExist: true
+    scaleUp: {level: 1, replicas: 3}
+    scaleDown: {level: 0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"prober.dependentResourceInfos[0].ref.fieldPath",
+		"prober.dependentResourceInfos[0].scaleUp.replicas",
+		"prober.dependentResourceInfos[0].shouldExist",
+		"prober.internalProbeEnabled",
+		"prober.probeIntervall",
+	}
+	got := cfg.Prober.Warnings()
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want one each for %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+": unknown field") {
+			t.Errorf("warning %d = %q, want it to name %s", i, got[i], want[i])
+		}
+	}
+	if cfg.Prober.Interval() != DefaultProbeInterval {
+		t.Errorf("a misspelt dependency-watchdog field must not set anything: interval %s", cfg.Prober.Interval())
+	}
+	var res []map[string]any
+	if err := json.Unmarshal([]byte(cfg.Prober.ResourcesJSON()), &res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := probe.ParseDependentResources([]byte(cfg.Prober.ResourcesJSON())); err != nil || strings.Contains(cfg.Prober.ResourcesJSON(), "shouldExist") {
+		t.Errorf("the Job's DEPENDENT_RESOURCES must be free of ignored fields and parse strictly: %s (%v)", cfg.Prober.ResourcesJSON(), err)
+	}
+}
+
+// --prober-config-file: the prober ConfigMap as it is, beside the weeder's.
+func TestProberConfigFileIsTheProberSection(t *testing.T) {
+	weeder := "watchDuration: 5m\nservicesAndDependantSelectors:\n  etcd-main-client:\n    podSelectors: [{matchLabels: {role: apiserver}}]\n"
+	for _, tc := range []struct {
+		name, config, prober string
+		want                 string // error substring; "" = accepted
+	}{
+		{"gardenlet's ConfigMap", weeder, gardenletProberConfig, ""},
+		{"JSON works too", weeder, `{"kubeConfigSecretName":"s","dependentResourceInfos":[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}}]}`, ""},
+		{"a prober section in both files", weeder + "prober: {kubeConfigSecretName: s}\n", gardenletProberConfig, "prober: given in --config-file and in --prober-config-file"},
+		{"not YAML", weeder, "kubeConfigSecretName: [", "--prober-config-file: not valid YAML"},
+		{"empty", weeder, "", "--prober-config-file: empty"},
+		{"a list, not a map", weeder, "- a\n- b\n", "--prober-config-file: not valid YAML"},
+		{"its problems are named as prober fields", weeder, "kubeConfigSecretName: s\nnodeLeaseFailureFraction: 2\n", "prober.nodeLeaseFailureFraction: 2: must be in (0,1]"},
+		{"NaN is named", weeder, "kubeConfigSecretName: s\nbackoffJitterFactor: .nan\n", "prober.backoffJitterFactor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfigFiles(writeFile(t, "config.yaml", tc.config), writeFile(t, "prober.yaml", tc.prober))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := LoadConfigFiles(writeFile(t, "config.yaml", weeder), filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "--prober-config-file=") {
+		t.Errorf("a missing prober file: %v", err)
+	}
+}
+
+func TestProberConfigFileFlagAndVariable(t *testing.T) {
+	o, err := ParseFlags([]string{"--config-file=c"}, lookupOf(map[string]string{EnvName("prober-config-file"): "/etc/dwd/dep-config.yaml"}), nil)
+	if err != nil || o.ProberConfigFile != "/etc/dwd/dep-config.yaml" || EnvName("prober-config-file") != "DEPWATCH_PROBER_CONFIG_FILE" {
+		t.Errorf("from the environment: %q, %v", o.ProberConfigFile, err)
+	}
+	o, err = ParseFlags([]string{"--config-file=c", "--prober-config-file=/p"}, lookupOf(map[string]string{EnvName("prober-config-file"): "/env"}), nil)
+	if err != nil || o.ProberConfigFile != "/p" {
+		t.Errorf("the flag must win: %q, %v", o.ProberConfigFile, err)
+	}
+}
+
+// The shoot's lifecycle, as dependency-watchdog decides when to run a prober: only a settled
+// control plane is probed.
+func TestShootLifecycleDecidesWhetherItIsProbed(t *testing.T) {
+	op := func(typ, state string) map[string]any {
+		return withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": typ, "state": state}}})
+	}
+	for _, tc := range []struct {
+		name   string
+		shoot  map[string]any
+		want   bool
+		reason string
+	}{
+		{"no lastOperation: being created", withWorkers(map[string]any{"status": map[string]any{"lastOperation": nil}}), false, "being created"},
+		{"Create Processing", op("Create", "Processing"), false, "Create Processing"},
+		{"Create Error", op("Create", "Error"), false, "not settled"},
+		{"Create Succeeded", op("Create", "Succeeded"), true, "Create Succeeded"},
+		{"Restore Processing", op("Restore", "Processing"), false, "Restore Processing"},
+		{"Restore Succeeded", op("Restore", "Succeeded"), true, "Restore Succeeded"},
+		{"Reconcile Processing", op("Reconcile", "Processing"), true, "Reconcile"},
+		{"Reconcile Error", op("Reconcile", "Error"), true, "Reconcile"},
+		{"Reconcile Succeeded", op("Reconcile", "Succeeded"), true, "Reconcile"},
+		{"Migrate Succeeded", op("Migrate", "Succeeded"), false, "migrated"},
+		{"Delete Processing", op("Delete", "Processing"), false, "not settled"},
+		{"waking up wins over Reconcile", withWorkers(map[string]any{"status": map[string]any{"isHibernated": true, "lastOperation": map[string]any{"type": "Reconcile", "state": "Processing"}}}), false, "waking up"},
+		{"hibernation enabled wins over Reconcile", withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}}), false, "hibernat"},
+	} {
+		got, reason := ShouldProbe(cluster(tc.shoot))
+		if got != tc.want || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s: ShouldProbe = %v (%s), want %v (%s)", tc.name, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
+// A shoot's own nodeMonitorGracePeriod and per-pool nodeConditions override the config.
+func TestShootSettingsOverrideTheConfig(t *testing.T) {
+	shoot := func(kcm any, workers ...any) map[string]any {
+		spec := map[string]any{"provider": map[string]any{"workers": workers}}
+		if kcm != nil {
+			spec["kubernetes"] = map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": kcm}}
+		}
+		return map[string]any{"spec": spec}
+	}
+	pool := func(name string, conds ...any) map[string]any {
+		w := map[string]any{"name": name}
+		if conds != nil {
+			w["machineControllerManager"] = map[string]any{"nodeConditions": conds}
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name      string
+		shoot     map[string]any
+		grace     time.Duration
+		condJSON  string
+		problem   string
+		nilShoots bool
+	}{
+		{"no Cluster: the config's", nil, 40 * time.Second, "", "", true},
+		{"nothing set: the config's", shoot(nil, pool("a")), 40 * time.Second, "", "", false},
+		{"nodeMonitorGracePeriod set", shoot("2m0s", pool("a")), 2 * time.Minute, "", "", false},
+		{"nodeMonitorGracePeriod garbage: ignored", shoot("soon", pool("a")), 40 * time.Second, "", "not a duration", false},
+		{"nodeMonitorGracePeriod zero: ignored", shoot("0s", pool("a")), 40 * time.Second, "", "must be greater than 0", false},
+		{"nodeMonitorGracePeriod a number: ignored", shoot(int64(40), pool("a")), 40 * time.Second, "", "not a duration", false},
+		{"per-pool nodeConditions", shoot(nil, pool("a", "KernelDeadlock", "Custom"), pool("b")), 40 * time.Second, `{"a":["KernelDeadlock","Custom"]}`, "", false},
+		{"empty nodeConditions: defaults", shoot(nil, pool("a", []any{}...)), 40 * time.Second, "", "", false},
+		{"nodeConditions not strings: ignored", shoot(nil, pool("a", int64(1))), 40 * time.Second, "", "not a list of strings", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s ShootSettings
+			if tc.nilShoots {
+				s = ShootSettingsOf(nil)
+			} else {
+				s = ShootSettingsOf(cluster(tc.shoot))
+			}
+			if got := s.Grace(40 * time.Second); got != tc.grace {
+				t.Errorf("grace = %s, want %s", got, tc.grace)
+			}
+			if got := s.NodeConditionsJSON(); got != tc.condJSON {
+				t.Errorf("NODE_CONDITIONS = %q, want %q", got, tc.condJSON)
+			}
+			if tc.problem == "" && len(s.Problems) > 0 || tc.problem != "" && !slices.ContainsFunc(s.Problems, func(p string) bool { return strings.Contains(p, tc.problem) }) {
+				t.Errorf("problems %q, want %q", s.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+// A throttled probe Job pushes the namespace's next probe out by the back-off; a next probe
+// due later anyway stays.
+func TestThrottledProbeDefersTheNextProbe(t *testing.T) {
+	finished := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		next        time.Time
+		consecutive int
+		want        time.Time
+	}{
+		{"first 429: 10s after it finished", finished.Add(5 * time.Second), 1, finished.Add(10 * time.Second)},
+		{"third in a row: 40s", finished.Add(5 * time.Second), 3, finished.Add(40 * time.Second)},
+		{"already due later: unchanged", finished.Add(time.Minute), 1, finished.Add(time.Minute)},
+	} {
+		if got := NextAfterThrottle(tc.next, finished, tc.consecutive); !got.Equal(tc.want) {
+			t.Errorf("%s: next = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
