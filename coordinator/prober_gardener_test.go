@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,18 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -282,5 +295,142 @@ func TestThrottledProbeDefersTheNextProbe(t *testing.T) {
 		if got := NextAfterThrottle(tc.next, finished, tc.consecutive); !got.Equal(tc.want) {
 			t.Errorf("%s: next = %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// runClusterInformer gives the harness's prober a synced Cluster informer holding objs.
+func (h *probeHarness) runClusterInformer(objs ...*unstructured.Unstructured) cache.SharedIndexInformer {
+	h.t.Helper()
+	rObjs := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		rObjs[i] = o
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{ClusterGVR: "ClusterList"}, rObjs...)
+	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		h.t.Fatal("the Cluster informer did not sync")
+	}
+	h.c.pr.mu.Lock()
+	h.c.pr.cluster = &clusterWatch{inf: inf, cancel: cancel}
+	h.c.pr.mu.Unlock()
+	return inf
+}
+
+func probeJobEnv(j batchv1.Job) map[string]string {
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// A probe Job runs with the shoot's settings as they were when it was launched; after a change
+// of the Cluster, the next Job carries the new ones.
+func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	shoot := withWorkers(map[string]any{"spec": map[string]any{"kubernetes": map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": "2m0s"}}}})
+	workers := shoot["spec"].(map[string]any)["provider"].(map[string]any)
+	workers["workers"] = []any{map[string]any{"name": "pool-a", "machineControllerManager": map[string]any{"nodeConditions": []any{"Custom"}}}}
+	c := cluster(shoot)
+	c.SetName("shoot--p--a")
+	inf := h.runClusterInformer(c)
+
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(30 * time.Second)
+	h.reconcile("shoot--p--a")
+	list := h.jobs()
+	if len(list) != 1 {
+		t.Fatalf("%d Jobs, want 1", len(list))
+	}
+	if env := probeJobEnv(list[0]); env["KCM_NODE_MONITOR_GRACE_DURATION"] != "2m0s" || env["NODE_CONDITIONS"] != `{"pool-a":["Custom"]}` {
+		t.Errorf("first Job: grace %q, node conditions %q; want the shoot's 2m0s and pool-a's Custom", env["KCM_NODE_MONITOR_GRACE_DURATION"], env["NODE_CONDITIONS"])
+	}
+
+	// The shoot drops its own settings while the first Job runs: it keeps its environment.
+	changed := cluster(withWorkers(map[string]any{}))
+	changed.SetName("shoot--p--a")
+	if err := inf.GetIndexer().Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(list[0].Name, batchv1.JobComplete, h.now)
+	h.now = h.now.Add(10 * time.Second)
+	h.reconcile("shoot--p--a")
+	list = h.jobs()
+	if len(list) != 2 {
+		t.Fatalf("%d Jobs, want 2", len(list))
+	}
+	conds := []string{probeJobEnv(list[0])["NODE_CONDITIONS"], probeJobEnv(list[1])["NODE_CONDITIONS"]}
+	slices.Sort(conds)
+	if !slices.Equal(conds, []string{"", `{"pool-a":["Custom"]}`}) {
+		t.Errorf("node conditions of the two Jobs = %q, want the shoot's before the change and none after", conds)
+	}
+	graces := []string{probeJobEnv(list[0])["KCM_NODE_MONITOR_GRACE_DURATION"], probeJobEnv(list[1])["KCM_NODE_MONITOR_GRACE_DURATION"]}
+	slices.Sort(graces)
+	if !slices.Equal(graces, []string{"2m0s", "40s"}) {
+		t.Errorf("graces of the two Jobs = %v, want one 2m0s (before the change) and one 40s (after)", graces)
+	}
+}
+
+// A shoot being created is not probed; once its Create has Succeeded, it is.
+func TestProberWaitsForTheShootsCreation(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	c := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Processing"}}}))
+	c.SetName("shoot--p--a")
+	inf := h.runClusterInformer(c)
+	for range 5 {
+		h.reconcile("shoot--p--a")
+		h.now = h.now.Add(30 * time.Second)
+	}
+	if n := len(h.jobs()); n != 0 {
+		t.Fatalf("%d Jobs for a shoot being created", n)
+	}
+	done := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Succeeded"}}}))
+	done.SetName("shoot--p--a")
+	if err := inf.GetIndexer().Update(done); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(30 * time.Second)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 1 {
+		t.Fatalf("%d Jobs once the Create succeeded, want 1", n)
+	}
+}
+
+// A finished probe pod that reports throttled pushes its namespace's next probe out by the
+// back-off, doubling in a row; any other result ends the back-off.
+func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
+	h := newProbeHarness(t)
+	p := h.c.pr
+	p.leading.Store(true)
+	ns := "shoot--p--a"
+	p.mu.Lock()
+	p.next[ns] = h.now.Add(5 * time.Second)
+	p.mu.Unlock()
+	pod := func(name, last string, at time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: ns}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at},
+					Message: "namespace=" + ns + " probes=1 last=" + last + " results: " + last + "=1; resources: scaled-down=0"}}}}}}
+	}
+	next := func() time.Time { p.mu.Lock(); defer p.mu.Unlock(); return p.next[ns] }
+	finished := time.Now().Add(time.Hour) // after the coordinator started
+	p.onPod(pod("a", "throttled", finished))
+	if got := next(); !got.Equal(finished.Add(10 * time.Second)) {
+		t.Errorf("after one throttled probe: next = %s, want 10s after it finished", got)
+	}
+	p.onPod(pod("b", "throttled", finished))
+	if got := next(); !got.Equal(finished.Add(20 * time.Second)) {
+		t.Errorf("after two in a row: next = %s, want 20s after", got)
+	}
+	p.onPod(pod("c", "healthy", finished))
+	p.onPod(pod("d", "throttled", finished.Add(time.Minute)))
+	if got := next(); !got.Equal(finished.Add(time.Minute + 10*time.Second)) {
+		t.Errorf("a healthy probe must end the back-off: next = %s", got)
 	}
 }
