@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
@@ -432,5 +436,27 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 	p.onPod(pod("d", "throttled", finished.Add(time.Minute)))
 	if got := next(); !got.Equal(finished.Add(time.Minute + 10*time.Second)) {
 		t.Errorf("a healthy probe must end the back-off: next = %s", got)
+	}
+}
+
+// The ignored fields are logged when the prober starts: one warning each, naming its path.
+func TestProberLogsEachIgnoredFieldWithItsPath(t *testing.T) {
+	cfg, err := ParseConfig([]byte(probeOnlyConfig + "  internalProbeEnabled: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Metrics: NewMetrics("test"),
+		Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10), Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.pr.queue.ShutDown)
+	out := buf.String()
+	if !strings.Contains(out, `"field":"prober.internalProbeEnabled"`) || !strings.Contains(out, `"level":"warning"`) {
+		t.Errorf("no warning naming prober.internalProbeEnabled in:\n%s", out)
 	}
 }
