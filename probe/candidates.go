@@ -83,8 +83,8 @@ const (
 )
 
 // CandidateFilter holds the facts beyond the Node itself: the Machines (nil when the Machine
-// kind does not exist: not a Gardener seed, every Node counts) and the per-pool unhealthy
-// conditions.
+// kind does not exist: not a Gardener seed, every existing Node counts) and the per-pool
+// unhealthy conditions.
 type CandidateFilter struct {
 	// Machines: nil = the kind does not exist, no Machine rule; non-nil (even empty) = the
 	// rule applies.
@@ -96,10 +96,15 @@ type CandidateFilter struct {
 
 // Exclusion says whether a node's lease counts, and if not, why (one of the Excluded*
 // reasons; "" when it counts). The checks run in dependency-watchdog's order and the first
-// that fails names the reason.
+// that fails names the reason. Without the Machine kind (not a Gardener seed) only the
+// Node's existence counts: the other rules are about machine-controller-manager, which then
+// neither manages the nodes nor replaces an unhealthy one.
 func (f CandidateFilter) Exclusion(name string, node NodeInfo, ok bool, machines map[string]string) string {
 	if !ok {
 		return ExcludedNoNode
+	}
+	if f.Machines == nil {
+		return ""
 	}
 	if node.NotManagedByMCM {
 		return ExcludedNotManagedByMCM
@@ -113,13 +118,11 @@ func (f CandidateFilter) Exclusion(name string, node NodeInfo, ok bool, machines
 			return ExcludedUnhealthy
 		}
 	}
-	if f.Machines != nil {
-		switch phase, found := machines[name]; {
-		case !found:
-			return ExcludedNoMachine
-		case slices.Contains(goneMachinePhases, phase):
-			return ExcludedMachineGoing
-		}
+	switch phase, found := machines[name]; {
+	case !found:
+		return ExcludedNoMachine
+	case slices.Contains(goneMachinePhases, phase):
+		return ExcludedMachineGoing
 	}
 	for _, c := range node.Conditions {
 		if string(c.Type) == ConditionInPlaceUpdate && slices.Contains(inPlaceUpdateReasons, c.Reason) {

@@ -41,9 +41,10 @@ type Decision struct {
 
 // Decide turns the node leases into a decision:
 //   - only the leases of candidate nodes count, as dependency-watchdog counts them: the Node
-//     exists, is managed by MCM, none of its pool's unhealthy conditions is True, a Machine
-//     that is not Failed or Terminating names it (where the Machine kind exists), and it is
-//     not in an in-place update (CandidateFilter.Exclusion); the others are counted by reason;
+//     exists and, on a Gardener seed (the Machine kind exists), is managed by MCM, none of its
+//     pool's unhealthy conditions is True, a Machine that is not Failed or Terminating names
+//     it, and it is not in an in-place update (CandidateFilter.Exclusion); the others are
+//     counted by reason;
 //   - one candidate: no decision (a single-node cluster cannot tell its kubelet from the API
 //     server's load balancer failing);
 //   - none: scale up (nothing indicates that kubelets cannot reach the API server);

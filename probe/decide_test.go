@@ -105,6 +105,8 @@ func TestLeaseCandidatesAsDependencyWatchdogCountsThem(t *testing.T) {
 		return corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: reason}
 	}
 	running := []MachineInfo{{Name: "m", Node: "n", Phase: "Running"}}
+	// gardener is a Gardener seed's filter: n has a Running Machine.
+	gardener := func(conds map[string][]string) CandidateFilter { return CandidateFilter{Machines: running, NodeConditions: conds} }
 	tests := []struct {
 		name     string
 		node     *NodeInfo // nil: no Node
@@ -112,23 +114,27 @@ func TestLeaseCandidatesAsDependencyWatchdogCountsThem(t *testing.T) {
 		excluded string // "" = counts
 	}{
 		{"a plain node counts (no Machine kind)", &NodeInfo{}, CandidateFilter{}, ""},
-		{"a lease without a Node", nil, CandidateFilter{}, ExcludedNoNode},
+		{"a lease without a Node (no Machine kind)", nil, CandidateFilter{}, ExcludedNoNode},
+		{"a lease without a Node", nil, gardener(nil), ExcludedNoNode},
+		{"no Machine kind: not-managed-by-mcm still counts", &NodeInfo{NotManagedByMCM: true}, CandidateFilter{}, ""},
+		{"no Machine kind: an unhealthy condition still counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}}, CandidateFilter{}, ""},
+		{"no Machine kind: an in-place update still counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionTrue, "ReadyForUpdate")}}, CandidateFilter{}, ""},
 		{"annotated not-managed-by-mcm", &NodeInfo{NotManagedByMCM: true}, CandidateFilter{Machines: running}, ExcludedNotManagedByMCM},
-		{"default unhealthy condition True", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}}, CandidateFilter{}, ExcludedUnhealthy},
-		{"each default condition: KernelDeadlock", &NodeInfo{Conditions: []corev1.NodeCondition{cond("KernelDeadlock", corev1.ConditionTrue, "")}}, CandidateFilter{}, ExcludedUnhealthy},
-		{"each default condition: ReadonlyFilesystem", &NodeInfo{Conditions: []corev1.NodeCondition{cond("ReadonlyFilesystem", corev1.ConditionTrue, "")}}, CandidateFilter{}, ExcludedUnhealthy},
-		{"each default condition: NetworkUnavailable", &NodeInfo{Conditions: []corev1.NodeCondition{cond("NetworkUnavailable", corev1.ConditionTrue, "")}}, CandidateFilter{}, ExcludedUnhealthy},
-		{"unhealthy condition False counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionFalse, "")}}, CandidateFilter{}, ""},
-		{"unhealthy condition Unknown counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionUnknown, "")}}, CandidateFilter{}, ""},
-		{"Ready=False is not an unhealthy condition", &NodeInfo{Conditions: []corev1.NodeCondition{cond("Ready", corev1.ConditionFalse, "")}}, CandidateFilter{}, ""},
+		{"default unhealthy condition True", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}}, gardener(nil), ExcludedUnhealthy},
+		{"each default condition: KernelDeadlock", &NodeInfo{Conditions: []corev1.NodeCondition{cond("KernelDeadlock", corev1.ConditionTrue, "")}}, gardener(nil), ExcludedUnhealthy},
+		{"each default condition: ReadonlyFilesystem", &NodeInfo{Conditions: []corev1.NodeCondition{cond("ReadonlyFilesystem", corev1.ConditionTrue, "")}}, gardener(nil), ExcludedUnhealthy},
+		{"each default condition: NetworkUnavailable", &NodeInfo{Conditions: []corev1.NodeCondition{cond("NetworkUnavailable", corev1.ConditionTrue, "")}}, gardener(nil), ExcludedUnhealthy},
+		{"unhealthy condition False counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionFalse, "")}}, gardener(nil), ""},
+		{"unhealthy condition Unknown counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionUnknown, "")}}, gardener(nil), ""},
+		{"Ready=False is not an unhealthy condition", &NodeInfo{Conditions: []corev1.NodeCondition{cond("Ready", corev1.ConditionFalse, "")}}, gardener(nil), ""},
 		{"the pool's own conditions replace the defaults (default no longer counts)", &NodeInfo{Pool: "p", Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}},
-			CandidateFilter{NodeConditions: map[string][]string{"p": {"FrequentKubeletRestart"}}}, ""},
+			gardener(map[string][]string{"p": {"FrequentKubeletRestart"}}), ""},
 		{"the pool's own condition True", &NodeInfo{Pool: "p", Conditions: []corev1.NodeCondition{cond("FrequentKubeletRestart", corev1.ConditionTrue, "")}},
-			CandidateFilter{NodeConditions: map[string][]string{"p": {"FrequentKubeletRestart"}}}, ExcludedUnhealthy},
+			gardener(map[string][]string{"p": {"FrequentKubeletRestart"}}), ExcludedUnhealthy},
 		{"another pool's conditions do not apply", &NodeInfo{Pool: "q", Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}},
-			CandidateFilter{NodeConditions: map[string][]string{"p": {"FrequentKubeletRestart"}}}, ExcludedUnhealthy},
+			gardener(map[string][]string{"p": {"FrequentKubeletRestart"}}), ExcludedUnhealthy},
 		{"a pool listed with no conditions uses the defaults", &NodeInfo{Pool: "p", Conditions: []corev1.NodeCondition{cond("DiskPressure", corev1.ConditionTrue, "")}},
-			CandidateFilter{NodeConditions: map[string][]string{"p": {}}}, ExcludedUnhealthy},
+			gardener(map[string][]string{"p": {}}), ExcludedUnhealthy},
 		{"Machine kind exists, no Machine names the node", &NodeInfo{}, CandidateFilter{Machines: []MachineInfo{{Name: "m", Node: "other", Phase: "Running"}}}, ExcludedNoMachine},
 		{"Machine kind exists, none in the namespace", &NodeInfo{}, CandidateFilter{Machines: []MachineInfo{}}, ExcludedNoMachine},
 		{"Machine Running", &NodeInfo{}, CandidateFilter{Machines: running}, ""},
@@ -137,9 +143,9 @@ func TestLeaseCandidatesAsDependencyWatchdogCountsThem(t *testing.T) {
 		{"Machine Failed", &NodeInfo{}, CandidateFilter{Machines: []MachineInfo{{Name: "m", Node: "n", Phase: "Failed"}}}, ExcludedMachineGoing},
 		{"Machine Terminating", &NodeInfo{}, CandidateFilter{Machines: []MachineInfo{{Name: "m", Node: "n", Phase: "Terminating"}}}, ExcludedMachineGoing},
 		{"one Failed and one Running Machine: counts", &NodeInfo{}, CandidateFilter{Machines: []MachineInfo{{Name: "a", Node: "n", Phase: "Failed"}, {Name: "b", Node: "n", Phase: "Running"}}}, ""},
-		{"InPlaceUpdate ReadyForUpdate", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionTrue, "ReadyForUpdate")}}, CandidateFilter{}, ExcludedInPlaceUpdate},
-		{"InPlaceUpdate UpdateFailed", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionFalse, "UpdateFailed")}}, CandidateFilter{}, ExcludedInPlaceUpdate},
-		{"InPlaceUpdate with another reason counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionTrue, "UpdateSuccessful")}}, CandidateFilter{}, ""},
+		{"InPlaceUpdate ReadyForUpdate", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionTrue, "ReadyForUpdate")}}, gardener(nil), ExcludedInPlaceUpdate},
+		{"InPlaceUpdate UpdateFailed", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionFalse, "UpdateFailed")}}, gardener(nil), ExcludedInPlaceUpdate},
+		{"InPlaceUpdate with another reason counts", &NodeInfo{Conditions: []corev1.NodeCondition{cond("InPlaceUpdate", corev1.ConditionTrue, "UpdateSuccessful")}}, gardener(nil), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

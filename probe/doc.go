@@ -12,10 +12,10 @@
 //     PROBE_TIMEOUT. Unreachable, timed out or throttled (HTTP 429): no scaling decision at
 //     all (the dependents cannot do harm through an API server nobody reaches).
 //   - Lease probe: the Leases in kube-node-lease of the nodes dependency-watchdog counts: the
-//     Node exists, is managed by MCM, has none of its pool's unhealthy conditions True
-//     (NODE_CONDITIONS, else the defaults), is not in an in-place update, and, where the seed
-//     serves MCM's Machine kind, a Machine in NAMESPACE that is not Failed or Terminating
-//     names it (candidates.go). Decide (a pure function) turns them into scale-down, scale-up
+//     Node exists and, where the seed serves MCM's Machine kind (a Gardener seed), is managed
+//     by MCM, has none of its pool's unhealthy conditions True (NODE_CONDITIONS, else the
+//     defaults), a Machine in NAMESPACE that is not Failed or Terminating names it, and it is
+//     not in an in-place update (candidates.go). Decide (a pure function) turns them into scale-down, scale-up
 //     or no decision, and counts the leases left out by reason. An API server that answers
 //     429 makes the probe "throttled": no decision, and the next probe backs off.
 //   - Scaling goes through the scale subresource of any kind (resolved by a RESTMapper), level
