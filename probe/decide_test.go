@@ -106,7 +106,9 @@ func TestLeaseCandidatesAsDependencyWatchdogCountsThem(t *testing.T) {
 	}
 	running := []MachineInfo{{Name: "m", Node: "n", Phase: "Running"}}
 	// gardener is a Gardener seed's filter: n has a Running Machine.
-	gardener := func(conds map[string][]string) CandidateFilter { return CandidateFilter{Machines: running, NodeConditions: conds} }
+	gardener := func(conds map[string][]string) CandidateFilter {
+		return CandidateFilter{Machines: running, NodeConditions: conds}
+	}
 	tests := []struct {
 		name     string
 		node     *NodeInfo // nil: no Node
