@@ -17,6 +17,7 @@ import (
 // variable. --kubeconfig is the exception: its variable is the usual KUBECONFIG.
 type Options struct {
 	ConfigFile              string
+	ProberConfigFile        string
 	ConfigReloadInterval    time.Duration
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
@@ -61,6 +62,7 @@ var ErrHelp = flag.ErrHelp
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
+	fs.StringVar(&o.ProberConfigFile, "prober-config-file", "", "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 20)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")

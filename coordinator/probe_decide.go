@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -9,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/depwatch/depwatch/probe"
 )
 
 // ClusterGVR is Gardener's extensions Cluster resource: cluster-scoped, named after the
@@ -18,11 +22,14 @@ var ClusterGVR = schema.GroupVersionResource{Group: "extensions.gardener.cloud",
 
 // ShouldProbe says whether a control plane whose Gardener Cluster resource is cluster should
 // be probed, and why not. nil (no Cluster resource, or Gardener's Cluster kind is not
-// installed) is probed. Not probed: the Cluster or its shoot is being deleted, the shoot is
-// hibernated or hibernating (spec.hibernation.enabled, or status.isHibernated while it wakes
-// up), it is being migrated (lastOperation.type Migrate), or it has no workers (then there
-// are no node leases to judge by). Each reason ends when the field changes, and probing
-// starts again.
+// installed) is probed. Not probed, as dependency-watchdog decides: the Cluster or its shoot
+// is being deleted, the shoot is hibernated or hibernating (spec.hibernation.enabled), waking
+// up (status.isHibernated), being migrated (lastOperation.type Migrate), has no workers
+// (then there are no node leases to judge by), or its control plane is not settled yet: it is
+// probed only once the last operation is a Reconcile (in any state), or a Create or Restore
+// that has Succeeded. While a shoot is created or restored its nodes are still joining and
+// their leases say nothing about the API server. Each reason ends when the field changes, and
+// probing starts again.
 func ShouldProbe(cluster *unstructured.Unstructured) (bool, string) {
 	if cluster == nil {
 		return true, "no Gardener Cluster resource"
@@ -37,17 +44,112 @@ func ShouldProbe(cluster *unstructured.Unstructured) (bool, string) {
 	if enabled, found, _ := unstructured.NestedBool(obj, "spec", "shoot", "spec", "hibernation", "enabled"); found && enabled {
 		return false, "the shoot is hibernated or hibernating (spec.hibernation.enabled)"
 	}
-	if hibernated, found, _ := unstructured.NestedBool(obj, "spec", "shoot", "status", "isHibernated"); found && hibernated {
-		return false, "the shoot is hibernated (status.isHibernated)"
-	}
-	if typ, found, _ := unstructured.NestedString(obj, "spec", "shoot", "status", "lastOperation", "type"); found && typ == "Migrate" {
+	typ, _, _ := unstructured.NestedString(obj, "spec", "shoot", "status", "lastOperation", "type")
+	if typ == "Migrate" {
 		return false, "the shoot is being migrated (lastOperation.type Migrate)"
 	}
 	workers, found, _ := unstructured.NestedSlice(obj, "spec", "shoot", "spec", "provider", "workers")
 	if !found || len(workers) == 0 {
 		return false, "the shoot has no workers"
 	}
-	return true, "the shoot is active"
+	if hibernated, found, _ := unstructured.NestedBool(obj, "spec", "shoot", "status", "isHibernated"); found && hibernated {
+		return false, "the shoot is waking up from hibernation (status.isHibernated)"
+	}
+	last, found, _ := unstructured.NestedMap(obj, "spec", "shoot", "status", "lastOperation")
+	if !found || last == nil {
+		return false, "the shoot is being created (no lastOperation yet)"
+	}
+	state, _, _ := unstructured.NestedString(obj, "spec", "shoot", "status", "lastOperation", "state")
+	switch {
+	case typ == "Reconcile":
+		return true, "the shoot is active (lastOperation Reconcile " + state + ")"
+	case (typ == "Create" || typ == "Restore") && state == "Succeeded":
+		return true, "the shoot is active (lastOperation " + typ + " Succeeded)"
+	}
+	return false, fmt.Sprintf("the shoot's control plane is not settled (lastOperation %s %s; probed once a Create or Restore has Succeeded, or on Reconcile)", typ, state)
+}
+
+// ShootSettings are the probe settings a shoot overrides, read from its Cluster resource.
+type ShootSettings struct {
+	// NodeMonitorGrace is spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod; 0 =
+	// not set (the config's kcmNodeMonitorGraceDuration applies).
+	NodeMonitorGrace time.Duration
+	// NodeConditions: worker pool → machineControllerManager.nodeConditions, for the pools
+	// that name any (the others use the defaults).
+	NodeConditions map[string][]string
+	// Problems: fields present but unusable, ignored (the defaults apply).
+	Problems []string
+}
+
+// ShootSettingsOf reads a shoot's own probe settings from its Cluster (nil: none).
+func ShootSettingsOf(cluster *unstructured.Unstructured) ShootSettings {
+	var s ShootSettings
+	if cluster == nil {
+		return s
+	}
+	obj := cluster.Object
+	if v, found, err := unstructured.NestedFieldNoCopy(obj, "spec", "shoot", "spec", "kubernetes", "kubeControllerManager", "nodeMonitorGracePeriod"); found && v != nil {
+		str, isString := v.(string)
+		d, perr := time.ParseDuration(str)
+		switch {
+		case err != nil || !isString || perr != nil:
+			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %v: not a duration, ignored", v))
+		case d <= 0 || d > MaxDuration:
+			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %s: must be greater than 0 and at most %s, ignored", d, MaxDuration))
+		default:
+			s.NodeMonitorGrace = d
+		}
+	}
+	workers, _, _ := unstructured.NestedSlice(obj, "spec", "shoot", "spec", "provider", "workers")
+	for i, w := range workers {
+		wm, ok := w.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(wm, "name")
+		conds, found, err := unstructured.NestedStringSlice(wm, "machineControllerManager", "nodeConditions")
+		switch {
+		case err != nil:
+			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.provider.workers[%d].machineControllerManager.nodeConditions: not a list of strings, ignored", i))
+		case !found:
+		case name == "":
+			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.provider.workers[%d]: no name, its nodeConditions are ignored", i))
+		case len(conds) > 0:
+			if s.NodeConditions == nil {
+				s.NodeConditions = map[string][]string{}
+			}
+			s.NodeConditions[name] = conds
+		}
+	}
+	return s
+}
+
+// NodeConditionsJSON is NodeConditions as the probe's NODE_CONDITIONS ("" when none).
+func (s ShootSettings) NodeConditionsJSON() string {
+	if len(s.NodeConditions) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(s.NodeConditions) // strings only: cannot fail; keys sorted
+	return string(b)
+}
+
+// Grace is the shoot's nodeMonitorGracePeriod, or def when it sets none.
+func (s ShootSettings) Grace(def time.Duration) time.Duration {
+	if s.NodeMonitorGrace > 0 {
+		return s.NodeMonitorGrace
+	}
+	return def
+}
+
+// NextAfterThrottle is when a namespace's next probe is due after a probe Job that finished
+// at finished reported throttled (429) for the consecutive-th time in a row: no earlier than
+// the back-off, and never earlier than it was due anyway.
+func NextAfterThrottle(next, finished time.Time, consecutive int) time.Time {
+	until := finished.Add(probe.ThrottleBackoff(consecutive))
+	if next.Before(until) {
+		return until
+	}
+	return next
 }
 
 // ProbeInput is everything the decision for one namespace depends on.

@@ -72,14 +72,16 @@ func TestConfigAcceptsDependencyWatchdogProberConfigAsIs(t *testing.T) {
 func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"prober: {kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kubeConfigSecretName: required"},
-		{"prober: {kubeConfigSecretName: s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kcmNodeMonitorGraceDuration: required"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 0s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kcmNodeMonitorGraceDuration: 0s: must be greater than 0"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s}", "prober.dependentResourceInfos: required"},
-		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: -1}, scaleDown: {level: 0}}]}", "prober.dependentResourceInfos[0].scaleUp.level"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: x}, scaleDown: {level: 0}}]}", "prober.dependentResourceInfos[0].scaleUp.level"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, nodeLeaseFailureFraction: 1.5, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.nodeLeaseFailureFraction: 1.5"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, probeInterval: 0s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.probeInterval: 0s"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, probeJobRunDuration: 5s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.probeJobRunDuration: 5s"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, namespaceSelector: {}, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.namespaceSelector: empty"},
-		{"prober: {kubeConfigSecretName: s, probeIntervall: 5s}", "prober: unknown field \"probeIntervall\""},
+		{"prober: {kubeConfigSecretName: s, namespaceSelecter: {matchLabels: {a: b}}}", "prober.namespaceSelecter: unknown field; did you mean namespaceSelector?"},
+		{"prober: {kubeConfigSecretName: s, DryRun: true}", "prober.DryRun: unknown field; did you mean dryRun?"},
+		{"prober: {kubeConfigSecretName: s, namespaceSelector: {matchLabel: {a: b}}}", "prober: unknown field \"matchLabel\""},
 	} {
 		_, err := ParseConfig([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -103,6 +105,14 @@ func withWorkers(shoot map[string]any) map[string]any {
 		shoot["spec"] = spec
 	}
 	spec["provider"] = map[string]any{"workers": []any{map[string]any{"name": "a"}}}
+	status, _ := shoot["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		shoot["status"] = status
+	}
+	if _, ok := status["lastOperation"]; !ok {
+		status["lastOperation"] = map[string]any{"type": "Reconcile", "state": "Succeeded"}
+	}
 	return shoot
 }
 

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // prober launches probe Jobs: informer event (namespace, Gardener Cluster, probe Job) →
@@ -52,12 +55,16 @@ type prober struct {
 
 	leading atomic.Bool
 
-	mu       sync.Mutex
-	next     map[string]time.Time // namespace → next probe due
-	paused   map[string]string    // namespace → why it is not probed (selected but skipped)
-	counted  map[types.UID]bool   // pods whose summary was counted
-	cluster  *clusterWatch        // nil while Gardener's Cluster kind is not installed
-	clusterW sync.WaitGroup
+	mu      sync.Mutex
+	next    map[string]time.Time // namespace → next probe due
+	paused  map[string]string    // namespace → why it is not probed (selected but skipped)
+	counted map[types.UID]bool   // pods whose summary was counted
+	// throttled counts each namespace's probe Jobs in a row that reported throttled (429).
+	throttled map[string]int
+	// shootNotes: per namespace, the last shoot settings logged (logged again on change).
+	shootNotes map[string]string
+	cluster    *clusterWatch // nil while Gardener's Cluster kind is not installed
+	clusterW   sync.WaitGroup
 }
 
 // clusterWatch is the dynamic informer of Gardener's Cluster resources, started when
@@ -72,16 +79,18 @@ const jobTargetIndex = "depwatch-target"
 func newProber(c *Coordinator, d Deps) (*prober, error) {
 	cfg := d.Config.Prober
 	p := &prober{
-		client:  d.Client,
-		dyn:     d.Dynamic,
-		disco:   d.Client.Discovery(),
-		log:     d.Log.WithField("component", "prober"),
-		metrics: d.Metrics,
-		now:     d.Now,
-		started: d.Now(),
-		next:    map[string]time.Time{},
-		paused:  map[string]string{},
-		counted: map[types.UID]bool{},
+		client:     d.Client,
+		dyn:        d.Dynamic,
+		disco:      d.Client.Discovery(),
+		log:        d.Log.WithField("component", "prober"),
+		metrics:    d.Metrics,
+		now:        d.Now,
+		started:    d.Now(),
+		next:       map[string]time.Time{},
+		paused:     map[string]string{},
+		counted:    map[types.UID]bool{},
+		throttled:  map[string]int{},
+		shootNotes: map[string]string{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-prober"}),
 	}
@@ -163,8 +172,20 @@ type proberLive struct {
 
 func (p *prober) conf() *proberLive { return p.cur.Load() }
 
-// swap makes cfg and tpl (resolved) the running prober section.
+// swap makes cfg and tpl (resolved) the running prober section. The fields it ignored are
+// logged when they differ from the running section's, one warning each, with its path.
 func (p *prober) swap(cfg *ProberConfig, tpl jobs.Template) {
+	var before []string
+	if cur := p.cur.Load(); cur != nil {
+		before = cur.cfg.Warnings()
+	}
+	if !slices.Equal(before, cfg.Warnings()) {
+		for _, w := range cfg.Warnings() {
+			field, _, _ := strings.Cut(w, ":")
+			p.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
+				Warnf("The prober config has a field depwatch does not know; it is ignored, as dependency-watchdog ignores it: %s.", w)
+		}
+	}
 	p.cur.Store(&proberLive{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
 }
 
@@ -212,6 +233,9 @@ func (p *prober) onPod(obj any) {
 			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
 			return
 		}
+		if ns := pod.Labels[jobs.LabelNamespace]; ns != "" {
+			p.noteThrottling(ns, sum.Last, term.FinishedAt.Time)
+		}
 		for r, n := range sum.Results {
 			p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
 		}
@@ -220,6 +244,32 @@ func (p *prober) onPod(obj any) {
 		}
 		return
 	}
+}
+
+// noteThrottling: a probe Job that reported throttled (an API server answered 429) pushes
+// its namespace's next probe out by the back-off, doubling with each such Job in a row, so a
+// throttled API server is not probed again at full rate; any other result ends the back-off.
+func (p *prober) noteThrottling(ns, last string, finished time.Time) {
+	p.mu.Lock()
+	if last != string(probe.ResultThrottled) {
+		delete(p.throttled, ns)
+		p.mu.Unlock()
+		return
+	}
+	p.throttled[ns]++
+	n := p.throttled[ns]
+	next, scheduled := p.next[ns]
+	if scheduled {
+		next = NextAfterThrottle(next, finished, n)
+		p.next[ns] = next
+	}
+	p.mu.Unlock()
+	if !scheduled {
+		return
+	}
+	p.log.WithFields(logrus.Fields{"namespace": ns, "action": "back-off", "reason": "throttled", "backoff": probe.ThrottleBackoff(n).String(), "nextProbe": next.UTC().Format(time.RFC3339)}).
+		Warnf("The probe was throttled (HTTP 429) %d time(s) in a row: the next probe of this namespace waits until %s.", n, next.UTC().Format(time.RFC3339))
+	p.queue.AddAfter(ns, next.Sub(p.now()))
 }
 
 // watchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
@@ -293,7 +343,7 @@ func (p *prober) checkClusterKind(ctx context.Context) {
 			defer p.clusterW.Done()
 			inf.RunWithContext(cctx)
 		}()
-		p.log.Info("Gardener Cluster resources found: watching them; hibernated, deleted, migrating and worker-less shoots are not probed.")
+		p.log.Info("Gardener Cluster resources found: watching them; shoots that are hibernated, waking up, being created, restored, migrated or deleted, or have no workers, are not probed; a shoot's nodeMonitorGracePeriod and per-pool nodeConditions apply to its probes.")
 	case !installed && running:
 		p.cluster.cancel()
 		p.cluster = nil
@@ -393,6 +443,8 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		p.mu.Lock()
 		_, had := p.next[ns]
 		delete(p.next, ns)
+		delete(p.throttled, ns)
+		delete(p.shootNotes, ns)
 		_, wasPaused := p.paused[ns]
 		if in.Watched && !wasPaused {
 			p.paused[ns] = why
@@ -432,7 +484,7 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		p.schedule(ns, in.Now)
 		return nil
 	}
-	if err := p.launch(ctx, ns, in.Now, log); err != nil {
+	if err := p.launch(ctx, ns, in.Now, in.Cluster, log); err != nil {
 		return err
 	}
 	p.schedule(ns, in.Now)
@@ -450,14 +502,20 @@ func (p *prober) schedule(ns string, now time.Time) {
 	p.queue.AddAfter(ns, d)
 }
 
-func (p *prober) launch(ctx context.Context, ns string, now time.Time, log logrus.FieldLogger) error {
+// launch launches a probe Job with the shoot's own settings as they are now: a Job keeps
+// what was true when it started, the next one picks up a change.
+func (p *prober) launch(ctx context.Context, ns string, now time.Time, cluster *unstructured.Unstructured, log logrus.FieldLogger) error {
 	cur := p.conf()
 	cfg := cur.cfg
+	shoot := ShootSettingsOf(cluster)
+	grace := shoot.Grace(cfg.KCMGrace())
+	p.noteShootSettings(ns, shoot, grace, log)
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Namespace:                 ns,
 		KubeconfigSecretName:      cfg.KubeConfigSecretName,
 		ProbeTimeout:              cfg.Timeout(),
-		NodeMonitorGrace:          cfg.KCMNodeMonitorGraceDuration.Duration,
+		NodeMonitorGrace:          grace,
+		NodeConditions:            shoot.NodeConditionsJSON(),
 		NodeLeaseFailureFraction:  cfg.LeaseFailure(),
 		LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
 		DependentResources:        cfg.ResourcesJSON(),
@@ -478,6 +536,28 @@ func (p *prober) launch(ctx context.Context, ns string, now time.Time, log logru
 	}
 	log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "result": string(out.Result)}).Debug("Launched a probe Job.")
 	return nil
+}
+
+// noteShootSettings logs a namespace's shoot-specific settings when they change (not on every
+// probe: a seed has up to a thousand namespaces probed every few seconds).
+func (p *prober) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
+	note := fmt.Sprintf("grace=%s conditions=%s problems=%v", grace, s.NodeConditionsJSON(), s.Problems)
+	p.mu.Lock()
+	changed := p.shootNotes[ns] != note
+	p.shootNotes[ns] = note
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	fields := logrus.Fields{"nodeMonitorGrace": grace.String(), "nodeConditions": s.NodeConditionsJSON(), "reason": "shoot settings"}
+	if s.NodeMonitorGrace > 0 {
+		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from the next probe Job on.")
+	} else {
+		log.WithFields(fields).Debug("Probe settings of this namespace from the next probe Job on.")
+	}
+	for _, pr := range s.Problems {
+		log.WithFields(logrus.Fields{"reason": pr}).Warnf("The shoot's Cluster has a probe setting depwatch cannot use; the default applies: %s.", pr)
+	}
 }
 
 // cleanHistory deletes the namespace's finished probe Jobs beyond the history limits.

@@ -3,8 +3,10 @@ package coordinator
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/probe"
 )
@@ -27,6 +30,9 @@ const (
 	DefaultSuccessfulJobsHistory     = 1
 	DefaultFailedJobsHistory         = 3
 	DefaultClusterDiscoveryInterval  = time.Minute
+	// DefaultKCMNodeMonitorGraceDuration is kube-controller-manager's own default
+	// --node-monitor-grace-period, as dependency-watchdog assumes it.
+	DefaultKCMNodeMonitorGraceDuration = 40 * time.Second
 	// DefaultProbeNamespaceSelector is Gardener's label of a shoot's control-plane namespace.
 	DefaultProbeNamespaceSelector = "gardener.cloud/role=shoot"
 )
@@ -40,16 +46,21 @@ const (
 //	  initialDelay: 30s              # before a namespace's first probe
 //	  probeTimeout: 30s
 //	  backoffJitterFactor: 0.2       # each interval is probeInterval x (1 ± this x random)
-//	  kcmNodeMonitorGraceDuration: 40s   # required
+//	  kcmNodeMonitorGraceDuration: 40s   # a shoot's own nodeMonitorGracePeriod wins
 //	  nodeLeaseFailureFraction: 0.6
 //	  dependentResourceInfos: [...]  # required; dependency-watchdog's format
-//	  leaseExpiryBufferFraction: 0.75
-//	  namespaceSelector: {matchLabels: {gardener.cloud/role: shoot}}
-//	  successfulJobsHistoryLimit: 1
-//	  failedJobsHistoryLimit: 3
-//	  probeJobRunDuration: 0s        # 0: one probe per Job; > 0: one Job probes every interval this long
-//	  clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
-//	  dryRun: false
+//
+// Fields dependency-watchdog does not know (and would ignore) are ignored with a warning
+// naming each by its path, unless the name is a near miss of one of depwatch's own fields:
+// those stay strict, since a typo there must not silently fall back to a default.
+//
+//	leaseExpiryBufferFraction: 0.75
+//	namespaceSelector: {matchLabels: {gardener.cloud/role: shoot}}
+//	successfulJobsHistoryLimit: 1
+//	failedJobsHistoryLimit: 3
+//	probeJobRunDuration: 0s        # 0: one probe per Job; > 0: one Job probes every interval this long
+//	clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
+//	dryRun: false
 type ProberConfig struct {
 	KubeConfigSecretName        string           `json:"kubeConfigSecretName"`
 	ProbeInterval               *metav1.Duration `json:"probeInterval,omitempty"`
@@ -72,6 +83,15 @@ type ProberConfig struct {
 	resources    []probe.DependentResource
 	resourceJSON string
 	selector     labels.Selector
+	warnings     []string // fields ignored, by path
+}
+
+// Warnings name the fields that were ignored (dependency-watchdog would ignore them too).
+func (p *ProberConfig) Warnings() []string { return p.warnings }
+
+// KCMGrace is kcmNodeMonitorGraceDuration, default 40s.
+func (p *ProberConfig) KCMGrace() time.Duration {
+	return durOr(p.KCMNodeMonitorGraceDuration, DefaultKCMNodeMonitorGraceDuration)
 }
 
 func durOr(d *metav1.Duration, def time.Duration) time.Duration {
@@ -175,21 +195,88 @@ func addSat(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// parseProber parses the section strictly and validates every field, each problem naming its
-// path under "prober.".
+// proberFields are the section's fields: dependency-watchdog's, then depwatch's own.
+var (
+	dwdProberFields = []string{"kubeConfigSecretName", "probeInterval", "initialDelay", "probeTimeout", "backoffJitterFactor",
+		"dependentResourceInfos", "kcmNodeMonitorGraceDuration", "nodeLeaseFailureFraction"}
+	ownProberFields = []string{"leaseExpiryBufferFraction", "namespaceSelector", "successfulJobsHistoryLimit",
+		"failedJobsHistoryLimit", "probeJobRunDuration", "clusterDiscoveryInterval", "dryRun"}
+)
+
+// parseProber parses the section and validates every field, each problem naming its path
+// under "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown
+// field is a warning, or an error when it looks like a misspelt depwatch field (nearOwnField).
 func parseProber(raw json.RawMessage) (*ProberConfig, []error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	var p ProberConfig
-	if err := strictJSON(raw, &p); err != nil {
-		return nil, []error{fmt.Errorf("prober: %s", cleanJSONError(err))}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", cleanJSONError(err))}
 	}
-	errs := p.validate()
+	known := map[string]json.RawMessage{}
+	var warnings []string
+	var errs []error
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if slices.Contains(dwdProberFields, k) || slices.Contains(ownProberFields, k) {
+			known[k] = top[k]
+			continue
+		}
+		if own := nearOwnField(k); own != "" {
+			errs = append(errs, fmt.Errorf("prober.%s: unknown field; did you mean %s? (depwatch's own fields are checked strictly)", pathKey(k), own))
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("prober.%s: unknown field, ignored (dependency-watchdog ignores it too)", pathKey(k)))
+	}
+	var p ProberConfig
+	data, _ := json.Marshal(known) // a map of raw JSON values: cannot fail
+	if err := strictJSON(data, &p); err != nil {
+		return nil, append(errs, fmt.Errorf("prober: %s", cleanJSONError(err)))
+	}
+	errs = append(errs, p.validate()...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	p.warnings = append(warnings, p.warnings...)
+	slices.Sort(p.warnings)
 	return &p, nil
+}
+
+// nearOwnField returns the depwatch prober field that k most likely misspells (the same
+// letters but for case, or at most two edits away), or "".
+func nearOwnField(k string) string {
+	for _, f := range ownProberFields {
+		if strings.EqualFold(k, f) || editDistance(strings.ToLower(k), strings.ToLower(f)) <= 2 {
+			return f
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (p *ProberConfig) validate() []error {
@@ -222,11 +309,7 @@ func (p *ProberConfig) validate() []error {
 		add("prober.initialDelay: %s: must not be negative", p.InitialDelay.Duration)
 	}
 	bounded("initialDelay", p.InitialDelay)
-	if p.KCMNodeMonitorGraceDuration == nil {
-		add("prober.kcmNodeMonitorGraceDuration: required: kube-controller-manager's --node-monitor-grace-period, e.g. 40s")
-	} else {
-		positive("kcmNodeMonitorGraceDuration", p.KCMNodeMonitorGraceDuration)
-	}
+	positive("kcmNodeMonitorGraceDuration", p.KCMNodeMonitorGraceDuration)
 	if p.BackoffJitterFactor != nil && (*p.BackoffJitterFactor < 0 || *p.BackoffJitterFactor >= 1) {
 		add("prober.backoffJitterFactor: %g: must be in [0,1)", *p.BackoffJitterFactor)
 	}
@@ -264,7 +347,10 @@ func (p *ProberConfig) validate() []error {
 	if len(bytes.TrimSpace(p.DependentResourceInfos)) == 0 || string(bytes.TrimSpace(p.DependentResourceInfos)) == "null" {
 		add("prober.dependentResourceInfos: required: the dependents to scale (kube-controller-manager, machine-controller-manager, ...)")
 	} else {
-		res, err := probe.ParseDependentResources(p.DependentResourceInfos)
+		res, warnings, err := probe.ParseDependentResourcesLenient(p.DependentResourceInfos)
+		for _, w := range warnings {
+			p.warnings = append(p.warnings, "prober."+w)
+		}
 		if err != nil {
 			var ce *probe.ConfigError
 			if ok := asConfigError(err, &ce); ok {
@@ -275,9 +361,9 @@ func (p *ProberConfig) validate() []error {
 				add("prober.dependentResourceInfos: %v", err)
 			}
 		} else {
-			var compact bytes.Buffer
-			_ = json.Compact(&compact, p.DependentResourceInfos)
-			p.resources, p.resourceJSON = res, compact.String()
+			// The Job gets the resources as parsed, every field explicit and the ignored ones
+			// gone: the probe reads its environment strictly.
+			p.resources, p.resourceJSON = res, probe.EncodeDependentResources(res)
 			// The probe Job's activeDeadlineSeconds covers its run, three probe timeouts and
 			// the scale chain; the sum must stay a sane, non-overflowing duration. Checked only
 			// when every duration is valid on its own, so one mistake is reported once.
@@ -297,4 +383,83 @@ func asConfigError(err error, target **probe.ConfigError) bool {
 		*target = ce
 	}
 	return ok
+}
+
+// LoadConfigFiles reads the config file and, when proberFile is set (--prober-config-file),
+// dependency-watchdog's prober ConfigMap data as it is, which becomes the `prober:` section.
+// So the prober ConfigMap gardenlet writes can be mounted unchanged beside the weeder's.
+func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
+	if proberFile == "" {
+		return LoadConfig(configFile)
+	}
+	if configFile == "" {
+		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
+	}
+	data, err := readConfigFiles(configFile, proberFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("config files %s and %s (its fields as prober.*):\n%w", configFile, proberFile, err)
+	}
+	return cfg, nil
+}
+
+// readConfigFiles returns what ParseConfig reads: the config file alone, or with proberFile's
+// content as its prober section. A reload hashes this, so a change to either file is seen.
+func readConfigFiles(configFile, proberFile string) ([]byte, error) {
+	data, err := os.ReadFile(configFile)
+	if err != nil {
+		return nil, fmt.Errorf("--config-file=%q: %w", configFile, err)
+	}
+	if proberFile == "" {
+		return data, nil
+	}
+	proberData, err := os.ReadFile(proberFile)
+	if err != nil {
+		return nil, fmt.Errorf("--prober-config-file=%q: %w", proberFile, err)
+	}
+	return ComposeProberConfig(data, proberData)
+}
+
+// readConfig is readConfigFiles with the coordinator's own flags.
+func (c *Coordinator) readConfig(configFile string) ([]byte, error) {
+	return readConfigFiles(configFile, c.opts.ProberConfigFile)
+}
+
+// ComposeProberConfig puts dependency-watchdog's prober config (YAML or JSON, top level as in
+// its ConfigMap) into the config as its prober section, and returns the result as JSON. A
+// config that has a prober section of its own is refused: two sources for one section would
+// leave the reader guessing which applies.
+func ComposeProberConfig(config, proberConfig []byte) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := yaml.Unmarshal(config, &top); err != nil {
+		if lines := nonFinite(config); len(lines) > 0 {
+			return nil, fmt.Errorf("--config-file: %s", strings.Join(lines, "; "))
+		}
+		return nil, fmt.Errorf("--config-file: not valid YAML: %w", err)
+	}
+	if _, ok := top["prober"]; ok {
+		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
+	}
+	var prober map[string]json.RawMessage
+	if err := yaml.Unmarshal(proberConfig, &prober); err != nil {
+		if lines := nonFinite(proberConfig); len(lines) > 0 {
+			return nil, fmt.Errorf("--prober-config-file: prober.%s", strings.Join(lines, "; prober."))
+		}
+		return nil, fmt.Errorf("--prober-config-file: not valid YAML: %w", err)
+	}
+	if len(prober) == 0 {
+		return nil, errors.New("--prober-config-file: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
+	}
+	if top == nil {
+		top = map[string]json.RawMessage{}
+	}
+	raw, err := json.Marshal(prober)
+	if err != nil {
+		return nil, fmt.Errorf("--prober-config-file: %w", err)
+	}
+	top["prober"] = raw
+	return json.Marshal(top)
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -193,7 +192,7 @@ func (c *Coordinator) watchConfig(ctx context.Context, path string, every time.D
 // checkConfig reads the config file once and, if its content is new, applies it, refuses it
 // as invalid, or holds it back until a restart.
 func (c *Coordinator) checkConfig(ctx context.Context, path string) {
-	data, readErr := os.ReadFile(path)
+	data, readErr := c.readConfig(path)
 	if readErr != nil {
 		data = []byte("read error: " + readErr.Error())
 	}

@@ -33,6 +33,9 @@ type ProbeSpec struct {
 	// level it was allowed to finish.
 	ScaleChain time.Duration
 	DryRun     bool
+	// NodeConditions is the shoot's worker pool → unhealthy node conditions as JSON
+	// (NODE_CONDITIONS); "" = every pool uses the defaults.
+	NodeConditions string
 	// RunDuration 0: the Job probes once. > 0: the Job probes every Interval (SCHEDULE
 	// "@every <Interval>") for RunDuration (RUN_DURATION): fewer Jobs and pods, one pod
 	// always running per namespace.
@@ -72,6 +75,9 @@ func Probe(p ProbeSpec) (Spec, error) {
 		{Name: "LEASE_EXPIRY_BUFFER_FRACTION", Value: fmtFraction(p.LeaseExpiryBufferFraction)},
 		{Name: "DEPENDENT_RESOURCES", Value: p.DependentResources},
 		{Name: "DRY_RUN", Value: strconv.FormatBool(p.DryRun)},
+	}
+	if p.NodeConditions != "" {
+		env = append(env, corev1.EnvVar{Name: "NODE_CONDITIONS", Value: p.NodeConditions})
 	}
 	if p.RunDuration > 0 {
 		env = append(env,

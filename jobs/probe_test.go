@@ -115,3 +115,25 @@ func TestExcessHistoryKeepsTheNewestFinishedJobs(t *testing.T) {
 		t.Errorf("%d excess under generous limits", n)
 	}
 }
+
+// The shoot's per-pool unhealthy node conditions reach the probe as NODE_CONDITIONS, and only
+// when the shoot names some: without them the probe's defaults apply.
+func TestProbeSpecCarriesTheShootsNodeConditions(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{{"", ""}, {`{"pool-a":["Custom"]}`, `{"pool-a":["Custom"]}`}} {
+		p := probeSpec()
+		p.NodeConditions = tt.in
+		s, err := Probe(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, set := "", false
+		for _, e := range s.Env {
+			if e.Name == "NODE_CONDITIONS" {
+				got, set = e.Value, true
+			}
+		}
+		if got != tt.want || set != (tt.want != "") {
+			t.Errorf("NodeConditions %q: NODE_CONDITIONS=%q (set %v)", tt.in, got, set)
+		}
+	}
+}

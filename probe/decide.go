@@ -20,7 +20,8 @@ const (
 // table-tested without a cluster.
 type LeaseInput struct {
 	Leases []coordinationv1.Lease // the Leases in kube-node-lease
-	Nodes  map[string]bool        // names of the existing Nodes
+	Nodes  map[string]NodeInfo    // the existing Nodes by name
+	Filter CandidateFilter        // Machines and per-pool unhealthy conditions
 	Now    time.Time
 
 	NodeMonitorGrace          time.Duration // kube-controller-manager's --node-monitor-grace-period
@@ -32,21 +33,30 @@ type LeaseInput struct {
 type Decision struct {
 	Action     Action
 	Reason     string
-	Candidates int // leases of existing Nodes
+	Candidates int // leases that count (see CandidateFilter.Exclusion)
 	Expired    int // of those, the expired ones
+	// Excluded counts the leases left out, by reason (Excluded*).
+	Excluded map[string]int
 }
 
 // Decide turns the node leases into a decision:
-//   - only leases whose Node exists count (a deleted Node's lease can linger);
+//   - only the leases of candidate nodes count, as dependency-watchdog counts them: the Node
+//     exists and, on a Gardener seed (the Machine kind exists), is managed by MCM, none of its
+//     pool's unhealthy conditions is True, a Machine that is not Failed or Terminating names
+//     it, and it is not in an in-place update (CandidateFilter.Exclusion); the others are
+//     counted by reason;
 //   - one candidate: no decision (a single-node cluster cannot tell its kubelet from the API
 //     server's load balancer failing);
 //   - none: scale up (nothing indicates that kubelets cannot reach the API server);
 //   - expired/candidates >= NodeLeaseFailureFraction: scale down, else scale up.
 func Decide(in LeaseInput) Decision {
-	var d Decision
+	d := Decision{Excluded: map[string]int{}}
+	machines := machineIndex(in.Filter.Machines)
 	for i := range in.Leases {
 		l := &in.Leases[i]
-		if !in.Nodes[l.Name] {
+		node, ok := in.Nodes[l.Name]
+		if why := in.Filter.Exclusion(l.Name, node, ok, machines); why != "" {
+			d.Excluded[why]++
 			continue
 		}
 		d.Candidates++
@@ -54,19 +64,23 @@ func Decide(in LeaseInput) Decision {
 			d.Expired++
 		}
 	}
+	left := ""
+	if len(d.Excluded) > 0 {
+		left = "; left out: " + FormatExclusions(d.Excluded)
+	}
 	switch {
 	case d.Candidates == 0:
-		d.Action, d.Reason = ActionScaleUp, "no node lease of an existing Node: nothing indicates a failure"
+		d.Action, d.Reason = ActionScaleUp, "no node lease counts: nothing indicates a failure"+left
 	case d.Candidates == 1:
-		d.Action, d.Reason = ActionNone, fmt.Sprintf("only one node lease (%d expired): a single node cannot tell its own failure from the API server's", d.Expired)
+		d.Action, d.Reason = ActionNone, fmt.Sprintf("only one node lease counts (%d expired): a single node cannot tell its own failure from the API server's%s", d.Expired, left)
 	default:
 		frac := float64(d.Expired) / float64(d.Candidates)
 		if frac >= in.NodeLeaseFailureFraction {
 			d.Action = ActionScaleDown
-			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f >= NODE_LEASE_FAILURE_FRACTION %g)", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction)
+			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f >= NODE_LEASE_FAILURE_FRACTION %g)%s", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction, left)
 		} else {
 			d.Action = ActionScaleUp
-			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f < NODE_LEASE_FAILURE_FRACTION %g)", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction)
+			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f < NODE_LEASE_FAILURE_FRACTION %g)%s", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction, left)
 		}
 	}
 	return d

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +67,7 @@ type cluster struct {
 
 	shootFactoryCalls int
 	logs              *bytes.Buffer
+	machineKind       bool // the seed serves MCM's Machine kind
 }
 
 func newCluster(t *testing.T, objs ...*unstructured.Unstructured) *cluster {
@@ -77,12 +79,22 @@ func newCluster(t *testing.T, objs ...*unstructured.Unstructured) *cluster {
 	})
 	listKinds := map[schema.GroupVersionResource]string{
 		gvrDeployments: "DeploymentList", gvrStatefulSets: "StatefulSetList", gvrWidgets: "WidgetList",
+		MachineGVR: "MachineList",
 	}
 	rObjs := make([]runtime.Object, len(objs))
 	for i, o := range objs {
 		rObjs[i] = o
 	}
 	c.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, rObjs...)
+	// Not a Gardener seed unless a test adds Machines: the Machine kind is not served.
+	c.dyn.PrependReactor("list", "machines", func(k8stesting.Action) (bool, runtime.Object, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.machineKind {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewNotFound(MachineGVR.GroupResource(), "")
+	})
 
 	m := meta.NewDefaultRESTMapper(nil)
 	m.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
@@ -350,4 +362,34 @@ func (w testWriter) Write(p []byte) (int, error) {
 func (c *cluster) run(opts Options) (Summary, error) {
 	c.t.Helper()
 	return Run(context.Background(), c.deps(), opts, c.logger())
+}
+
+// machines makes the seed a Gardener seed (the Machine kind exists) and adds a Machine in the
+// test namespace for each node name → phase given.
+func (c *cluster) machines(phases map[string]string) {
+	c.t.Helper()
+	c.mu.Lock()
+	c.machineKind = true
+	c.mu.Unlock()
+	for node, phase := range phases {
+		m := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+			"metadata": map[string]any{"name": "machine-" + node, "namespace": testNS, "labels": map[string]any{MachineNodeLabel: node}},
+			"status":   map[string]any{"currentStatus": map[string]any{"phase": phase}},
+		}}
+		if err := c.dyn.Tracker().Add(m); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// findLog returns the first JSON log line whose key has the value.
+func findLog(logs, key, value string) (map[string]any, bool) {
+	for _, line := range strings.Split(logs, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m[key] == value {
+			return m, true
+		}
+	}
+	return nil, false
 }

@@ -19,6 +19,9 @@ type Options struct {
 	LeaseExpiryBufferFraction float64
 	Resources                 []DependentResource
 	DryRun                    bool
+	// NodeConditions: worker pool → the node conditions that take its nodes out of the lease
+	// count (NODE_CONDITIONS; pools not listed use DefaultUnhealthyNodeConditions).
+	NodeConditions map[string][]string
 
 	ScheduleSpec string        // "" = a single probe
 	Schedule     cron.Schedule // nil = a single probe
@@ -73,6 +76,13 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		o.Resources = res
 	}
 	o.DryRun = e.boolean("DRY_RUN")
+	if v, ok := e.optional("NODE_CONDITIONS"); ok {
+		m, err := ParseNodeConditions(v)
+		if err != nil {
+			e.fail("NODE_CONDITIONS", v, "%v", err)
+		}
+		o.NodeConditions = m
+	}
 
 	spec, hasSchedule := e.optional("SCHEDULE")
 	if hasSchedule {

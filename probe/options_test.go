@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 		"PROBE_TIMEOUT":                "soon",
 		"NODE_LEASE_FAILURE_FRACTION":  "NaN",
 		"LEASE_EXPIRY_BUFFER_FRACTION": "0",
-		"DEPENDENT_RESOURCES":          `[{"ref":{"kind":"Deployment","apiVersion":"apps/v1"},"scaleUp":{"level":-1},"scaleDown":{"level":0,"timeout":"0s"}}]`,
+		"DEPENDENT_RESOURCES":          `[{"ref":{"kind":"Deployment","apiVersion":"apps/v1"},"scaleUp":{"level":"x"},"scaleDown":{"level":0,"timeout":"0s"}}]`,
 		"DRY_RUN":                      "maybe",
 		"SCHEDULE":                     "@every 10s",
 	}
@@ -188,7 +189,7 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 		`NODE_LEASE_FAILURE_FRACTION="NaN"`,
 		`LEASE_EXPIRY_BUFFER_FRACTION="0"`,
 		"DEPENDENT_RESOURCES[0].ref.name: required",
-		"DEPENDENT_RESOURCES[0].scaleUp.level=-1",
+		`DEPENDENT_RESOURCES[0].scaleUp.level="x"`,
 		`DEPENDENT_RESOURCES[0].scaleDown.timeout="0s"`,
 		`DRY_RUN="maybe"`,
 		"RUN_DURATION: required with SCHEDULE",
@@ -224,13 +225,10 @@ func TestDependentResourcesNameTheOffendingPath(t *testing.T) {
 		{"apiVersion invalid", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1/x"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.apiVersion="apps/v1/x": not a valid apiVersion`},
 		{"apiVersion without version", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.apiVersion="apps/": not a valid apiVersion`},
 		{"optional not a bool", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"optional":"yes","scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].optional="yes": must be true or false`},
-		{"scaleUp missing", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp: required"},
 		{"scaleDown not an object", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":1}]`, "DEPENDENT_RESOURCES[0].scaleDown=1: must be an object"},
-		{"level missing", `[` + ok + `,{"ref":{"kind":"Deployment","name":"mcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{}}]`, "DEPENDENT_RESOURCES[1].scaleDown.level: required"},
-		{"level negative", `[` + ok + `,{"ref":{"kind":"Deployment","name":"mcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":-1}}]`, "DEPENDENT_RESOURCES[1].scaleDown.level=-1: must be an integer >= 0"},
-		{"level fractional", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":1.5},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.level=1.5: must be an integer >= 0"},
-		{"level a string", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":"0"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.level="0": must be an integer >= 0`},
-		{"level huge", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":99999999999},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.level=99999999999: must be an integer >= 0"},
+		{"level fractional", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":1.5},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.level=1.5: must be an integer"},
+		{"level a string", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":"0"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.level="0": must be an integer`},
+		{"level huge", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":99999999999},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.level=99999999999: must be an integer"},
 		{"initialDelay not a duration", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initialDelay":"10"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.initialDelay="10": must be a Go duration string`},
 		{"initialDelay a number", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initialDelay":10},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.initialDelay=10: must be a Go duration string"},
 		{"initialDelay negative", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initialDelay":"-1s"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.initialDelay="-1s": must not be negative`},
@@ -328,4 +326,65 @@ func FuzzDependentResources(f *testing.F) {
 			}
 		}
 	})
+}
+
+// dependency-watchdog's zero values: an absent scaleUp, scaleDown or level is level 0 with
+// the default delay and timeout; levels only order resources, so a negative one is accepted
+// and runs first.
+func TestDependentResourcesDefaultAbsentScaleInfoAndAcceptAnyLevel(t *testing.T) {
+	res, err := ParseDependentResources([]byte(`[
+	  {"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}},
+	  {"ref":{"kind":"Deployment","name":"mcm","apiVersion":"apps/v1"},"scaleUp":{},"scaleDown":{"level":-2}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ScaleInfo{Level: 0, InitialDelay: DefaultScaleInitialDelay, Timeout: DefaultScaleTimeout}
+	if res[0].ScaleUp != want || res[0].ScaleDown != want || res[1].ScaleUp != want {
+		t.Errorf("absent scale infos = %+v %+v %+v, want %+v", res[0].ScaleUp, res[0].ScaleDown, res[1].ScaleUp, want)
+	}
+	if res[1].ScaleDown.Level != -2 {
+		t.Errorf("negative level = %d, want -2", res[1].ScaleDown.Level)
+	}
+}
+
+// A field dependency-watchdog does not know is ignored by it; read leniently, depwatch names
+// it in a warning with its path and still accepts the list. Read strictly (the probe's own
+// environment), it is refused.
+func TestUnknownDependentResourceFieldsAreWarningsWhenLenient(t *testing.T) {
+	doc := []byte(`[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1","extra":1},"shouldExist":true,"scaleUp":{"level":1,"retries":3},"scaleDown":{"level":0}}]`)
+	res, warnings, err := ParseDependentResourcesLenient(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dependentResourceInfos[0].ref.extra", "dependentResourceInfos[0].scaleUp.retries", "dependentResourceInfos[0].shouldExist"}
+	if len(warnings) != len(want) {
+		t.Fatalf("warnings = %q, want one each for %q", warnings, want)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(warnings, func(s string) bool { return strings.HasPrefix(s, w+": unknown field, ignored") }) {
+			t.Errorf("no warning for %s in %q", w, warnings)
+		}
+	}
+	if len(res) != 1 || res[0].ScaleUp.Level != 1 {
+		t.Errorf("parsed %+v", res)
+	}
+	if _, err := ParseDependentResources(doc); err == nil {
+		t.Error("strict parsing must refuse unknown fields")
+	}
+}
+
+// The coordinator hands its Jobs EncodeDependentResources' output: it parses back (strictly)
+// to the same resources.
+func TestEncodeDependentResourcesRoundTrips(t *testing.T) {
+	in := []DependentResource{
+		{Ref: ResourceRef{Kind: "Deployment", Name: "kcm", APIVersion: "apps/v1"}, ScaleUp: ScaleInfo{Level: 1, InitialDelay: 30 * time.Second, Timeout: time.Minute}, ScaleDown: ScaleInfo{Level: 0, Timeout: 40 * time.Second}},
+		{Ref: ResourceRef{Kind: "Widget", Name: "w", APIVersion: "example.io/v1"}, Optional: true, ScaleUp: ScaleInfo{Level: -1, Timeout: time.Second}, ScaleDown: ScaleInfo{Level: 2, InitialDelay: time.Second, Timeout: time.Second}},
+	}
+	out, err := ParseDependentResources([]byte(EncodeDependentResources(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out, in) {
+		t.Errorf("round trip: %+v, want %+v", out, in)
+	}
 }

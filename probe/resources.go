@@ -61,10 +61,58 @@ func ParseDependentResources(data []byte) ([]DependentResource, error) {
 	return res, nil
 }
 
+// ParseDependentResourcesLenient parses dependentResourceInfos as dependency-watchdog reads
+// them from its ConfigMap: a field it does not know is ignored, and named in warnings (one
+// per field, with its path) instead of refused, so a ConfigMap written for a newer
+// dependency-watchdog still starts the coordinator. Everything else is as strict as
+// ParseDependentResources.
+func ParseDependentResourcesLenient(data []byte) ([]DependentResource, []string, error) {
+	p := &resourceParser{lenient: true}
+	res := p.parse(data, "dependentResourceInfos")
+	if len(p.problems) > 0 {
+		return nil, nil, &ConfigError{Problems: p.problems}
+	}
+	return res, p.warnings, nil
+}
+
+// EncodeDependentResources writes resources in dependentResourceInfos' JSON form with every
+// field explicit (durations as Go duration strings): what the coordinator hands its probe
+// Jobs, free of any field the probe would not know.
+func EncodeDependentResources(res []DependentResource) string {
+	type scaleInfo struct {
+		Level        int    `json:"level"`
+		InitialDelay string `json:"initialDelay"`
+		Timeout      string `json:"timeout"`
+	}
+	type ref struct {
+		Kind       string `json:"kind"`
+		Name       string `json:"name"`
+		APIVersion string `json:"apiVersion"`
+	}
+	type info struct {
+		Ref       ref       `json:"ref"`
+		Optional  bool      `json:"optional"`
+		ScaleUp   scaleInfo `json:"scaleUp"`
+		ScaleDown scaleInfo `json:"scaleDown"`
+	}
+	si := func(s ScaleInfo) scaleInfo {
+		return scaleInfo{Level: s.Level, InitialDelay: s.InitialDelay.String(), Timeout: s.Timeout.String()}
+	}
+	out := make([]info, 0, len(res))
+	for _, r := range res {
+		out = append(out, info{Ref: ref{Kind: r.Ref.Kind, Name: r.Ref.Name, APIVersion: r.Ref.APIVersion},
+			Optional: r.Optional, ScaleUp: si(r.ScaleUp), ScaleDown: si(r.ScaleDown)})
+	}
+	b, _ := json.Marshal(out) // plain strings, ints and bools: cannot fail
+	return string(b)
+}
+
 // resourceParser walks the decoded JSON and records one problem per bad field. The format is
 // PATH=<the value as JSON>: problem, or PATH: problem when the field is missing.
 type resourceParser struct {
 	problems []string
+	lenient  bool     // unknown fields are warnings, not problems
+	warnings []string // with lenient: the unknown fields, ignored
 }
 
 func (p *resourceParser) fail(path string, value any, format string, args ...any) {
@@ -83,21 +131,33 @@ var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
 
 func parseDependentResources(data []byte, root string) ([]DependentResource, []string) {
 	p := &resourceParser{}
+	res := p.parse(data, root)
+	if len(p.problems) > 0 {
+		return nil, p.problems
+	}
+	return res, nil
+}
+
+func (p *resourceParser) parse(data []byte, root string) []DependentResource {
+	fail := func(format string, args ...any) []DependentResource {
+		p.problems = append(p.problems, fmt.Sprintf(format, args...))
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
-		return nil, []string{fmt.Sprintf("%s=%q: not valid JSON: %v", root, shorten(string(data)), err)}
+		return fail("%s=%q: not valid JSON: %v", root, shorten(string(data)), err)
 	}
 	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
-		return nil, []string{fmt.Sprintf("%s=%q: not valid JSON: unexpected data after the list", root, shorten(string(data)))}
+		return fail("%s=%q: not valid JSON: unexpected data after the list", root, shorten(string(data)))
 	}
 	list, ok := doc.([]any)
 	if !ok {
-		return nil, []string{fmt.Sprintf("%s=%q: must be a JSON list of dependentResourceInfos", root, shorten(string(data)))}
+		return fail("%s=%q: must be a JSON list of dependentResourceInfos", root, shorten(string(data)))
 	}
 	if len(list) == 0 {
-		return nil, []string{fmt.Sprintf("%s=%q: must list at least one dependent resource", root, shorten(string(data)))}
+		return fail("%s=%q: must list at least one dependent resource", root, shorten(string(data)))
 	}
 
 	out := make([]DependentResource, 0, len(list))
@@ -130,10 +190,7 @@ func parseDependentResources(data []byte, root string) ([]DependentResource, []s
 		r.ScaleDown = p.scaleInfo(path+".scaleDown", obj["scaleDown"])
 		out = append(out, r)
 	}
-	if len(p.problems) > 0 {
-		return nil, p.problems
-	}
-	return out, nil
+	return out
 }
 
 func (p *resourceParser) object(path string, v any) (map[string]any, bool) {
@@ -159,6 +216,10 @@ func (p *resourceParser) unknown(path string, obj map[string]any, known ...strin
 	}
 	slices.Sort(extra)
 	for _, k := range extra {
+		if p.lenient {
+			p.warnings = append(p.warnings, fmt.Sprintf("%s.%s: unknown field, ignored (known: %s)", path, k, strings.Join(known, ", ")))
+			continue
+		}
 		p.fail(path+"."+k, obj[k], "unknown field (known: %s)", strings.Join(known, ", "))
 	}
 }
@@ -210,8 +271,14 @@ func (p *resourceParser) str(path string, v any) (string, bool) {
 	return s, true
 }
 
+// scaleInfo reads scaleUp or scaleDown. Absent (or null) means level 0 with the default delay
+// and timeout; so does an absent level (dependency-watchdog's zero value). Levels only order
+// the resources, so any integer is accepted, negative ones too (they run first).
 func (p *resourceParser) scaleInfo(path string, v any) ScaleInfo {
 	si := ScaleInfo{InitialDelay: DefaultScaleInitialDelay, Timeout: DefaultScaleTimeout}
+	if v == nil {
+		return si
+	}
 	obj, ok := p.object(path, v)
 	if !ok {
 		return si
@@ -219,15 +286,14 @@ func (p *resourceParser) scaleInfo(path string, v any) ScaleInfo {
 	p.unknown(path, obj, "level", "initialDelay", "timeout")
 	switch lv := obj["level"].(type) {
 	case nil:
-		p.missing(path+".level", "must be an integer >= 0")
 	case json.Number:
 		n, err := strconv.ParseInt(lv.String(), 10, 32)
-		if err != nil || n < 0 {
-			p.fail(path+".level", lv, "must be an integer >= 0")
+		if err != nil {
+			p.fail(path+".level", lv, "must be an integer")
 		}
 		si.Level = int(n)
 	default:
-		p.fail(path+".level", lv, "must be an integer >= 0")
+		p.fail(path+".level", lv, "must be an integer")
 	}
 	if d, ok := p.duration(path+".initialDelay", obj["initialDelay"], false); ok {
 		si.InitialDelay = d

@@ -91,6 +91,8 @@ type runner struct {
 	opts Options
 	log  logrus.FieldLogger
 	sum  Summary
+	// throttled counts the consecutive throttled probes (0 after any other result).
+	throttled int
 }
 
 // Run performs the run: one probe now and, with SCHEDULE, one on every tick until RUN_DURATION
@@ -119,7 +121,7 @@ func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (
 	if opts.Schedule != nil && ctx.Err() == nil {
 		stop, cancel := context.WithTimeout(ctx, opts.RunDuration)
 		defer cancel()
-		timer := time.NewTimer(time.Until(opts.Schedule.Next(time.Now())))
+		timer := time.NewTimer(time.Until(r.nextProbe()))
 		defer timer.Stop()
 		for stop.Err() == nil {
 			select {
@@ -127,7 +129,7 @@ func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (
 			case <-timer.C:
 				lastErr = r.probe(ctx)
 				// After the probe: ticks that fell inside it are skipped, not queued.
-				timer.Reset(time.Until(opts.Schedule.Next(time.Now())))
+				timer.Reset(time.Until(r.nextProbe()))
 			}
 		}
 	}
@@ -148,6 +150,20 @@ func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (
 	return r.sum, lastErr
 }
 
+// nextProbe is the schedule's next tick; after a throttled probe (429), the ticks within the
+// back-off are skipped too, so a throttled API server is not asked again at full rate.
+func (r *runner) nextProbe() time.Time {
+	now := time.Now()
+	next := r.opts.Schedule.Next(now)
+	if r.throttled > 0 {
+		until := now.Add(ThrottleBackoff(r.throttled))
+		for next.Before(until) && !next.IsZero() {
+			next = r.opts.Schedule.Next(next)
+		}
+	}
+	return next
+}
+
 // probe runs one probe: Secret → API server → leases → decision → scaling.
 func (r *runner) probe(ctx context.Context) error {
 	r.sum.Probes++
@@ -155,6 +171,13 @@ func (r *runner) probe(ctx context.Context) error {
 	res, reason, err := r.probeOnce(ctx, log)
 	r.sum.Last, r.sum.LastReason = res, reason
 	r.sum.Results[res]++
+	if res == ResultThrottled {
+		r.throttled++
+		log.WithFields(logrus.Fields{"action": "back-off", "reason": reason, "backoff": ThrottleBackoff(r.throttled).String()}).
+			Warnf("An API server is throttling the probe (429): the next probe waits at least %s.", ThrottleBackoff(r.throttled))
+	} else {
+		r.throttled = 0
+	}
 	return err
 }
 
@@ -187,13 +210,24 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 	if pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}
+	machines, pe := listMachines(ctx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
+	if pe != nil {
+		return noDecision(resultFor(pe), pe)
+	}
 	d := Decide(LeaseInput{
 		Leases: leases, Nodes: nodes, Now: r.deps.now(),
+		Filter:                    CandidateFilter{Machines: machines, NodeConditions: r.opts.NodeConditions},
 		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
 		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,
 		NodeLeaseFailureFraction:  r.opts.NodeLeaseFailureFraction,
 	})
-	fields := logrus.Fields{"action": string(d.Action), "reason": d.Reason, "candidates": d.Candidates, "expired": d.Expired, "dry_run": r.opts.DryRun}
+	excluded := 0
+	for _, n := range d.Excluded {
+		excluded += n
+	}
+	fields := logrus.Fields{"action": string(d.Action), "reason": d.Reason, "candidates": d.Candidates, "expired": d.Expired,
+		"excluded": excluded, "excluded_by_reason": FormatExclusions(d.Excluded), "machine_rule": machines != nil,
+		"node_monitor_grace": r.opts.NodeMonitorGrace.String(), "dry_run": r.opts.DryRun}
 	if d.Action == ActionNone {
 		log.WithFields(fields).WithField("result", string(ResultSkipped)).Infof("No scaling decision: %s.", d.Reason)
 		return ResultSkipped, d.Reason, nil
@@ -232,8 +266,11 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 }
 
 func resultFor(pe *probeError) Result {
-	if pe.kind == errBroken {
+	switch {
+	case pe.kind == errBroken:
 		return ResultError
+	case pe.throttled:
+		return ResultThrottled
 	}
 	return ResultAPIUnreachable
 }

@@ -254,10 +254,6 @@ func TestScaleUpTarget(t *testing.T) {
 	}{
 		{"stored replicas restored", map[string]string{AnnotationReplicas: "3"}, 3},
 		{"no annotation: 1", nil, 1},
-		{"garbage: 1", map[string]string{AnnotationReplicas: "three"}, 1},
-		{"zero: 1", map[string]string{AnnotationReplicas: "0"}, 1},
-		{"negative: 1", map[string]string{AnnotationReplicas: "-2"}, 1},
-		{"too large for int32: 1", map[string]string{AnnotationReplicas: "99999999999"}, 1},
 		{"spaces tolerated", map[string]string{AnnotationReplicas: " 2 "}, 2},
 	}
 	for _, tt := range tests {
@@ -384,17 +380,22 @@ func TestMissingResources(t *testing.T) {
 			t.Errorf("summary: %s", sum)
 		}
 	})
-	t.Run("required missing is an error, the other levels still scale", func(t *testing.T) {
+	t.Run("required missing is an error, its level's others still scale, later levels do not run", func(t *testing.T) {
 		c := newCluster(t, deployment("kube-controller-manager", 2, nil), deployment("machine-controller-manager", 2, nil))
 		c.unhealthy()
-		sum, err := c.run(testOptions(dep("Deployment", "gone", 0, 0), dep("Deployment", "kube-controller-manager", 1, 0), reqKind, dep("Deployment", "machine-controller-manager", 3, 0)))
+		rk := reqKind
+		rk.ScaleDown.Level = 0
+		sum, err := c.run(testOptions(dep("Deployment", "gone", 0, 0), rk, dep("Deployment", "kube-controller-manager", 0, 0), dep("Deployment", "machine-controller-manager", 3, 0)))
 		if !errors.Is(err, ErrScaleFailed) || !strings.Contains(err.Error(), "Deployment/gone") || !strings.Contains(err.Error(), "Widget/w2") {
 			t.Fatalf("err = %v, want ErrScaleFailed naming both missing resources", err)
 		}
-		if c.replicas(gvrDeployments, "kube-controller-manager") != 0 || c.replicas(gvrDeployments, "machine-controller-manager") != 0 {
-			t.Error("the levels after a missing resource must still be scaled")
+		if c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
+			t.Error("a resource in the failing level must still be scaled")
 		}
-		if sum.Missing != 2 || sum.ScaledDown != 2 {
+		if c.replicas(gvrDeployments, "machine-controller-manager") != 2 {
+			t.Error("a level after a failed level must not run")
+		}
+		if sum.Missing != 2 || sum.ScaledDown != 1 || sum.Blocked != 1 {
 			t.Errorf("summary: %s", sum)
 		}
 	})
@@ -456,7 +457,7 @@ func TestNoDecisionScalesNothing(t *testing.T) {
 			c.shoot.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewTooManyRequests("slow down", 1)
 			})
-		}, ResultAPIUnreachable, ""},
+		}, ResultThrottled, ""},
 		{"API server times out", func(c *cluster) {
 			c.shoot.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
 				time.Sleep(300 * time.Millisecond)
@@ -467,7 +468,19 @@ func TestNoDecisionScalesNothing(t *testing.T) {
 			c.shoot.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewTooManyRequests("slow down", 1)
 			})
-		}, ResultAPIUnreachable, ""},
+		}, ResultThrottled, ""},
+		{"listing Machines in the seed throttled", func(c *cluster) {
+			c.machines(nil)
+			c.dyn.PrependReactor("list", "machines", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewTooManyRequests("slow down", 1)
+			})
+		}, ResultThrottled, ""},
+		{"listing Machines in the seed forbidden", func(c *cluster) {
+			c.machines(nil)
+			c.dyn.PrependReactor("list", "machines", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(MachineGVR.GroupResource(), "", errors.New("no RBAC"))
+			})
+		}, ResultError, "may not"},
 		{"credentials rejected (401)", func(c *cluster) {
 			c.shoot.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewUnauthorized("token expired")
@@ -713,8 +726,8 @@ func TestScaleDownTimesOutWhenReplicasStayReady(t *testing.T) {
 	if !errors.Is(err, ErrScaleFailed) {
 		t.Fatalf("err = %v", err)
 	}
-	if sum.Failed != 1 || sum.ScaledDown != 1 || c.replicas(gvrDeployments, "machine-controller-manager") != 0 {
-		t.Errorf("the next level still runs after a timeout: %s", sum)
+	if sum.Failed != 1 || sum.Blocked != 1 || c.replicas(gvrDeployments, "machine-controller-manager") != 2 {
+		t.Errorf("a level that timed out must keep the next level from running: %s", sum)
 	}
 }
 
@@ -729,5 +742,158 @@ func TestInitialDelayIsWaitedFirst(t *testing.T) {
 	}
 	if el := time.Since(start); el < 60*time.Millisecond {
 		t.Errorf("the run took %v, less than the initial delay", el)
+	}
+}
+
+// A stored replicas value that is not an integer > 0 was written by hand: guessing 1 could
+// start a controller with too few replicas, so it is an error on that resource (a Warning
+// Event and an error line), as in dependency-watchdog; the resource stays at 0.
+func TestScaleUpRefusesAReplicasAnnotationThatIsNotANumber(t *testing.T) {
+	for _, v := range []string{"three", "0", "-2", "99999999999", ""} {
+		t.Run(v, func(t *testing.T) {
+			c := newCluster(t, deployment("kube-controller-manager", 0, map[string]string{AnnotationReplicas: v, AnnotationMeltdownProtection: ""}))
+			c.healthy()
+			sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
+			if !errors.Is(err, ErrScaleFailed) || sum.Failed != 1 {
+				t.Fatalf("err = %v, summary %s; want the resource failed", err, sum)
+			}
+			if r := c.replicas(gvrDeployments, "kube-controller-manager"); r != 0 {
+				t.Errorf("replicas = %d, want 0 (not scaled)", r)
+			}
+			if ev := c.events(); !slices.Contains(ev, ReasonScaleUpError+" Deployment/kube-controller-manager") {
+				t.Errorf("events %v, want a %s Event", ev, ReasonScaleUpError)
+			}
+			if !strings.Contains(c.logs.String(), "is not an integer") {
+				t.Error("the log must say the annotation is not a number")
+			}
+		})
+	}
+}
+
+// ignore-scaling=true on a resource that still carries meltdown-protection-active (left by an
+// earlier scale-down): the marker is removed, since an operator manages the resource now and
+// Gardener would otherwise never scale it up; replicas and the stored count stay.
+func TestIgnoreScalingRemovesALeftoverMeltdownAnnotation(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		healthy bool
+		dryRun  bool
+	}{{"scale down", false, false}, {"scale up", true, false}, {"dry run", true, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t, deployment("kube-controller-manager", 0, map[string]string{
+				AnnotationIgnoreScaling: "true", AnnotationMeltdownProtection: "", AnnotationReplicas: "3"}))
+			if tt.healthy {
+				c.healthy()
+			} else {
+				c.unhealthy()
+			}
+			opts := testOptions(dep("Deployment", "kube-controller-manager", 0, 0))
+			opts.DryRun = tt.dryRun
+			sum, err := c.run(opts)
+			if err != nil || sum.Ignored != 1 {
+				t.Fatalf("err %v, summary %s", err, sum)
+			}
+			a := c.object(gvrDeployments, "kube-controller-manager").GetAnnotations()
+			if _, left := a[AnnotationMeltdownProtection]; left != tt.dryRun {
+				t.Errorf("meltdown annotation present = %v, want %v (annotations %v)", left, tt.dryRun, a)
+			}
+			if a[AnnotationReplicas] != "3" || c.replicas(gvrDeployments, "kube-controller-manager") != 0 || len(c.scaleOps()) != 0 {
+				t.Errorf("an ignored resource must not be scaled nor lose its stored replicas: %v", a)
+			}
+		})
+	}
+}
+
+// When a level fails, the later levels do not run, in both directions; the next probe starts
+// again from the first level.
+func TestAFailedLevelKeepsTheLaterLevelsFromRunning(t *testing.T) {
+	for _, up := range []bool{false, true} {
+		name := "scale down"
+		replicas := int64(2)
+		if up {
+			name, replicas = "scale up", 0
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(t, deployment("kube-controller-manager", replicas, nil),
+				deployment("machine-controller-manager", replicas, nil), deployment("cluster-autoscaler", replicas, nil))
+			if up {
+				c.healthy()
+			} else {
+				c.unhealthy()
+			}
+			c.stuck["kube-controller-manager"] = true
+			kcm := dep("Deployment", "kube-controller-manager", 0, 0)
+			kcm.ScaleDown.Timeout, kcm.ScaleUp.Timeout = 30*time.Millisecond, 30*time.Millisecond
+			sum, err := c.run(testOptions(kcm, dep("Deployment", "machine-controller-manager", 0, 0), dep("Deployment", "cluster-autoscaler", 1, 1)))
+			if !errors.Is(err, ErrScaleFailed) {
+				t.Fatalf("err = %v", err)
+			}
+			if sum.Failed != 1 || sum.Blocked != 1 {
+				t.Errorf("summary %s: want 1 failed, 1 blocked", sum)
+			}
+			if r := c.replicas(gvrDeployments, "cluster-autoscaler"); r != replicas {
+				t.Errorf("cluster-autoscaler (level 1) replicas = %d, want %d: it must not run after level 0 failed", r, replicas)
+			}
+			if !strings.Contains(c.logs.String(), `"action":"blocked"`) {
+				t.Error("the blocked level must be logged")
+			}
+		})
+	}
+}
+
+// On a Gardener seed (the Machine kind exists), the Machines of the control-plane namespace
+// decide which leases count: here two expired nodes have no usable Machine, so 1 of 3
+// counted leases is expired and nothing is scaled down; the log counts who was left out.
+func TestMachinesInTheSeedDecideWhichLeasesCount(t *testing.T) {
+	c := newCluster(t, deployment("kube-controller-manager", 2, nil))
+	c.nodes(expired, expired, expired, fresh, fresh) // node-a .. node-e
+	c.machines(map[string]string{"node-a": "Running", "node-b": "Failed", "node-d": "Running", "node-e": "Running"})
+	sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Last != ResultHealthy || c.replicas(gvrDeployments, "kube-controller-manager") != 2 {
+		t.Errorf("summary %s: want healthy, nothing scaled", sum)
+	}
+	l, ok := findLog(c.logs.String(), "action", "scale-up")
+	if !ok {
+		t.Fatalf("no decision line in:\n%s", c.logs)
+	}
+	if l["excluded"] != float64(2) || l["excluded_by_reason"] != "1 machine-failed-or-terminating, 1 no-machine" || l["candidates"] != float64(3) {
+		t.Errorf("decision line: excluded %v (%v), candidates %v", l["excluded"], l["excluded_by_reason"], l["candidates"])
+	}
+}
+
+// Without the Machine kind (not a Gardener seed), every existing Node's lease counts.
+func TestWithoutTheMachineKindEveryNodeCounts(t *testing.T) {
+	c := newCluster(t, deployment("kube-controller-manager", 2, nil))
+	c.nodes(expired, expired, fresh)
+	sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
+	if err != nil || sum.Last != ResultScaleDown {
+		t.Errorf("err %v, summary %s: want scale-down (2 of 3 expired)", err, sum)
+	}
+}
+
+// In a scheduled run, a throttled probe (429) skips the ticks within the back-off instead of
+// asking the throttled API server again at full rate.
+func TestThrottledProbesBackOffWithinAScheduledRun(t *testing.T) {
+	c := newCluster(t, deployment("kube-controller-manager", 2, nil))
+	c.healthy()
+	c.shoot.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewTooManyRequests("slow down", 1)
+	})
+	opts := testOptions(dep("Deployment", "kube-controller-manager", 0, 0))
+	opts.ScheduleSpec, opts.RunDuration = "@every 1s", 2500*time.Millisecond
+	opts.Schedule, _ = cronParser.Parse(opts.ScheduleSpec)
+	sum, err := c.run(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ticks every 1s over 2.5s would be 3 probes; the first 429 backs off 10s.
+	if sum.Probes != 1 || sum.Results[ResultThrottled] != 1 {
+		t.Errorf("summary %s: want one throttled probe and no more within the back-off", sum)
+	}
+	if !strings.Contains(c.logs.String(), `"action":"back-off"`) {
+		t.Error("the back-off must be logged")
 	}
 }

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ const (
 	OutcomeFailed             Outcome = "failed"              // an API error or a timeout
 	OutcomeNotStarted         Outcome = "not-started"         // the run was stopped before it
 	OutcomeInterrupted        Outcome = "interrupted"         // the run was stopped while waiting for readiness
+	OutcomeBlocked            Outcome = "blocked"             // not started: a resource of an earlier level failed
 )
 
 // failure reports whether the outcome makes the run exit non-zero.
@@ -145,16 +147,37 @@ func (s *scaler) one(ctx context.Context, r DependentResource) Outcome {
 	}
 	if v, ok := obj.GetAnnotations()[AnnotationIgnoreScaling]; ok {
 		if b, perr := strconv.ParseBool(strings.TrimSpace(v)); perr == nil && b {
-			reason := AnnotationIgnoreScaling + "=" + v
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
-				Infof("Leaving %s alone: it is annotated %s.", r.Ref, reason)
-			return OutcomeIgnored
+			return s.ignored(opCtx, t, obj, AnnotationIgnoreScaling+"="+v)
 		}
 	}
 	if s.direction == ActionScaleDown {
 		return s.down(opCtx, waitCtx, ctx, t, obj)
 	}
 	return s.up(opCtx, waitCtx, ctx, t, obj)
+}
+
+// ignored leaves a resource annotated ignore-scaling=true alone, except for a leftover
+// meltdown-protection-active annotation: an operator now manages the resource, and the
+// marker would keep Gardener's reconciliation from scaling it up. The stored replicas stay.
+func (s *scaler) ignored(ctx context.Context, t *target, obj *unstructured.Unstructured, reason string) Outcome {
+	if _, stale := obj.GetAnnotations()[AnnotationMeltdownProtection]; !stale {
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
+			Infof("Leaving %s alone: it is annotated %s.", t.res.Ref, reason)
+		return OutcomeIgnored
+	}
+	if s.dryRun {
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
+			Infof("Dry run: leaving %s alone (annotated %s); would remove its leftover %s annotation; nothing was changed.", t.res.Ref, reason, AnnotationMeltdownProtection)
+		return OutcomeIgnored
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationMeltdownProtection + `":null}}}`)
+	if _, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+		Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return s.fail(t, obj, fmt.Errorf("removing the leftover %s annotation from %s (annotated %s): %w", AnnotationMeltdownProtection, t.res.Ref, reason, err))
+	}
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
+		Infof("Leaving %s alone: it is annotated %s; removed its leftover %s annotation, since it is managed by hand now.", t.res.Ref, reason, AnnotationMeltdownProtection)
+	return OutcomeIgnored
 }
 
 // down: store the replicas (and the meltdown-protection marker) in one patch, then set
@@ -240,7 +263,10 @@ func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unst
 		if current > 0 || s.dryRun {
 			return nil
 		}
-		want, why = targetReplicas(obj.GetAnnotations())
+		var err2 error
+		if want, why, err2 = targetReplicas(obj.GetAnnotations()); err2 != nil {
+			return err2
+		}
 		if err := s.setReplicas(opCtx, t, want, sc.ResourceVersion); err != nil {
 			return fmt.Errorf("setting the replicas of %s to %d: %w", t.res.Ref, want, err)
 		}
@@ -269,7 +295,10 @@ func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unst
 			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
 	} else {
 		if s.dryRun {
-			want, why = targetReplicas(obj.GetAnnotations())
+			var err error
+			if want, why, err = targetReplicas(obj.GetAnnotations()); err != nil {
+				return s.fail(t, obj, err)
+			}
 			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": why, "replicas": want, "previous_replicas": 0}).
 				Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
 			return OutcomeWouldScaleUp
@@ -312,18 +341,23 @@ func (s *scaler) setReplicas(ctx context.Context, t *target, replicas int32, res
 	return err
 }
 
-// targetReplicas is the scale-up target: the stored replicas when they are an integer > 0,
-// else 1; why says which.
-func targetReplicas(annotations map[string]string) (int32, string) {
+// ErrBadReplicasAnnotation is wrapped when the stored replicas are not an integer > 0.
+var ErrBadReplicasAnnotation = errors.New("the replicas annotation is not an integer > 0")
+
+// targetReplicas is the scale-up target: the stored replicas, or 1 when there is no
+// annotation; why says which. A stored value that is not an integer > 0 is an error, as in
+// dependency-watchdog: someone wrote it by hand, and guessing 1 could start a controller
+// with fewer replicas than it needs (or start one that was meant to stay off).
+func targetReplicas(annotations map[string]string) (int32, string, error) {
 	v, ok := annotations[AnnotationReplicas]
 	if !ok {
-		return 1, fmt.Sprintf("no %s annotation: default 1", AnnotationReplicas)
+		return 1, fmt.Sprintf("no %s annotation: default 1", AnnotationReplicas), nil
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 	if err != nil || n <= 0 {
-		return 1, fmt.Sprintf("annotation %s=%q is not an integer > 0: default 1", AnnotationReplicas, shorten(v))
+		return 0, "", fmt.Errorf("annotation %s=%q: %w; fix or remove it to scale up", AnnotationReplicas, shorten(v), ErrBadReplicasAnnotation)
 	}
-	return int32(n), fmt.Sprintf("restoring the %d replicas stored in %s", n, AnnotationReplicas)
+	return int32(n), fmt.Sprintf("restoring the %d replicas stored in %s", n, AnnotationReplicas), nil
 }
 
 func hasAnnotations(obj *unstructured.Unstructured) bool {

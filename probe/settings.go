@@ -28,7 +28,8 @@ var settings = []setting{
 	{name: "KCM_NODE_MONITOR_GRACE_DURATION", required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration > 0, e.g. 40s"},
 	{name: "NODE_LEASE_FAILURE_FRACTION", def: DefaultNodeLeaseFailureFraction, desc: "scale down when expired/total node leases >= this fraction, in (0,1]"},
 	{name: "LEASE_EXPIRY_BUFFER_FRACTION", def: DefaultLeaseExpiryBufferFraction, desc: "a lease has expired when now > renewTime + this fraction x KCM_NODE_MONITOR_GRACE_DURATION, in (0,1]"},
-	{name: "DEPENDENT_RESOURCES", required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s"},
+	{name: "DEPENDENT_RESOURCES", required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s, an absent scaleUp or scaleDown (or level) to level 0"},
+	{name: "NODE_CONDITIONS", desc: "JSON object of worker pool → node condition types that, when True, leave the pool's nodes out of the lease count (the shoot's machineControllerManager.nodeConditions); unset or empty: every pool uses KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable"},
 	{name: "DRY_RUN", def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
 	{name: "SCHEDULE", desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
 	{name: "RUN_DURATION", desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; the probe in hand is finished); only valid with SCHEDULE"},
@@ -48,6 +49,6 @@ func Usage(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, def, s.desc)
 	}
-	fmt.Fprintln(tw, "\nA variable that is set must hold a valid value: an empty value is an error, except SCHEDULE and RUN_DURATION (empty = unset).")
+	fmt.Fprintln(tw, "\nA variable that is set must hold a valid value: an empty value is an error, except SCHEDULE, RUN_DURATION and NODE_CONDITIONS (empty = unset).")
 	_ = tw.Flush()
 }

@@ -9,7 +9,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -94,8 +96,9 @@ const (
 )
 
 type probeError struct {
-	kind errKind
-	err  error
+	kind      errKind
+	err       error
+	throttled bool // an API server answered 429: the next probe backs off
 }
 
 func (e *probeError) Error() string { return e.err.Error() }
@@ -111,7 +114,36 @@ func classify(what string, err error) *probeError {
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return &probeError{kind: errBroken, err: fmt.Errorf("%s: the API server rejected the kubeconfig's credentials: %w", what, err)}
 	}
-	return &probeError{kind: errUnreachable, err: fmt.Errorf("%s: %w", what, err)}
+	return &probeError{kind: errUnreachable, err: fmt.Errorf("%s: %w", what, err), throttled: apierrors.IsTooManyRequests(err)}
+}
+
+// listMachines lists MCM's Machines in the control-plane namespace of the seed. nil (no
+// error) means the kind does not exist there (not a Gardener seed): the Machine rule does not
+// apply. A seed that throttles is "unreachable" (no decision, backed off); one that refuses
+// the read is a broken setup.
+func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, timeout time.Duration) ([]MachineInfo, *probeError) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := []MachineInfo{}
+	opts := metav1.ListOptions{Limit: listPageSize}
+	for {
+		page, err := dyn.Resource(MachineGVR).Namespace(namespace).List(ctx, opts)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			return nil, nil
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return nil, broken("listing Machines (%s) in %s of the seed: the probe's service account may not: %v", MachineGVR.GroupResource(), namespace, err)
+		case err != nil:
+			err = deadline(ctx, err, timeout)
+			return nil, &probeError{kind: errUnreachable, err: fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err), throttled: apierrors.IsTooManyRequests(err)}
+		}
+		for i := range page.Items {
+			out = append(out, MachineInfoOf(&page.Items[i]))
+		}
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			return out, nil
+		}
+	}
 }
 
 // readKubeconfig reads the Secret from the seed. Its content is never logged.
@@ -158,7 +190,7 @@ func probeAPIServer(ctx context.Context, shoot kubernetes.Interface, timeout tim
 }
 
 // listLeaseInput lists the node Leases and the Nodes of the control plane within timeout.
-func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout time.Duration) ([]coordinationv1.Lease, map[string]bool, *probeError) {
+func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout time.Duration) ([]coordinationv1.Lease, map[string]NodeInfo, *probeError) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var leases []coordinationv1.Lease
@@ -173,7 +205,7 @@ func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout tim
 			break
 		}
 	}
-	nodes := map[string]bool{}
+	nodes := map[string]NodeInfo{}
 	opts = metav1.ListOptions{Limit: listPageSize}
 	for {
 		page, err := shoot.CoreV1().Nodes().List(ctx, opts)
@@ -181,7 +213,7 @@ func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout tim
 			return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
 		}
 		for i := range page.Items {
-			nodes[page.Items[i].Name] = true
+			nodes[page.Items[i].Name] = NodeInfoOf(&page.Items[i])
 		}
 		if opts.Continue = page.Continue; opts.Continue == "" {
 			break

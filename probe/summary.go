@@ -3,6 +3,7 @@ package probe
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Result is the outcome of one probe, as the coordinator's metrics name it.
@@ -10,6 +11,7 @@ type Result string
 
 const (
 	ResultAPIUnreachable Result = "api-unreachable" // no decision: the API server could not be probed
+	ResultThrottled      Result = "throttled"       // no decision: an API server answered 429; the next probe backs off
 	ResultSkipped        Result = "skipped"         // no decision: the leases cannot tell (one candidate)
 	ResultScaleDown      Result = "scale-down"      // scale-down decided
 	ResultScaleUp        Result = "scale-up"        // scale-up decided and something was (or would be) scaled up
@@ -32,6 +34,7 @@ type Summary struct {
 	Ignored, OptionalMissing                 int
 	Missing, Failed                          int // failures: the run exits non-zero
 	NotStarted, Interrupted                  int // the run was stopped (SIGTERM)
+	Blocked                                  int // not started: an earlier level failed
 }
 
 func (s *Summary) add(o Outcome) {
@@ -56,6 +59,8 @@ func (s *Summary) add(o Outcome) {
 		s.NotStarted++
 	case OutcomeInterrupted:
 		s.Interrupted++
+	case OutcomeBlocked:
+		s.Blocked++
 	}
 }
 
@@ -72,7 +77,7 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, " (%s)", truncate(s.LastReason, 600))
 	}
 	var results []string
-	for _, r := range []Result{ResultScaleDown, ResultScaleUp, ResultHealthy, ResultSkipped, ResultAPIUnreachable, ResultError} {
+	for _, r := range []Result{ResultScaleDown, ResultScaleUp, ResultHealthy, ResultSkipped, ResultAPIUnreachable, ResultThrottled, ResultError} {
 		if n := s.Results[r]; n > 0 {
 			results = append(results, fmt.Sprintf("%s=%d", r, n))
 		}
@@ -80,7 +85,28 @@ func (s Summary) String() string {
 	if len(results) > 0 {
 		fmt.Fprintf(&b, " results: %s;", strings.Join(results, " "))
 	}
-	fmt.Fprintf(&b, " resources: %s=%d %s=%d annotations-removed=%d unchanged=%d ignored=%d optional-missing=%d missing=%d failed=%d not-started=%d interrupted=%d",
-		down, s.ScaledDown, up, s.ScaledUp, s.AnnotationsRemoved, s.Unchanged, s.Ignored, s.OptionalMissing, s.Missing, s.Failed, s.NotStarted, s.Interrupted)
+	fmt.Fprintf(&b, " resources: %s=%d %s=%d annotations-removed=%d unchanged=%d ignored=%d optional-missing=%d missing=%d failed=%d not-started=%d interrupted=%d blocked=%d",
+		down, s.ScaledDown, up, s.ScaledUp, s.AnnotationsRemoved, s.Unchanged, s.Ignored, s.OptionalMissing, s.Missing, s.Failed, s.NotStarted, s.Interrupted, s.Blocked)
 	return b.String()
+}
+
+// Throttling back-off: dependency-watchdog waits a fixed 10s after a 429, which is no back-off
+// at all at its default 10s interval. depwatch doubles it for each throttled probe in a row,
+// up to maxThrottleBackoff, so a throttled API server sees fewer and fewer probes.
+const (
+	baseThrottleBackoff = 10 * time.Second
+	maxThrottleBackoff  = 5 * time.Minute
+)
+
+// ThrottleBackoff is the least time before the next probe after n throttled probes in a row
+// (n >= 1): 10s, 20s, 40s, ... at most 5m; 0 for n <= 0.
+func ThrottleBackoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := baseThrottleBackoff
+	for i := 1; i < n && d < maxThrottleBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxThrottleBackoff)
 }

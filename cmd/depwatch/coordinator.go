@@ -30,7 +30,7 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 	var cfg *coordinator.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
-		cfg, cfgErr = coordinator.LoadConfig(opts.ConfigFile)
+		cfg, cfgErr = coordinator.LoadConfigFiles(opts.ConfigFile, opts.ProberConfigFile)
 	}
 	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
 		return opts, nil, nil, err

@@ -25,7 +25,7 @@ func TestProbeBadConfigExitsTwoListingEveryProblem(t *testing.T) {
 	env := map[string]string{
 		"LOG_LEVEL":                   "loud",
 		"NODE_LEASE_FAILURE_FRACTION": "NaN",
-		"DEPENDENT_RESOURCES":         `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":-1}}]`,
+		"DEPENDENT_RESOURCES":         `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":"low"}}]`,
 	}
 	var stdout, stderr bytes.Buffer
 	code := probeMain(context.Background(), []string{"--kubeconfig", filepath.Join(t.TempDir(), "never-read")}, probeTestLookup(env), &stdout, &stderr)
@@ -40,7 +40,7 @@ func TestProbeBadConfigExitsTwoListingEveryProblem(t *testing.T) {
 		"KUBECONFIG_SECRET_NAME: required",
 		"KCM_NODE_MONITOR_GRACE_DURATION: required",
 		`NODE_LEASE_FAILURE_FRACTION="NaN"`,
-		"DEPENDENT_RESOURCES[0].scaleDown.level=-1",
+		"DEPENDENT_RESOURCES[0].scaleDown.level=\"low\"",
 	} {
 		if !strings.Contains(out, "  - "+want) && !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)

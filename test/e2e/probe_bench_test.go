@@ -51,7 +51,7 @@ func TestBenchProbe(t *testing.T) {
 	spec := func(run time.Duration) jobs.Spec {
 		sp, err := jobs.Probe(jobs.ProbeSpec{
 			Namespace: s.ns, KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-			NodeMonitorGrace: p.KCMNodeMonitorGraceDuration.Duration, NodeLeaseFailureFraction: p.LeaseFailure(),
+			NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
 			LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
 			RunDuration: run, Interval: p.Interval(), TriggerTime: time.Now(),
 		})

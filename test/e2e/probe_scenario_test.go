@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -107,11 +109,17 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 	for _, i := range setup.expired {
 		expired[i] = true
 	}
+	// The seed is a Gardener seed: the Machine kind exists (installed once, kept), and each
+	// fake node has a Running Machine in the namespace, so its lease counts as
+	// dependency-watchdog counts it. Every scenario does this, whichever test installed the
+	// kind first; a node of another scenario (no Machine here) does not count here.
+	ensureMachineCRD(t)
 	for i := 1; i <= 4; i++ {
 		name := fmt.Sprintf("%s-w%d", ns, i)
 		s.createFakeNode(name, expired[fmt.Sprintf("w%d", i)])
 		s.nodes = append(s.nodes, name)
 		s.renew[name] = !expired[fmt.Sprintf("w%d", i)]
+		s.setMachine(name, "Running")
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.renewLeases(ctx) }()
@@ -343,4 +351,64 @@ func deleteIfExists(err error) error {
 		return nil
 	}
 	return err
+}
+
+// machineCRD is a minimal stand-in for machine-controller-manager's Machine CRD: namespaced,
+// any fields, no status subresource (the tests set status.currentStatus.phase directly).
+const machineCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: machines.machine.sapcloud.io
+spec:
+  group: machine.sapcloud.io
+  scope: Namespaced
+  names: {plural: machines, singular: machine, kind: Machine, listKind: MachineList}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+var crdMu sync.Mutex
+
+// ensureCRD applies a CRD (idempotent) and waits until it is served. CRDs are cluster-wide
+// and other tests may rely on them: they are never deleted.
+func ensureCRD(t *testing.T, name, doc string) {
+	t.Helper()
+	crdMu.Lock()
+	defer crdMu.Unlock()
+	applyYAML(t, doc)
+	mustKubectl(t, "wait", "--for=condition=Established", "crd/"+name, "--timeout=30s")
+}
+
+func ensureMachineCRD(t *testing.T) { ensureCRD(t, "machines.machine.sapcloud.io", machineCRD) }
+func ensureClusterCRD(t *testing.T) { ensureCRD(t, "clusters.extensions.gardener.cloud", clusterCRD) }
+
+// applyYAML applies a document with kubectl.
+func applyYAML(t *testing.T, doc string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "doc.yaml")
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustKubectl(t, "apply", "-f", f)
+}
+
+// setMachine creates or updates the Machine "machine-<node>" in the scenario's namespace,
+// labelled node=<node>, in the given phase.
+func (s *probeScenario) setMachine(node, phase string) {
+	s.t.Helper()
+	applyYAML(s.t, fmt.Sprintf(`apiVersion: machine.sapcloud.io/v1alpha1
+kind: Machine
+metadata:
+  name: machine-%s
+  namespace: %s
+  labels: {node: %s}
+status:
+  currentStatus: {phase: %s}
+`, node, s.ns, node, phase))
 }

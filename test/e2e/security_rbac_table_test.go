@@ -90,6 +90,8 @@ var rbacTable = []rbacGrant{
 		"the same for StatefulSet dependents"},
 	{saProbe, scopeCluster, "events", "", []string{"create"},
 		"ScaledDown / ScaledUp Events, created once each (`probe/scale.go`)"},
+	{saProbe, scopeCluster, "machines.machine.sapcloud.io", "", []string{"get", "list", "watch"},
+		"MCM's Machines in the probed namespace: which node leases count, as dependency-watchdog counts them (`probe/shoot.go` listMachines)"},
 
 	{saReaper, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
 		"`examples/reaper-rbac.yaml`: list and delete (watch: WATCH=true)"},

@@ -1,0 +1,462 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+)
+
+// gardenletProberConfig is the prober ConfigMap data as gardenlet writes it: only
+// kubeConfigSecretName, probeInterval and dependentResourceInfos; everything else defaulted.
+const gardenletProberConfig = `kubeConfigSecretName: shoot-access-dependency-watchdog-probe
+probeInterval: 30s
+dependentResourceInfos:
+- ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+  scaleUp: {level: 1}
+  scaleDown: {level: 0}
+- ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+  scaleUp: {level: 1}
+  scaleDown: {level: 1}
+- ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+  optional: true
+  scaleUp: {level: 2}
+  scaleDown: {level: 0}
+`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// What gardenlet writes starts the coordinator, with dependency-watchdog's defaults for
+// every field it leaves out.
+func TestGardenletProberConfigStartsTheCoordinatorWithDependencyWatchdogsDefaults(t *testing.T) {
+	weeder := writeFile(t, "weeder.yaml", "watchDuration: 5m\nservicesAndDependantSelectors:\n  etcd-main-client:\n    podSelectors: [{matchLabels: {role: apiserver}}]\n")
+	prober := writeFile(t, "dep-config.yaml", gardenletProberConfig)
+	cfg, err := LoadConfigFiles(weeder, prober)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Prober
+	if p == nil {
+		t.Fatal("no prober section from --prober-config-file")
+	}
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"probeInterval", p.Interval(), 30 * time.Second},
+		{"initialDelay", p.Delay(), 30 * time.Second},
+		{"probeTimeout", p.Timeout(), 30 * time.Second},
+		{"backoffJitterFactor", p.Jitter(), 0.2},
+		{"kcmNodeMonitorGraceDuration", p.KCMGrace(), 40 * time.Second},
+		{"nodeLeaseFailureFraction", p.LeaseFailure(), 0.6},
+		{"resources", len(p.Resources()), 3},
+		{"weeder services", len(cfg.Services()), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+		}
+	}
+	for _, r := range p.Resources() {
+		if r.ScaleUp.InitialDelay != 0 || r.ScaleUp.Timeout != probe.DefaultScaleTimeout || r.ScaleDown.Timeout != probe.DefaultScaleTimeout {
+			t.Errorf("%s: scale infos %+v %+v, want initialDelay 0s and timeout 30s", r.Ref, r.ScaleUp, r.ScaleDown)
+		}
+	}
+	if len(p.Warnings()) != 0 {
+		t.Errorf("warnings %q for gardenlet's own config", p.Warnings())
+	}
+}
+
+// An absent scaleUp or scaleDown is level 0 with no delay (dependency-watchdog's zero values).
+func TestProberConfigDefaultsAnAbsentScaleInfoToLevelZero(t *testing.T) {
+	cfg, err := ParseConfig([]byte("prober:\n  kubeConfigSecretName: s\n  dependentResourceInfos:\n  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Prober.Resources()[0]
+	want := probe.ScaleInfo{Level: 0, InitialDelay: 0, Timeout: probe.DefaultScaleTimeout}
+	if r.ScaleUp != want || r.ScaleDown != want {
+		t.Errorf("scale infos %+v %+v, want %+v", r.ScaleUp, r.ScaleDown, want)
+	}
+}
+
+// A field dependency-watchdog does not know is ignored with a warning naming its path (the
+// ConfigMap may come from a newer gardenlet); the probe Jobs never see it. A near miss of one
+// of depwatch's own fields is refused (TestProberConfigRefusesInvalidFieldsNamingThem).
+func TestUnknownDependencyWatchdogFieldsAreWarningsNotRefusals(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`prober:
+  kubeConfigSecretName: s
+  probeIntervall: 5s
+  internalProbeEnabled: true
+  dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1, fieldPath: x}
+    shouldExist: true
+    scaleUp: {level: 1, replicas: 3}
+    scaleDown: {level: 0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"prober.dependentResourceInfos[0].ref.fieldPath",
+		"prober.dependentResourceInfos[0].scaleUp.replicas",
+		"prober.dependentResourceInfos[0].shouldExist",
+		"prober.internalProbeEnabled",
+		"prober.probeIntervall",
+	}
+	got := cfg.Prober.Warnings()
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want one each for %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+": unknown field") {
+			t.Errorf("warning %d = %q, want it to name %s", i, got[i], want[i])
+		}
+	}
+	if cfg.Prober.Interval() != DefaultProbeInterval {
+		t.Errorf("a misspelt dependency-watchdog field must not set anything: interval %s", cfg.Prober.Interval())
+	}
+	var res []map[string]any
+	if err := json.Unmarshal([]byte(cfg.Prober.ResourcesJSON()), &res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := probe.ParseDependentResources([]byte(cfg.Prober.ResourcesJSON())); err != nil || strings.Contains(cfg.Prober.ResourcesJSON(), "shouldExist") {
+		t.Errorf("the Job's DEPENDENT_RESOURCES must be free of ignored fields and parse strictly: %s (%v)", cfg.Prober.ResourcesJSON(), err)
+	}
+}
+
+// --prober-config-file: the prober ConfigMap as it is, beside the weeder's.
+func TestProberConfigFileIsTheProberSection(t *testing.T) {
+	weeder := "watchDuration: 5m\nservicesAndDependantSelectors:\n  etcd-main-client:\n    podSelectors: [{matchLabels: {role: apiserver}}]\n"
+	for _, tc := range []struct {
+		name, config, prober string
+		want                 string // error substring; "" = accepted
+	}{
+		{"gardenlet's ConfigMap", weeder, gardenletProberConfig, ""},
+		{"JSON works too", weeder, `{"kubeConfigSecretName":"s","dependentResourceInfos":[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}}]}`, ""},
+		{"a prober section in both files", weeder + "prober: {kubeConfigSecretName: s}\n", gardenletProberConfig, "prober: given in --config-file and in --prober-config-file"},
+		{"not YAML", weeder, "kubeConfigSecretName: [", "--prober-config-file: not valid YAML"},
+		{"empty", weeder, "", "--prober-config-file: empty"},
+		{"a list, not a map", weeder, "- a\n- b\n", "--prober-config-file: not valid YAML"},
+		{"its problems are named as prober fields", weeder, "kubeConfigSecretName: s\nnodeLeaseFailureFraction: 2\n", "prober.nodeLeaseFailureFraction: 2: must be in (0,1]"},
+		{"NaN is named", weeder, "kubeConfigSecretName: s\nbackoffJitterFactor: .nan\n", "prober.backoffJitterFactor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfigFiles(writeFile(t, "config.yaml", tc.config), writeFile(t, "prober.yaml", tc.prober))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := LoadConfigFiles(writeFile(t, "config.yaml", weeder), filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "--prober-config-file=") {
+		t.Errorf("a missing prober file: %v", err)
+	}
+}
+
+func TestProberConfigFileFlagAndVariable(t *testing.T) {
+	o, err := ParseFlags([]string{"--config-file=c"}, lookupOf(map[string]string{EnvName("prober-config-file"): "/etc/dwd/dep-config.yaml"}), nil)
+	if err != nil || o.ProberConfigFile != "/etc/dwd/dep-config.yaml" || EnvName("prober-config-file") != "DEPWATCH_PROBER_CONFIG_FILE" {
+		t.Errorf("from the environment: %q, %v", o.ProberConfigFile, err)
+	}
+	o, err = ParseFlags([]string{"--config-file=c", "--prober-config-file=/p"}, lookupOf(map[string]string{EnvName("prober-config-file"): "/env"}), nil)
+	if err != nil || o.ProberConfigFile != "/p" {
+		t.Errorf("the flag must win: %q, %v", o.ProberConfigFile, err)
+	}
+}
+
+// The shoot's lifecycle, as dependency-watchdog decides when to run a prober: only a settled
+// control plane is probed.
+func TestShootLifecycleDecidesWhetherItIsProbed(t *testing.T) {
+	op := func(typ, state string) map[string]any {
+		return withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": typ, "state": state}}})
+	}
+	for _, tc := range []struct {
+		name   string
+		shoot  map[string]any
+		want   bool
+		reason string
+	}{
+		{"no lastOperation: being created", withWorkers(map[string]any{"status": map[string]any{"lastOperation": nil}}), false, "being created"},
+		{"Create Processing", op("Create", "Processing"), false, "Create Processing"},
+		{"Create Error", op("Create", "Error"), false, "not settled"},
+		{"Create Succeeded", op("Create", "Succeeded"), true, "Create Succeeded"},
+		{"Restore Processing", op("Restore", "Processing"), false, "Restore Processing"},
+		{"Restore Succeeded", op("Restore", "Succeeded"), true, "Restore Succeeded"},
+		{"Reconcile Processing", op("Reconcile", "Processing"), true, "Reconcile"},
+		{"Reconcile Error", op("Reconcile", "Error"), true, "Reconcile"},
+		{"Reconcile Succeeded", op("Reconcile", "Succeeded"), true, "Reconcile"},
+		{"Migrate Succeeded", op("Migrate", "Succeeded"), false, "migrated"},
+		{"Delete Processing", op("Delete", "Processing"), false, "not settled"},
+		{"waking up wins over Reconcile", withWorkers(map[string]any{"status": map[string]any{"isHibernated": true, "lastOperation": map[string]any{"type": "Reconcile", "state": "Processing"}}}), false, "waking up"},
+		{"hibernation enabled wins over Reconcile", withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}}), false, "hibernat"},
+	} {
+		got, reason := ShouldProbe(cluster(tc.shoot))
+		if got != tc.want || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s: ShouldProbe = %v (%s), want %v (%s)", tc.name, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
+// A shoot's own nodeMonitorGracePeriod and per-pool nodeConditions override the config.
+func TestShootSettingsOverrideTheConfig(t *testing.T) {
+	shoot := func(kcm any, workers ...any) map[string]any {
+		spec := map[string]any{"provider": map[string]any{"workers": workers}}
+		if kcm != nil {
+			spec["kubernetes"] = map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": kcm}}
+		}
+		return map[string]any{"spec": spec}
+	}
+	pool := func(name string, conds ...any) map[string]any {
+		w := map[string]any{"name": name}
+		if conds != nil {
+			w["machineControllerManager"] = map[string]any{"nodeConditions": conds}
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name      string
+		shoot     map[string]any
+		grace     time.Duration
+		condJSON  string
+		problem   string
+		nilShoots bool
+	}{
+		{"no Cluster: the config's", nil, 40 * time.Second, "", "", true},
+		{"nothing set: the config's", shoot(nil, pool("a")), 40 * time.Second, "", "", false},
+		{"nodeMonitorGracePeriod set", shoot("2m0s", pool("a")), 2 * time.Minute, "", "", false},
+		{"nodeMonitorGracePeriod garbage: ignored", shoot("soon", pool("a")), 40 * time.Second, "", "not a duration", false},
+		{"nodeMonitorGracePeriod zero: ignored", shoot("0s", pool("a")), 40 * time.Second, "", "must be greater than 0", false},
+		{"nodeMonitorGracePeriod a number: ignored", shoot(int64(40), pool("a")), 40 * time.Second, "", "not a duration", false},
+		{"per-pool nodeConditions", shoot(nil, pool("a", "KernelDeadlock", "Custom"), pool("b")), 40 * time.Second, `{"a":["KernelDeadlock","Custom"]}`, "", false},
+		{"empty nodeConditions: defaults", shoot(nil, pool("a", []any{}...)), 40 * time.Second, "", "", false},
+		{"nodeConditions not strings: ignored", shoot(nil, pool("a", int64(1))), 40 * time.Second, "", "not a list of strings", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s ShootSettings
+			if tc.nilShoots {
+				s = ShootSettingsOf(nil)
+			} else {
+				s = ShootSettingsOf(cluster(tc.shoot))
+			}
+			if got := s.Grace(40 * time.Second); got != tc.grace {
+				t.Errorf("grace = %s, want %s", got, tc.grace)
+			}
+			if got := s.NodeConditionsJSON(); got != tc.condJSON {
+				t.Errorf("NODE_CONDITIONS = %q, want %q", got, tc.condJSON)
+			}
+			if tc.problem == "" && len(s.Problems) > 0 || tc.problem != "" && !slices.ContainsFunc(s.Problems, func(p string) bool { return strings.Contains(p, tc.problem) }) {
+				t.Errorf("problems %q, want %q", s.Problems, tc.problem)
+			}
+		})
+	}
+}
+
+// A throttled probe Job pushes the namespace's next probe out by the back-off; a next probe
+// due later anyway stays.
+func TestThrottledProbeDefersTheNextProbe(t *testing.T) {
+	finished := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		next        time.Time
+		consecutive int
+		want        time.Time
+	}{
+		{"first 429: 10s after it finished", finished.Add(5 * time.Second), 1, finished.Add(10 * time.Second)},
+		{"third in a row: 40s", finished.Add(5 * time.Second), 3, finished.Add(40 * time.Second)},
+		{"already due later: unchanged", finished.Add(time.Minute), 1, finished.Add(time.Minute)},
+	} {
+		if got := NextAfterThrottle(tc.next, finished, tc.consecutive); !got.Equal(tc.want) {
+			t.Errorf("%s: next = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// runClusterInformer gives the harness's prober a synced Cluster informer holding objs.
+func (h *probeHarness) runClusterInformer(objs ...*unstructured.Unstructured) cache.SharedIndexInformer {
+	h.t.Helper()
+	rObjs := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		rObjs[i] = o
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{ClusterGVR: "ClusterList"}, rObjs...)
+	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	go inf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		h.t.Fatal("the Cluster informer did not sync")
+	}
+	h.c.pr.mu.Lock()
+	h.c.pr.cluster = &clusterWatch{inf: inf, cancel: cancel}
+	h.c.pr.mu.Unlock()
+	return inf
+}
+
+func probeJobEnv(j batchv1.Job) map[string]string {
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// A probe Job runs with the shoot's settings as they were when it was launched; after a change
+// of the Cluster, the next Job carries the new ones.
+func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	shoot := withWorkers(map[string]any{"spec": map[string]any{"kubernetes": map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": "2m0s"}}}})
+	workers := shoot["spec"].(map[string]any)["provider"].(map[string]any)
+	workers["workers"] = []any{map[string]any{"name": "pool-a", "machineControllerManager": map[string]any{"nodeConditions": []any{"Custom"}}}}
+	c := cluster(shoot)
+	c.SetName("shoot--p--a")
+	inf := h.runClusterInformer(c)
+
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(30 * time.Second)
+	h.reconcile("shoot--p--a")
+	list := h.jobs()
+	if len(list) != 1 {
+		t.Fatalf("%d Jobs, want 1", len(list))
+	}
+	if env := probeJobEnv(list[0]); env["KCM_NODE_MONITOR_GRACE_DURATION"] != "2m0s" || env["NODE_CONDITIONS"] != `{"pool-a":["Custom"]}` {
+		t.Errorf("first Job: grace %q, node conditions %q; want the shoot's 2m0s and pool-a's Custom", env["KCM_NODE_MONITOR_GRACE_DURATION"], env["NODE_CONDITIONS"])
+	}
+
+	// The shoot drops its own settings while the first Job runs: it keeps its environment.
+	changed := cluster(withWorkers(map[string]any{}))
+	changed.SetName("shoot--p--a")
+	if err := inf.GetIndexer().Update(changed); err != nil {
+		t.Fatal(err)
+	}
+	h.finish(list[0].Name, batchv1.JobComplete, h.now)
+	h.now = h.now.Add(10 * time.Second)
+	h.reconcile("shoot--p--a")
+	list = h.jobs()
+	if len(list) != 2 {
+		t.Fatalf("%d Jobs, want 2", len(list))
+	}
+	conds := []string{probeJobEnv(list[0])["NODE_CONDITIONS"], probeJobEnv(list[1])["NODE_CONDITIONS"]}
+	slices.Sort(conds)
+	if !slices.Equal(conds, []string{"", `{"pool-a":["Custom"]}`}) {
+		t.Errorf("node conditions of the two Jobs = %q, want the shoot's before the change and none after", conds)
+	}
+	graces := []string{probeJobEnv(list[0])["KCM_NODE_MONITOR_GRACE_DURATION"], probeJobEnv(list[1])["KCM_NODE_MONITOR_GRACE_DURATION"]}
+	slices.Sort(graces)
+	if !slices.Equal(graces, []string{"2m0s", "40s"}) {
+		t.Errorf("graces of the two Jobs = %v, want one 2m0s (before the change) and one 40s (after)", graces)
+	}
+}
+
+// A shoot being created is not probed; once its Create has Succeeded, it is.
+func TestProberWaitsForTheShootsCreation(t *testing.T) {
+	h := newProbeHarness(t)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	c := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Processing"}}}))
+	c.SetName("shoot--p--a")
+	inf := h.runClusterInformer(c)
+	for range 5 {
+		h.reconcile("shoot--p--a")
+		h.now = h.now.Add(30 * time.Second)
+	}
+	if n := len(h.jobs()); n != 0 {
+		t.Fatalf("%d Jobs for a shoot being created", n)
+	}
+	done := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Succeeded"}}}))
+	done.SetName("shoot--p--a")
+	if err := inf.GetIndexer().Update(done); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(30 * time.Second)
+	h.reconcile("shoot--p--a")
+	if n := len(h.jobs()); n != 1 {
+		t.Fatalf("%d Jobs once the Create succeeded, want 1", n)
+	}
+}
+
+// A finished probe pod that reports throttled pushes its namespace's next probe out by the
+// back-off, doubling in a row; any other result ends the back-off.
+func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
+	h := newProbeHarness(t)
+	p := h.c.pr
+	p.leading.Store(true)
+	ns := "shoot--p--a"
+	p.mu.Lock()
+	p.next[ns] = h.now.Add(5 * time.Second)
+	p.mu.Unlock()
+	pod := func(name, last string, at time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: ns}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at},
+					Message: "namespace=" + ns + " probes=1 last=" + last + " results: " + last + "=1; resources: scaled-down=0"}}}}}}
+	}
+	next := func() time.Time { p.mu.Lock(); defer p.mu.Unlock(); return p.next[ns] }
+	finished := time.Now().Add(time.Hour) // after the coordinator started
+	p.onPod(pod("a", "throttled", finished))
+	if got := next(); !got.Equal(finished.Add(10 * time.Second)) {
+		t.Errorf("after one throttled probe: next = %s, want 10s after it finished", got)
+	}
+	p.onPod(pod("b", "throttled", finished))
+	if got := next(); !got.Equal(finished.Add(20 * time.Second)) {
+		t.Errorf("after two in a row: next = %s, want 20s after", got)
+	}
+	p.onPod(pod("c", "healthy", finished))
+	p.onPod(pod("d", "throttled", finished.Add(time.Minute)))
+	if got := next(); !got.Equal(finished.Add(time.Minute + 10*time.Second)) {
+		t.Errorf("a healthy probe must end the back-off: next = %s", got)
+	}
+}
+
+// The ignored fields are logged when the prober starts: one warning each, naming its path.
+func TestProberLogsEachIgnoredFieldWithItsPath(t *testing.T) {
+	cfg, err := ParseConfig([]byte(probeOnlyConfig + "  internalProbeEnabled: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Metrics: NewMetrics("test"),
+		Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10), Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.pr.queue.ShutDown)
+	out := buf.String()
+	if !strings.Contains(out, `"field":"prober.internalProbeEnabled"`) || !strings.Contains(out, `"level":"warning"`) {
+		t.Errorf("no warning naming prober.internalProbeEnabled in:\n%s", out)
+	}
+}
