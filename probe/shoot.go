@@ -8,13 +8,17 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/pager"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the Secret KUBECONFIG_SECRET_NAME.
@@ -22,9 +26,6 @@ const KubeconfigKey = "kubeconfig"
 
 // NodeLeaseNamespace holds the kubelets' heartbeat Leases.
 const NodeLeaseNamespace = "kube-node-lease"
-
-// listPageSize bounds one page of Leases or Nodes (large clusters have thousands of nodes).
-const listPageSize = 500
 
 // ShootClientFactory builds the client of the control plane's API server from the kubeconfig
 // in the Secret; timeout bounds every request. Tests inject fakes here.
@@ -125,25 +126,24 @@ func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := []MachineInfo{}
-	opts := metav1.ListOptions{Limit: listPageSize}
-	for {
-		page, err := dyn.Resource(MachineGVR).Namespace(namespace).List(ctx, opts)
-		switch {
-		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			return nil, nil
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			return nil, broken("listing Machines (%s) in %s of the seed: the probe's service account may not: %v", MachineGVR.GroupResource(), namespace, err)
-		case err != nil:
-			err = deadline(ctx, err, timeout)
-			return nil, &probeError{kind: errUnreachable, err: fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err), throttled: apierrors.IsTooManyRequests(err)}
+	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return dyn.Resource(MachineGVR).Namespace(namespace).List(ctx, opts)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out = append(out, MachineInfoOf(u))
 		}
-		for i := range page.Items {
-			out = append(out, MachineInfoOf(&page.Items[i]))
-		}
-		if opts.Continue = page.GetContinue(); opts.Continue == "" {
-			return out, nil
-		}
+		return nil
+	})
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return nil, broken("listing Machines (%s) in %s of the seed: the probe's service account may not: %v", MachineGVR.GroupResource(), namespace, err)
+	case err != nil:
+		err = deadline(ctx, err, timeout)
+		return nil, &probeError{kind: errUnreachable, err: fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err), throttled: apierrors.IsTooManyRequests(err)}
 	}
+	return out, nil
 }
 
 // readKubeconfig reads the Secret from the seed. Its content is never logged.
@@ -194,30 +194,28 @@ func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout tim
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var leases []coordinationv1.Lease
-	opts := metav1.ListOptions{Limit: listPageSize}
-	for {
-		page, err := shoot.CoordinationV1().Leases(NodeLeaseNamespace).List(ctx, opts)
-		if err != nil {
-			return nil, nil, classify("lease probe (listing Leases in "+NodeLeaseNamespace+")", deadline(ctx, err, timeout))
+	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return shoot.CoordinationV1().Leases(NodeLeaseNamespace).List(ctx, opts)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			leases = append(leases, *l)
 		}
-		leases = append(leases, page.Items...)
-		if opts.Continue = page.Continue; opts.Continue == "" {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, classify("lease probe (listing Leases in "+NodeLeaseNamespace+")", deadline(ctx, err, timeout))
 	}
 	nodes := map[string]NodeInfo{}
-	opts = metav1.ListOptions{Limit: listPageSize}
-	for {
-		page, err := shoot.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
+	err = pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return shoot.CoreV1().Nodes().List(ctx, opts)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok {
+			nodes[n.Name] = NodeInfoOf(n)
 		}
-		for i := range page.Items {
-			nodes[page.Items[i].Name] = NodeInfoOf(&page.Items[i])
-		}
-		if opts.Continue = page.Continue; opts.Continue == "" {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
 	}
 	return leases, nodes, nil
 }
