@@ -168,8 +168,8 @@ func checkAcceptedProber(t *testing.T, p *ProberConfig) {
 	switch {
 	case p.Interval() <= 0 || p.Timeout() <= 0 || p.Delay() < 0 || p.DiscoveryInterval() <= 0:
 		t.Fatalf("accepted bad durations: interval %s timeout %s delay %s discovery %s", p.Interval(), p.Timeout(), p.Delay(), p.DiscoveryInterval())
-	case p.KCMNodeMonitorGraceDuration == nil || p.KCMNodeMonitorGraceDuration.Duration <= 0:
-		t.Fatal("accepted without a positive kcmNodeMonitorGraceDuration")
+	case p.KCMGrace() <= 0:
+		t.Fatalf("accepted a kcmNodeMonitorGraceDuration of %s (absent means dependency-watchdog's 40s)", p.KCMGrace())
 	case !(p.Jitter() >= 0 && p.Jitter() < 1):
 		t.Fatalf("accepted backoffJitterFactor %g outside [0,1)", p.Jitter())
 	case !fraction(p.LeaseFailure()) || !fraction(p.ExpiryBuffer()):
@@ -202,7 +202,7 @@ func checkAcceptedProber(t *testing.T, p *ProberConfig) {
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Namespace: "shoot--a", KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-		NodeMonitorGrace: p.KCMNodeMonitorGraceDuration.Duration, NodeLeaseFailureFraction: p.LeaseFailure(),
+		NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
 		LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
 		DryRun: p.DryRun, RunDuration: p.RunDuration(), Interval: p.Interval(), TriggerTime: time.Unix(0, 0),
 	})

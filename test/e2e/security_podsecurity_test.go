@@ -215,7 +215,7 @@ func depwatchPodCases(t *testing.T) []podCase {
 		p := cfg.Prober
 		ps, err := jobs.Probe(jobs.ProbeSpec{
 			Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-			NodeMonitorGrace: p.KCMNodeMonitorGraceDuration.Duration, NodeLeaseFailureFraction: p.LeaseFailure(),
+			NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
 			LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
 			DryRun: p.DryRun, RunDuration: p.RunDuration(), Interval: p.Interval(), TriggerTime: now,
 		})
