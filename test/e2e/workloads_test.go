@@ -193,7 +193,10 @@ patches:
 		t.Fatal(err)
 	}
 	mustKubectl(t, "apply", "-k", dir)
-	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		dumpIfFailed(t) // before the example's Jobs and their logs go
+		_, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false")
+	})
 	return suffix
 }
 
@@ -248,6 +251,7 @@ func createDepwatchJob(t *testing.T, tpl jobs.Template, spec jobs.Spec) string {
 		t.Fatalf("creating %s Job: %v", spec.Kind, err)
 	}
 	t.Cleanup(func() {
+		dumpIfFailed(t) // before the Job and its log go
 		_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), created.Name,
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	})
