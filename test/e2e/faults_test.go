@@ -149,6 +149,9 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	})
 	killPods(t, depwatchNS, coordinatorSelector)
 	killedAt := time.Now()
+	for _, cl := range loops {
+		requireBackOffAhead(t, cl, time.Minute, "the replacement coordinator's catch-up")
+	}
 	t.Logf("coordinator pod killed %.1fs after the services began to return", killedAt.Sub(upAt).Seconds())
 
 	var last time.Time
