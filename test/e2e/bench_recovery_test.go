@@ -134,7 +134,9 @@ func benchOutages(t *testing.T, n int, svc string, minBackoff time.Duration, ser
 				serial.Lock()
 				defer serial.Unlock()
 			}
-			cl := p.waitCrashLoop(minBackoff, 6*time.Minute)
+			// Most of the back-off ahead: only a back-off of minBackoff or longer leaves that
+			// much, and the weeder columns recover long before the kubelet would.
+			cl := p.waitCrashLoop(minBackoff*3/4, 6*time.Minute)
 			p.scaleUpstream(1)
 			up := p.waitServiceReady(true, time.Minute)
 			_, ready := p.waitDependentReady(time.Until(cl.kubeletRestart)+time.Minute, "")

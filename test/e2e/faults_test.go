@@ -96,35 +96,6 @@ func killPods(t *testing.T, ns, selector string) {
 	mustKubectl(t, "-n", ns, "delete", "pod", "-l", selector, "--grace-period=0", "--force", "--wait=false")
 }
 
-// waitRestarts waits until the dependent pod has crashed at least n times (the
-// kubelet's back-off is then 10 s · 2^(n-2) or more).
-func (p *pair) waitRestarts(n int32, timeout time.Duration) corev1.Pod {
-	p.t.Helper()
-	var found corev1.Pod
-	waitFor(p.t, timeout, fmt.Sprintf("the dependent in %s to have restarted %d times", p.ns, n), func() (bool, error) {
-		pods, err := p.dependentPods()
-		if err != nil || len(pods) != 1 {
-			return false, err
-		}
-		for _, cs := range pods[0].Status.ContainerStatuses {
-			if cs.RestartCount >= n {
-				found = pods[0]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
-
-// waitReapedEvent waits for the Reaped Event a weeder records on the pod it deleted.
-func waitReapedEvent(t *testing.T, ns, pod string, timeout time.Duration) {
-	t.Helper()
-	waitFor(t, timeout, fmt.Sprintf("a Reaped event on pod %s/%s", ns, pod), func() (bool, error) {
-		return len(eventsFor(t, ns, pod)["Reaped"]) > 0, nil
-	})
-}
-
 // TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce: 20 Services go down
 // and their dependents crash-loop; the Services come back together and the coordinator's pod
 // is killed (no grace period) as the first of them turns Ready. Whatever the old pod did not
@@ -148,10 +119,20 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	for _, p := range pairs {
 		p.scaleUpstream(0)
 	}
-	crashing := make([]corev1.Pod, n)
+	dependents := make([]podsOf, n)
 	for i, p := range pairs {
 		p.waitServiceReady(false, time.Minute)
-		crashing[i] = p.waitRestarts(4, 4*time.Minute) // back-off 80 s: the weeder, not the kubelet, restarts it
+		dependents[i] = p.dependent()
+	}
+	// The weeders, not the kubelet, must restart the dependents: every back-off must outlast
+	// the return, the kill, the replacement's lease takeover (up to leaseDuration) and the
+	// catch-up Jobs for twenty services, tens of seconds on two cores. Two minutes ahead for
+	// all twenty at once takes the 160 s back-off (some 150 s of crash-looping); the 80 s
+	// one could never leave that much.
+	loops := waitForBackOffAtLeast(t, 2*time.Minute, 8*time.Minute, dependents...)
+	crashing := make([]corev1.Pod, n)
+	for i, cl := range loops {
+		crashing[i] = cl.pod
 	}
 
 	upAt := time.Now()
@@ -168,6 +149,9 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	})
 	killPods(t, depwatchNS, coordinatorSelector)
 	killedAt := time.Now()
+	for _, cl := range loops {
+		requireBackOffAhead(t, cl, time.Minute, "the replacement coordinator's catch-up")
+	}
 	t.Logf("coordinator pod killed %.1fs after the services began to return", killedAt.Sub(upAt).Seconds())
 
 	var last time.Time
@@ -201,7 +185,11 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	p := newPairNamed(t, ns, unarmedService)
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
-	crashing := p.waitRestarts(2, 2*time.Minute)
+	// The new leader's weeder must find the dependent still crash-looping: its back-off must
+	// outlast the Lease's expiry and the Job's start (the bound below, 22 s) by far. A minute
+	// ahead takes the 80 s back-off.
+	cl := p.waitCrashLoop(time.Minute, 4*time.Minute)
+	crashing := cl.pod
 
 	leader := leaseHolder(t)
 	if !strings.HasPrefix(leader, "depwatch-coordinator-") || strings.HasPrefix(leader, standby) {
@@ -212,6 +200,7 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	// over at once (ReleaseOnCancel); a killed process leaves it to expire, the worst case.
 	killProcessWith(t, "--metrics-bind-addr=127.0.0.1:19643")
 	killedAt := time.Now()
+	requireBackOffAhead(t, cl, 45*time.Second, "the upstream's return")
 	p.scaleUpstream(1)
 
 	var takeover time.Duration
@@ -282,6 +271,7 @@ func startStandbyCoordinator(t *testing.T) string {
 		t.Fatalf("creating the standby coordinator: %v", err)
 	}
 	t.Cleanup(func() {
+		dumpIfFailed(t) // the standby's log goes with it
 		_ = kube.AppsV1().Deployments(depwatchNS).Delete(context.Background(), name, metav1.DeleteOptions{})
 		waitFor(t, time.Minute, "the standby coordinator's pods to be gone", func() (bool, error) {
 			pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator-standby"})
@@ -422,7 +412,13 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
-	crashing := p.waitRestarts(2, 2*time.Minute)
+	// The dependent must still be crash-looping when the upstream returns, or the kubelet
+	// restarts it and the weeder has nothing to reap: its back-off must outlast the probe
+	// Job's start, the API server's restart (13 s on an idle machine, more under load), the
+	// upstream's return and the weeder's reconnect. Two minutes ahead takes the 160 s
+	// back-off; a 20 s one was used up by the first two steps alone.
+	cl := p.waitCrashLoop(2*time.Minute, 5*time.Minute)
+	crashing := cl.pod
 	s.start()
 	waitFor(t, time.Minute, "a probe Job to run", func() (bool, error) {
 		for _, j := range s.probeJobs() {
@@ -433,7 +429,9 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 		return false, nil
 	})
 	took := restartAPIServer(t)
-	t.Logf("kube-apiserver restarted in %.1fs (armed weeder %s waiting, a probe Job running)", took.Seconds(), armed.Name)
+	t.Logf("kube-apiserver restarted in %.1fs (armed weeder %s waiting, a probe Job running); %s of the dependent's back-off left",
+		took.Seconds(), armed.Name, cl.ahead().Round(100*time.Millisecond))
+	requireBackOffAhead(t, cl, 45*time.Second, "the upstream's return")
 
 	p.scaleUpstream(1)
 	p.waitServiceReady(true, time.Minute)

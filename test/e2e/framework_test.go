@@ -14,10 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 const (
@@ -77,10 +83,9 @@ func newNamespace(t *testing.T, prefix string) string {
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
+	recordForDump(t, name)
 	t.Cleanup(func() {
-		if t.Failed() {
-			dumpNamespace(t, name)
-		}
+		dumpIfFailed(t)
 		_ = kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	// Pods need the namespace's default service account before they can be created.
@@ -94,14 +99,212 @@ func newNamespace(t *testing.T, prefix string) string {
 	return name
 }
 
-// dumpNamespace logs what a failed test left behind, so CI output explains the failure.
+// testDump is what a failed test dumps: its namespaces, once.
+type testDump struct {
+	once       sync.Once
+	mu         sync.Mutex
+	namespaces []string
+}
+
+var dumps sync.Map // *testing.T → *testDump
+
+func recordForDump(t *testing.T, ns string) {
+	d, _ := dumps.LoadOrStore(t, &testDump{})
+	td := d.(*testDump)
+	td.mu.Lock()
+	td.namespaces = append(td.namespaces, ns)
+	td.mu.Unlock()
+}
+
+// dumpIfFailed dumps every namespace of a failed test, once. Cleanups that delete what
+// explains a failure (Jobs and their pods, a standby coordinator) call it first: cleanups run
+// last-registered first, so the namespace's own cleanup alone would dump after them.
+func dumpIfFailed(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	d, ok := dumps.Load(t)
+	if !ok {
+		return
+	}
+	td := d.(*testDump)
+	td.once.Do(func() {
+		td.mu.Lock()
+		namespaces := append([]string(nil), td.namespaces...)
+		td.mu.Unlock()
+		for _, ns := range namespaces {
+			dumpNamespace(t, ns)
+		}
+	})
+}
+
+// dumpNamespace logs what a failed test left behind, so CI output tells a product failure
+// from a race: the namespace's pods, Jobs and Events; each pod's containers (restarts, state,
+// last termination: when the kubelet would restart them); the logs of the depwatch Jobs that
+// acted for the namespace, wherever they run (weeder and probe Jobs run in the coordinator's
+// namespace); and the coordinator's log lines about the namespace.
 func dumpNamespace(t *testing.T, ns string) {
 	for _, args := range [][]string{
-		{"get", "pods,jobs,events", "-o", "wide"},
-		{"logs", "-l", "app.kubernetes.io/name=depwatch", "--tail=50", "--prefix"},
+		{"get", "pods,jobs", "-o", "wide"},
+		{"get", "events", "--sort-by=.metadata.creationTimestamp"},
 	} {
 		out, _ := kubectl(t, append([]string{"-n", ns}, args...)...)
 		t.Logf("kubectl -n %s %s:\n%s", ns, strings.Join(args, " "), out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Logf("pods of %s: %v", ns, err)
+	} else {
+		var b strings.Builder
+		for _, pod := range pods.Items {
+			writePodStatus(&b, pod)
+		}
+		t.Logf("containers of the pods in %s (times UTC):\n%s", ns, b.String())
+	}
+	dumpJobLogs(ctx, t, ns)
+	dumpCoordinatorLines(ctx, t, ns)
+}
+
+// writePodStatus writes one pod's containers: restarts, state and last termination, with the
+// times the kubelet's back-off counts from.
+func writePodStatus(b *strings.Builder, pod corev1.Pod) {
+	deleting := ""
+	if pod.DeletionTimestamp != nil {
+		deleting = ", deleting since " + clock(pod.DeletionTimestamp.Time)
+	}
+	fmt.Fprintf(b, "pod %s/%s uid %s: phase %s, created %s%s\n", pod.Namespace, pod.Name, pod.UID, pod.Status.Phase, clock(pod.CreationTimestamp.Time), deleting)
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		fmt.Fprintf(b, "  container %s: restarts %d, ready %v, state %s; last %s\n",
+			cs.Name, cs.RestartCount, cs.Ready, containerState(cs.State), containerState(cs.LastTerminationState))
+		if cl, ok := backOffOf(pod); ok && cl.container == cs.Name {
+			fmt.Fprintf(b, "    back-off %s: the kubelet restarts it on its own at %s or later\n", cl.backoff, clock(cl.kubeletRestart))
+		}
+	}
+}
+
+func containerState(s corev1.ContainerState) string {
+	switch {
+	case s.Running != nil:
+		return "running since " + clock(s.Running.StartedAt.Time)
+	case s.Terminated != nil:
+		return fmt.Sprintf("terminated (exit %d %s) started %s finished %s", s.Terminated.ExitCode, s.Terminated.Reason,
+			clock(s.Terminated.StartedAt.Time), clock(s.Terminated.FinishedAt.Time))
+	case s.Waiting != nil:
+		return fmt.Sprintf("waiting (%s: %s)", s.Waiting.Reason, s.Waiting.Message)
+	}
+	return "none"
+}
+
+func clock(ts time.Time) string {
+	if ts.IsZero() {
+		return "-"
+	}
+	return ts.UTC().Format("15:04:05")
+}
+
+// dumpJobLogs logs every depwatch Job that acted for ns (label depwatch.io/namespace, in any
+// namespace) and every Job in ns itself (reap examples), with each pod's containers and log.
+func dumpJobLogs(ctx context.Context, t *testing.T, ns string) {
+	var all []batchv1.Job
+	for _, q := range []struct{ ns, selector string }{
+		{metav1.NamespaceAll, jobs.LabelNamespace + "=" + jobs.LabelValue(ns)},
+		{ns, ""},
+	} {
+		list, err := kube.BatchV1().Jobs(q.ns).List(ctx, metav1.ListOptions{LabelSelector: q.selector})
+		if err != nil {
+			t.Logf("listing Jobs for %s: %v", ns, err)
+			continue
+		}
+		for _, j := range list.Items {
+			if !slices.ContainsFunc(all, func(o batchv1.Job) bool { return o.UID == j.UID }) {
+				all = append(all, j)
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].CreationTimestamp.Before(&all[j].CreationTimestamp) })
+	for _, j := range all {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Job %s/%s: created %s, trigger %q, active %d, succeeded %d, failed %d\n", j.Namespace, j.Name,
+			clock(j.CreationTimestamp.Time), j.Annotations[jobs.AnnotationTrigger], j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+		for _, c := range j.Status.Conditions {
+			fmt.Fprintf(&b, "  condition %s=%s at %s: %s %s\n", c.Type, c.Status, clock(c.LastTransitionTime.Time), c.Reason, c.Message)
+		}
+		pods, err := kube.CoreV1().Pods(j.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
+		if err != nil {
+			fmt.Fprintf(&b, "  listing its pods: %v\n", err)
+		} else {
+			for _, pod := range pods.Items {
+				writePodStatus(&b, pod)
+				writePodLogs(ctx, &b, pod, func(string) bool { return true })
+			}
+		}
+		t.Logf("depwatch Job for %s:\n%s", ns, b.String())
+	}
+	if len(all) == 0 {
+		t.Logf("no depwatch Job acted for %s (none left, at least)", ns)
+	}
+}
+
+// dumpCoordinatorLines logs the coordinators' JSON log lines whose namespace field is ns.
+func dumpCoordinatorLines(ctx context.Context, t *testing.T, ns string) {
+	pods, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=depwatch,app.kubernetes.io/component in (coordinator,coordinator-standby)",
+	})
+	if err != nil {
+		t.Logf("listing coordinator pods: %v", err)
+		return
+	}
+	aboutNS := func(line string) bool { return logLineNamespace(line) == ns }
+	for _, pod := range pods.Items {
+		var b strings.Builder
+		writePodStatus(&b, pod)
+		writePodLogs(ctx, &b, pod, aboutNS)
+		t.Logf("coordinator log lines about %s:\n%s", ns, b.String())
+	}
+}
+
+func logLineNamespace(line string) string {
+	var l logLine
+	if json.Unmarshal([]byte(line), &l) != nil {
+		return ""
+	}
+	return l.str("namespace")
+}
+
+// writePodLogs writes the last dumpLogLines lines that keep accepts of each container's log,
+// and of its previous instance when it restarted.
+func writePodLogs(ctx context.Context, b *strings.Builder, pod corev1.Pod, keep func(string) bool) {
+	const dumpLogLines = 200
+	for _, cs := range pod.Status.ContainerStatuses {
+		for _, previous := range []bool{true, false} {
+			if previous && cs.RestartCount == 0 {
+				continue
+			}
+			raw, err := kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: previous}).DoRaw(ctx)
+			which := "log"
+			if previous {
+				which = "previous log"
+			}
+			if err != nil {
+				fmt.Fprintf(b, "  %s of %s: %v\n", which, cs.Name, err)
+				continue
+			}
+			var lines []string
+			for _, line := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n") {
+				if line != "" && keep(line) {
+					lines = append(lines, line)
+				}
+			}
+			if len(lines) > dumpLogLines {
+				fmt.Fprintf(b, "  (%d earlier lines left out)\n", len(lines)-dumpLogLines)
+				lines = lines[len(lines)-dumpLogLines:]
+			}
+			fmt.Fprintf(b, "  %s of %s (%d lines):\n", which, cs.Name, len(lines))
+			for _, line := range lines {
+				b.WriteString("    " + line + "\n")
+			}
+		}
 	}
 }
 

@@ -72,6 +72,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
+		dumpIfFailed(t) // before the probe Jobs and their logs go
 		// Stop probing first, then remove the Jobs, the renewer, the nodes and leases.
 		_, _ = kubectl(t, "label", "namespace", ns, probeLabel+"-")
 		cancel()

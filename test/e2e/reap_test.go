@@ -23,7 +23,7 @@ func TestReapJobFromExampleDeletesCrashLoopingPodAndSparesHealthyOne(t *testing.
 	ns := newNamespace(t, "reap")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	bystander := sleepingPod(t, ns, "bystander", map[string]string{"app": "bystander"})
-	waitCrashLoopBackOff(t, ns, "crasher")
+	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart)
 	waitPodRunning(t, ns, "bystander")
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
@@ -73,7 +73,7 @@ func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
 	if _, err := kube.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the PodDisruptionBudget: %v", err)
 	}
-	waitCrashLoopBackOff(t, ns, "crasher")
+	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart)
 	// The eviction API only answers from the budget's status, so wait until the disruption
 	// controller has looked at it.
 	waitFor(t, time.Minute, "the PodDisruptionBudget's status", func() (bool, error) {
@@ -111,7 +111,7 @@ func TestReapJobInDryRunDeletesNothingAndSaysWhatItWouldDo(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "dryrun")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
-	waitCrashLoopBackOff(t, ns, "crasher")
+	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart)
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
 		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "DRY_RUN": "true",

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"regexp"
 	"sort"
 	"sync"
 	"testing"
@@ -236,75 +235,6 @@ func podReady(pod corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-var backoffMessage = regexp.MustCompile(`back-off (\S+) restarting`)
-
-// crashLoop describes the dependent pod in CrashLoopBackOff: when the kubelet would restart
-// it on its own (its last exit plus the current back-off).
-type crashLoop struct {
-	pod            corev1.Pod
-	backoff        time.Duration
-	kubeletRestart time.Time
-}
-
-// kubeletBackoff is the kubelet's crash-loop back-off for a container that has crashed and
-// shows restarts restarts: measured on v1.36, the first crash is restarted at once, the
-// second waits 10 s, and each later one twice as long as the one before, capped at 5 minutes.
-func kubeletBackoff(restarts int32) time.Duration {
-	if restarts == 0 {
-		return 0
-	}
-	d := 10 * time.Second
-	for i := int32(1); i < restarts; i++ {
-		d *= 2
-		if d >= 5*time.Minute {
-			return 5 * time.Minute
-		}
-	}
-	return d
-}
-
-// waitCrashLoop waits until the dependent pod is in crash-loop back-off with a back-off of at
-// least minBackoff. The kubelet (v1.36) shows waiting/CrashLoopBackOff only when it re-syncs
-// the pod, which is mostly at the end of the back-off; in between the container shows as
-// terminated, so the back-off is read from the waiting message or derived from the restart
-// count.
-func (p *pair) waitCrashLoop(minBackoff, timeout time.Duration) crashLoop {
-	p.t.Helper()
-	var cl crashLoop
-	waitFor(p.t, timeout, fmt.Sprintf("the dependent in CrashLoopBackOff with a back-off of %s or more", minBackoff), func() (bool, error) {
-		pods, err := p.dependentPods()
-		if err != nil || len(pods) != 1 {
-			return false, err
-		}
-		for _, cs := range pods[0].Status.ContainerStatuses {
-			var backoff time.Duration
-			var finished time.Time
-			switch {
-			case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil:
-				m := backoffMessage.FindStringSubmatch(cs.State.Waiting.Message)
-				if m == nil {
-					continue
-				}
-				backoff, _ = time.ParseDuration(m[1])
-				finished = cs.LastTerminationState.Terminated.FinishedAt.Time
-			case cs.State.Terminated != nil:
-				backoff = kubeletBackoff(cs.RestartCount)
-				finished = cs.State.Terminated.FinishedAt.Time
-			default:
-				continue
-			}
-			// Leave the weeder most of the window: a back-off about to end proves nothing.
-			if backoff < minBackoff || time.Until(finished.Add(backoff)) < minBackoff/2 {
-				continue
-			}
-			cl = crashLoop{pod: pods[0], backoff: backoff, kubeletRestart: finished.Add(backoff)}
-			return true, nil
-		}
-		return false, nil
-	})
-	return cl
 }
 
 // weederJobs lists the weeder Jobs the coordinator made for this pair's service, oldest first.

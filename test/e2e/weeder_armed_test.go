@@ -56,7 +56,9 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 	if job.Annotations["depwatch.io/armed-at"] == "" {
 		t.Errorf("armed Job %s has no depwatch.io/armed-at annotation", job.Name)
 	}
-	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
+	// The armed weeder acts within seconds of the return; 30 s ahead (the 40 s back-off)
+	// leaves the kubelet far behind it.
+	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
 	t.Logf("dependent %s is in CrashLoopBackOff (back-off %s)", cl.pod.Name, cl.backoff)
 
 	p.scaleUpstream(1)
@@ -79,13 +81,7 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 	}
 
 	// Its log tells the story: armed, service Ready, the pod reaped.
-	var lines []logLine
-	waitFor(t, 30*time.Second, "the armed Job's log naming the reaped pod", func() (bool, error) {
-		out, err := kubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
-		lines = parseLogLines(out)
-		_, ok := findLine(lines, map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"})
-		return ok && err == nil, err
-	})
+	_, lines := waitJobLogLine(t, depwatchNS, job.Name, map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"}, 30*time.Second)
 	var armedAt, readyLine bool
 	for _, l := range lines {
 		armedAt = armedAt || strings.HasPrefix(l.str("msg"), "Reaper armed at ")

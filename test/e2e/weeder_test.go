@@ -23,7 +23,9 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 	outageStart := time.Now()
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
-	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
+	// The armed weeder acts within seconds of the return; 30 s ahead (the 40 s back-off)
+	// leaves the kubelet far behind it.
+	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
 	t.Logf("dependent %s is in CrashLoopBackOff (back-off %s); the kubelet would restart it at %s",
 		cl.pod.Name, cl.backoff, cl.kubeletRestart.Format(time.RFC3339))
 
@@ -44,13 +46,7 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 	if got := job.Annotations["depwatch.io/trigger-time"]; got == "" {
 		t.Errorf("weeder job %s has no depwatch.io/trigger-time annotation", job.Name)
 	}
-	var logs string
-	waitFor(t, 30*time.Second, "the weeder job's log line naming the reaped pod", func() (bool, error) {
-		out, err := kubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
-		logs = out
-		_, ok := findLine(parseLogLines(out), map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"})
-		return ok && err == nil, err
-	})
+	logs, _ := waitJobLogLine(t, depwatchNS, job.Name, map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"}, 30*time.Second)
 	if !strings.Contains(logs, "CrashLoopBackOff") {
 		t.Errorf("the weeder's log gives no CrashLoopBackOff reason:\n%s", logs)
 	}
@@ -102,7 +98,11 @@ func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) 
 	}()
 	waitCoordinatorReplicas(t, 0)
 	mustKubectl(t, "-n", depwatchNS, "delete", "job", armed.Name, "--wait=true")
-	cl := p.waitCrashLoop(40*time.Second, 3*time.Minute)
+	// After the return the coordinator's pod must start, take the Lease and launch the
+	// catch-up Job, and that Job's pod must start, all before the kubelet's own restart:
+	// seconds on an idle machine, tens of seconds on a loaded one. A minute ahead takes the
+	// 80 s back-off; the 40 s one could leave as little as 20 s.
+	cl := p.waitCrashLoop(time.Minute, 4*time.Minute)
 
 	p.scaleUpstream(1)
 	upAt := p.waitServiceReady(true, time.Minute)

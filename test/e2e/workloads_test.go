@@ -63,13 +63,29 @@ func createPod(t *testing.T, ns, name string, labels map[string]string, command 
 // shows as terminated (reaper.CrashLoopBackOff knows both).
 func waitCrashLoopBackOff(t *testing.T, ns, name string) {
 	t.Helper()
-	waitFor(t, 90*time.Second, fmt.Sprintf("pod %s/%s in CrashLoopBackOff", ns, name), func() (bool, error) {
+	waitCrashLoopBackOffAhead(t, ns, name, 0)
+}
+
+// reapJobStart bounds, with a wide margin, the time from `kubectl apply` of a one-shot reap
+// Job to its list of pods (a few seconds on an idle machine).
+const reapJobStart = 15 * time.Second
+
+// waitCrashLoopBackOffAhead is waitCrashLoopBackOff with at least ahead of the back-off left,
+// so a one-shot reap Job started now still finds the pod crash-looping, not restarted by the
+// kubelet in the meantime.
+func waitCrashLoopBackOffAhead(t *testing.T, ns, name string, ahead time.Duration) {
+	t.Helper()
+	waitFor(t, 90*time.Second, fmt.Sprintf("pod %s/%s in CrashLoopBackOff with %s or more of it ahead", ns, name, ahead), func() (bool, error) {
 		pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		_, crashLooping := reaper.CrashLoopBackOff(pod)
-		return crashLooping && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].RestartCount >= 1, nil
+		if !crashLooping || len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].RestartCount < 1 {
+			return false, nil
+		}
+		cl, ok := backOffOf(*pod)
+		return ahead == 0 || (ok && cl.ahead() >= ahead), nil
 	})
 }
 
@@ -193,7 +209,10 @@ patches:
 		t.Fatal(err)
 	}
 	mustKubectl(t, "apply", "-k", dir)
-	t.Cleanup(func() { _, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false") })
+	t.Cleanup(func() {
+		dumpIfFailed(t) // before the example's Jobs and their logs go
+		_, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false")
+	})
 	return suffix
 }
 
@@ -248,6 +267,7 @@ func createDepwatchJob(t *testing.T, tpl jobs.Template, spec jobs.Spec) string {
 		t.Fatalf("creating %s Job: %v", spec.Kind, err)
 	}
 	t.Cleanup(func() {
+		dumpIfFailed(t) // before the Job and its log go
 		_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), created.Name,
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	})

@@ -1,0 +1,205 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Shared fixtures: the kubelet's crash-loop back-off as a test can rely on it, and the logs of
+// the Jobs depwatch runs. (The upstream/dependent pair is in scenario_test.go.)
+//
+// A test that needs a dependent still in CrashLoopBackOff when its upstream returns races the
+// kubelet: once the back-off ends, the kubelet restarts the dependent itself, it becomes Ready,
+// and nothing is left for a weeder to reap. So such a test waits, with
+// waitForBackOffAtLeast, until the dependent's back-off has more time ahead than everything
+// the test does before the weeder acts, with a wide margin; counting restarts alone says
+// nothing about how much of the current back-off is left.
+
+// maxKubeletBackoff caps the kubelet's crash-loop back-off. hack/cluster-up.sh sets no
+// crashLoopBackOff.maxContainerRestartPeriod in its KubeletConfiguration, so this is the
+// kubelet's default.
+const maxKubeletBackoff = 5 * time.Minute
+
+// kubeletBackoff is the kubelet's crash-loop back-off for a container that has crashed and
+// shows restarts restarts: measured on v1.36, the first crash is restarted at once, the
+// second waits 10 s, and each later one twice as long as the one before, capped at
+// maxKubeletBackoff. The kubelet counts it from the crash (the termination's finishedAt).
+func kubeletBackoff(restarts int32) time.Duration {
+	if restarts == 0 {
+		return 0
+	}
+	d := 10 * time.Second
+	for i := int32(1); i < restarts; i++ {
+		d *= 2
+		if d >= maxKubeletBackoff {
+			return maxKubeletBackoff
+		}
+	}
+	return d
+}
+
+var backoffMessage = regexp.MustCompile(`back-off (\S+) restarting`)
+
+// crashLoop is a pod whose container waits out the kubelet's crash-loop back-off.
+type crashLoop struct {
+	pod       corev1.Pod
+	container string
+	restarts  int32
+	backoff   time.Duration
+	// kubeletRestart is the earliest moment the kubelet restarts the container on its own:
+	// the last crash plus the back-off (finishedAt has whole seconds and is rounded down, and
+	// the kubelet acts at the end of the back-off or later, so never earlier than this).
+	kubeletRestart time.Time
+}
+
+// ahead is how much of the back-off is left.
+func (c crashLoop) ahead() time.Duration { return time.Until(c.kubeletRestart) }
+
+// backOffOf reads the pod's crash-loop back-off from its status. The kubelet (v1.36) shows
+// waiting/CrashLoopBackOff (with the back-off in its message) only when it re-syncs the pod,
+// mostly at the end of the back-off; in between the container shows as terminated, and the
+// back-off follows from the restart count.
+func backOffOf(pod corev1.Pod) (crashLoop, bool) {
+	if pod.DeletionTimestamp != nil {
+		return crashLoop{}, false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		var backoff time.Duration
+		var finished time.Time
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil:
+			finished = cs.LastTerminationState.Terminated.FinishedAt.Time
+			backoff = kubeletBackoff(cs.RestartCount)
+			if m := backoffMessage.FindStringSubmatch(cs.State.Waiting.Message); m != nil {
+				if d, err := time.ParseDuration(m[1]); err == nil {
+					backoff = d
+				}
+			}
+		case cs.State.Terminated != nil:
+			finished = cs.State.Terminated.FinishedAt.Time
+			backoff = kubeletBackoff(cs.RestartCount)
+		default:
+			continue
+		}
+		if backoff == 0 || finished.IsZero() {
+			continue
+		}
+		return crashLoop{pod: pod, container: cs.Name, restarts: cs.RestartCount, backoff: backoff, kubeletRestart: finished.Add(backoff)}, true
+	}
+	return crashLoop{}, false
+}
+
+// podsOf names the one pod of a workload: its namespace and a label selector.
+type podsOf struct{ ns, selector string }
+
+// waitForBackOffAtLeast waits until the pod of every workload is in crash-loop back-off with
+// at least d of it ahead, all at the same moment, and returns them in order: from then on, for
+// d, no kubelet restarts any of them. A back-off only grows (10 s doubling, capped at
+// maxKubeletBackoff), so the wait ends once one is long enough and was caught early enough:
+// reaching a back-off B takes about B of crash-looping (plus the pod's start), and timeout
+// must allow for it.
+func waitForBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...podsOf) []crashLoop {
+	t.Helper()
+	if d >= maxKubeletBackoff {
+		t.Fatalf("waitForBackOffAtLeast(%s): the kubelet's back-off never exceeds %s", d, maxKubeletBackoff)
+	}
+	selectors := map[string]bool{}
+	for _, w := range workloads {
+		selectors[w.selector] = true
+	}
+	found := make([]crashLoop, len(workloads))
+	var short []string
+	waitFor(t, timeout, fmt.Sprintf("%d dependent(s) in crash-loop back-off with at least %s of it ahead", len(workloads), d), func() (bool, error) {
+		// One list per selector across namespaces: many workloads, polled every 100 ms.
+		pods := map[podsOf][]corev1.Pod{}
+		for sel := range selectors {
+			list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return false, err
+			}
+			for _, pod := range list.Items {
+				if pod.DeletionTimestamp == nil {
+					k := podsOf{pod.Namespace, sel}
+					pods[k] = append(pods[k], pod)
+				}
+			}
+		}
+		short = short[:0]
+		for i, w := range workloads {
+			if len(pods[w]) != 1 {
+				short = append(short, fmt.Sprintf("%s/%s: %d pods", w.ns, w.selector, len(pods[w])))
+				continue
+			}
+			cl, ok := backOffOf(pods[w][0])
+			if !ok || cl.ahead() < d {
+				short = append(short, fmt.Sprintf("%s/%s: back-off %s, %s ahead", w.ns, w.selector, cl.backoff, cl.ahead().Round(time.Second)))
+				continue
+			}
+			found[i] = cl
+		}
+		if len(short) > 0 {
+			return false, fmt.Errorf("not yet: %s", strings.Join(short[:min(len(short), 5)], "; "))
+		}
+		return true, nil
+	})
+	for _, cl := range found {
+		t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
+			cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
+	}
+	return found
+}
+
+// requireBackOffAhead fails the test, saying why, when less than d of the dependent's
+// back-off is left: the steps since the wait took longer than planned (a slow machine), and
+// the kubelet could restart the dependent before depwatch does, which would prove nothing.
+func requireBackOffAhead(t *testing.T, cl crashLoop, d time.Duration, before string) {
+	t.Helper()
+	if left := cl.ahead(); left < d {
+		t.Fatalf("before %s, only %s of pod %s/%s's back-off is left (the kubelet restarts it at %s), want %s or more: "+
+			"the test's own steps took too long, the kubelet would race depwatch; not a product failure",
+			before, left.Round(100*time.Millisecond), cl.pod.Namespace, cl.pod.Name, clock(cl.kubeletRestart), d)
+	}
+}
+
+// dependent is the pair's dependent workload, for waitForBackOffAtLeast.
+func (p *pair) dependent() podsOf { return podsOf{p.ns, "app=" + dependentName} }
+
+// waitCrashLoop waits until the pair's dependent is in crash-loop back-off with at least
+// ahead of it left.
+func (p *pair) waitCrashLoop(ahead, timeout time.Duration) crashLoop {
+	p.t.Helper()
+	return waitForBackOffAtLeast(p.t, ahead, timeout, p.dependent())[0]
+}
+
+// waitReapedEvent waits for the Reaped Event a weeder records on the pod it deleted.
+func waitReapedEvent(t *testing.T, ns, pod string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("a Reaped event on pod %s/%s", ns, pod), func() (bool, error) {
+		return len(eventsFor(t, ns, pod)["Reaped"]) > 0, nil
+	})
+}
+
+// waitJobLogLine waits until the Job's log (`kubectl logs job/<name>`, as a user reads it) has
+// a JSON line whose fields have the given values, and returns the log and its lines.
+func waitJobLogLine(t *testing.T, ns, job string, want map[string]string, timeout time.Duration) (string, []logLine) {
+	t.Helper()
+	var out string
+	var lines []logLine
+	waitFor(t, timeout, fmt.Sprintf("a line with %v in the log of Job %s/%s", want, ns, job), func() (bool, error) {
+		var err error
+		out, err = kubectl(t, "-n", ns, "logs", "job/"+job)
+		lines = parseLogLines(out)
+		_, ok := findLine(lines, want)
+		return ok && err == nil, err
+	})
+	return out, lines
+}
