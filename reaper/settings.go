@@ -36,7 +36,7 @@ var settings = []setting{
 	{"REAP_COOLDOWN", "0s", "bound per owner (the pod's controller, e.g. its ReplicaSet; a bare pod is its own): once its pods were reaped, its pods created since (their replacements) are not reaped until this Go duration has passed; pods it already had are still reaped with that round. At most 1 + floor(RUN_DURATION / REAP_COOLDOWN) rounds per owner (plus one per return of START_WHEN_READY's service), each pod of the owner reaped at most once per round; 0s = off (pod-reaper)"},
 	{"POD_SORTING_STRATEGY", "", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (lowest first; pods without a start time go last in the age orders); unset = by namespace and name, the API's list order (as pod-reaper)"},
 	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
-	{"CONTAINER_STATUSES", "", "rule: comma-separated waiting/terminated reasons of any container, init container or ephemeral container, e.g. CrashLoopBackOff,OOMKilled"},
+	{"CONTAINER_STATUSES", "", "rule: comma-separated waiting/terminated reasons of any container or init container, e.g. CrashLoopBackOff,OOMKilled; CrashLoopBackOff also matches a container that exited after at least one restart and will be restarted"},
 	{"POD_STATUSES", "", "rule: comma-separated pod status reasons, e.g. Evicted"},
 	{"POD_STATUS_PHASES", "", "rule: comma-separated pod phases: Pending, Running, Succeeded, Failed, Unknown"},
 	{"MAX_DURATION", "", "rule: pods running longer than this Go duration since status.startTime"},
