@@ -17,7 +17,8 @@ func loadThenRun(t *testing.T, client *fake.Clientset, env map[string]string) er
 	if err != nil {
 		return err
 	}
-	o.RunDuration = 1 // one cycle
+	o.RunDuration = 1 // one cycle, at start
+	o.ReapAtStart = true
 	log, _ := quietLogger()
 	_, runErr := Run(context.Background(), client, o, log)
 	if runErr != nil {

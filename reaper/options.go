@@ -25,10 +25,13 @@ type Options struct {
 	Schedule     cron.Schedule
 	RunDuration  time.Duration // 0 = forever
 	Watch        bool
-	DryRun       bool
-	Evict        bool
-	GracePeriod  *int64 // seconds; nil = the pod's own
-	MaxPods      int    // 0 = unlimited
+	// ReapAtStart runs the first cycle at start instead of at SCHEDULE's first tick (REAP_AT_START;
+	// WATCH and START_WHEN_READY imply it, see Run).
+	ReapAtStart bool
+	DryRun      bool
+	Evict       bool
+	GracePeriod *int64 // seconds; nil = the pod's own
+	MaxPods     int    // 0 = unlimited
 	// ReapCooldown: once pods of an owner (their controller, or a bare pod itself) were
 	// reaped, its pods created since are not reaped until this has passed; 0 = off.
 	ReapCooldown time.Duration
@@ -99,6 +102,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		o.RunDuration, _ = e.duration("RUN_DURATION")
 	}
 	o.Watch = e.boolean("WATCH")
+	o.ReapAtStart = e.boolean("REAP_AT_START")
 	o.DryRun = e.boolean("DRY_RUN")
 	o.Evict = e.boolean("EVICT")
 	if d, ok := e.duration("GRACE_PERIOD"); ok {

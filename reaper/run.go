@@ -98,8 +98,21 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 				Infof("Reaper run finished (%s): %s", why, r.sum)
 			return r.sum, nil
 		}
-	} else {
-		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+	}
+	// pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
+	// SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls).
+	// A cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the
+	// moment its informer lists it anyway, so its first cycle at start changes nothing but
+	// makes it explicit; and an opened gate is the moment the run exists for.
+	atStart := opts.ReapAtStart || opts.Watch || g != nil
+	firstTick := opts.Schedule.Next(time.Now())
+	if g == nil {
+		if atStart {
+			r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+		} else {
+			r.log.WithFields(r.startFields()).WithField("first_cycle_at", firstTick.UTC().Format(time.RFC3339)).
+				Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", firstTick.UTC().Format(time.RFC3339))
+		}
 	}
 
 	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
@@ -110,9 +123,11 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	}
 	defer cancelStop()
 
-	r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
-
-	planned := opts.Schedule.Next(time.Now())
+	planned := firstTick
+	if atStart {
+		r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
+		planned = opts.Schedule.Next(time.Now())
+	}
 	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
 	var watched, gateChanged <-chan struct{}

@@ -19,12 +19,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// oneShot runs a reaper with the given env as a one-shot run (the first cycle always
-// completes; RUN_DURATION is tiny so nothing follows it).
+// oneShot runs a reaper with the given env as a one-shot run (REAP_AT_START: the first cycle
+// runs at start and always completes; RUN_DURATION is tiny so nothing follows it).
 func oneShot(t *testing.T, client *fake.Clientset, env map[string]string) (Summary, *logtest.Hook, error) {
 	t.Helper()
 	o := mustOptions(t, env)
 	o.RunDuration = time.Nanosecond
+	o.ReapAtStart = true
 	log, hook := quietLogger()
 	s, err := Run(context.Background(), client, o, log)
 	return s, hook, err
@@ -258,7 +259,7 @@ func TestRunOneShotCompletesFirstCycleDespiteShortRunDuration(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // each delete outlasts RUN_DURATION
 		return false, nil, nil
 	})
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1ms"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1ms", "REAP_AT_START": "true"})
 	log, hook := quietLogger()
 	s, err := Run(context.Background(), client, o, log)
 	if err != nil || s.Reaped != 3 || s.Cycles != 1 {
@@ -284,7 +285,7 @@ func TestRunCancelFinishesPodInHand(t *testing.T) {
 		cancel() // SIGTERM arrives while the first delete is in flight
 		return false, nil, nil
 	})
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "POD_SORTING_STRATEGY": "oldest-first"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "POD_SORTING_STRATEGY": "oldest-first", "REAP_AT_START": "true"})
 	log, hook := quietLogger()
 	done := make(chan struct{})
 	var s Summary
@@ -385,11 +386,11 @@ func TestRunLabelSelectorsAreORedAndEachPodJudgedOnce(t *testing.T) {
 	}
 }
 
-// TestRunCyclesFollowTheSchedule: the first cycle at start, the next on the schedule, until
-// RUN_DURATION.
+// TestRunCyclesFollowTheSchedule: with REAP_AT_START the first cycle at start, the next on the
+// schedule, until RUN_DURATION.
 func TestRunCyclesFollowTheSchedule(t *testing.T) {
 	client := fake.NewClientset(newPod("a", "p", crashLooping))
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms", "DRY_RUN": "true"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms", "DRY_RUN": "true", "REAP_AT_START": "true"})
 	log, _ := quietLogger()
 	start := time.Now()
 	s, err := Run(context.Background(), client, o, log)
@@ -433,5 +434,51 @@ func TestSummaryString(t *testing.T) {
 	s.DryRun = true
 	if got := s.String(); !strings.HasPrefix(got, "dry run, nothing changed: ") || !strings.Contains(got, "would-reap=2") {
 		t.Errorf("dry-run String() = %q", got)
+	}
+}
+
+// TestRunFirstCycleWaitsForTheScheduleFirstTick is pod-reaper's contract: without
+// REAP_AT_START (or WATCH, or START_WHEN_READY) nothing is listed or reaped before SCHEDULE's
+// first tick, for a cron spec and for @every alike; a RUN_DURATION that ends first reaps nothing.
+func TestRunFirstCycleWaitsForTheScheduleFirstTick(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantCycles int
+	}{
+		{"cron spec whose first tick is far away: nothing at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms"}, 0},
+		{"@every 1m (the default): nothing in the first minute", map[string]string{"RUN_DURATION": "300ms"}, 0},
+		// @every rounds its ticks down to whole seconds: the first tick is within 1s of start,
+		// the second may or may not fall inside 1.5s; the point is that none was at start.
+		{"@every 1s: the first cycle is at the first tick", map[string]string{"SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms"}, -1},
+		{"REAP_AT_START: one cycle at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms", "REAP_AT_START": "true"}, 1},
+		{"WATCH implies a cycle at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms", "WATCH": "true"}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(newPod("a", "p", crashLooping))
+			tc.env["CONTAINER_STATUSES"] = "CrashLoopBackOff"
+			o := mustOptions(t, tc.env)
+			log, hook := quietLogger()
+			s, err := Run(context.Background(), client, o, log)
+			okCycles := s.Cycles == tc.wantCycles || (tc.wantCycles < 0 && s.Cycles >= 1 && s.Cycles <= 2)
+			if err != nil || !okCycles {
+				t.Fatalf("Run = %+v, %v; want %d cycles (-1: one or two ticks)", s, err, tc.wantCycles)
+			}
+			lists := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "pods" && tc.env["WATCH"] == "" {
+					lists++
+				}
+			}
+			if tc.wantCycles == 0 {
+				if lists != 0 || s.Reaped != 0 || !podExists(t, client, "a", "p") {
+					t.Errorf("listed %d times, reaped %d: want nothing before the first tick", lists, s.Reaped)
+				}
+				if first := hook.AllEntries()[0]; first.Data["first_cycle_at"] == nil {
+					t.Errorf("start line %q does not say when the first cycle runs", first.Message)
+				}
+			}
+		})
 	}
 }
