@@ -9,7 +9,8 @@
 //     endpoint, following its EndpointSlices; nothing is listed for reaping or reaped before,
 //     though WATCH's pod informers already start, so their cache is warm when the gate opens.
 //     Everything below then starts at that moment (RUN_DURATION included); while the service is
-//     down again, reaping pauses, and it resumes with a cycle when the service is Ready.
+//     down again, reaping pauses, and it resumes with a cycle when the service is Ready, with
+//     a full RUN_DURATION counted afresh from that return.
 //   - Run runs a cycle on every SCHEDULE tick, the first at the schedule's first tick, as
 //     pod-reaper does; with REAP_AT_START, WATCH or START_WHEN_READY (when the gate opens) the
 //     first cycle runs at once instead. A cycle

@@ -42,7 +42,7 @@ type runner struct {
 // moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
 // warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
 // and no error. After the gate opened, reaping pauses while the service is down again and
-// resumes, with a cycle, when it is Ready.
+// resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
 func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
@@ -116,12 +116,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	}
 
 	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
-	// now (the start, or the moment the gate opened).
+	// now (the start, or the moment the gate opened) and, with the gate, from each later return
+	// of the service: every return is a recovery of its own and gets the full window, as
+	// dependency-watchdog gives each return a fresh watchDuration.
 	stop, cancelStop := context.WithCancel(ctx)
-	if opts.RunDuration > 0 {
-		stop, cancelStop = context.WithTimeout(ctx, opts.RunDuration)
-	}
 	defer cancelStop()
+	window := newRunWindow(opts.RunDuration, cancelStop)
+	defer window.stop()
 
 	planned := firstTick
 	if atStart {
@@ -167,7 +168,11 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 				r.log.WithField("service", g.ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", g.ref)
 			case ready && paused:
 				paused = false
-				r.log.WithField("service", g.ref.String()).Infof("Service %s is Ready again: reaping resumes%s.", g.ref, r.cooldownResumeNote())
+				if !window.restart() {
+					continue // the window ended just now: the run is over
+				}
+				r.log.WithFields(logrus.Fields{"service": g.ref.String(), "run_duration": opts.RunDuration.String()}).
+					Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", g.ref, opts.RunDuration, r.cooldownResumeNote())
 				r.cool.reset() // a new return of the service is a new recovery
 				r.runCycle(stop)
 				if w != nil {
@@ -419,4 +424,38 @@ func startWhenReady(ref *ServiceRef) string {
 		return ""
 	}
 	return ref.String()
+}
+
+// runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart
+// starts a full window afresh from now.
+type runWindow struct {
+	d     time.Duration
+	timer *time.Timer
+}
+
+func newRunWindow(d time.Duration, end func()) *runWindow {
+	w := &runWindow{d: d}
+	if d > 0 {
+		w.timer = time.AfterFunc(d, end)
+	}
+	return w
+}
+
+// restart reports false when the window had already ended (end was called or is being
+// called): a run that is ending is not revived.
+func (w *runWindow) restart() bool {
+	if w.timer == nil {
+		return true
+	}
+	if !w.timer.Stop() {
+		return false
+	}
+	w.timer.Reset(w.d)
+	return true
+}
+
+func (w *runWindow) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }

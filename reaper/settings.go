@@ -24,7 +24,7 @@ var settings = []setting{
 	{"REQUIRE_LABEL_VALUES", "", "comma-separated values for REQUIRE_LABEL_KEY"},
 	{"REQUIRE_ANNOTATION_KEY", "", "only pods whose annotation KEY has one of REQUIRE_ANNOTATION_VALUES"},
 	{"REQUIRE_ANNOTATION_VALUES", "", "comma-separated values for REQUIRE_ANNOTATION_KEY"},
-	{"START_WHEN_READY", "", "gate: `<service>` (in NAMESPACE) or `<namespace>/<service>`; reap nothing until the service has a ready endpoint (its EndpointSlices), then run as configured with RUN_DURATION counted from that moment; reaping pauses while the service is not Ready again"},
+	{"START_WHEN_READY", "", "gate: `<service>` (in NAMESPACE) or `<namespace>/<service>`; reap nothing until the service has a ready endpoint (its EndpointSlices), then run as configured with RUN_DURATION counted from that moment; reaping pauses while the service is not Ready again, and each return starts a full RUN_DURATION afresh"},
 	{"MAX_WAIT", "6h", "with START_WHEN_READY: the longest wait for the service; when it passes first, the run ends with exit code 0 and nothing reaped; must be positive"},
 	{"SCHEDULE", "@every 1m", "cron spec (optional seconds field; descriptors such as @every 5m, @hourly); cycles run on its ticks, the first at its first tick (as pod-reaper: @every 1m first reaps one minute after start), unless REAP_AT_START; cycles never overlap"},
 	{"REAP_AT_START", "false", "run the first cycle at start (it always completes, so with RUN_DURATION=1s the run is one-shot), then follow SCHEDULE; implied by WATCH and by START_WHEN_READY (a cycle the moment the service is Ready)"},
