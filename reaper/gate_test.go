@@ -266,11 +266,11 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pause", func() bool { return strings.Contains(run.messages(), "reaping paused") })
+	returned := time.Now() // the window restarts after this, when the gate sees the update
 	if _, err := slices.Update(ctx, endpointSlice("shoot", "etcd", ptr.To(true)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the resume", func() bool { return strings.Contains(run.messages(), "fresh RUN_DURATION") })
-	returned := time.Now()
 
 	// Past the end of the first window, well inside the second.
 	time.Sleep(time.Until(opened.Add(window + 200*time.Millisecond)))
