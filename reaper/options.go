@@ -42,6 +42,10 @@ type Options struct {
 	StartWhenReady *ServiceRef
 	MaxWait        time.Duration
 
+	// Warnings are accepted values worth a word (pod-reaper accepts them with the same
+	// meaning, but they look like slips): Run logs each at start.
+	Warnings []string
+
 	annotation *annotationFilter
 	// Test seams; zero values mean the real thing.
 	now           func() time.Time
@@ -121,6 +125,12 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 	}
 
+	// pod-reaper's README documents the phase rule as POD_PHASE_STATUSES, but pod-reaper reads
+	// POD_STATUS_PHASES and ignores the other name, so a manifest written from the README
+	// silently reaped without the phase filter.
+	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
+		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
+	}
 	o.Rules = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet(e) {
 		e.problems = append(e.problems, "no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
@@ -129,6 +139,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if len(e.problems) > 0 {
 		return Options{}, &ConfigError{Problems: e.problems}
 	}
+	o.Warnings = e.warnings
 	return o, nil
 }
 

@@ -20,7 +20,7 @@ type containerStatusesRule struct {
 }
 
 func loadContainerStatusesRule(e *env) Rule {
-	reasons, ok := e.list("CONTAINER_STATUSES")
+	reasons, ok := e.list("CONTAINER_STATUSES", emptyMatchesNothing)
 	if !ok {
 		return nil
 	}

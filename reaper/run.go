@@ -48,6 +48,9 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 		return Summary{}, err
 	}
 	r := newRunner(ctx, client, opts, log)
+	for _, w := range opts.Warnings {
+		r.log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
 
 	// bg carries the informers (pods with WATCH, the gate's EndpointSlices): they live until
 	// the run ends, whatever ends it.

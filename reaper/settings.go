@@ -40,6 +40,7 @@ var settings = []setting{
 	{"CONTAINER_STATUSES", "", "rule: comma-separated waiting/terminated reasons of any container or init container, e.g. CrashLoopBackOff,OOMKilled; CrashLoopBackOff also matches a container that exited after at least one restart and will be restarted"},
 	{"POD_STATUSES", "", "rule: comma-separated pod status reasons, e.g. Evicted"},
 	{"POD_STATUS_PHASES", "", "rule: comma-separated pod phases: Pending, Running, Succeeded, Failed, Unknown"},
+	{"POD_PHASE_STATUSES", "", "refused: pod-reaper's README names the phase rule so, but pod-reaper reads POD_STATUS_PHASES and ignores this name"},
 	{"MAX_DURATION", "", "rule: pods running longer than this Go duration since status.startTime"},
 	{"MAX_UNREADY", "", "rule: pods whose Ready condition has not been True for longer than this Go duration"},
 }

@@ -24,6 +24,8 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 		kubeHelp:  "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
 		untouched: "no pod was touched",
 		usage:     reapUsage,
+		// pod-reaper logs an unknown LOG_LEVEL / LOG_FORMAT and carries on.
+		lenientLogging: true,
 		load: func(lookup func(string) (string, bool)) (err error) {
 			opts, err = reaper.LoadOptions(lookup)
 			return err
