@@ -1,9 +1,9 @@
 package reaper
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
