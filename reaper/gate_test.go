@@ -119,7 +119,7 @@ func TestGateOpensOnEndpointSliceUpdate(t *testing.T) {
 		t.Fatalf("Run = %+v, %v", run.sum, run.err)
 	}
 	msgs := run.messages()
-	for _, want := range []string{"Reaper armed at ", "waiting for service shoot/etcd to be Ready (at most 6h0m0s)", "Service shoot/etcd is Ready at ", "(waited ", "Deleted pod shoot/kcm", "Reaper run finished"} {
+	for _, want := range []string{"Reaper armed at ", "waiting for service shoot/etcd to be Ready (at most 6h0m0s)", "Service shoot/etcd is Ready at ", "(waited ", "reaping pod", "Reaper run finished"} {
 		if !strings.Contains(msgs, want) {
 			t.Errorf("log lacks %q:\n%s", want, msgs)
 		}

@@ -255,6 +255,7 @@ func (r *runner) runCycle(stop context.Context) {
 	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	before := r.sum
 	log := r.log.WithField("cycle", r.cycle)
+	log.Debug(msgCycleStarting)
 	matches, err := r.collect(stop)
 	if err != nil {
 		if stop.Err() != nil {
@@ -278,6 +279,9 @@ func (r *runner) runCycle(stop context.Context) {
 		}
 		if r.quota.full() {
 			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
+			for _, left := range matches[i:] {
+				r.maxPodsLine(left.pod, left.reasons)
+			}
 			break
 		}
 		r.handle(m)
@@ -379,8 +383,7 @@ func (r *runner) drainWatched(stop context.Context, q *podQueue) {
 		}
 		r.sum.Matched++
 		if r.quota.full() {
-			r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name}).
-				Infof("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name)
+			r.maxPodsLine(pod, m.reasons)
 			continue
 		}
 		r.handle(m)
@@ -461,4 +464,14 @@ func (w *runWindow) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+}
+
+// maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
+// reaped already: it waits for the next cycle.
+func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
+	r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": "max-pods",
+		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
+		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
+	}).Info(MsgMaxPods)
 }

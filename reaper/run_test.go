@@ -104,8 +104,11 @@ func TestRunDeletesMatchingPodsWithEventAndLogLine(t *testing.T) {
 	if r, _ := line["reasons"].([]string); len(r) != 1 || r[0] != `init container "init" is waiting with reason CrashLoopBackOff` {
 		t.Errorf("reasons = %#v", line["reasons"])
 	}
-	if msg := line["msg"].(string); msg != `Deleted pod b/init-crashing because init container "init" is waiting with reason CrashLoopBackOff.` {
-		t.Errorf("message = %q", msg)
+	if msg := line["msg"].(string); msg != "reaping pod" {
+		t.Errorf("message = %q, want pod-reaper's %q", msg, "reaping pod")
+	}
+	if d := line["detail"].(string); d != `Deleted pod b/init-crashing because init container "init" is waiting with reason CrashLoopBackOff.` {
+		t.Errorf("detail = %q", d)
 	}
 }
 
@@ -182,7 +185,7 @@ func TestRunEvictionRefusedBy429IsSkipped(t *testing.T) {
 				t.Errorf("summary = %+v, want 1 skipped", s)
 			}
 			line := reapLines(hook)["a/p"]
-			if line["action"] != "skipped" || !strings.Contains(line["msg"].(string), "disruption budget") {
+			if line["action"] != "skipped" || line["msg"] != "unable to delete pod" || !strings.Contains(line["detail"].(string), "disruption budget") {
 				t.Errorf("log line = %v", line)
 			}
 			evs := eventsFor(t, client, "a")
@@ -222,8 +225,13 @@ func TestRunMaxPodsCountsOnlyPodsActuallyReaped(t *testing.T) {
 		t.Errorf("want p3 and p4 deleted, p5 kept")
 	}
 	lines := reapLines(hook)
-	if lines["a/p1"]["action"] != "failed" || lines["a/p1"]["level"] != "error" || lines["a/p2"]["action"] != "gone" {
+	// pod-reaper's texts and level (warning) for a pod it could not delete and for the pod
+	// left to the next cycle by MAX_PODS.
+	if lines["a/p1"]["action"] != "failed" || lines["a/p1"]["level"] != "warning" || lines["a/p1"]["msg"] != "unable to delete pod" || lines["a/p2"]["action"] != "gone" {
 		t.Errorf("lines = %v", lines)
+	}
+	if p5 := lines["a/p5"]; p5["msg"] != "pod would be reaped but maxPods is exceeded" || p5["maxPods"] != 2 || p5["reapedPods"] != 2 {
+		t.Errorf("p5's line = %v, want pod-reaper's maxPods line", p5)
 	}
 }
 
@@ -244,7 +252,8 @@ func TestRunDryRunChangesNothingUnderTheSameCap(t *testing.T) {
 		t.Errorf("summary = %+v (%s)", s, s)
 	}
 	lines := reapLines(hook)
-	if len(lines) != 2 || lines["a/p1"]["action"] != "dry-run" || !strings.HasPrefix(lines["a/p1"]["msg"].(string), "Dry run: would delete pod a/p1 because") {
+	if lines["a/p1"]["action"] != "dry-run" || lines["a/p1"]["msg"] != "pod would be reaped but pod-reaper is in dry-run mode" ||
+		!strings.HasPrefix(lines["a/p1"]["detail"].(string), "Dry run: would delete pod a/p1 because") {
 		t.Errorf("lines = %v", lines)
 	}
 }

@@ -42,6 +42,7 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 
 	summary, runErr := reaper.Run(ctx, client, opts, log)
 	writeTerminationMessage(summary.String())
+	log.Info("pod reaper is exiting") // pod-reaper's last line, which log alerts may wait for
 	if runErr != nil {
 		log.WithError(runErr).Error("The reaper run did not complete its job.")
 		return exitFailure
