@@ -311,8 +311,7 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 				return
 			}
 			if m, ok := r.sel.evaluate(p, now); ok {
-				cp := *p
-				m.pod = &cp
+				m.pod = slimPod(p) // out of the page, and only what is read later
 				matches = append(matches, m)
 				r.sum.Matched++
 			}
