@@ -164,24 +164,17 @@ func PlanWeeder(in WeederInput) Action {
 	}
 }
 
-// EndpointReady follows the discovery/v1 API: a nil ready condition means ready.
+// EndpointReady follows the discovery/v1 API: a nil ready condition means ready. It asks
+// reaper.SlicesReady, so the coordinator and the weeder Job never disagree on an endpoint.
 func EndpointReady(e discoveryv1.Endpoint) bool {
-	return e.Conditions.Ready == nil || *e.Conditions.Ready
+	return reaper.SlicesReady([]*discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{e}}})
 }
 
 // SlicesObservation aggregates one service's EndpointSlices: Known if there is any slice,
-// Ready if any endpoint of any slice is ready.
+// Ready as reaper.SlicesReady says (any ready endpoint of any slice), the same test the
+// weeder Job's START_WHEN_READY gate applies.
 func SlicesObservation(slices []*discoveryv1.EndpointSlice) Observation {
-	obs := Observation{Known: len(slices) > 0}
-	for _, s := range slices {
-		for _, e := range s.Endpoints {
-			if EndpointReady(e) {
-				obs.Ready = true
-				return obs
-			}
-		}
-	}
-	return obs
+	return Observation{Known: len(slices) > 0, Ready: reaper.SlicesReady(slices)}
 }
 
 // EndpointsObservation reads a legacy v1 Endpoints object (nil: not known): Ready if any

@@ -38,6 +38,17 @@ const (
 	outcomeFailed                 // any other error; tried again later
 )
 
+// pod-reaper's log messages, which dashboards and alerts match on: the message text is
+// pod-reaper's, the fields are depwatch's (pod-reaper's pod and reasons, plus namespace, uid,
+// action, and "detail", the sentence a person reads).
+const (
+	MsgReaping       = "reaping pod"
+	MsgDryRun        = "pod would be reaped but pod-reaper is in dry-run mode"
+	MsgMaxPods       = "pod would be reaped but maxPods is exceeded"
+	MsgUnableToReap  = "unable to delete pod"
+	msgCycleStarting = "starting reap cycle"
+)
+
 // reap acts on one matched pod - dry run, delete or evict - records an Event and logs exactly
 // one line. It never returns early on a cancelled run: the pod in hand is finished.
 func (r *runner) reap(m match) outcome {
@@ -55,7 +66,8 @@ func (r *runner) reap(m match) outcome {
 	})
 
 	if r.opts.DryRun {
-		line.WithField("action", "dry-run").Infof("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)
+		line.WithFields(logrus.Fields{"action": "dry-run", "detail": fmt.Sprintf("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)}).
+			Info(MsgDryRun)
 		return outcomeReaped
 	}
 
@@ -65,23 +77,25 @@ func (r *runner) reap(m match) outcome {
 	switch {
 	case err == nil:
 		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why)
-		line.WithField("action", action).Info(msg)
+		line.WithFields(logrus.Fields{"action": action, "detail": msg}).Info(MsgReaping)
 		r.recordEvent(ctx, pod, corev1.EventTypeNormal, ReasonReaped, msg)
 		return outcomeReaped
 	case r.opts.Evict && apierrors.IsTooManyRequests(err):
 		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
 			pod.Namespace, pod.Name, apiMessage(err), why)
-		line.WithField("action", "skipped").Warn(msg)
+		line.WithFields(logrus.Fields{"action": "skipped", "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
 		r.recordEvent(ctx, pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
 		return outcomeSkipped
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
 		// judged is gone and a namesake (e.g. a StatefulSet's replacement) must not pay for it.
-		line.WithField("action", "gone").Infof("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)
+		line.WithFields(logrus.Fields{"action": "gone", "error": err.Error(),
+			"detail": fmt.Sprintf("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)}).Warn(MsgUnableToReap)
 		return outcomeGone
 	default:
-		line.WithFields(logrus.Fields{"action": "failed", "error": err.Error()}).
-			Errorf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)
+		line.WithFields(logrus.Fields{"action": "failed", "error": err.Error(),
+			"detail": fmt.Sprintf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)}).
+			Warn(MsgUnableToReap)
 		return outcomeFailed
 	}
 }

@@ -10,12 +10,17 @@ import (
 // after repeated crashes.
 const ReasonCrashLoopBackOff = "CrashLoopBackOff"
 
-// CrashLoopBackOff tells whether any container of the pod (init, regular or ephemeral) is in
-// crash-loop back-off, and says which in words. It is not enough to look for the waiting reason
-// CrashLoopBackOff: since v1.3x the kubelet re-syncs a pod in back-off only when the back-off
-// ends (or every syncFrequency, 1m by default), so for most of each back-off window the status
-// still shows the container as terminated. A terminated container that the pod's restart
-// policy will restart is therefore waiting out a back-off too.
+// CrashLoopBackOff tells whether any init or regular container of the pod is in crash-loop
+// back-off, and says which in words. Ephemeral containers are not looked at: the kubelet never
+// restarts them, so they are never in back-off.
+//
+// It is not enough to look for the waiting reason CrashLoopBackOff: since v1.3x the kubelet
+// re-syncs a pod in back-off only when the back-off ends (or every syncFrequency, 1m by
+// default), so for most of each back-off window the status still shows the container as
+// terminated. A terminated container that the pod's restart policy will restart is therefore
+// waiting out a back-off too, but only once it has been restarted at least once: the kubelet
+// restarts a container's first exit at once, without a back-off, so a terminated container
+// with restartCount 0 (a fresh pod's first exit, even a clean "Completed") is not crash-looping.
 func CrashLoopBackOff(pod *corev1.Pod) (string, bool) {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return "", false
@@ -35,7 +40,7 @@ func CrashLoopBackOff(pod *corev1.Pod) (string, bool) {
 				return fmt.Sprintf("%s %q is waiting with reason CrashLoopBackOff", g.kind, cs.Name), true
 			}
 			t := cs.State.Terminated
-			if t == nil || !willRestart(pod, cs.Name, g.init, t.ExitCode) {
+			if t == nil || cs.RestartCount < 1 || !willRestart(pod, cs.Name, g.init, t.ExitCode) {
 				continue
 			}
 			return fmt.Sprintf("%s %q is in CrashLoopBackOff: it exited with code %d (%s) and waits for its back-off to end (restarts: %d)",

@@ -13,7 +13,7 @@ func exited(code int32) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}
 }
 
-func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminated(t *testing.T) {
+func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminatedButNotAFirstExit(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	now := metav1.NewTime(time.Now())
 	tests := []struct {
@@ -23,6 +23,7 @@ func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminated(t *
 		sidecar    bool
 		state      corev1.ContainerState
 		deleting   bool
+		restarts   int32
 		phase      corev1.PodPhase
 		want       bool
 		wantReason string
@@ -42,6 +43,11 @@ func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminated(t *
 		{name: "waiting for another reason is not crash-looping", state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, want: false},
 		{name: "pod being deleted is left alone", state: exited(1), deleting: true, want: false},
 		{name: "failed pod is finished, not crash-looping", state: exited(1), phase: corev1.PodFailed, want: false},
+		{name: "first exit (restartCount 0) is restarted without back-off", policy: corev1.RestartPolicyAlways, state: exited(1), restarts: -1, want: false},
+		{name: "first clean exit Completed (restartCount 0) is not crash-looping", policy: corev1.RestartPolicyAlways, state: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}, restarts: -1, want: false},
+		{name: "first exit of an init container (restartCount 0) is not crash-looping", policy: corev1.RestartPolicyAlways, init: true, state: exited(1), restarts: -1, want: false},
+		{name: "exit after one restart is in back-off", policy: corev1.RestartPolicyAlways, state: exited(1), restarts: 1, want: true},
+		{name: "waiting CrashLoopBackOff counts whatever the restart count", state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, restarts: -1, want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,7 +55,14 @@ func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminated(t *
 			if tc.sidecar {
 				c.RestartPolicy = &always
 			}
-			status := []corev1.ContainerStatus{{Name: "app", State: tc.state, RestartCount: 3}}
+			restarts := int32(3) // a container well into its crash loop, unless the case says otherwise
+			switch {
+			case tc.restarts < 0:
+				restarts = 0
+			case tc.restarts > 0:
+				restarts = tc.restarts
+			}
+			status := []corev1.ContainerStatus{{Name: "app", State: tc.state, RestartCount: restarts}}
 			pod := &corev1.Pod{Spec: corev1.PodSpec{RestartPolicy: tc.policy}, Status: corev1.PodStatus{Phase: tc.phase}}
 			if tc.init {
 				pod.Spec.InitContainers = []corev1.Container{c}

@@ -9,15 +9,19 @@
 //     endpoint, following its EndpointSlices; nothing is listed for reaping or reaped before,
 //     though WATCH's pod informers already start, so their cache is warm when the gate opens.
 //     Everything below then starts at that moment (RUN_DURATION included); while the service is
-//     down again, reaping pauses, and it resumes with a cycle when the service is Ready.
-//   - Run starts with one cycle immediately, then runs a cycle on every SCHEDULE tick. A cycle
+//     down again, reaping pauses, and it resumes with a cycle when the service is Ready, with
+//     a full RUN_DURATION counted afresh from that return.
+//   - Run runs a cycle on every SCHEDULE tick, the first at the schedule's first tick, as
+//     pod-reaper does; with REAP_AT_START, WATCH or START_WHEN_READY (when the gate opens) the
+//     first cycle runs at once instead. A cycle
 //     lists candidate pods page by page (filtered server-side by label and field selectors),
 //     keeps only the pods every enabled rule agrees on, sorts them by POD_SORTING_STRATEGY and
 //     reaps them one at a time until MAX_PODS pods were actually reaped.
 //   - Cycles never overlap: cycles and WATCH-mode pods are handled by one goroutine, one pod at a
 //     time. A tick that falls inside a running cycle is skipped, not queued.
-//   - The first cycle always runs to completion, even when RUN_DURATION is shorter, so
-//     RUN_DURATION=1s is a one-shot run. After that, when RUN_DURATION elapses or the context is
+//   - A first cycle run at start always runs to completion, even when RUN_DURATION is shorter,
+//     so REAP_AT_START=true with RUN_DURATION=1s is a one-shot run; without it, a RUN_DURATION
+//     that ends before the first tick reaps nothing (pod-reaper). After that, when RUN_DURATION elapses or the context is
 //     cancelled (SIGTERM), the run stops between two pods: the pod in hand is finished.
 //   - With WATCH=true, informers (one per OR-ed label selector) hand every added or updated pod to
 //     the same goroutine, which reaps it the moment it matches. A UID is reaped (or reported by a

@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,14 @@ import (
 type env struct {
 	lookup   func(string) (string, bool)
 	problems []string
+	// warnings are values pod-reaper accepts and depwatch accepts with the same meaning, but
+	// that are odd enough to say so (Run logs them at start).
+	warnings []string
+}
+
+// warn records an accepted but odd value, in the format of fail.
+func (e *env) warn(name, value, format string, args ...any) {
+	e.warnings = append(e.warnings, fmt.Sprintf("%s=%q: %s", name, value, fmt.Sprintf(format, args...)))
 }
 
 // get returns the variable's value; unset variables fall back to their default from the
@@ -105,22 +114,65 @@ func (e *env) probability(name string) (float64, bool) {
 	return f, true
 }
 
-// list splits a comma-separated value. An empty item (including an empty value) is an error: a
-// set variable with nothing in it is a mistake, never "any".
-func (e *env) list(name string) ([]string, bool) {
+// emptyItem says what an empty item of a comma-separated list means (a trailing comma, ",,"
+// or an empty value all make one: pod-reaper splits on "," and keeps every piece).
+type emptyItem int
+
+const (
+	// emptyIsAValue: the empty string is a value like any other, as in pod-reaper: for label
+	// and annotation values it means "set to the empty value". Kept.
+	emptyIsAValue emptyItem = iota
+	// emptyMatchesNothing: in pod-reaper the empty item matches a reason or phase the API
+	// practically never reports empty, so it changes nothing. Dropped.
+	emptyMatchesNothing
+	// emptyRefused: in pod-reaper the empty item matches almost every pod (POD_STATUSES: a
+	// running pod has no status reason), surely not what a trailing comma meant. Refused.
+	emptyRefused
+)
+
+// list splits a comma-separated value the way pod-reaper does, with two tolerances: spaces
+// around an item are ignored (pod-reaper kept them, so "A, B" never matched B and a label
+// value " b" failed), and an empty item means what the variable's emptyItem says. ok=false
+// means unset or refused.
+func (e *env) list(name string, empty emptyItem) ([]string, bool) {
 	v, ok := e.get(name)
 	if !ok {
 		return nil, false
 	}
 	parts := strings.Split(v, ",")
-	for i, p := range parts {
-		parts[i] = strings.TrimSpace(p)
-		if parts[i] == "" {
-			e.fail(name, v, "must be a comma-separated list without empty items")
-			return nil, false
+	out := make([]string, 0, len(parts))
+	spaced, blank := false, false
+	for _, p := range parts {
+		t := strings.TrimSpace(p)
+		spaced = spaced || t != p
+		if t == "" {
+			blank = true
+			switch empty {
+			case emptyRefused:
+				e.fail(name, v, "has an empty item (a trailing comma, \",,\" or an empty value): pod-reaper reads it as \"no status reason\", which matches almost every running pod; remove it")
+				return nil, false
+			case emptyMatchesNothing:
+				continue
+			}
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
 		}
 	}
-	return parts, true
+	if spaced {
+		e.warn(name, v, "spaces around items are ignored")
+	}
+	if blank {
+		switch {
+		case empty == emptyIsAValue:
+			e.warn(name, v, "has an empty item (a trailing comma or an empty value): it stands for the empty value, as in pod-reaper (a label or annotation that is set to \"\")")
+		case len(out) == 0:
+			e.warn(name, v, "lists nothing: the rule matches no pod, so nothing is reaped (as in pod-reaper)")
+		default:
+			e.warn(name, v, "has an empty item (a trailing comma?): ignored")
+		}
+	}
+	return out, true
 }
 
 // nonEmpty returns a set value that must not be empty.

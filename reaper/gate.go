@@ -12,9 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// gate follows the readiness of START_WHEN_READY's service: Ready when at least one endpoint
-// of its EndpointSlices (label kubernetes.io/service-name) is ready, where a ready condition
-// that is not set counts as ready (the discovery/v1 contract). It never reaps: the run's
+// gate follows the readiness of START_WHEN_READY's service: Ready as SlicesReady says, over
+// its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
 // single goroutine reads Ready when changed is signalled.
 type gate struct {
 	ref     ServiceRef
@@ -41,7 +40,7 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 	for i := range list.Items {
 		items[i] = &list.Items[i]
 	}
-	g.set(slicesReady(ref.Name, items))
+	g.set(SlicesReady(ownSlices(ref.Name, items)))
 
 	g.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(ref.Namespace),
@@ -54,7 +53,7 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 		default:
 			return // a partial store during the first list says nothing; sync decides below
 		}
-		g.set(slicesReady(ref.Name, storeSlices(inf.GetStore())))
+		g.set(SlicesReady(ownSlices(ref.Name, storeSlices(inf.GetStore()))))
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { reevaluate() },
@@ -112,13 +111,29 @@ func storeSlices(s cache.Store) []*discoveryv1.EndpointSlice {
 	return out
 }
 
-// slicesReady: at least one ready endpoint across the service's slices (slices of other
-// services are ignored, should a lenient API return them).
-func slicesReady(service string, slices []*discoveryv1.EndpointSlice) bool {
+// ownSlices keeps the slices of the service (slices of other services are dropped, should a
+// lenient API return them).
+func ownSlices(service string, slices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	out := slices[:0:0]
 	for _, s := range slices {
-		if s.Labels[discoveryv1.LabelServiceName] != service {
-			continue
+		if s.Labels[discoveryv1.LabelServiceName] == service {
+			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// SlicesReady is what "the service is Ready" means everywhere in depwatch (the reaper's
+// START_WHEN_READY gate and the coordinator's weeder): at least one endpoint, in any of the
+// service's EndpointSlices, is ready, where a ready condition that is not set counts as ready
+// (the discovery/v1 contract). It is a property of the service, not of one slice: a Service
+// sends traffic to any ready endpoint of any of its slices, so its dependents can work again
+// as soon as one is ready, whichever slice holds it (a large service's endpoints are spread
+// over several slices; a dual-stack service has one slice per address family). A slice
+// without endpoints says nothing is ready. Terminating endpoints are not ready (the
+// EndpointSlice controller sets ready=false for them).
+func SlicesReady(slices []*discoveryv1.EndpointSlice) bool {
+	for _, s := range slices {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || *e.Conditions.Ready {
 				return true

@@ -119,7 +119,7 @@ func TestGateOpensOnEndpointSliceUpdate(t *testing.T) {
 		t.Fatalf("Run = %+v, %v", run.sum, run.err)
 	}
 	msgs := run.messages()
-	for _, want := range []string{"Reaper armed at ", "waiting for service shoot/etcd to be Ready (at most 6h0m0s)", "Service shoot/etcd is Ready at ", "(waited ", "Deleted pod shoot/kcm", "Reaper run finished"} {
+	for _, want := range []string{"Reaper armed at ", "waiting for service shoot/etcd to be Ready (at most 6h0m0s)", "Service shoot/etcd is Ready at ", "(waited ", "reaping pod", "Reaper run finished"} {
 		if !strings.Contains(msgs, want) {
 			t.Errorf("log lacks %q:\n%s", want, msgs)
 		}
@@ -245,5 +245,44 @@ func TestGateListFailureFailsTheRun(t *testing.T) {
 	run.wait(t)
 	if !apierrors.IsForbidden(run.err) || deletes(client) != 0 {
 		t.Fatalf("Run = %+v, %v", run.sum, run.err)
+	}
+}
+
+// TestGateEachReturnGetsAFreshRunDuration: a service that flaps (Ready, down, Ready) gives its
+// second return a full RUN_DURATION from that return, not what was left of the first window:
+// a pod that starts crash-looping after the first window would have ended is still reaped,
+// and the run ends one RUN_DURATION after the return.
+func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(endpointSlice("shoot", "etcd", ptr.To(true)))
+	const window = time.Second
+	run := startGatedRun(t, ctx, client, map[string]string{"RUN_DURATION": window.String()})
+	run.waitSynced(t)
+	opened := time.Now()
+	slices := client.DiscoveryV1().EndpointSlices("shoot")
+	time.Sleep(window / 2)
+	if _, err := slices.Update(ctx, endpointSlice("shoot", "etcd", ptr.To(false)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pause", func() bool { return strings.Contains(run.messages(), "reaping paused") })
+	returned := time.Now() // the window restarts after this, when the gate sees the update
+	if _, err := slices.Update(ctx, endpointSlice("shoot", "etcd", ptr.To(true)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resume", func() bool { return strings.Contains(run.messages(), "fresh RUN_DURATION") })
+
+	// Past the end of the first window, well inside the second.
+	time.Sleep(time.Until(opened.Add(window + 200*time.Millisecond)))
+	if _, err := client.CoreV1().Pods("shoot").Create(ctx, newPod("shoot", "kcm", withLabel("app", "kcm"), crashLooping), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	ended := time.Now()
+	if run.err != nil || run.sum.Reaped != 1 {
+		t.Fatalf("Run = %+v, %v: the pod crash-looping after the first window, inside the second, must be reaped", run.sum, run.err)
+	}
+	if ended.Before(returned.Add(window)) || ended.After(returned.Add(window+time.Second)) {
+		t.Errorf("run ended %v after the return, want RUN_DURATION %v after it", ended.Sub(returned), window)
 	}
 }

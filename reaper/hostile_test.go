@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,7 +18,8 @@ func loadThenRun(t *testing.T, client *fake.Clientset, env map[string]string) er
 	if err != nil {
 		return err
 	}
-	o.RunDuration = 1 // one cycle
+	o.RunDuration = 1 // one cycle, at start
+	o.ReapAtStart = true
 	log, _ := quietLogger()
 	_, runErr := Run(context.Background(), client, o, log)
 	if runErr != nil {
@@ -47,11 +49,7 @@ func TestHostileEnvironmentIsRefusedAndNoPodIsTouched(t *testing.T) {
 		{"LABEL_SELECTORS empty entry", map[string]string{"LABEL_SELECTORS": `["app=a",""]`}, `entry 1 ("") is empty and would select every pod`},
 		{"LABEL_SELECTORS a string", map[string]string{"LABEL_SELECTORS": `"app=a"`}, `LABEL_SELECTORS="\"app=a\"": must be a JSON list`},
 		{"REQUIRE_LABEL_KEY empty", map[string]string{"REQUIRE_LABEL_KEY": "", "REQUIRE_LABEL_VALUES": "a"}, `REQUIRE_LABEL_KEY="": must not be empty`},
-		{"REQUIRE_LABEL_VALUES empty", map[string]string{"REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": ""}, `REQUIRE_LABEL_VALUES="": must be a comma-separated list without empty items`},
-		{"REQUIRE_LABEL_VALUES only commas", map[string]string{"REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": ",,"}, `REQUIRE_LABEL_VALUES=",,": must be a comma-separated list`},
 		{"REQUIRE_LABEL_KEY without values", map[string]string{"REQUIRE_LABEL_KEY": "app"}, `REQUIRE_LABEL_KEY="app": REQUIRE_LABEL_VALUES must be set too`},
-		{"REQUIRE_ANNOTATION_VALUES empty", map[string]string{"REQUIRE_ANNOTATION_KEY": "a", "REQUIRE_ANNOTATION_VALUES": ""}, `REQUIRE_ANNOTATION_VALUES="": must be a comma-separated list`},
-		{"CONTAINER_STATUSES empty", map[string]string{"CONTAINER_STATUSES": ""}, `CONTAINER_STATUSES="": must be a comma-separated list without empty items`},
 		// Durations and fractions.
 		{"negative GRACE_PERIOD", map[string]string{"GRACE_PERIOD": "-1s"}, `GRACE_PERIOD="-1s": must not be negative`},
 		{"negative RUN_DURATION", map[string]string{"RUN_DURATION": "-1m"}, `RUN_DURATION="-1m": must not be negative`},
@@ -65,6 +63,9 @@ func TestHostileEnvironmentIsRefusedAndNoPodIsTouched(t *testing.T) {
 		{"CHAOS_CHANCE above 1", map[string]string{"CHAOS_CHANCE": "1.5"}, `CHAOS_CHANCE="1.5": must be a number between 0 and 1`},
 		{"CHAOS_CHANCE negative", map[string]string{"CHAOS_CHANCE": "-0.5"}, `CHAOS_CHANCE="-0.5": must be a number between 0 and 1`},
 		{"DRY_RUN yes", map[string]string{"DRY_RUN": "yes"}, `DRY_RUN="yes": must be one of`},
+		// pod-reaper reads an empty POD_STATUSES item as "no status reason": almost every pod.
+		{"POD_STATUSES trailing comma", map[string]string{"POD_STATUSES": "Evicted,"}, `POD_STATUSES="Evicted,": has an empty item`},
+		{"POD_STATUSES empty", map[string]string{"POD_STATUSES": ""}, `POD_STATUSES="": has an empty item`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,5 +106,39 @@ func TestNoLabelVariableAtAllIsTheExplicitAllPods(t *testing.T) {
 	}
 	if podExists(t, client, "kube-system", "coredns-1") {
 		t.Error("the crash-looping pod was not reaped")
+	}
+}
+
+// TestEmptyLabelValuesNeverMeanEveryPod: pod-reaper accepts an empty or comma-only
+// REQUIRE_LABEL_VALUES / REQUIRE_ANNOTATION_VALUES and so does depwatch, with pod-reaper's
+// meaning: the label (annotation) set to the empty value. The crash-looping pod labelled app=a
+// that a "match everything" reading would reap survives, and a warning says what was read.
+func TestEmptyLabelValuesNeverMeanEveryPod(t *testing.T) {
+	base := map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "NAMESPACE": "kube-system"}
+	cases := []map[string]string{
+		{"REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": ""},
+		{"REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": ",,"},
+		{"REQUIRE_ANNOTATION_KEY": "a", "REQUIRE_ANNOTATION_VALUES": ""},
+	}
+	for _, env := range cases {
+		t.Run(fmt.Sprint(env), func(t *testing.T) {
+			for k, v := range base {
+				env[k] = v
+			}
+			o, err := LoadOptions(envOf(env))
+			if err != nil {
+				t.Fatalf("LoadOptions: %v", err)
+			}
+			if len(o.Warnings) == 0 || !strings.Contains(strings.Join(o.Warnings, "\n"), "empty value") {
+				t.Errorf("warnings %q do not say the empty value was read", o.Warnings)
+			}
+			client := fake.NewClientset(podObjects(newPod("kube-system", "coredns-1", withLabel("app", "a"), crashLooping))...)
+			if err := loadThenRun(t, client, env); err != nil {
+				t.Fatal(err)
+			}
+			if !podExists(t, client, "kube-system", "coredns-1") {
+				t.Error("an empty value list reaped a pod whose label has a value")
+			}
+		})
 	}
 }

@@ -6,29 +6,32 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 )
 
 // pageSize bounds how many pods one list response holds, so memory stays flat however large
-// the cluster: only the current page and the matched pods are kept.
+// the cluster: only the pages in flight and the matched pods (slimmed) are kept.
 const pageSize = 500
 
-// listPods lists pods page by page (Limit + Continue) with server-side label and field
-// selectors and calls visit for each pod. visit must copy a pod it keeps: the page is dropped
-// once visited.
+// listPods lists pods page by page (client-go's pager: Limit + Continue, the next page fetched
+// while this one is judged) with server-side label and field selectors and calls visit for each
+// pod. visit must copy a pod it keeps: the page is dropped once visited.
 func listPods(ctx context.Context, client kubernetes.Interface, namespace, labelSelector, fieldSelector string, visit func(*corev1.Pod)) error {
-	opts := metav1.ListOptions{LabelSelector: labelSelector, FieldSelector: fieldSelector, Limit: pageSize}
-	for {
-		page, err := client.CoreV1().Pods(namespace).List(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("list pods (namespace %q, labels %q, fields %q): %w", namespace, labelSelector, fieldSelector, err)
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Pods(namespace).List(ctx, opts)
+	}))
+	p.PageSize = pageSize
+	p.PageBufferSize = 1 // one page ahead: the wire overlaps the rules, memory stays ~2 pages
+	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: labelSelector, FieldSelector: fieldSelector}, func(obj runtime.Object) error {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			visit(pod)
 		}
-		for i := range page.Items {
-			visit(&page.Items[i])
-		}
-		if page.Continue == "" {
-			return nil
-		}
-		opts.Continue = page.Continue
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list pods (namespace %q, labels %q, fields %q): %w", namespace, labelSelector, fieldSelector, err)
 	}
+	return nil
 }

@@ -25,10 +25,13 @@ type Options struct {
 	Schedule     cron.Schedule
 	RunDuration  time.Duration // 0 = forever
 	Watch        bool
-	DryRun       bool
-	Evict        bool
-	GracePeriod  *int64 // seconds; nil = the pod's own
-	MaxPods      int    // 0 = unlimited
+	// ReapAtStart runs the first cycle at start instead of at SCHEDULE's first tick (REAP_AT_START;
+	// WATCH and START_WHEN_READY imply it, see Run).
+	ReapAtStart bool
+	DryRun      bool
+	Evict       bool
+	GracePeriod *int64 // seconds; nil = the pod's own
+	MaxPods     int    // 0 = unlimited
 	// ReapCooldown: once pods of an owner (their controller, or a bare pod itself) were
 	// reaped, its pods created since are not reaped until this has passed; 0 = off.
 	ReapCooldown time.Duration
@@ -38,6 +41,10 @@ type Options struct {
 	// endpoint; RUN_DURATION counts from that moment. MaxWait bounds the wait.
 	StartWhenReady *ServiceRef
 	MaxWait        time.Duration
+
+	// Warnings are accepted values worth a word (pod-reaper accepts them with the same
+	// meaning, but they look like slips): Run logs each at start.
+	Warnings []string
 
 	annotation *annotationFilter
 	// Test seams; zero values mean the real thing.
@@ -99,6 +106,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		o.RunDuration, _ = e.duration("RUN_DURATION")
 	}
 	o.Watch = e.boolean("WATCH")
+	o.ReapAtStart = e.boolean("REAP_AT_START")
 	o.DryRun = e.boolean("DRY_RUN")
 	o.Evict = e.boolean("EVICT")
 	if d, ok := e.duration("GRACE_PERIOD"); ok {
@@ -117,6 +125,12 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 	}
 
+	// pod-reaper's README documents the phase rule as POD_PHASE_STATUSES, but pod-reaper reads
+	// POD_STATUS_PHASES and ignores the other name, so a manifest written from the README
+	// silently reaped without the phase filter.
+	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
+		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
+	}
 	o.Rules = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet(e) {
 		e.problems = append(e.problems, "no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
@@ -125,6 +139,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if len(e.problems) > 0 {
 		return Options{}, &ConfigError{Problems: e.problems}
 	}
+	o.Warnings = e.warnings
 	return o, nil
 }
 

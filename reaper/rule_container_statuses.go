@@ -8,17 +8,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// containerStatusesRule (CONTAINER_STATUSES) matches a pod when any container - regular, init
-// or ephemeral - is waiting or terminated with one of the listed reasons. Init containers count
-// because a pod stuck in an init container's CrashLoopBackOff is just as stuck (dependency-watchdog
-// ignores them; depwatch does not). CrashLoopBackOff also matches a container the kubelet still
-// reports as terminated while it waits out the back-off (see CrashLoopBackOff).
+// containerStatusesRule (CONTAINER_STATUSES) matches a pod when any regular or init container
+// is waiting or terminated with one of the listed reasons, as pod-reaper reads it. Init
+// containers count because a pod stuck in an init container's CrashLoopBackOff is just as stuck
+// (dependency-watchdog ignores them; depwatch does not). Ephemeral containers do not count,
+// as in pod-reaper: a `kubectl debug` container that exited with Error must not get the pod it
+// debugged killed. CrashLoopBackOff also matches a container the kubelet still reports as
+// terminated while it waits out the back-off (see CrashLoopBackOff).
 type containerStatusesRule struct {
 	reasons []string
 }
 
 func loadContainerStatusesRule(e *env) Rule {
-	reasons, ok := e.list("CONTAINER_STATUSES")
+	reasons, ok := e.list("CONTAINER_STATUSES", emptyMatchesNothing)
 	if !ok {
 		return nil
 	}
@@ -39,7 +41,6 @@ func (r containerStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, strin
 	}{
 		{"init container", pod.Status.InitContainerStatuses},
 		{"container", pod.Status.ContainerStatuses},
-		{"ephemeral container", pod.Status.EphemeralContainerStatuses},
 	}
 	for _, g := range groups {
 		for i := range g.statuses {

@@ -23,7 +23,7 @@ type podPhasesRule struct {
 
 func loadPodPhasesRule(e *env) Rule {
 	const name = "POD_STATUS_PHASES"
-	values, ok := e.list(name)
+	values, ok := e.list(name, emptyMatchesNothing)
 	if !ok {
 		return nil
 	}

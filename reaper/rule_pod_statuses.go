@@ -15,7 +15,7 @@ type podStatusesRule struct {
 }
 
 func loadPodStatusesRule(e *env) Rule {
-	reasons, ok := e.list("POD_STATUSES")
+	reasons, ok := e.list("POD_STATUSES", emptyRefused)
 	if !ok {
 		return nil
 	}

@@ -23,10 +23,13 @@ func TestRulesDecideWithReason(t *testing.T) {
 			newPod("ns", "p", terminated("db", "OOMKilled")), true, `container "db" terminated with reason OOMKilled`},
 		{"init container waiting", map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff"},
 			newPod("ns", "p", initWaiting("migrate", "CrashLoopBackOff")), true, `init container "migrate" is waiting with reason CrashLoopBackOff`},
-		{"ephemeral container waiting", map[string]string{"CONTAINER_STATUSES": "ImagePullBackOff"},
+		{"an ephemeral container's status never gets the pod it debugs reaped (pod-reaper)", map[string]string{"CONTAINER_STATUSES": "ImagePullBackOff,Error"},
 			newPod("ns", "p", func(p *corev1.Pod) {
-				p.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{{Name: "debug", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
-			}), true, `ephemeral container "debug" is waiting with reason ImagePullBackOff`},
+				p.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{
+					{Name: "debug", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}},
+					{Name: "debug2", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}},
+				}
+			}), false, ""},
 		{"container healthy", map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff"},
 			newPod("ns", "p", waiting("app", "ContainerCreating")), false, ""},
 		{"container statuses are case-sensitive like the kubelet's", map[string]string{"CONTAINER_STATUSES": "crashloopbackoff"},

@@ -42,12 +42,15 @@ type runner struct {
 // moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
 // warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
 // and no error. After the gate opened, reaping pauses while the service is down again and
-// resumes, with a cycle, when it is Ready.
+// resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
 func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
 	r := newRunner(ctx, client, opts, log)
+	for _, w := range opts.Warnings {
+		r.log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
 
 	// bg carries the informers (pods with WATCH, the gate's EndpointSlices): they live until
 	// the run ends, whatever ends it.
@@ -98,21 +101,37 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 				Infof("Reaper run finished (%s): %s", why, r.sum)
 			return r.sum, nil
 		}
-	} else {
-		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+	}
+	// pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
+	// SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls).
+	// A cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the
+	// moment its informer lists it anyway, so its first cycle at start changes nothing but
+	// makes it explicit; and an opened gate is the moment the run exists for.
+	atStart := opts.ReapAtStart || opts.Watch || g != nil
+	firstTick := opts.Schedule.Next(time.Now())
+	if g == nil {
+		if atStart {
+			r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+		} else {
+			r.log.WithFields(r.startFields()).WithField("first_cycle_at", firstTick.UTC().Format(time.RFC3339)).
+				Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", firstTick.UTC().Format(time.RFC3339))
+		}
 	}
 
 	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
-	// now (the start, or the moment the gate opened).
+	// now (the start, or the moment the gate opened) and, with the gate, from each later return
+	// of the service: every return is a recovery of its own and gets the full window, as
+	// dependency-watchdog gives each return a fresh watchDuration.
 	stop, cancelStop := context.WithCancel(ctx)
-	if opts.RunDuration > 0 {
-		stop, cancelStop = context.WithTimeout(ctx, opts.RunDuration)
-	}
 	defer cancelStop()
+	window := newRunWindow(opts.RunDuration, cancelStop)
+	defer window.stop()
 
-	r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
-
-	planned := opts.Schedule.Next(time.Now())
+	planned := firstTick
+	if atStart {
+		r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
+		planned = opts.Schedule.Next(time.Now())
+	}
 	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
 	var watched, gateChanged <-chan struct{}
@@ -152,7 +171,11 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 				r.log.WithField("service", g.ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", g.ref)
 			case ready && paused:
 				paused = false
-				r.log.WithField("service", g.ref.String()).Infof("Service %s is Ready again: reaping resumes%s.", g.ref, r.cooldownResumeNote())
+				if !window.restart() {
+					continue // the window ended just now: the run is over
+				}
+				r.log.WithFields(logrus.Fields{"service": g.ref.String(), "run_duration": opts.RunDuration.String()}).
+					Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", g.ref, opts.RunDuration, r.cooldownResumeNote())
 				r.cool.reset() // a new return of the service is a new recovery
 				r.runCycle(stop)
 				if w != nil {
@@ -232,6 +255,7 @@ func (r *runner) runCycle(stop context.Context) {
 	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	before := r.sum
 	log := r.log.WithField("cycle", r.cycle)
+	log.Debug(msgCycleStarting)
 	matches, err := r.collect(stop)
 	if err != nil {
 		if stop.Err() != nil {
@@ -255,6 +279,9 @@ func (r *runner) runCycle(stop context.Context) {
 		}
 		if r.quota.full() {
 			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
+			for _, left := range matches[i:] {
+				r.maxPodsLine(left.pod, left.reasons)
+			}
 			break
 		}
 		r.handle(m)
@@ -284,8 +311,7 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 				return
 			}
 			if m, ok := r.sel.evaluate(p, now); ok {
-				cp := *p
-				m.pod = &cp
+				m.pod = slimPod(p) // out of the page, and only what is read later
 				matches = append(matches, m)
 				r.sum.Matched++
 			}
@@ -356,8 +382,7 @@ func (r *runner) drainWatched(stop context.Context, q *podQueue) {
 		}
 		r.sum.Matched++
 		if r.quota.full() {
-			r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name}).
-				Infof("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name)
+			r.maxPodsLine(pod, m.reasons)
 			continue
 		}
 		r.handle(m)
@@ -404,4 +429,48 @@ func startWhenReady(ref *ServiceRef) string {
 		return ""
 	}
 	return ref.String()
+}
+
+// runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart
+// starts a full window afresh from now.
+type runWindow struct {
+	d     time.Duration
+	timer *time.Timer
+}
+
+func newRunWindow(d time.Duration, end func()) *runWindow {
+	w := &runWindow{d: d}
+	if d > 0 {
+		w.timer = time.AfterFunc(d, end)
+	}
+	return w
+}
+
+// restart reports false when the window had already ended (end was called or is being
+// called): a run that is ending is not revived.
+func (w *runWindow) restart() bool {
+	if w.timer == nil {
+		return true
+	}
+	if !w.timer.Stop() {
+		return false
+	}
+	w.timer.Reset(w.d)
+	return true
+}
+
+func (w *runWindow) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
+// reaped already: it waits for the next cycle.
+func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
+	r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": "max-pods",
+		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
+		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
+	}).Info(MsgMaxPods)
 }

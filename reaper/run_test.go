@@ -19,12 +19,13 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// oneShot runs a reaper with the given env as a one-shot run (the first cycle always
-// completes; RUN_DURATION is tiny so nothing follows it).
+// oneShot runs a reaper with the given env as a one-shot run (REAP_AT_START: the first cycle
+// runs at start and always completes; RUN_DURATION is tiny so nothing follows it).
 func oneShot(t *testing.T, client *fake.Clientset, env map[string]string) (Summary, *logtest.Hook, error) {
 	t.Helper()
 	o := mustOptions(t, env)
 	o.RunDuration = time.Nanosecond
+	o.ReapAtStart = true
 	log, hook := quietLogger()
 	s, err := Run(context.Background(), client, o, log)
 	return s, hook, err
@@ -103,8 +104,11 @@ func TestRunDeletesMatchingPodsWithEventAndLogLine(t *testing.T) {
 	if r, _ := line["reasons"].([]string); len(r) != 1 || r[0] != `init container "init" is waiting with reason CrashLoopBackOff` {
 		t.Errorf("reasons = %#v", line["reasons"])
 	}
-	if msg := line["msg"].(string); msg != `Deleted pod b/init-crashing because init container "init" is waiting with reason CrashLoopBackOff.` {
-		t.Errorf("message = %q", msg)
+	if msg := line["msg"].(string); msg != "reaping pod" {
+		t.Errorf("message = %q, want pod-reaper's %q", msg, "reaping pod")
+	}
+	if d := line["detail"].(string); d != `Deleted pod b/init-crashing because init container "init" is waiting with reason CrashLoopBackOff.` {
+		t.Errorf("detail = %q", d)
 	}
 }
 
@@ -181,7 +185,7 @@ func TestRunEvictionRefusedBy429IsSkipped(t *testing.T) {
 				t.Errorf("summary = %+v, want 1 skipped", s)
 			}
 			line := reapLines(hook)["a/p"]
-			if line["action"] != "skipped" || !strings.Contains(line["msg"].(string), "disruption budget") {
+			if line["action"] != "skipped" || line["msg"] != "unable to delete pod" || !strings.Contains(line["detail"].(string), "disruption budget") {
 				t.Errorf("log line = %v", line)
 			}
 			evs := eventsFor(t, client, "a")
@@ -221,8 +225,13 @@ func TestRunMaxPodsCountsOnlyPodsActuallyReaped(t *testing.T) {
 		t.Errorf("want p3 and p4 deleted, p5 kept")
 	}
 	lines := reapLines(hook)
-	if lines["a/p1"]["action"] != "failed" || lines["a/p1"]["level"] != "error" || lines["a/p2"]["action"] != "gone" {
+	// pod-reaper's texts and level (warning) for a pod it could not delete and for the pod
+	// left to the next cycle by MAX_PODS.
+	if lines["a/p1"]["action"] != "failed" || lines["a/p1"]["level"] != "warning" || lines["a/p1"]["msg"] != "unable to delete pod" || lines["a/p2"]["action"] != "gone" {
 		t.Errorf("lines = %v", lines)
+	}
+	if p5 := lines["a/p5"]; p5["msg"] != "pod would be reaped but maxPods is exceeded" || p5["maxPods"] != 2 || p5["reapedPods"] != 2 {
+		t.Errorf("p5's line = %v, want pod-reaper's maxPods line", p5)
 	}
 }
 
@@ -243,7 +252,8 @@ func TestRunDryRunChangesNothingUnderTheSameCap(t *testing.T) {
 		t.Errorf("summary = %+v (%s)", s, s)
 	}
 	lines := reapLines(hook)
-	if len(lines) != 2 || lines["a/p1"]["action"] != "dry-run" || !strings.HasPrefix(lines["a/p1"]["msg"].(string), "Dry run: would delete pod a/p1 because") {
+	if lines["a/p1"]["action"] != "dry-run" || lines["a/p1"]["msg"] != "pod would be reaped but pod-reaper is in dry-run mode" ||
+		!strings.HasPrefix(lines["a/p1"]["detail"].(string), "Dry run: would delete pod a/p1 because") {
 		t.Errorf("lines = %v", lines)
 	}
 }
@@ -258,7 +268,7 @@ func TestRunOneShotCompletesFirstCycleDespiteShortRunDuration(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // each delete outlasts RUN_DURATION
 		return false, nil, nil
 	})
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1ms"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1ms", "REAP_AT_START": "true"})
 	log, hook := quietLogger()
 	s, err := Run(context.Background(), client, o, log)
 	if err != nil || s.Reaped != 3 || s.Cycles != 1 {
@@ -284,7 +294,7 @@ func TestRunCancelFinishesPodInHand(t *testing.T) {
 		cancel() // SIGTERM arrives while the first delete is in flight
 		return false, nil, nil
 	})
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "POD_SORTING_STRATEGY": "oldest-first"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "POD_SORTING_STRATEGY": "oldest-first", "REAP_AT_START": "true"})
 	log, hook := quietLogger()
 	done := make(chan struct{})
 	var s Summary
@@ -385,11 +395,11 @@ func TestRunLabelSelectorsAreORedAndEachPodJudgedOnce(t *testing.T) {
 	}
 }
 
-// TestRunCyclesFollowTheSchedule: the first cycle at start, the next on the schedule, until
-// RUN_DURATION.
+// TestRunCyclesFollowTheSchedule: with REAP_AT_START the first cycle at start, the next on the
+// schedule, until RUN_DURATION.
 func TestRunCyclesFollowTheSchedule(t *testing.T) {
 	client := fake.NewClientset(newPod("a", "p", crashLooping))
-	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms", "DRY_RUN": "true"})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms", "DRY_RUN": "true", "REAP_AT_START": "true"})
 	log, _ := quietLogger()
 	start := time.Now()
 	s, err := Run(context.Background(), client, o, log)
@@ -433,5 +443,51 @@ func TestSummaryString(t *testing.T) {
 	s.DryRun = true
 	if got := s.String(); !strings.HasPrefix(got, "dry run, nothing changed: ") || !strings.Contains(got, "would-reap=2") {
 		t.Errorf("dry-run String() = %q", got)
+	}
+}
+
+// TestRunFirstCycleWaitsForTheScheduleFirstTick is pod-reaper's contract: without
+// REAP_AT_START (or WATCH, or START_WHEN_READY) nothing is listed or reaped before SCHEDULE's
+// first tick, for a cron spec and for @every alike; a RUN_DURATION that ends first reaps nothing.
+func TestRunFirstCycleWaitsForTheScheduleFirstTick(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantCycles int
+	}{
+		{"cron spec whose first tick is far away: nothing at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms"}, 0},
+		{"@every 1m (the default): nothing in the first minute", map[string]string{"RUN_DURATION": "300ms"}, 0},
+		// @every rounds its ticks down to whole seconds: the first tick is within 1s of start,
+		// the second may or may not fall inside 1.5s; the point is that none was at start.
+		{"@every 1s: the first cycle is at the first tick", map[string]string{"SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms"}, -1},
+		{"REAP_AT_START: one cycle at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms", "REAP_AT_START": "true"}, 1},
+		{"WATCH implies a cycle at start", map[string]string{"SCHEDULE": "0 0 1 1 *", "RUN_DURATION": "300ms", "WATCH": "true"}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(newPod("a", "p", crashLooping))
+			tc.env["CONTAINER_STATUSES"] = "CrashLoopBackOff"
+			o := mustOptions(t, tc.env)
+			log, hook := quietLogger()
+			s, err := Run(context.Background(), client, o, log)
+			okCycles := s.Cycles == tc.wantCycles || (tc.wantCycles < 0 && s.Cycles >= 1 && s.Cycles <= 2)
+			if err != nil || !okCycles {
+				t.Fatalf("Run = %+v, %v; want %d cycles (-1: one or two ticks)", s, err, tc.wantCycles)
+			}
+			lists := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "pods" && tc.env["WATCH"] == "" {
+					lists++
+				}
+			}
+			if tc.wantCycles == 0 {
+				if lists != 0 || s.Reaped != 0 || !podExists(t, client, "a", "p") {
+					t.Errorf("listed %d times, reaped %d: want nothing before the first tick", lists, s.Reaped)
+				}
+				if first := hook.AllEntries()[0]; first.Data["first_cycle_at"] == nil {
+					t.Errorf("start line %q does not say when the first cycle runs", first.Message)
+				}
+			}
+		})
 	}
 }

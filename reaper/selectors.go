@@ -91,7 +91,7 @@ func labelPair(e *env, keyName, valuesName string, op selection.Operator) *label
 		return nil
 	}
 	key, keyOK := e.nonEmpty(keyName)
-	values, valuesOK := e.list(valuesName)
+	values, valuesOK := e.list(valuesName, emptyIsAValue)
 	if !keyOK || !valuesOK {
 		return nil
 	}
@@ -130,7 +130,7 @@ func loadAnnotationFilter(e *env) *annotationFilter {
 		return nil
 	}
 	key, keyOK := e.nonEmpty("REQUIRE_ANNOTATION_KEY")
-	values, valuesOK := e.list("REQUIRE_ANNOTATION_VALUES")
+	values, valuesOK := e.list("REQUIRE_ANNOTATION_VALUES", emptyIsAValue)
 	if !keyOK || !valuesOK {
 		return nil
 	}

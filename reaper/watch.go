@@ -35,11 +35,11 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 				lo.FieldSelector = fieldSelector
 			}))
 		inf := f.Core().V1().Pods().Informer()
-		// managedFields are the bulk of a pod object and never used here; dropping them keeps
-		// the informer cache small.
+		// The cache keeps only what the run reads (slimPod): a WATCH run over many pods stays
+		// small.
 		_ = inf.SetTransform(func(obj any) (any, error) {
-			if m, ok := obj.(metav1.Object); ok {
-				m.SetManagedFields(nil)
+			if pod, ok := obj.(*corev1.Pod); ok {
+				return slimPod(pod), nil
 			}
 			return obj, nil
 		})

@@ -55,8 +55,8 @@ func TestReapRefusesHostileEnvironmentWithExitTwo(t *testing.T) {
 	}{
 		{"empty selectors and bad numbers", map[string]string{
 			"CONTAINER_STATUSES": "CrashLoopBackOff", "LABEL_SELECTOR": "", "LABEL_SELECTORS": `["app=a",""]`,
-			"CHAOS_CHANCE": "NaN", "GRACE_PERIOD": "-1s", "MAX_UNREADY": "-5m", "REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": ",",
-		}, []string{`LABEL_SELECTOR=""`, `LABEL_SELECTORS="[\"app=a\",\"\"]": entry 1`, `CHAOS_CHANCE="NaN"`, `GRACE_PERIOD="-1s"`, `MAX_UNREADY="-5m"`, `REQUIRE_LABEL_VALUES=","`}},
+			"CHAOS_CHANCE": "NaN", "GRACE_PERIOD": "-1s", "MAX_UNREADY": "-5m", "POD_STATUSES": "Evicted,",
+		}, []string{`LABEL_SELECTOR=""`, `LABEL_SELECTORS="[\"app=a\",\"\"]": entry 1`, `CHAOS_CHANCE="NaN"`, `GRACE_PERIOD="-1s"`, `MAX_UNREADY="-5m"`, `POD_STATUSES="Evicted,"`}},
 		{"a schedule robfig/cron panics on", map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "TZ=UTC"}, []string{`SCHEDULE="TZ=UTC"`}},
 		{"no rule at all", map[string]string{"NAMESPACE": "kube-system"}, []string{"no rule is enabled"}},
 		{"a value with a line break", map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "LABEL_SELECTOR": "app=a\nrm -rf"}, []string{`LABEL_SELECTOR="app=a\nrm -rf"`}},

@@ -18,6 +18,9 @@ type jobSetup struct {
 	kubeHelp  string // what --kubeconfig points at
 	untouched string // "no pod was touched": said when the run cannot start
 	usage     func(w io.Writer, fs *flag.FlagSet)
+	// lenientLogging: an unknown LOG_LEVEL or LOG_FORMAT is a warning, not a refusal
+	// (reap: pod-reaper runs with them).
+	lenientLogging bool
 	// load reads the subcommand's options through lookup (the caller keeps them).
 	load func(lookup func(string) (string, bool)) error
 }
@@ -40,11 +43,20 @@ func (s jobSetup) start(args []string, lookup func(string) (string, bool), stdou
 	}
 
 	// Collect every problem before doing anything, so one run shows the whole list.
-	log, logErr := newLogger(lookup)
+	var logWarnings []string
+	var logErr error
+	if s.lenientLogging {
+		log, logWarnings, logErr = newLenientLogger(lookup)
+	} else {
+		log, logErr = newLogger(lookup)
+	}
 	if err := errors.Join(logErr, s.load(lookup)); err != nil {
 		return nil, nil, refuse(stderr, s.name, err), false
 	}
 	log.SetOutput(stdout)
+	for _, w := range logWarnings {
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
 
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -12,7 +14,7 @@ import (
 // Log formats, named as pod-reaper names them so its Deployments keep their settings.
 const (
 	logFormatLogrus  = "Logrus"  // JSON: level, msg, time
-	logFormatFluentd = "Fluentd" // JSON: severity, message, time
+	logFormatFluentd = "Fluentd" // JSON: severity (pod-reaper's names: warn, fatal, ...), message, time
 	logFormatText    = "Text"    // key=value lines for people at a terminal
 )
 
@@ -35,16 +37,32 @@ func printLoggingSettings(w io.Writer) {
 // newLogger builds the logger every subcommand uses from LOG_LEVEL and LOG_FORMAT. Unknown
 // values are errors naming the variable, so they are reported with the rest of the config.
 func newLogger(lookup func(string) (string, bool)) (*logrus.Logger, error) {
+	log, _, err := buildLogger(lookup, false)
+	return log, err
+}
+
+// newLenientLogger is newLogger for `depwatch reap`, which takes pod-reaper's settings as
+// pod-reaper takes them: pod-reaper logs an unknown LOG_LEVEL or LOG_FORMAT as an error and
+// carries on at info level, as JSON, so depwatch does the same (the returned warnings are
+// logged once the logger works) instead of refusing a manifest pod-reaper ran with.
+func newLenientLogger(lookup func(string) (string, bool)) (*logrus.Logger, []string, error) {
+	return buildLogger(lookup, true)
+}
+
+func buildLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logger, []string, error) {
 	log := logrus.New()
 	log.SetOutput(os.Stdout)
-	var problems []string
+	var problems, warnings []string
 
 	if raw, ok := lookup("LOG_LEVEL"); ok && strings.TrimSpace(raw) != "" {
 		level, err := logrus.ParseLevel(strings.TrimSpace(raw))
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("LOG_LEVEL=%q: must be one of panic, fatal, error, warning, info, debug, trace", raw))
-		} else {
+		switch {
+		case err == nil:
 			log.SetLevel(level)
+		case lenient:
+			warnings = append(warnings, fmt.Sprintf("LOG_LEVEL=%q: not a level (panic, fatal, error, warning, info, debug, trace); logging at info, as pod-reaper does", raw))
+		default:
+			problems = append(problems, fmt.Sprintf("LOG_LEVEL=%q: must be one of panic, fatal, error, warning, info, debug, trace", raw))
 		}
 	}
 
@@ -56,18 +74,61 @@ func newLogger(lookup func(string) (string, bool)) (*logrus.Logger, error) {
 	case strings.EqualFold(format, logFormatLogrus):
 		log.SetFormatter(&logrus.JSONFormatter{})
 	case strings.EqualFold(format, logFormatFluentd):
-		log.SetFormatter(&logrus.JSONFormatter{FieldMap: logrus.FieldMap{
-			logrus.FieldKeyLevel: "severity",
-			logrus.FieldKeyMsg:   "message",
-		}})
+		log.SetFormatter(fluentdFormatter{})
 	case strings.EqualFold(format, logFormatText):
 		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	case lenient:
+		log.SetFormatter(&logrus.JSONFormatter{})
+		warnings = append(warnings, fmt.Sprintf("LOG_FORMAT=%q: not a format (Logrus, Fluentd, Text); logging as Logrus JSON, as pod-reaper does", format))
 	default:
 		problems = append(problems, fmt.Sprintf("LOG_FORMAT=%q: must be Logrus, Fluentd or Text", format))
 	}
 
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
+		return nil, nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
-	return log, nil
+	return log, warnings, nil
+}
+
+// fluentdSeverity names logrus levels as pod-reaper's Fluentd format (joonix/log) does, which
+// is what the fluentd/Stackdriver pipelines and the dashboards built on them match.
+var fluentdSeverity = map[logrus.Level]string{
+	logrus.PanicLevel: "fatal",
+	logrus.FatalLevel: "fatal",
+	logrus.ErrorLevel: "error",
+	logrus.WarnLevel:  "warn",
+	logrus.InfoLevel:  "info",
+	logrus.DebugLevel: "debug",
+	logrus.TraceLevel: "trace",
+}
+
+// fluentdFormatter writes pod-reaper's LOG_FORMAT=Fluentd lines: one JSON object with the
+// entry's fields plus "severity", "message" and "time" (RFC 3339 with nanoseconds). A field
+// that would collide with those three keeps its value under "fields.<name>".
+type fluentdFormatter struct{}
+
+func (fluentdFormatter) Format(e *logrus.Entry) ([]byte, error) {
+	data := make(map[string]any, len(e.Data)+3)
+	for k, v := range e.Data {
+		if err, ok := v.(error); ok {
+			v = err.Error() // encoding/json would write an error as {}
+		}
+		switch k {
+		case "severity", "message", "time":
+			k = "fields." + k
+		}
+		data[k] = v
+	}
+	sev, ok := fluentdSeverity[e.Level]
+	if !ok {
+		sev = "debug"
+	}
+	data["severity"] = sev
+	data["message"] = e.Message
+	data["time"] = e.Time.Format(time.RFC3339Nano)
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("writing a Fluentd log line: %w", err)
+	}
+	return append(b, '\n'), nil
 }

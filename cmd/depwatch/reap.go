@@ -8,7 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -24,6 +26,8 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 		kubeHelp:  "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
 		untouched: "no pod was touched",
 		usage:     reapUsage,
+		// pod-reaper logs an unknown LOG_LEVEL / LOG_FORMAT and carries on.
+		lenientLogging: true,
 		load: func(lookup func(string) (string, bool)) (err error) {
 			opts, err = reaper.LoadOptions(lookup)
 			return err
@@ -33,6 +37,12 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 	if !ok {
 		return code
 	}
+	// Everything a reap run reads and writes (pods, Events, EndpointSlices, evictions) is a
+	// built-in type: protobuf is several times smaller on the wire than JSON and cheaper to
+	// decode (docs/benchmarks.md), which is what a cycle over a large cluster spends its time on.
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
@@ -40,6 +50,7 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 
 	summary, runErr := reaper.Run(ctx, client, opts, log)
 	writeTerminationMessage(summary.String())
+	log.Info("pod reaper is exiting") // pod-reaper's last line, which log alerts may wait for
 	if runErr != nil {
 		log.WithError(runErr).Error("The reaper run did not complete its job.")
 		return exitFailure
@@ -66,8 +77,9 @@ func reapUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "Usage: depwatch reap [--kubeconfig PATH]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "One reaper run: list pods, keep those every enabled rule matches, and delete or evict")
-	fmt.Fprintln(w, "them. The first cycle runs at start and always completes; later cycles follow SCHEDULE")
-	fmt.Fprintln(w, "and never overlap. The run ends when RUN_DURATION has elapsed or on SIGTERM, after the")
+	fmt.Fprintln(w, "them. Cycles follow SCHEDULE and never overlap; the first runs at the schedule's first")
+	fmt.Fprintln(w, "tick (as pod-reaper), or at start with REAP_AT_START, WATCH or START_WHEN_READY, and then")
+	fmt.Fprintln(w, "always completes. The run ends when RUN_DURATION has elapsed or on SIGTERM, after the")
 	fmt.Fprintln(w, "pod in hand, with a summary line (also the container's termination message).")
 	fmt.Fprintln(w, "REAP_COOLDOWN bounds how often a workload that stays broken is restarted: per owner (the pod's")
 	fmt.Fprintln(w, "controller, or a bare pod), at most 1 + floor(RUN_DURATION / REAP_COOLDOWN) rounds, each of its")

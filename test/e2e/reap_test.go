@@ -27,7 +27,7 @@ func TestReapJobFromExampleDeletesCrashLoopingPodAndSparesHealthyOne(t *testing.
 	waitPodRunning(t, ns, "bystander")
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
-		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s",
+		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "REAP_AT_START": "true",
 	})
 	job := reapJobName + suffix
 	if got := waitJobFinished(t, ns, job, 2*time.Minute); got != batchv1.JobComplete {
@@ -85,7 +85,7 @@ func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
 	})
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
-		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "EVICT": "true",
+		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "REAP_AT_START": "true", "EVICT": "true",
 	})
 	job := reapJobName + suffix
 	if got := waitJobFinished(t, ns, job, 2*time.Minute); got != batchv1.JobComplete {
@@ -114,7 +114,7 @@ func TestReapJobInDryRunDeletesNothingAndSaysWhatItWouldDo(t *testing.T) {
 	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart)
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
-		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "DRY_RUN": "true",
+		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "REAP_AT_START": "true", "DRY_RUN": "true",
 	})
 	job := reapJobName + suffix
 	if got := waitJobFinished(t, ns, job, 2*time.Minute); got != batchv1.JobComplete {
@@ -136,7 +136,7 @@ func TestReapJobWithBadConfigurationExitsTwoWithClearErrorAndTouchesNothing(t *t
 	waitCrashLoopBackOff(t, ns, "crasher")
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
-		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s",
+		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "RUN_DURATION": "1s", "REAP_AT_START": "true",
 		"MAX_PODS": "lots", "CHAOS_CHANCE": "1.5",
 	})
 	job := reapJobName + suffix

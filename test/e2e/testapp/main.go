@@ -3,6 +3,9 @@
 //
 //	testapp exit CODE            exit at once with CODE (a crash-looping container)
 //	testapp sleep                run until SIGTERM
+//	testapp once FILE            the first time (FILE absent): create FILE and exit 0; later
+//	                             (FILE on an emptyDir, kept across restarts): run until SIGTERM.
+//	                             A container that exits exactly once, then runs.
 //	testapp serve ADDR           accept TCP connections on ADDR until SIGTERM (an upstream)
 //	testapp probe ADDR           exit 0 when ADDR accepts a connection, else 1 (exec probes)
 //	testapp depend ADDR          exit 1 unless ADDR accepts a connection; then check it every
@@ -22,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testapp exit CODE | sleep | serve ADDR | probe ADDR | depend ADDR")
+		fmt.Fprintln(os.Stderr, "usage: testapp exit CODE | sleep | once FILE | serve ADDR | probe ADDR | depend ADDR")
 		os.Exit(2)
 	}
 	arg := func() string {
@@ -42,6 +45,18 @@ func main() {
 		fmt.Printf("testapp: exiting with code %d\n", code)
 		os.Exit(code)
 	case "sleep":
+		waitForSignal()
+	case "once":
+		marker := arg()
+		if _, err := os.Stat(marker); os.IsNotExist(err) {
+			if err := os.WriteFile(marker, []byte("exited once\n"), 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "testapp once: %v\n", err)
+				os.Exit(2)
+			}
+			fmt.Println("testapp: first run, exiting 0")
+			os.Exit(0)
+		}
+		fmt.Println("testapp: restarted, running")
 		waitForSignal()
 	case "serve":
 		ln, err := net.Listen("tcp", arg())
