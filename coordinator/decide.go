@@ -164,12 +164,6 @@ func PlanWeeder(in WeederInput) Action {
 	}
 }
 
-// EndpointReady follows the discovery/v1 API: a nil ready condition means ready. It asks
-// reaper.SlicesReady, so the coordinator and the weeder Job never disagree on an endpoint.
-func EndpointReady(e discoveryv1.Endpoint) bool {
-	return reaper.SlicesReady([]*discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{e}}})
-}
-
 // SlicesObservation aggregates one service's EndpointSlices: Known if there is any slice,
 // Ready as reaper.SlicesReady says (any ready endpoint of any slice), the same test the
 // weeder Job's START_WHEN_READY gate applies.

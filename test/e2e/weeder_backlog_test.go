@@ -126,9 +126,10 @@ func outageDuringBacklog(t *testing.T, p *pair) {
 	if armedAfter > 5*time.Second {
 		t.Errorf("the armed weeder was created %s after the outage; want seconds, not a place behind the deletion", armedAfter)
 	}
-	// 40 s or more of back-off left: the return and the weeder's restart fit in it with a
+	// 30 s or more of back-off left: the return and the weeder's restart fit in it with a
 	// wide margin, so the kubelet cannot restart the dependent first.
-	cl := p.waitCrashLoop(40*time.Second, 4*time.Minute)
+	cl := p.waitCrashLoop(30*time.Second, 4*time.Minute)
+	requireBackOffAhead(t, cl, 20*time.Second, "bringing the upstream back")
 	p.scaleUpstream(1)
 	upAt := p.waitServiceReady(true, time.Minute)
 	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
