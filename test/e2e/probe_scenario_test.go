@@ -354,16 +354,17 @@ func deleteIfExists(err error) error {
 	return err
 }
 
-// machineCRD is a minimal stand-in for machine-controller-manager's Machine CRD: namespaced,
-// any fields, no status subresource (the tests set status.currentStatus.phase directly).
-const machineCRD = `apiVersion: apiextensions.k8s.io/v1
+// stubCRD is a minimal stand-in for another project's CRD (Gardener's Cluster, MCM's
+// Machine): any fields, no status subresource, so tests set status directly.
+func stubCRD(group, kind, plural, scope string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: machines.machine.sapcloud.io
+  name: %[3]s.%[1]s
 spec:
-  group: machine.sapcloud.io
-  scope: Namespaced
-  names: {plural: machines, singular: machine, kind: Machine, listKind: MachineList}
+  group: %[1]s
+  scope: %[4]s
+  names: {plural: %[3]s, singular: %[5]s, kind: %[2]s, listKind: %[2]sList}
   versions:
     - name: v1alpha1
       served: true
@@ -372,7 +373,8 @@ spec:
         openAPIV3Schema:
           type: object
           x-kubernetes-preserve-unknown-fields: true
-`
+`, group, kind, plural, scope, strings.ToLower(kind))
+}
 
 var crdMu sync.Mutex
 
@@ -386,8 +388,13 @@ func ensureCRD(t *testing.T, name, doc string) {
 	mustKubectl(t, "wait", "--for=condition=Established", "crd/"+name, "--timeout=30s")
 }
 
-func ensureMachineCRD(t *testing.T) { ensureCRD(t, "machines.machine.sapcloud.io", machineCRD) }
-func ensureClusterCRD(t *testing.T) { ensureCRD(t, "clusters.extensions.gardener.cloud", clusterCRD) }
+func ensureMachineCRD(t *testing.T) {
+	ensureCRD(t, "machines.machine.sapcloud.io", stubCRD("machine.sapcloud.io", "Machine", "machines", "Namespaced"))
+}
+
+func ensureClusterCRD(t *testing.T) {
+	ensureCRD(t, "clusters.extensions.gardener.cloud", stubCRD("extensions.gardener.cloud", "Cluster", "clusters", "Cluster"))
+}
 
 // applyYAML applies a document with kubectl.
 func applyYAML(t *testing.T, doc string) {

@@ -216,25 +216,6 @@ func assertOrder(t *testing.T, what string, lines []logLine, steps []step) {
 	}
 }
 
-// clusterCRD is a minimal stand-in for Gardener's extensions Cluster CRD.
-const clusterCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: clusters.extensions.gardener.cloud
-spec:
-  group: extensions.gardener.cloud
-  scope: Cluster
-  names: {plural: clusters, singular: cluster, kind: Cluster, listKind: ClusterList}
-  versions:
-    - name: v1alpha1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-`
-
 const clusterObject = `apiVersion: extensions.gardener.cloud/v1alpha1
 kind: Cluster
 metadata:
