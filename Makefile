@@ -11,7 +11,7 @@ export KUBECONFIG_LOCAL := $(CURDIR)/_output/cluster/kubeconfig
 # kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none.
 export PATH := $(PATH):$(CURDIR)/_output/k8s-v1.36.3/bin
 
-.PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery bench-probe clean
+.PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery bench-probe bench-scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -61,6 +61,12 @@ bench-probe: ## Probe Job benchmark on the local cluster: create → complete, a
 	./hack/cluster-up.sh
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_PROBE=$(PROBES) $(GO) test -tags e2e -count=1 -timeout 30m \
 	  -run '^TestBenchProbe$$' -v ./test/e2e
+
+SCALE ?= 250,1000
+bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): weeder storm and probe shards at SCALE namespaces.
+	./hack/cluster-up.sh
+	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) $(GO) test -tags e2e -count=1 -timeout 80m \
+	  -run '^TestBenchScale(Weeder|Probe)$$' -v ./test/e2e
 
 demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
 	./hack/demo.sh
