@@ -134,6 +134,9 @@ type Spec struct {
 	Args []string
 	// OnActive is the de-duplication policy for Launch.
 	OnActive ActivePolicy
+	// Batch lists the <namespace>/<service> targets of a weeder Job that covers several
+	// services (WeederBatch); empty for a Job of one target.
+	Batch []string
 }
 
 // WeederSpec describes a weeder run: restart the crash-looping dependents of one service.
@@ -286,8 +289,12 @@ func (s Spec) Labels() map[string]string {
 		LabelComponent: string(s.Kind),
 		LabelManagedBy: "depwatch-coordinator",
 		LabelKind:      string(s.Kind),
-		LabelNamespace: LabelValue(s.Namespace),
 	}
+	if len(s.Batch) > 0 {
+		l[LabelBatch] = "true"
+		return l
+	}
+	l[LabelNamespace] = LabelValue(s.Namespace)
 	if s.Service != "" {
 		l[LabelService] = LabelValue(s.Service)
 	}
@@ -296,6 +303,9 @@ func (s Spec) Labels() map[string]string {
 
 // Target is <namespace>/<service>, or <namespace> for namespace-wide kinds.
 func (s Spec) Target() string {
+	if len(s.Batch) > 0 {
+		return "batch-" + shortHash(strings.Join(s.Batch, ","))
+	}
 	if s.Service == "" {
 		return s.Namespace
 	}
@@ -308,6 +318,9 @@ func (s Spec) Target() string {
 func (s Spec) Name() string {
 	const maxBase = 22
 	base := s.Service
+	if len(s.Batch) > 0 {
+		base = "batch"
+	}
 	if base == "" {
 		base = s.Namespace
 	}

@@ -151,7 +151,7 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	if t.Namespace == "" {
 		return nil, fmt.Errorf("jobTemplate.namespace: required (where to create %s Jobs)", s.Kind)
 	}
-	if s.Kind == "" || s.Namespace == "" {
+	if s.Kind == "" || (s.Namespace == "" && len(s.Batch) == 0) {
 		return nil, fmt.Errorf("job spec: kind and namespace are required")
 	}
 
@@ -171,6 +171,9 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	}
 	annotations[AnnotationTriggerTime] = s.TriggerTime.UTC().Format(time.RFC3339Nano)
 	annotations[AnnotationTarget] = s.Target()
+	if len(s.Batch) > 0 {
+		annotations[AnnotationTargets] = targetsAnnotation(s.Batch)
+	}
 	if s.Trigger != "" {
 		annotations[AnnotationTrigger] = s.Trigger
 	}

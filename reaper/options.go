@@ -41,6 +41,8 @@ type Options struct {
 	// endpoint; RUN_DURATION counts from that moment. MaxWait bounds the wait.
 	StartWhenReady *ServiceRef
 	MaxWait        time.Duration
+	// Targets (TARGETS): a run per service, each gated on its own service (runTargets).
+	Targets []Target
 
 	// Warnings are accepted values worth a word (pod-reaper accepts them with the same
 	// meaning, but they look like slips): Run logs each at start.
@@ -93,6 +95,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.NodeName = v
 	}
+	o.Targets = loadTargets(e)
 	o.StartWhenReady, o.MaxWait = loadGate(e, o.Namespace)
 	o.Selectors = loadSelectors(e)
 	o.annotation = loadAnnotationFilter(e)
@@ -175,8 +178,8 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 			ref = &ServiceRef{Namespace: ns, Name: name}
 		}
 	}
-	if raw, set := e.lookup("MAX_WAIT"); set && !e.isSet("START_WHEN_READY") {
-		e.fail("MAX_WAIT", raw, "only means something with START_WHEN_READY, which is not set")
+	if raw, set := e.lookup("MAX_WAIT"); set && !e.isSet("START_WHEN_READY") && !e.isSet("TARGETS") {
+		e.fail("MAX_WAIT", raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
 		return ref, 0
 	}
 	d, ok := e.duration("MAX_WAIT")
@@ -257,8 +260,8 @@ func (o Options) validate() error {
 	if o.ReapCooldown < 0 {
 		problems = append(problems, fmt.Sprintf("REAP_COOLDOWN=%q: must not be negative", o.ReapCooldown))
 	}
-	if o.StartWhenReady != nil && o.MaxWait <= 0 {
-		problems = append(problems, "START_WHEN_READY without a positive MAX_WAIT")
+	if (o.StartWhenReady != nil || len(o.Targets) > 0) && o.MaxWait <= 0 {
+		problems = append(problems, "START_WHEN_READY or TARGETS without a positive MAX_WAIT")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("reaper options: %w", &ConfigError{Problems: problems})

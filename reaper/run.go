@@ -47,6 +47,9 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
+	if len(opts.Targets) > 0 {
+		return runTargets(ctx, client, opts, log)
+	}
 	r := newRunner(ctx, client, opts, log)
 	for _, w := range opts.Warnings {
 		r.log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)

@@ -1,0 +1,88 @@
+package jobs
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/reaper"
+)
+
+const (
+	// LabelBatch marks a weeder Job that covers several services.
+	LabelBatch = "depwatch.io/batch"
+	// AnnotationTargets lists a batch weeder Job's services, <namespace>/<service>, comma-separated.
+	AnnotationTargets = "depwatch.io/targets"
+)
+
+// WeederTarget is one service of a batch weeder Job.
+type WeederTarget struct {
+	Namespace string
+	Service   string
+	Selectors []metav1.LabelSelector
+}
+
+// Key is <namespace>/<service>, the target's name in AnnotationTargets.
+func (t WeederTarget) Key() string { return t.Namespace + "/" + t.Service }
+
+// WeederBatch describes one weeder Job for several services (a storm of outages): the same
+// run as Weeder's for each target, every target gated on its own service with its own
+// watchDuration and max wait (the reaper's TARGETS). Base gives the settings every target
+// shares; its Namespace, Service and Selectors are ignored.
+func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
+	if len(targets) == 0 {
+		return Spec{}, fmt.Errorf("weeder batch: at least one target is required")
+	}
+	rts := make([]reaper.Target, 0, len(targets))
+	keys := make([]string, 0, len(targets))
+	for _, t := range targets {
+		one := base
+		one.Namespace, one.Service, one.Selectors = t.Namespace, t.Service, t.Selectors
+		if _, err := Weeder(one); err != nil { // the same checks as a Job of its own
+			return Spec{}, fmt.Errorf("weeder batch: %w", err)
+		}
+		sels, _ := SelectorStrings(t.Selectors) // Weeder checked them
+		rts = append(rts, reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: sels})
+		keys = append(keys, t.Key())
+	}
+	if _, err := reaper.ParseTargets(reaper.TargetsValue(rts)); err != nil {
+		return Spec{}, fmt.Errorf("weeder batch: %w", err) // e.g. a service listed twice
+	}
+	// A single-target spec of the first target gives the shared env; its per-service
+	// variables are replaced by TARGETS.
+	one := base
+	one.Namespace, one.Service, one.Selectors = targets[0].Namespace, targets[0].Service, targets[0].Selectors
+	s, _ := Weeder(one)
+	env := make([]corev1.EnvVar, 0, len(s.Env))
+	for _, e := range s.Env {
+		switch e.Name {
+		case "NAMESPACE", "LABEL_SELECTORS", "START_WHEN_READY":
+		default:
+			env = append(env, e)
+		}
+	}
+	env = append(env, corev1.EnvVar{Name: "TARGETS", Value: reaper.TargetsValue(rts)})
+	s.Env = env
+	s.Namespace, s.Service, s.Batch = "", "", keys
+	return s, nil
+}
+
+func targetsAnnotation(keys []string) string { return strings.Join(keys, ",") }
+
+// JobTargets reads back the services a weeder Job covers, <namespace>/<service>: a batch
+// Job's AnnotationTargets, else its one target.
+func JobTargets(j *batchv1.Job) []string {
+	if v := j.Annotations[AnnotationTargets]; v != "" {
+		return strings.Split(v, ",")
+	}
+	if t := j.Annotations[AnnotationTarget]; t != "" {
+		return []string{t}
+	}
+	if ns := j.Labels[LabelNamespace]; ns != "" {
+		return []string{ns}
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package reaper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
+// Selectors in Namespace are reaped once Service there is Ready. A storm of outages is
+// covered by a few Jobs, each watching many services, instead of one Job per service.
+type Target struct {
+	Namespace string   `json:"namespace"`
+	Service   string   `json:"service"`
+	Selectors []string `json:"selectors"`
+}
+
+func (t Target) ref() ServiceRef { return ServiceRef{Namespace: t.Namespace, Name: t.Service} }
+
+// TargetsValue writes the TARGETS variable that ParseTargets reads back.
+func TargetsValue(ts []Target) string {
+	raw, _ := json.Marshal(ts) // strings and slices always marshal
+	return string(raw)
+}
+
+// ParseTargets reads a TARGETS value: a JSON list of {namespace, service, selectors}. Every
+// target needs a valid namespace and service name and at least one non-empty selector (an
+// empty selector would reap every crash-looping pod of the namespace); a service listed twice
+// is refused, because two runs for one service would restart its dependents twice.
+func ParseTargets(v string) ([]Target, error) {
+	var ts []Target
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ts); err != nil {
+		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors"}: %w`, err)
+	}
+	if len(ts) == 0 {
+		return nil, errors.New("must list at least one target")
+	}
+	seen := map[ServiceRef]bool{}
+	var problems []string
+	for i, t := range ts {
+		if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: namespace %q is not a valid namespace name: %s", i, t.Namespace, strings.Join(errs, "; ")))
+		}
+		if errs := validation.IsDNS1035Label(t.Service); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: service %q is not a valid service name: %s", i, t.Service, strings.Join(errs, "; ")))
+		}
+		if seen[t.ref()] {
+			problems = append(problems, fmt.Sprintf("target %d: service %s is listed twice", i, t.ref()))
+		}
+		seen[t.ref()] = true
+		if len(t.Selectors) == 0 {
+			problems = append(problems, fmt.Sprintf("target %d (%s): needs at least one pod selector", i, t.ref()))
+		}
+		for j, s := range t.Selectors {
+			sel, err := labels.Parse(s)
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d (%q) is not a valid label selector: %v", i, t.ref(), j, s, err))
+			case sel.Empty():
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d is empty and would select every pod", i, t.ref(), j))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return ts, nil
+}
+
+// loadTargets reads TARGETS. A target names its own namespace, service and selectors, so
+// NAMESPACE, START_WHEN_READY and LABEL_SELECTORS cannot be set beside it (which would win
+// would be a guess); the label and annotation filters and every other setting apply to every
+// target.
+func loadTargets(e *env) []Target {
+	v, ok := e.nonEmpty("TARGETS")
+	if !ok {
+		return nil
+	}
+	ts, err := ParseTargets(v)
+	if err != nil {
+		e.fail("TARGETS", v, "%v", err)
+		return nil
+	}
+	for _, name := range []string{"NAMESPACE", "START_WHEN_READY", "LABEL_SELECTORS"} {
+		if w, set := e.nonEmpty(name); set {
+			e.fail(name, w, "cannot be set with TARGETS: each target names its own namespace, service and selectors")
+		}
+	}
+	return ts
+}
+
+// forTarget is the single-service run of one target: the run's settings with the target's
+// namespace, its service as START_WHEN_READY, and its selectors ANDed with the run's label
+// filters (the only selector a TARGETS run has).
+func (o Options) forTarget(t Target) Options {
+	var base labels.Requirements
+	if len(o.Selectors) > 0 {
+		base, _ = o.Selectors[0].Requirements()
+	}
+	one := o
+	one.Targets = nil
+	one.Warnings = nil // logged once, by the run
+	one.Namespace = t.Namespace
+	ref := t.ref()
+	one.StartWhenReady = &ref
+	one.Selectors = make([]labels.Selector, 0, len(t.Selectors))
+	for _, s := range t.Selectors {
+		sel, _ := labels.Parse(s) // ParseTargets checked it
+		reqs, _ := sel.Requirements()
+		one.Selectors = append(one.Selectors, labels.NewSelector().Add(base...).Add(reqs...))
+	}
+	return one
+}
+
+// runTargets runs every target as its own gated run, concurrently: each follows its own
+// service, opens when that service is Ready, and gets its own RUN_DURATION and MAX_WAIT, so
+// one service's outage never holds back another's recovery. The summary adds them up.
+func runTargets(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
+	for _, w := range opts.Warnings {
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
+	log.WithField("targets", len(opts.Targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(opts.Targets))
+	sums := make([]Summary, len(opts.Targets))
+	errs := make([]error, len(opts.Targets))
+	var wg sync.WaitGroup
+	for i, t := range opts.Targets {
+		wg.Go(func() {
+			tl := log.WithFields(logrus.Fields{"target": t.ref().String()})
+			sums[i], errs[i] = Run(ctx, client, opts.forTarget(t), tl)
+		})
+	}
+	wg.Wait()
+	total := Summary{NotStarted: true, DryRun: opts.DryRun}
+	for _, s := range sums {
+		total.add(s)
+	}
+	return total, errors.Join(errs...)
+}
+
+// add counts s into the run's total; the total never started only if no target did.
+func (s *Summary) add(o Summary) {
+	s.Cycles += o.Cycles
+	s.FailedCycles += o.FailedCycles
+	s.Seen += o.Seen
+	s.Matched += o.Matched
+	s.Reaped += o.Reaped
+	s.Skipped += o.Skipped
+	s.Gone += o.Gone
+	s.Errors += o.Errors
+	s.Deferred += o.Deferred
+	s.NotStarted = s.NotStarted && o.NotStarted
+}
