@@ -3,7 +3,9 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -131,8 +133,9 @@ func slimPod(obj any) (any, error) {
 	return slim, nil
 }
 
-// weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by target, so an edge
-// that needs no action (a service of a deleted namespace, with no weeder) costs no API call.
+// weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by the services they
+// cover (a batch Job under each of its services), so an edge reads what covers its service
+// without an API call.
 type weederJobs struct{ inf cache.SharedIndexInformer }
 
 func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
@@ -143,24 +146,39 @@ func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
 			if !ok {
 				return nil, nil
 			}
-			return []string{jobTarget(j)}, nil
+			return jobs.JobTargets(j), nil
 		}},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	_ = inf.SetTransform(stripManagedFields)
 	return &weederJobs{inf: inf}
 }
 
-// active names the cached weeder Jobs of key that have not finished and are not being deleted.
-func (w *weederJobs) active(key string) []string {
+// active lists the cached weeder Jobs covering key that have not finished and are not
+// being deleted.
+func (w *weederJobs) active(key string) []*batchv1.Job {
 	objs, _ := w.inf.GetIndexer().ByIndex(jobTargetIndex, key)
-	var out []string
+	var out []*batchv1.Job
 	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
-			out = append(out, j.Name)
+		if j, ok := o.(*batchv1.Job); ok && isActive(j) {
+			out = append(out, j)
 		}
 	}
+	slices.SortFunc(out, func(a, b *batchv1.Job) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// count is the number of active weeder Jobs (the --max-weeder-jobs cap's measure).
+func (w *weederJobs) count() int {
+	n := 0
+	for _, o := range w.inf.GetStore().List() {
+		if j, ok := o.(*batchv1.Job); ok && isActive(j) {
+			n++
+		}
+	}
+	return n
+}
+
+func isActive(j *batchv1.Job) bool { return j.DeletionTimestamp == nil && !jobs.Finished(j) }
 
 // has: the cache holds the Job (it has caught up with a launch).
 func (w *weederJobs) has(namespace, name string) bool {

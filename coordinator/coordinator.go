@@ -28,7 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -66,6 +65,8 @@ type Deps struct {
 	// Resolve fills a reloaded config's jobTemplate as Template was filled at start (see
 	// ResolveTemplate); nil: an unset image or namespace keeps Template's.
 	Resolve func(context.Context, jobs.Template) (jobs.Template, error)
+	// EventClient writes Events (a client with a rate limit of its own); nil: Client.
+	EventClient kubernetes.Interface
 	// Recorder records Events; nil: Run builds one that writes to the API server.
 	Recorder record.EventRecorder
 	// Identity in the leader election (default: host name + random suffix).
@@ -95,11 +96,16 @@ type Coordinator struct {
 	deps  *dependents               // the configured dependents' pods (with src)
 	wjobs *weederJobs               // weeder Jobs (with src)
 	pr    *prober                   // nil without a prober section
-	nsInf cache.SharedIndexInformer // nil unless namespaces.selector is set
-	queue workqueue.TypedRateLimitingInterface[string]
+	nsInf cache.SharedIndexInformer // with services or a namespace selector: is a namespace going away, does it match
+	// nsSelect: namespaces are chosen by their labels (namespaces.selector).
+	nsSelect bool
+	batch    *batcher
+	queue    workqueue.TypedRateLimitingInterface[string]
 
 	mu     sync.Mutex
 	states map[string]*serviceState
+	// expecting: weeder Jobs created (name → when) that the Job cache has not shown yet.
+	expecting map[string]time.Time
 
 	synced atomic.Bool
 }
@@ -121,9 +127,9 @@ type serviceState struct {
 	// followed by a new outage): the action for the newer one is what can still help.
 	pending *pendingLaunch
 	// launched is the last weeder Job this coordinator created for the service, until the
-	// Job cache has caught up with it.
-	launched   string
-	launchedAt time.Time
+	// Job cache has caught up with it (an expectation: the service is covered meanwhile).
+	launched      string
+	launchedArmed bool
 }
 
 // pendingLaunch is an edge owed an action.
@@ -155,6 +161,9 @@ func New(d Deps) (*Coordinator, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Options.Batching == (Batching{}) {
+		d.Options.Batching = DefaultBatching() // Options not from ParseFlags (tests, embedding)
+	}
 	if d.Options.ConcurrentReconciles < 1 {
 		d.Options.ConcurrentReconciles = 1
 	}
@@ -167,7 +176,10 @@ func New(d Deps) (*Coordinator, error) {
 		now:      d.Now,
 		base:     d.Config,
 		resolve:  d.Resolve,
-		states:   map[string]*serviceState{},
+		states:    map[string]*serviceState{},
+		expecting: map[string]time.Time{},
+		batch:    newBatcher(),
+		nsSelect: needsNamespaceInformer(d.Config),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-coordinator"}),
 	}
@@ -176,7 +188,7 @@ func New(d Deps) (*Coordinator, error) {
 	}
 	c.cur.Store(newLive(d.Client, d.Config, d.Template))
 	c.metrics.configLoaded(d.Now())
-	if needsNamespaceInformer(d.Config) {
+	if c.nsSelect || len(d.Config.Services()) > 0 {
 		c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
 		_ = c.nsInf.SetTransform(stripManagedFields)
 	}
@@ -205,6 +217,14 @@ func New(d Deps) (*Coordinator, error) {
 	}
 	c.deps = deps
 	c.wjobs = newWeederJobs(d.Client, d.Template.Namespace)
+	// A weeder Job that finishes or goes frees a place under --max-weeder-jobs.
+	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.jobSeen(obj) },
+		UpdateFunc: func(_, _ any) { c.batch.poke() },
+		DeleteFunc: func(any) { c.batch.poke() },
+	}); err != nil {
+		return nil, err
+	}
 	if _, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onEvent(obj, false) },
 		UpdateFunc: func(_, obj any) { c.onEvent(obj, false) },
@@ -326,7 +346,7 @@ func (c *Coordinator) watched(l *live, ns string) bool {
 	if len(l.names) > 0 && !l.names[ns] {
 		return false
 	}
-	if c.nsInf == nil {
+	if !c.nsSelect {
 		return true
 	}
 	obj, exists, err := c.nsInf.GetIndexer().GetByKey(ns)
@@ -377,7 +397,7 @@ func (c *Coordinator) act(ctx context.Context, l *live, key string, st *serviceS
 			log.Debug("The service's endpoints are gone and it has no weeder Job: nothing to do.")
 			return nil
 		}
-		return c.actOnEdge(ctx, l, key, p, EdgeGone, log)
+		return c.actOnEdge(ctx, l, key, st, p, EdgeGone, log)
 	case p.check:
 		if !seen.Ready {
 			return nil // down again: its outage edge is pending, or nothing is to do
@@ -396,10 +416,10 @@ func (c *Coordinator) act(ctx context.Context, l *live, key string, st *serviceS
 		}
 		c.countTrigger(p)
 		log.WithField("pod", pod).Info("Catch-up: the service is Ready and a dependent is in CrashLoopBackOff; making sure a weeder restarts it.")
-		return c.actOnEdge(ctx, l, key, p, EdgeReady, log)
+		return c.actOnEdge(ctx, l, key, st, p, EdgeReady, log)
 	default:
 		c.countTrigger(p)
-		return c.actOnEdge(ctx, l, key, p, p.edge, log)
+		return c.actOnEdge(ctx, l, key, st, p, p.edge, log)
 	}
 }
 
@@ -416,17 +436,57 @@ func (c *Coordinator) mayHaveWeeder(key string, st *serviceState) bool {
 	if len(c.wjobs.active(key)) > 0 {
 		return true
 	}
-	c.mu.Lock()
-	name, at := st.launched, st.launchedAt
-	c.mu.Unlock()
-	return name != "" && c.now().Sub(at) < launchedGrace && !c.wjobs.has(c.live().tpl.Namespace, name)
+	if _, ok := c.batch.waitingFor(key); ok {
+		return true
+	}
+	_, ok := c.expected(st)
+	return ok
 }
 
-// noteLaunch remembers the weeder Job just created for key (see mayHaveWeeder).
-func (c *Coordinator) noteLaunch(key, name string) {
+// expected: a weeder Job this coordinator created for the service that the Job cache has not
+// shown yet (armed or not). Once the cache has shown it, the cache alone says whether it is
+// still active.
+func (c *Coordinator) expected(st *serviceState) (armed, ok bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.expecting[st.launched]
+	return st.launchedArmed, ok && st.launched != "" && c.now().Sub(at) < launchedGrace
+}
+
+// jobSeen is the Job informer's add: the Job is no longer only expected.
+func (c *Coordinator) jobSeen(obj any) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		c.mu.Lock()
+		delete(c.expecting, j.Name)
+		c.mu.Unlock()
+	}
+}
+
+// activeWeederJobs counts the weeder Jobs active now: the cache's, plus those created that
+// it has not shown yet.
+func (c *Coordinator) activeWeederJobs() int {
+	n := c.wjobs.count()
+	now := c.now()
+	c.mu.Lock()
+	for name, at := range c.expecting {
+		if now.Sub(at) >= launchedGrace {
+			delete(c.expecting, name) // the cache missed it (deleted at once): stop counting it
+			continue
+		}
+		n++
+	}
+	c.mu.Unlock()
+	return n
+}
+
+// noteLaunch remembers the weeder Job just created for key (see expected).
+func (c *Coordinator) noteLaunch(key, name string, armed bool) {
+	c.mu.Lock()
+	if !c.wjobs.has(c.live().tpl.Namespace, name) {
+		c.expecting[name] = c.now()
+	}
 	if st, ok := c.states[key]; ok {
-		st.launched, st.launchedAt = name, c.now()
+		st.launched, st.launchedArmed = name, armed
 	}
 	c.mu.Unlock()
 }
@@ -453,33 +513,43 @@ func weederSpec(l *live, key string, p *pendingLaunch, armed bool) (jobs.Spec, e
 	})
 }
 
-// actOnEdge finds the service's active weeder Jobs (and, on an outage or when it is gone,
-// whether the service is going away), lets PlanWeeder decide, and does it.
-func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pendingLaunch, edge Edge, log logrus.FieldLogger) error {
+// actOnEdge reads what covers the service (its active weeder Jobs from the cache, a Job just
+// created, or a place in a batch being formed) and, on an outage or when it is gone, whether
+// its namespace is going away; lets PlanWeeder decide, and does it. A decision that needs no
+// action costs no API call.
+func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, st *serviceState, p *pendingLaunch, edge Edge, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
-	spec, err := weederSpec(l, key, p, false)
-	if err != nil {
-		return err // validated at load; cannot happen
-	}
-	active, err := l.launcher.Active(ctx, spec)
-	if err != nil {
-		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultError)).Inc()
-		log.WithError(err).WithField("trigger", p.reason).Error("Could not list the service's weeder Jobs; will retry.")
-		return err
-	}
-	current, armedJob := NoWeeder, ""
-	for i := range active {
-		if jobs.Armed(&active[i]) {
-			current, armedJob = ArmedWeeder, active[i].Name
+	active := c.wjobs.active(key)
+	current, covering := NoWeeder, ""
+	for _, j := range active {
+		if jobs.Armed(j) {
+			current, covering = ArmedWeeder, j.Name
 			break
 		}
-		current = UnarmedWeeder
+		current, covering = UnarmedWeeder, j.Name
+	}
+	if current != ArmedWeeder {
+		if armed, ok := c.expected(st); ok {
+			current, covering = UnarmedWeeder, st.launched
+			if armed {
+				current = ArmedWeeder
+			}
+		}
+	}
+	if current != ArmedWeeder {
+		if armed, ok := c.batch.waitingFor(key); ok {
+			current, covering = UnarmedWeeder, "a batch Job being formed"
+			if armed {
+				current = ArmedWeeder
+			}
+		}
 	}
 	in := WeederInput{Edge: edge, Arm: l.cfg.Arm(svc), Active: current, CatchUp: p.check}
 	going := ""
 	if edge == EdgeOutage || edge == EdgeGone {
-		if going, err = c.goingAway(ctx, ns, svc, edge == EdgeOutage); err != nil {
-			log.WithError(err).Error("Could not tell whether the service is being deleted; will retry.")
+		var err error
+		if going, err = c.goingAway(ctx, ns); err != nil {
+			log.WithError(err).Error("Could not tell whether the service's namespace is being deleted; will retry.")
 			return err
 		}
 		in.Going = going != ""
@@ -492,23 +562,26 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pen
 	case ActionKeepWeeder:
 		c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
 		c.observeEdge(p)
-		if armedJob == "" {
-			log.WithFields(logrus.Fields{"job": l.launcher.Template.Namespace + "/" + active[0].Name, "trigger": p.reason, "result": string(jobs.ResultKept)}).
-				Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
+		fields := logrus.Fields{"job": l.launcher.Template.Namespace + "/" + covering, "trigger": p.reason, "result": string(jobs.ResultKept)}
+		if current != ArmedWeeder {
+			log.WithFields(fields).Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
 			return nil
 		}
 		what := "it reaps the moment the service is Ready, then for watchDuration"
 		if edge == EdgeOutage {
 			what = "it pauses while the service is down and reaps again when it is Ready, until its watchDuration ends"
 		}
-		log.WithFields(logrus.Fields{"job": l.launcher.Template.Namespace + "/" + armedJob, "trigger": p.reason, "result": string(jobs.ResultKept)}).
-			Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
+		log.WithFields(fields).Infof("An armed weeder Job is active for the service: no new Job; %s.", what)
 		return nil
 	case ActionStopWeeder:
-		return c.stopWeeder(ctx, l, key, p, active, going, log)
+		c.batch.drop(key)
+		return c.stopWeeder(ctx, l, key, p, ownJobs(active), going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
-		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, active, log)
+		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, ownJobs(active), log)
 	default:
+		if in.Going {
+			c.batch.drop(key)
+		}
 		switch {
 		case in.Going:
 			log.Infof("Service has no ready endpoint any more and is going away (%s): no weeder is armed.", going)
@@ -519,20 +592,46 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, p *pen
 	}
 }
 
-// goingAway says why the service is not coming back ("" when it may): its namespace is
-// being deleted or is gone, or (withService) the Service itself is gone or being deleted.
-func (c *Coordinator) goingAway(ctx context.Context, ns, svc string, withService bool) (string, error) {
-	n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "namespace gone", nil
-	case err != nil:
-		return "", err
-	case n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating:
-		return "namespace being deleted", nil
-	case !withService:
-		return "", nil
+// ownJobs keeps the Jobs that cover one service only: those may be replaced or stopped for
+// it; a batch Job goes on for its other services.
+func ownJobs(active []*batchv1.Job) []batchv1.Job {
+	var out []batchv1.Job
+	for _, j := range active {
+		if len(jobs.JobTargets(j)) == 1 {
+			out = append(out, *j)
+		}
 	}
+	return out
+}
+
+// goingAway says why a service of namespace ns is not coming back ("" when it may): the
+// namespace is being deleted or is gone. Read from the namespace cache; only a namespace the
+// cache does not hold (just created, or gone) costs an API read. A Service deleted on its own
+// takes its EndpointSlices with it: that is EdgeGone, and its namespace stays.
+func (c *Coordinator) goingAway(ctx context.Context, ns string) (string, error) {
+	var n *corev1.Namespace
+	if obj, ok, _ := c.nsInf.GetIndexer().GetByKey(ns); ok {
+		n, _ = obj.(*corev1.Namespace)
+	}
+	if n == nil {
+		got, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "namespace gone", nil
+		case err != nil:
+			return "", err
+		}
+		n = got
+	}
+	if n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating {
+		return "namespace being deleted", nil
+	}
+	return "", nil
+}
+
+// serviceGoing says why the Service is not coming back ("" when it may): it is gone or
+// being deleted.
+func (c *Coordinator) serviceGoing(ctx context.Context, ns, svc string) (string, error) {
 	s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -545,21 +644,41 @@ func (c *Coordinator) goingAway(ctx context.Context, ns, svc string, withService
 	return "", nil
 }
 
-// launchWeeder launches the service's weeder Job over active, the weeder Jobs actOnEdge has
-// just listed (so they are not listed twice).
-func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *pendingLaunch, armed bool, active []batchv1.Job, log logrus.FieldLogger) error {
+// launchWeeder covers the service with a weeder: a Job of its own while launches are rare
+// (replacing its own unarmed Job, if one runs), else a place in the batch being formed.
+func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *pendingLaunch, armed bool, own []batchv1.Job, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
+	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
+	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
+		c.batch.add(&batchItem{key: key, p: p, armed: armed, since: c.now()})
+		log.WithFields(logrus.Fields{"trigger": p.reason, "armed": armed, "waiting": waiting + 1}).
+			Info("Many services need a weeder at once: this one joins a batch weeder Job.")
+		return nil
+	}
+	if armed {
+		// A lone outage may be its Service being deleted (its pods going first): one read
+		// spares a weeder that would wait maxWait for nothing. A storm's services are not
+		// read one by one; a deleted one's target in a batch Job just waits out maxWait.
+		if gone, err := c.serviceGoing(ctx, ns, svc); err != nil {
+			log.WithError(err).Error("Could not tell whether the Service is being deleted; will retry.")
+			return err
+		} else if gone != "" {
+			log.WithField("going", gone).Infof("Service has no ready endpoint any more and is going away (%s): no weeder is armed.", gone)
+			return nil
+		}
+	}
 	spec, err := weederSpec(l, key, p, armed)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := l.launcher.LaunchOver(ctx, spec, active)
+	out, err := l.launcher.LaunchOver(ctx, spec, own)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", p.reason).Error("Could not launch the weeder Job; will retry.")
 		return err
 	}
-	c.noteLaunch(key, out.Job.Name)
+	c.batch.ownLaunched(c.now())
+	c.noteLaunch(key, out.Job.Name, armed)
 	latency := c.now().Sub(p.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
 	c.observeEdge(p)
@@ -573,20 +692,20 @@ func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *
 	}
 	if armed {
 		log.WithFields(fields).WithField("maxWait", l.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
-		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederArmed,
+		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederArmed,
 			fmt.Sprintf("Armed weeder Job %s/%s (trigger %s%s): it restarts crash-looping dependents from the moment the service is Ready again (waiting at most %s), for %s",
 				out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), l.cfg.MaxWait(), l.cfg.Watch()))
 		return nil
 	}
 	log.WithFields(fields).Info("Launched a weeder Job.")
-	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStarted,
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted,
 		fmt.Sprintf("Started weeder Job %s/%s (trigger %s%s): restarting crash-looping dependents for %s",
 			out.Job.Namespace, out.Job.Name, p.reason, replacedNote(out.Replaced), l.cfg.Watch()))
 	return nil
 }
 
-// stopWeeder deletes the service's running weeder Job, if any: the service went down again
-// and arming is off, or (going says why) it is going away.
+// stopWeeder deletes the service's own running weeder Job, if any: the service went down
+// again and arming is off, or (going says why) it is going away.
 func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, p *pendingLaunch, active []batchv1.Job, going string, log logrus.FieldLogger) error {
 	ns, svc := splitKey(key)
 	stopped, err := l.launcher.Delete(ctx, active)
@@ -595,19 +714,19 @@ func (c *Coordinator) stopWeeder(ctx context.Context, l *live, key string, p *pe
 		return err
 	}
 	if len(stopped) == 0 {
-		log.Info("Service has no ready endpoint any more; no weeder Job was running.")
+		log.Info("Service has no ready endpoint any more; no weeder Job of its own was running.")
 		return nil
 	}
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), "stopped").Add(float64(len(stopped)))
 	c.observeEdge(p)
 	if going != "" {
 		log.WithField("jobs", stopped).Infof("The service is going away (%s): stopped its weeder Job.", going)
-		c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStopped,
 			fmt.Sprintf("Stopped weeder Job(s) %v: the service is going away (%s)", stopped, going))
 		return nil
 	}
 	log.WithField("jobs", stopped).Info("Service has no ready endpoint any more: stopped its weeder Job, so dependents are not restarted while they cannot work.")
-	c.recordOnService(ctx, ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStopped,
 		fmt.Sprintf("Stopped weeder Job(s) %v: the service has no ready endpoint; a new weeder starts when it is Ready again", stopped))
 	return nil
 }
@@ -624,13 +743,24 @@ func replacedNote(r []string) string {
 	return fmt.Sprintf(", replacing %v", r)
 }
 
-// recordOnService records an Event on the Service (by reference if it cannot be read).
-func (c *Coordinator) recordOnService(ctx context.Context, ns, svc, typ, reason, msg string) {
-	var obj runtime.Object = &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: ns, Name: svc}
-	if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
-		obj = s
+// recordEvent records an Event on the Service. Its UID (which `kubectl describe service`
+// matches Events by) comes from its EndpointSlices' owner reference, so a storm of Events
+// costs no reads; with legacy Endpoints, which carry no owner, the Service is read.
+func (c *Coordinator) recordEvent(ns, svc, typ, reason, msg string) {
+	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: ns, Name: svc}
+	c.mu.Lock()
+	if st, ok := c.states[ns+"/"+svc]; ok {
+		ref.UID = st.view.serviceUID()
 	}
-	c.recorder.Event(obj, typ, reason, msg)
+	c.mu.Unlock()
+	if ref.UID == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
+			ref.UID, ref.ResourceVersion = s.UID, s.ResourceVersion
+		}
+	}
+	c.recorder.Event(ref, typ, reason, msg)
 }
 
 func (c *Coordinator) processNext(ctx context.Context) bool {
@@ -639,6 +769,12 @@ func (c *Coordinator) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	c.mu.Lock()
+	var tried *pendingLaunch
+	if st, ok := c.states[key]; ok {
+		tried = st.pending
+	}
+	c.mu.Unlock()
 	err := c.reconcile(ctx, key)
 	switch {
 	case err == nil:
@@ -650,13 +786,13 @@ func (c *Coordinator) processNext(ctx context.Context) bool {
 	default:
 		c.queue.Forget(key)
 		c.mu.Lock()
-		if st, ok := c.states[key]; ok {
-			st.pending = nil
+		if st, ok := c.states[key]; ok && st.pending == tried {
+			st.pending = nil // a newer edge recorded meanwhile is still owed its action
 		}
 		c.mu.Unlock()
 		ns, svc := splitKey(key)
 		c.log.WithError(err).WithFields(logrus.Fields{"namespace": ns, "service": svc}).Error("Giving up launching the weeder Job.")
-		c.recordOnService(ctx, ns, svc, corev1.EventTypeWarning, EventWeederFailed, "Could not launch a weeder Job: "+err.Error())
+		c.recordEvent(ns, svc, corev1.EventTypeWarning, EventWeederFailed, "Could not launch a weeder Job: "+err.Error())
 	}
 	return true
 }
@@ -677,6 +813,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 		wg.Wait()
 		return
 	}
+	wg.Go(func() { c.runBatches(ctx) })
 	n := c.CatchUp()
 	c.log.WithField("services", n).Info("Catch-up: every Ready service is checked for crash-looping dependents, and outages under way are armed.")
 	for i := 0; i < c.opts.ConcurrentReconciles; i++ {

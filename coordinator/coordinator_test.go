@@ -256,8 +256,20 @@ func (h *harness) syncCaches() {
 	var js []any
 	for i := range obj.(*batchv1.JobList).Items {
 		js = append(js, &obj.(*batchv1.JobList).Items[i])
+		h.c.jobSeen(&obj.(*batchv1.JobList).Items[i])
 	}
 	if err := h.c.wjobs.inf.GetIndexer().Replace(js, ""); err != nil {
+		h.t.Fatal(err)
+	}
+	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var nss []any
+	for i := range obj.(*corev1.NamespaceList).Items {
+		nss = append(nss, &obj.(*corev1.NamespaceList).Items[i])
+	}
+	if err := h.c.nsInf.GetIndexer().Replace(nss, ""); err != nil {
 		h.t.Fatal(err)
 	}
 	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "")
@@ -293,6 +305,9 @@ func (h *harness) drain() {
 		key, _ := h.c.queue.Get()
 		if err := h.c.reconcile(context.Background(), key); err != nil {
 			h.t.Errorf("reconcile %s: %v", key, err)
+		}
+		if h.c.src != nil {
+			h.syncCaches() // the informers catch up with what the reconcile created
 		}
 		h.c.queue.Forget(key)
 		h.c.queue.Done(key)
@@ -483,10 +498,11 @@ func TestNamespaceLabelSelector(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", Labels: map[string]string{"gardener.cloud/role": "shoot"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "garden"}},
 	} {
-		if err := h.c.nsInf.GetIndexer().Add(n); err != nil {
+		if _, err := h.client.CoreV1().Namespaces().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	h.syncCaches()
 	for _, ns := range []string{"shoot--a", "garden", "unknown"} {
 		h.set(down(ns, "etcd-main-client"))
 		h.set(up(ns, "etcd-main-client"))

@@ -16,6 +16,8 @@ import (
 //	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
 //	depwatch_coordinator_weeder_edge_to_action_seconds{trigger}  a service's edge seen → its weeder action done (created, kept or stopped)
 //	depwatch_coordinator_weeder_edges_overtaken_total{edge}  edges (outage, ready, gone) over before the queue reached them: acted on by the next one
+//	depwatch_coordinator_weeder_batched_services_total         services covered by a batch weeder Job (a storm)
+//	depwatch_coordinator_weeder_services_waiting               services waiting for a batch weeder Job (forming, or --max-weeder-jobs reached)
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
@@ -35,8 +37,11 @@ type Metrics struct {
 	// EdgeToAction and EdgesOvertaken show a slow coordinator before it costs a recovery.
 	EdgeToAction   *prometheus.HistogramVec
 	EdgesOvertaken *prometheus.CounterVec
-	Leader         prometheus.Gauge
-	ServicesReady  prometheus.Gauge
+	// WeederBatched and WeederWaiting show a storm and whether the cap holds services back.
+	WeederBatched prometheus.Counter
+	WeederWaiting prometheus.Gauge
+	Leader        prometheus.Gauge
+	ServicesReady prometheus.Gauge
 
 	ProbeDecisions   *prometheus.CounterVec
 	ProbeScaleOps    *prometheus.CounterVec
@@ -82,6 +87,14 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_edges_overtaken_total",
 			Help: "Edges of a service (outage, ready, gone) that were over before the coordinator's queue reached them; the later edge was acted on instead (an outage that ended while queued gets a weeder for its return).",
 		}, []string{"edge"}),
+		WeederBatched: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_batched_services_total",
+			Help: "Services covered by a batch weeder Job: many needed a weeder at once (beyond --weeder-batch-after within --weeder-batch-window), so one Job covers several.",
+		}),
+		WeederWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_services_waiting",
+			Help: "Services waiting for a batch weeder Job: a batch being formed (--weeder-batch-linger), or --max-weeder-jobs reached. Staying above 0 means the cap holds recoveries back.",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "leader",
 			Help: "1 while this replica is the active (leading) coordinator.",
@@ -128,7 +141,7 @@ func NewMetrics(version string) *Metrics {
 		Help: "Build information of the running depwatch; always 1.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
-	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.Leader, m.ServicesReady, build,
+	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.Leader, m.ServicesReady, build,
 		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
 		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

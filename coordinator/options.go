@@ -21,6 +21,9 @@ type Options struct {
 	ConfigReloadInterval    time.Duration
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
+	EventsQPS               float64
+	EventsBurst             int
+	Batching                Batching
 	ConcurrentReconciles    int
 	MetricsBindAddr         string
 	HealthBindAddr          string
@@ -43,7 +46,20 @@ const (
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
 	LeaseName            = "depwatch-coordinator"
+	// Events have their own rate limit, so a storm's Events (one per service) never delay a
+	// Job's creation, and a storm's Events are written within seconds.
+	DefaultEventsQPS   = 50
+	DefaultEventsBurst = 300
+	// Storm batching (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
+	DefaultBatchAfter  = 5
+	DefaultBatchWindow = 10 * time.Second
+	DefaultBatchSize   = 100
+	DefaultBatchLinger = time.Second
+	DefaultMaxWeeders  = 50
 )
+
+// MaxBatchSize bounds --weeder-batch-size: 500 services make a TARGETS variable of ~50 KB.
+const MaxBatchSize = 500
 
 // EnvPrefix prefixes the environment variable of every flag.
 const EnvPrefix = "DEPWATCH_"
@@ -66,6 +82,13 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 20)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")
+	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 50)")
+	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 300)")
+	fs.IntVar(&o.Batching.After, "weeder-batch-after", DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
+	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
+	fs.IntVar(&o.Batching.Size, "weeder-batch-size", DefaultBatchSize, "services one batch weeder Job covers, at most")
+	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", DefaultBatchLinger, "how long the first service of a batch waits for others before its batch Job is launched")
+	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
 	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")
@@ -120,6 +143,12 @@ func ParseFlags(args []string, lookup func(string) (string, bool), help io.Write
 	if o.KubeAPIBurst == 0 {
 		o.KubeAPIBurst = DefaultBurst
 	}
+	if o.EventsQPS == 0 {
+		o.EventsQPS = DefaultEventsQPS
+	}
+	if o.EventsBurst == 0 {
+		o.EventsBurst = DefaultEventsBurst
+	}
 	return o, nil
 }
 
@@ -139,6 +168,27 @@ func (o *Options) validate() []string {
 	}
 	if o.KubeAPIBurst < 0 {
 		bad("kube-api-burst", strconv.Itoa(o.KubeAPIBurst), "must not be negative")
+	}
+	if o.EventsQPS < 0 {
+		bad("kube-api-events-qps", fmtFloat(o.EventsQPS), "must not be negative")
+	}
+	if o.EventsBurst < 0 {
+		bad("kube-api-events-burst", strconv.Itoa(o.EventsBurst), "must not be negative")
+	}
+	if o.Batching.After < 0 {
+		bad("weeder-batch-after", strconv.Itoa(o.Batching.After), "must not be negative")
+	}
+	if o.Batching.Window <= 0 {
+		bad("weeder-batch-window", o.Batching.Window.String(), "must be positive")
+	}
+	if o.Batching.Size < 1 || o.Batching.Size > MaxBatchSize {
+		bad("weeder-batch-size", strconv.Itoa(o.Batching.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", MaxBatchSize))
+	}
+	if o.Batching.Linger < 0 || o.Batching.Linger > time.Minute {
+		bad("weeder-batch-linger", o.Batching.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")
+	}
+	if o.Batching.MaxJobs < 0 {
+		bad("max-weeder-jobs", strconv.Itoa(o.Batching.MaxJobs), "must not be negative (0: no cap)")
 	}
 	if o.ConcurrentReconciles < 1 {
 		bad("concurrent-reconciles", strconv.Itoa(o.ConcurrentReconciles), "must be at least 1")

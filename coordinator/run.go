@@ -101,7 +101,11 @@ func Run(ctx context.Context, d Deps) error {
 		// Not tied to ctx: the Lease's release is recorded after ctx ends; Shutdown (deferred,
 		// after everything else has stopped) ends it.
 		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Client.CoreV1().Events("")})
+		events := d.EventClient
+		if events == nil {
+			events = d.Client
+		}
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 		d.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"})
 		recorderShutdown = b.Shutdown
 	}

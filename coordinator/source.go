@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +38,19 @@ type source interface {
 type view struct {
 	slices map[string]*discoveryv1.EndpointSlice // by slice name (EndpointSlices)
 	ep     *corev1.Endpoints                     // legacy Endpoints
+}
+
+// serviceUID is the UID of the Service that owns the slices ("" when unknown: legacy
+// Endpoints, or no slice with an owner reference).
+func (v view) serviceUID() types.UID {
+	for _, sl := range v.slices {
+		for _, o := range sl.OwnerReferences {
+			if o.Kind == "Service" && o.APIVersion == "v1" {
+				return o.UID
+			}
+		}
+	}
+	return ""
 }
 
 func unwrap(obj any) any {

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
@@ -64,6 +65,14 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		log.WithError(err).Error("Cannot build a Kubernetes client.")
 		return exitFailure
 	}
+	erc := rest.CopyConfig(rc) // a client of its own: its own rate limiter
+	erc.QPS = float32(opts.EventsQPS)
+	erc.Burst = opts.EventsBurst
+	events, err := kubernetes.NewForConfig(erc)
+	if err != nil {
+		log.WithError(err).Error("Cannot build a Kubernetes client.")
+		return exitFailure
+	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		log.WithError(err).Error("Cannot build a Kubernetes client.")
@@ -96,13 +105,14 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	log.WithFields(fields).Info("Starting the coordinator.")
 
 	err = coordinator.Run(ctx, coordinator.Deps{
-		Client:   client,
-		Dynamic:  dyn,
-		Config:   cfg,
-		Options:  opts,
-		Log:      log,
-		Metrics:  coordinator.NewMetrics(version),
-		Template: tpl,
+		Client:      client,
+		EventClient: events,
+		Dynamic:     dyn,
+		Config:      cfg,
+		Options:     opts,
+		Log:         log,
+		Metrics:     coordinator.NewMetrics(version),
+		Template:    tpl,
 		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
 			return coordinator.ResolveTemplate(ctx, client, t, lookup)
 		},

@@ -1,0 +1,188 @@
+package coordinator
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+func TestPlanLaunch(t *testing.T) {
+	b := Batching{After: 3, Window: 10 * time.Second, Size: 100, Linger: time.Second, MaxJobs: 10}
+	cases := []struct {
+		name string
+		b    Batching
+		in   LaunchInput
+		want LaunchMode
+	}{
+		{"a lone launch gets its own Job", b, LaunchInput{}, LaunchOwnJob},
+		{"launches still rare: own Job", b, LaunchInput{RecentOwn: 2, Active: 5}, LaunchOwnJob},
+		{"too many launches within the window: batch", b, LaunchInput{RecentOwn: 3}, LaunchInBatch},
+		{"a batch is forming: join it, however few launches", b, LaunchInput{Waiting: 1}, LaunchInBatch},
+		{"at the cap: wait in a batch", b, LaunchInput{Active: 10}, LaunchInBatch},
+		{"no cap", Batching{After: 3, MaxJobs: 0}, LaunchInput{Active: 1000}, LaunchOwnJob},
+		{"after 0: always batch", Batching{After: 0}, LaunchInput{}, LaunchInBatch},
+	}
+	for _, tc := range cases {
+		if got := PlanLaunch(tc.b, tc.in); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// flushBatches launches every due batch, as runBatches would, until none is due or the cap
+// holds the rest back; it returns how many batch Jobs it launched.
+func (h *harness) flushBatches() int {
+	h.t.Helper()
+	n := 0
+	for {
+		items, _ := h.c.batch.due(h.now, h.c.opts.Batching.Size, 0)
+		if len(items) == 0 {
+			return n
+		}
+		launched, err := h.c.launchBatch(context.Background(), items)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.syncCaches()
+		if !launched {
+			return n
+		}
+		n++
+	}
+}
+
+func batchJobs(js []batchv1.Job) (own, batch []batchv1.Job) {
+	for _, j := range js {
+		if j.Labels[jobs.LabelBatch] == "true" {
+			batch = append(batch, j)
+		} else {
+			own = append(own, j)
+		}
+	}
+	return own, batch
+}
+
+// TestAStormIsCoveredByFewJobsAndEveryServiceIsArmed: beyond --weeder-batch-after, services
+// that go down share batch Jobs of at most --weeder-batch-size; each still gets its own
+// WeederArmed Event, and its return is handled by the batch Job (no new Job).
+func TestAStormIsCoveredByFewJobsAndEveryServiceIsArmed(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.c.opts.Batching = Batching{After: 2, Window: time.Minute, Size: 3, Linger: time.Second}
+	nss := []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7"}
+	for _, ns := range nss {
+		h.set(up(ns, "etcd-main-client"))
+	}
+	h.events()
+	for _, ns := range nss {
+		h.set(down(ns, "etcd-main-client"))
+	}
+	own, batch := batchJobs(h.weederJobs())
+	if len(own) != 2 || len(batch) != 0 || h.c.batch.count() != 5 {
+		t.Fatalf("before the batch is due: own %v, batch %v, waiting %d; want 2 own Jobs and 5 waiting", names(own), names(batch), h.c.batch.count())
+	}
+	if n := h.flushBatches(); n != 2 {
+		t.Fatalf("launched %d batch Jobs, want 2 (5 services, 3 a Job)", n)
+	}
+	own, batch = batchJobs(h.weederJobs())
+	covered := map[string]bool{}
+	for _, j := range append(own, batch...) {
+		if !jobs.Armed(&j) {
+			t.Errorf("Job %s is not armed", j.Name)
+		}
+		for _, k := range jobs.JobTargets(&j) {
+			if covered[k] {
+				t.Errorf("%s covered twice", k)
+			}
+			covered[k] = true
+		}
+	}
+	for _, ns := range nss {
+		if !covered[ns+"/etcd-main-client"] {
+			t.Errorf("%s/etcd-main-client is not covered by any Job", ns)
+		}
+	}
+	armed := 0
+	for _, e := range h.events() {
+		if strings.Contains(e, EventWeederArmed) {
+			armed++
+		}
+	}
+	if armed != len(nss) {
+		t.Errorf("%d WeederArmed Events, want one per service (%d)", armed, len(nss))
+	}
+	before := len(h.weederJobs())
+	for _, ns := range nss {
+		h.set(up(ns, "etcd-main-client"))
+	}
+	h.flushBatches()
+	if after := len(h.weederJobs()); after != before {
+		t.Errorf("the returns launched %d more Jobs; the armed Jobs cover them", after-before)
+	}
+}
+
+// TestServicesPastTheCapWaitUntilAWeederFinishes: with --max-weeder-jobs reached, services
+// wait (counted in the waiting gauge) and are covered once a Job finishes; none is dropped.
+func TestServicesPastTheCapWaitUntilAWeederFinishes(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.c.opts.Batching = Batching{After: 1, Window: time.Minute, Size: 10, Linger: time.Second, MaxJobs: 1}
+	for _, ns := range []string{"a", "b", "c"} {
+		h.set(up(ns, "etcd-main-client"))
+	}
+	for _, ns := range []string{"a", "b", "c"} {
+		h.set(down(ns, "etcd-main-client"))
+	}
+	if n := h.flushBatches(); n != 0 {
+		t.Fatalf("launched %d batch Jobs past the cap", n)
+	}
+	if js := h.weederJobs(); len(js) != 1 || h.c.batch.count() != 2 {
+		t.Fatalf("jobs %v, waiting %d: want a's own Job and b, c waiting", names(js), h.c.batch.count())
+	}
+	// b comes back while it waits: it keeps its place (the armed Job it gets opens at once,
+	// since b is Ready) and no Job of its own is launched past the cap.
+	h.set(up("b", "etcd-main-client"))
+	if _, ok := h.c.batch.waitingFor("b/etcd-main-client"); !ok || len(h.weederJobs()) != 1 {
+		t.Fatalf("b waiting %v, jobs %v", ok, names(h.weederJobs()))
+	}
+	js := h.weederJobs()
+	js[0].Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	if _, err := h.client.BatchV1().Jobs("depwatch").UpdateStatus(context.Background(), &js[0], metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.syncCaches()
+	if n := h.flushBatches(); n != 1 {
+		t.Fatalf("launched %d batch Jobs after a place freed, want 1 (the cap is 1)", n)
+	}
+	_, batch := batchJobs(h.weederJobs())
+	if len(batch) != 1 || h.c.batch.count() != 0 || strings.Join(jobs.JobTargets(&batch[0]), " ") != "b/etcd-main-client c/etcd-main-client" {
+		t.Fatalf("batch Jobs %v, waiting %d: want one covering b and c", names(batch), h.c.batch.count())
+	}
+}
+
+// TestAServiceGoingAwayLeavesTheBatch: a service waiting for a batch whose namespace is then
+// deleted is not launched for.
+func TestAServiceGoingAwayLeavesTheBatch(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.c.opts.Batching = Batching{After: 0, Window: time.Minute, Size: 10, Linger: time.Second}
+	h.set(up("a", "etcd-main-client"))
+	h.set(down("a", "etcd-main-client"))
+	if h.c.batch.count() != 1 {
+		t.Fatalf("waiting %d", h.c.batch.count())
+	}
+	n, _ := h.client.CoreV1().Namespaces().Get(context.Background(), "a", metav1.GetOptions{})
+	n.Status.Phase = corev1.NamespaceTerminating
+	if _, err := h.client.CoreV1().Namespaces().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.syncCaches()
+	h.remove(down("a", "etcd-main-client"))
+	if h.c.batch.count() != 0 || h.flushBatches() != 0 || len(h.weederJobs()) != 0 {
+		t.Errorf("waiting %d, jobs %v: a service going away must leave the batch", h.c.batch.count(), names(h.weederJobs()))
+	}
+}
