@@ -168,18 +168,18 @@ func New(d Deps) (*Coordinator, error) {
 		d.Options.ConcurrentReconciles = 1
 	}
 	c := &Coordinator{
-		client:   d.Client,
-		opts:     d.Options,
-		log:      d.Log,
-		metrics:  d.Metrics,
-		recorder: d.Recorder,
-		now:      d.Now,
-		base:     d.Config,
-		resolve:  d.Resolve,
+		client:    d.Client,
+		opts:      d.Options,
+		log:       d.Log,
+		metrics:   d.Metrics,
+		recorder:  d.Recorder,
+		now:       d.Now,
+		base:      d.Config,
+		resolve:   d.Resolve,
 		states:    map[string]*serviceState{},
 		expecting: map[string]time.Time{},
-		batch:    newBatcher(),
-		nsSelect: needsNamespaceInformer(d.Config),
+		batch:     newBatcher(),
+		nsSelect:  needsNamespaceInformer(d.Config),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-coordinator"}),
 	}
