@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 )
 
 // Metrics of the coordinator, on their own registry (plus Go and process collectors).
@@ -18,6 +20,7 @@ import (
 //	depwatch_coordinator_weeder_edges_overtaken_total{edge}  edges (outage, ready, gone) over before the queue reached them: acted on by the next one
 //	depwatch_coordinator_weeder_batched_services_total         services covered by a batch weeder Job (a storm)
 //	depwatch_coordinator_weeder_services_waiting               services waiting for a batch weeder Job (forming, or --max-weeder-jobs reached)
+//	depwatch_coordinator_kube_api_requests_total{method,code}  requests this process made to the API server (RegisterClientMetrics)
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
@@ -40,6 +43,8 @@ type Metrics struct {
 	// WeederBatched and WeederWaiting show a storm and whether the cap holds services back.
 	WeederBatched prometheus.Counter
 	WeederWaiting prometheus.Gauge
+	// APIRequests counts the client's requests: what the coordinator costs the API server.
+	APIRequests   *prometheus.CounterVec
 	Leader        prometheus.Gauge
 	ServicesReady prometheus.Gauge
 
@@ -95,6 +100,10 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_services_waiting",
 			Help: "Services waiting for a batch weeder Job: a batch being formed (--weeder-batch-linger), or --max-weeder-jobs reached. Staying above 0 means the cap holds recoveries back.",
 		}),
+		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "kube_api_requests_total",
+			Help: "Requests this coordinator made to the API server (lists, watches, Job creates, Event writes, leader election), by HTTP method and response code (<error> when no response came).",
+		}, []string{"method", "code"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "leader",
 			Help: "1 while this replica is the active (leading) coordinator.",
@@ -141,7 +150,7 @@ func NewMetrics(version string) *Metrics {
 		Help: "Build information of the running depwatch; always 1.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
-	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.Leader, m.ServicesReady, build,
+	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.APIRequests, m.Leader, m.ServicesReady, build,
 		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
 		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -149,6 +158,7 @@ func NewMetrics(version string) *Metrics {
 	for _, r := range []string{"created", "replaced", "kept", "error"} {
 		m.JobsLaunched.WithLabelValues("weeder", r)
 	}
+	m.APIRequests.WithLabelValues("GET", "200") // the first series, so the family is listed before any request
 	for _, r := range []string{"ready", "catch-up"} {
 		m.Triggers.WithLabelValues("weeder", r)
 	}
@@ -159,6 +169,18 @@ func NewMetrics(version string) *Metrics {
 }
 
 // configLoaded records the config read at start.
+// RegisterClientMetrics makes client-go count every request of this process in
+// m.APIRequests. client-go takes one registration per process: the first wins.
+func RegisterClientMetrics(m *Metrics) {
+	clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestCounter{m.APIRequests}})
+}
+
+type requestCounter struct{ c *prometheus.CounterVec }
+
+func (r requestCounter) Increment(_ context.Context, code, method, _ string) {
+	r.c.WithLabelValues(method, code).Inc()
+}
+
 func (m *Metrics) configLoaded(at time.Time) {
 	m.ConfigValid.Set(1)
 	m.ConfigLastSuccess.Set(float64(at.Unix()))

@@ -52,6 +52,8 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
 	}
+	metrics := coordinator.NewMetrics(version)
+	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
 	rc, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
@@ -111,7 +113,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		Config:      cfg,
 		Options:     opts,
 		Log:         log,
-		Metrics:     coordinator.NewMetrics(version),
+		Metrics:     metrics,
 		Template:    tpl,
 		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
 			return coordinator.ResolveTemplate(ctx, client, t, lookup)
