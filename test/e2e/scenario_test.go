@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -20,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // The upstream/dependent pair the weeder scenarios use. Both run on the host network and
@@ -237,18 +240,24 @@ func podReady(pod corev1.Pod) bool {
 	return false
 }
 
-// weederJobs lists the weeder Jobs the coordinator made for this pair's service, oldest first.
+// weederJobs lists the weeder Jobs that cover this pair's service (its own, and batch Jobs
+// that list it), oldest first.
 func (p *pair) weederJobs() []batchv1.Job {
 	p.t.Helper()
-	sel := fmt.Sprintf("depwatch.io/kind=weeder,depwatch.io/namespace=%s,depwatch.io/service=%s", p.ns, p.svc)
-	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
 	if err != nil {
 		p.t.Fatalf("listing weeder jobs: %v", err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool {
-		return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp)
+	var out []batchv1.Job
+	for _, j := range list.Items {
+		if slices.Contains(jobs.JobTargets(&j), p.ns+"/"+p.svc) {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
 	})
-	return list.Items
+	return out
 }
 
 // jobsCreatedAfter keeps the Jobs created at or after t (API timestamps have 1 s resolution).

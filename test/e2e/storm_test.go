@@ -78,10 +78,15 @@ func createReadyService(t *testing.T, ns, name string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
 	}
-	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	created, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating service %s/%s: %v", ns, name, err)
 	}
-	if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, stormSlice(ns, name, 4, 4), metav1.CreateOptions{}); err != nil {
+	// Owned by its Service, as the EndpointSlice controller's slices are (the coordinator
+	// takes the Service's UID for its Events from there).
+	slice := stormSlice(ns, name, 4, 4)
+	slice.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: created.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the endpoint slice of %s/%s: %v", ns, name, err)
 	}
 }

@@ -1,0 +1,194 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// setCoordinatorEnv sets (value) or removes ("") environment variables of the coordinator
+// Deployment, the way an operator changes a flag, and waits until the new pod leads. The
+// old values come back when the test ends.
+func setCoordinatorEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the coordinator deployment: %v", err)
+	}
+	old := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		old[e.Name] = e.Value
+	}
+	apply := func(vals map[string]string) {
+		args := []string{"-n", depwatchNS, "set", "env", "deployment/depwatch-coordinator", "-c", "coordinator"}
+		for k, v := range vals {
+			if v == "" {
+				args = append(args, k+"-")
+			} else {
+				args = append(args, k+"="+v)
+			}
+		}
+		mustKubectl(t, args...)
+		mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=120s")
+		waitCoordinatorReplicas(t, 1)
+		waitFor(t, time.Minute, "the coordinator to lead", func() (bool, error) {
+			return coordinatorMetric(t, "depwatch_coordinator_leader") == 1, nil
+		})
+	}
+	restore := map[string]string{}
+	for k := range env {
+		restore[k] = old[k]
+	}
+	t.Cleanup(func() { apply(restore) })
+	apply(env)
+}
+
+// coveringJobs maps each service (<namespace>/<service>) to the weeder Jobs created since
+// `since` that cover it.
+func coveringJobs(t *testing.T, since time.Time) (map[string][]string, []batchv1.Job) {
+	t.Helper()
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	if err != nil {
+		t.Fatalf("listing weeder Jobs: %v", err)
+	}
+	recent := jobsCreatedAfter(list.Items, since)
+	by := map[string][]string{}
+	for _, j := range recent {
+		for _, k := range jobs.JobTargets(&j) {
+			by[k] = append(by[k], j.Name)
+		}
+	}
+	return by, recent
+}
+
+// stormPairs is how many real upstream/dependent pairs go down at once: as many as the
+// 2-core lab runs beside the rest of the suite, and enough that batching must show.
+const stormPairs = 8
+
+// TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers: with the batching
+// threshold set low (2 Jobs of their own per window), 8 real upstreams go down at once. The
+// first 2 get Jobs of their own, the others share batch Jobs; every service is covered by an
+// armed Job and gets its WeederArmed Event; when the upstreams return, every crash-looping
+// dependent is restarted by its weeder well before the kubelet's own restart. A lone outage
+// afterwards still gets a Job of its own.
+func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *testing.T) {
+	ensureCoordinator(t)
+	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": "2", "DEPWATCH_WEEDER_BATCH_WINDOW": "20s"})
+	pairs := make([]*pair, stormPairs)
+	for i := range pairs {
+		pairs[i] = startPair(t, newNamespace(t, fmt.Sprintf("wstorm%d", i)), upstreamName)
+	}
+	for _, p := range pairs {
+		p.waitServiceReady(true, 2*time.Minute)
+		p.startDependent()
+	}
+	for _, p := range pairs {
+		p.waitDependentReady(2*time.Minute, "")
+	}
+	time.Sleep(25 * time.Second) // past the window: the storm starts from no recent launch
+
+	stormStart := time.Now()
+	for _, p := range pairs {
+		p.scaleUpstream(0)
+	}
+	for _, p := range pairs {
+		p.waitServiceReady(false, time.Minute)
+	}
+	var by map[string][]string
+	var created []batchv1.Job
+	waitFor(t, 90*time.Second, "every service of the storm to be covered by an armed weeder Job", func() (bool, error) {
+		by, created = coveringJobs(t, stormStart)
+		for _, p := range pairs {
+			if len(by[p.ns+"/"+p.svc]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	own, batch := 0, 0
+	for _, j := range created {
+		if !jobs.Armed(&j) {
+			t.Errorf("weeder Job %s is not armed", j.Name)
+		}
+		if j.Labels[jobs.LabelBatch] == "true" {
+			batch++
+		} else {
+			own++
+		}
+	}
+	t.Logf("%d services down: %d Jobs of their own, %d batch Jobs (%s after the storm began)", len(pairs), own, batch, time.Since(stormStart).Round(time.Second))
+	if len(created) >= len(pairs) || own != 2 || batch == 0 {
+		t.Errorf("Jobs for the storm: %d own + %d batch; want the 2 the threshold allows of their own and the other services in batch Jobs", own, batch)
+	}
+	for _, p := range pairs {
+		if n := len(by[p.ns+"/"+p.svc]); n != 1 {
+			t.Errorf("%s/%s is covered by %d Jobs, want exactly 1", p.ns, p.svc, n)
+		}
+	}
+
+	// Every dependent in back-off long enough that only a weeder can restart it in time.
+	cls := make([]crashLoop, len(pairs))
+	for i, p := range pairs {
+		cls[i] = p.waitCrashLoop(30*time.Second, 4*time.Minute)
+	}
+	for i := range pairs {
+		requireBackOffAhead(t, cls[i], 20*time.Second, "bringing the upstreams back")
+	}
+	for _, p := range pairs {
+		p.scaleUpstream(1)
+	}
+	for i, p := range pairs {
+		upAt := p.waitServiceReady(true, time.Minute)
+		ready, readyAt := p.waitDependentReady(time.Until(cls[i].kubeletRestart)+30*time.Second, cls[i].pod.UID)
+		took := readyAt.Sub(upAt)
+		t.Logf("%s: upstream Ready → dependent %s Ready in %s", p.ns, ready.Name, took.Round(10*time.Millisecond))
+		if !readyAt.Before(cls[i].kubeletRestart) {
+			t.Errorf("%s: the dependent was Ready at %s, not before the kubelet's own restart at %s", p.ns, readyAt.Format(time.RFC3339), cls[i].kubeletRestart.Format(time.RFC3339))
+		}
+		if ev := eventsFor(t, p.ns, p.svc)["WeederArmed"]; len(ev) != 1 {
+			t.Errorf("%s/%s: %d WeederArmed Events, want 1", p.ns, p.svc, len(ev))
+		} else if !strings.Contains(ev[0].Message, by[p.ns+"/"+p.svc][0]) {
+			t.Errorf("%s/%s: WeederArmed %q does not name its Job %s", p.ns, p.svc, ev[0].Message, by[p.ns+"/"+p.svc][0])
+		}
+	}
+	// The returns launched nothing: the armed Jobs covered them.
+	if _, after := coveringJobs(t, stormStart); len(after) != len(created) {
+		t.Errorf("the returns launched %d more weeder Jobs", len(after)-len(created))
+	}
+	// A batch Job's log names the service on each of its lines.
+	for _, j := range created {
+		if j.Labels[jobs.LabelBatch] != "true" {
+			continue
+		}
+		out := mustKubectl(t, "-n", depwatchNS, "logs", "job/"+j.Name)
+		targets := map[string]bool{}
+		for _, l := range parseLogLines(out) {
+			targets[l.str("target")] = true
+		}
+		for _, k := range jobs.JobTargets(&j) {
+			if !targets[k] {
+				t.Errorf("batch Job %s's log has no line for its target %s", j.Name, k)
+			}
+		}
+	}
+
+	// A lone outage once the window has passed: a Job of its own.
+	time.Sleep(21 * time.Second)
+	lone := pairs[0]
+	loneStart := time.Now()
+	lone.scaleUpstream(0)
+	lone.waitServiceReady(false, time.Minute)
+	job := lone.waitArmedJob(loneStart, time.Minute)
+	if job.Labels[jobs.LabelBatch] == "true" || job.Labels[jobs.LabelNamespace] != lone.ns {
+		t.Errorf("the lone outage's Job %s is a batch Job (labels %v); want one of its own", job.Name, job.Labels)
+	}
+}
