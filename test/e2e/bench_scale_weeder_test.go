@@ -1,0 +1,334 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// benchScaleCounts reads DEPWATCH_BENCH_SCALE (make bench-scale: SCALE=250,1000).
+func benchScaleCounts(t *testing.T) []int {
+	v := os.Getenv("DEPWATCH_BENCH_SCALE")
+	if v == "" {
+		t.Skip("a benchmark: run with make bench-scale (DEPWATCH_BENCH_SCALE=250,1000)")
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("DEPWATCH_BENCH_SCALE=%q: want comma-separated namespace counts, e.g. 250,1000", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// benchClient is a client of the benchmark's own, fast enough that the storm is the
+// coordinator's to handle, not the test's client-side rate limit.
+func benchClient(t *testing.T) kubernetes.Interface {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// parallel runs f for every item with 32 workers and returns the first error.
+func parallel[T any](items []T, f func(T) error) error {
+	var mu sync.Mutex
+	var first error
+	work := make(chan T)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for it := range work {
+				if err := f(it); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+type benchService struct{ ns, name string }
+
+func (s benchService) key() string { return s.ns + "/" + s.name }
+
+// createBenchServices makes the namespaces and, in each, the two configured Services with an
+// EndpointSlice of their own (all endpoints ready, owned by the Service as the EndpointSlice
+// controller's are): a seed's shoot namespaces as the coordinator sees them, without pods.
+func createBenchServices(t *testing.T, c kubernetes.Interface, prefix string, n int) []benchService {
+	t.Helper()
+	ctx := context.Background()
+	var nss []string
+	var svcs []benchService
+	for i := range n {
+		ns := fmt.Sprintf("%s-%04d", prefix, i)
+		nss = append(nss, ns)
+		svcs = append(svcs, benchService{ns, "etcd-main-client"}, benchService{ns, "kube-apiserver"})
+	}
+	t.Cleanup(func() { deleteNamespaces(nss) })
+	err := parallel(nss, func(ns string) error {
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"depwatch.io/e2e": "true"}}}, metav1.CreateOptions{})
+		return err
+	})
+	if err == nil {
+		err = parallel(svcs, func(s benchService) error {
+			created, err := c.CoreV1().Services(s.ns).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.ns},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			slice := stormSlice(s.ns, s.name, 4, 4)
+			slice.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: s.name, UID: created.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+			_, err = c.DiscoveryV1().EndpointSlices(s.ns).Create(ctx, slice, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		t.Fatalf("creating %d namespaces with their services: %v", n, err)
+	}
+	return svcs
+}
+
+// setReady patches the service's slice: all 4 endpoints ready, or none.
+func setReady(c kubernetes.Interface, s benchService, ready bool) error {
+	var ops []string
+	for i := range 4 {
+		ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/endpoints/%d/conditions/ready","value":%t}`, i, ready))
+	}
+	_, err := c.DiscoveryV1().EndpointSlices(s.ns).Patch(context.Background(), s.name+"-storm", types.JSONPatchType, []byte("["+strings.Join(ops, ",")+"]"), metav1.PatchOptions{})
+	return err
+}
+
+// armedEvents maps each service to when its WeederArmed Event says it was armed (its first
+// timestamp, whole seconds) for Events first seen now; seen records when the poll found them.
+func armedEvents(t *testing.T, c kubernetes.Interface, stamped, seen map[string]time.Time) {
+	list, err := c.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=WeederArmed"})
+	if err != nil {
+		t.Logf("listing WeederArmed Events: %v", err)
+		return
+	}
+	now := time.Now()
+	for _, e := range list.Items {
+		k := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+		if _, ok := seen[k]; !ok {
+			seen[k] = now
+			stamped[k] = e.FirstTimestamp.Time
+		}
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func apiRequests(t *testing.T) float64 {
+	total := 0.0
+	for name, v := range scrapeCoordinator(t) {
+		if strings.HasPrefix(name, "depwatch_coordinator_kube_api_requests_total{") {
+			total += v
+		}
+	}
+	return total
+}
+
+// TestBenchScaleWeeder is make bench-scale's weeder side: at each count of namespaces (two
+// configured services each, API objects only), the coordinator's memory and CPU idle; a storm
+// taking down 1,000 services (or all, if fewer) at once: outage → WeederArmed Event
+// (p50/p99), weeder Jobs and pods created, every service covered, the coordinator's API
+// requests, CPU and peak memory; then lone outages during a mass deletion of the namespaces.
+// The coordinator runs with the shipped defaults; weeder Jobs are pinned to a node that does
+// not exist, so their pods stay Pending and the cluster's two cores stay the coordinator's.
+func TestBenchScaleWeeder(t *testing.T) {
+	counts := benchScaleCounts(t)
+	ensureCoordinator(t)
+	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""}) // the shipped defaults
+	base, err := os.ReadFile(repoRoot + "/manifests/overlays/local/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := strings.Replace(string(base), "jobTemplate:\n", "jobTemplate:\n  nodeSelector: {kubernetes.io/hostname: depwatch-bench-no-such-node}\n", 1)
+	cm := coordinatorConfigMapName(t)
+	reloads := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
+	applyCoordinatorConfig(t, cm, pinned)
+	t.Cleanup(func() { applyCoordinatorConfig(t, cm, string(base)) })
+	waitFor(t, 2*time.Minute, "the coordinator to reload the pinned jobTemplate", func() (bool, error) {
+		return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
+	})
+	c := benchClient(t)
+	for _, n := range counts {
+		t.Run(fmt.Sprintf("namespaces=%d", n), func(t *testing.T) { benchWeederAt(t, c, n) })
+	}
+}
+
+func benchWeederAt(t *testing.T, c kubernetes.Interface, n int) {
+	ctx := context.Background()
+	readyBefore := coordinatorMetric(t, "depwatch_coordinator_services_ready")
+	created := time.Now()
+	svcs := createBenchServices(t, c, "bench-"+rand.String(4), n)
+	lone := createBenchServices(t, c, "bench-lone-"+rand.String(4), 5)
+	t.Logf("created %d namespaces, %d services in %s", n+1, len(svcs)+len(lone), time.Since(created).Round(time.Second))
+	waitFor(t, 3*time.Minute, "the coordinator to see every service Ready", func() (bool, error) {
+		return coordinatorMetric(t, "depwatch_coordinator_services_ready") >= readyBefore+float64(len(svcs)+len(lone)), nil
+	})
+	time.Sleep(10 * time.Second)
+	idle0 := coordinatorUsage(t)
+	time.Sleep(30 * time.Second)
+	idle1 := coordinatorUsage(t)
+	t.Logf("idle at %d namespaces: RSS %.1f MiB, CPU %.2f%% of a core", n, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30)
+
+	// The storm.
+	storm := svcs[:min(1000, len(svcs))]
+	req0, use0 := apiRequests(t), coordinatorUsage(t)
+	peak := use0.rss
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+				if u := scrapeCoordinator(t); u != nil {
+					peak = max(peak, u["process_resident_memory_bytes"])
+				}
+			}
+		}
+	})
+	down := map[string]time.Time{}
+	var mu sync.Mutex
+	stormStart := time.Now()
+	if err := parallel(storm, func(s benchService) error {
+		if err := setReady(c, s, false); err != nil {
+			return err
+		}
+		mu.Lock()
+		down[s.key()] = time.Now()
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatalf("taking the storm's services down: %v", err)
+	}
+	sent := time.Since(stormStart)
+	stamped, seen := map[string]time.Time{}, map[string]time.Time{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(seen) < len(storm) && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		armedEvents(t, c, stamped, seen)
+	}
+	close(stop)
+	sampler.Wait()
+	req1, use1 := apiRequests(t), coordinatorUsage(t)
+
+	var byStamp, bySeen []time.Duration
+	missing := 0
+	for _, s := range storm {
+		at, ok := down[s.key()]
+		if _, armed := seen[s.key()]; !ok || !armed {
+			missing++
+			continue
+		}
+		// Event timestamps have whole seconds: the outage time is truncated the same way.
+		byStamp = append(byStamp, stamped[s.key()].Sub(at.Truncate(time.Second)))
+		bySeen = append(bySeen, seen[s.key()].Sub(at))
+	}
+	by, jobsMade := coveringJobs(t, stormStart)
+	uncovered := 0
+	for _, s := range storm {
+		if len(by[s.key()]) == 0 {
+			uncovered++
+		}
+	}
+	pods, err := c.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podsMade, batches := 0, 0
+	for _, p := range pods.Items {
+		if !p.CreationTimestamp.Time.Before(stormStart.Truncate(time.Second)) {
+			podsMade++
+		}
+	}
+	for _, j := range jobsMade {
+		if j.Labels[jobs.LabelBatch] == "true" {
+			batches++
+		}
+	}
+	stormFor := use1.cpu - use0.cpu
+	t.Logf("storm at %d namespaces: %d services down in %s; outage → WeederArmed (Event time) p50 %s p99 %s max %s; (seen by a 1 s poll) p50 %s p99 %s; not armed after 3 min: %d; not covered by a Job: %d",
+		n, len(storm), sent.Round(100*time.Millisecond), percentile(byStamp, .5), percentile(byStamp, .99), percentile(byStamp, 1), percentile(bySeen, .5).Round(100*time.Millisecond), percentile(bySeen, .99).Round(100*time.Millisecond), missing, uncovered)
+	t.Logf("storm at %d namespaces: weeder Jobs created %d (%d batch), weeder pods created %d; coordinator API requests %.0f; CPU %.1f s; RSS peak %.1f MiB",
+		n, len(jobsMade), batches, podsMade, req1-req0, stormFor, peak/(1<<20))
+	if missing > 0 || uncovered > 0 {
+		t.Errorf("%d services without a WeederArmed Event, %d without a covering Job: recoveries would be lost", missing, uncovered)
+	}
+
+	// Lone outages during a mass deletion of the namespaces.
+	if err := parallel(storm, func(s benchService) error { return setReady(c, s, true) }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	var nss []string
+	for i := 0; i < len(svcs); i += 2 {
+		nss = append(nss, svcs[i].ns)
+	}
+	deleted := time.Now()
+	go deleteNamespaces(nss)
+	var lonely []time.Duration
+	for i := range 5 {
+		time.Sleep(3 * time.Second)
+		s := lone[2*i] // one service of each lone namespace: each outage is its first
+		at := time.Now()
+		if err := setReady(c, s, false); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "the lone outage's WeederArmed Event", func() (bool, error) {
+			return len(eventsFor(t, s.ns, s.name)["WeederArmed"]) > 0, nil
+		})
+		lonely = append(lonely, time.Since(at).Round(10*time.Millisecond))
+	}
+	t.Logf("lone outages during the deletion of %d namespaces (%s after it began): outage → WeederArmed seen (0.1 s poll): %v; p99 %s",
+		len(nss), time.Since(deleted).Round(time.Second), lonely, percentile(lonely, .99).Round(100*time.Millisecond))
+
+	// The next count starts clean: no weeder Job of this one holds a place under the cap.
+	_ = c.BatchV1().Jobs(depwatchNS).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
+		metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+}
