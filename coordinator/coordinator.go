@@ -745,7 +745,9 @@ func replacedNote(r []string) string {
 
 // recordEvent records an Event on the Service. Its UID (which `kubectl describe service`
 // matches Events by) comes from its EndpointSlices' owner reference, so a storm of Events
-// costs no reads; with legacy Endpoints, which carry no owner, the Service is read.
+// costs no reads; with legacy Endpoints, which carry no owner, the Service is read. (A slice
+// made by hand without an owner gives an Event without UID: listed by kubectl get events, not
+// by describe; a storm is never held up by a read per Event.)
 func (c *Coordinator) recordEvent(ns, svc, typ, reason, msg string) {
 	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: ns, Name: svc}
 	c.mu.Lock()
@@ -753,7 +755,7 @@ func (c *Coordinator) recordEvent(ns, svc, typ, reason, msg string) {
 		ref.UID = st.view.serviceUID()
 	}
 	c.mu.Unlock()
-	if ref.UID == "" {
+	if _, legacy := c.src.(*endpointsSource); ref.UID == "" && legacy {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
