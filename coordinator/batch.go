@@ -90,6 +90,8 @@ type batcher struct {
 	recent  []time.Time
 	waiting map[string]*batchItem
 	wake    chan struct{}
+	// atCap: the last launch was held back by --max-weeder-jobs (runBatches' goroutine only).
+	atCap bool
 }
 
 func newBatcher() *batcher {
@@ -256,9 +258,16 @@ func (c *Coordinator) runBatches(ctx context.Context) {
 func (c *Coordinator) launchBatch(ctx context.Context, items []*batchItem) (bool, error) {
 	l := c.live()
 	if max := c.opts.Batching.MaxJobs; max > 0 && c.activeWeederJobs() >= max {
-		c.log.WithFields(logrus.Fields{"waiting": c.batch.count(), "maxWeederJobs": max}).
-			Warn("Services wait for a weeder Job: --max-weeder-jobs weeder Jobs are active; they are covered as soon as one finishes.")
+		if !c.batch.atCap { // said once per time at the cap, not on every Job update
+			c.batch.atCap = true
+			c.log.WithFields(logrus.Fields{"waiting": c.batch.count(), "maxWeederJobs": max}).
+				Warn("Services wait for a weeder Job: --max-weeder-jobs weeder Jobs are active; they are covered as soon as one finishes.")
+		}
 		return false, nil
+	}
+	if c.batch.atCap {
+		c.batch.atCap = false
+		c.log.WithField("waiting", c.batch.count()).Info("A weeder Job finished: services that waited at --max-weeder-jobs are being covered.")
 	}
 	armed := items[0].armed
 	first := items[0].p
