@@ -57,7 +57,7 @@ type Config struct {
 	UseEndpoints bool                `json:"useEndpoints,omitempty"`
 	GracePeriod  *metav1.Duration    `json:"gracePeriod,omitempty"`
 	// ArmWeeder (default true): on Ready → notReady launch the service's weeder armed, so it
-	// reaps the moment the service is Ready again; false: issue #4's behaviour (stop on the
+	// reaps the moment the service is Ready again; false: launched on the return only (stop on the
 	// outage, launch on the return). A service's own `arm` overrides it.
 	ArmWeeder *bool `json:"armWeeder,omitempty"`
 	// ArmedMaxWait is an armed weeder's MAX_WAIT (default 6h): after it, the Job ends and the

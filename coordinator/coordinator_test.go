@@ -64,7 +64,7 @@ func TestPlanWeederTable(t *testing.T) {
 		{"return with an armed weeder waiting: keep it, it opens by itself", WeederInput{Edge: EdgeReady, Arm: true, Active: ArmedWeeder}, ActionKeepWeeder},
 		{"return without an armed weeder (expired, coordinator was down): launch unarmed", WeederInput{Edge: EdgeReady, Arm: true}, ActionLaunchWeeder},
 		{"return while an unarmed weeder runs: replace it", WeederInput{Edge: EdgeReady, Arm: true, Active: UnarmedWeeder}, ActionLaunchWeeder},
-		// Arming off: issue #4.
+		// Arming off: the weeder is launched on the return, and stopped when the service goes down.
 		{"arm off, outage, weeder running: stop it", WeederInput{Edge: EdgeOutage, Active: UnarmedWeeder}, ActionStopWeeder},
 		{"arm off, outage, nothing running: nothing", WeederInput{Edge: EdgeOutage}, ActionNone},
 		{"arm off, return: launch", WeederInput{Edge: EdgeReady}, ActionLaunchWeeder},
@@ -713,7 +713,7 @@ func TestFlappingServiceKeepsOneArmedJob(t *testing.T) {
 }
 
 // TestReturnAfterTheArmedJobEndedLaunchesAnUnarmedOne: the armed Job finished (MAX_WAIT):
-// the return falls back to issue #4's unarmed weeder.
+// the return falls back to an unarmed weeder.
 func TestReturnAfterTheArmedJobEndedLaunchesAnUnarmedOne(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.set(up("n", "etcd-main-client"))
@@ -760,7 +760,7 @@ func TestOutageReplacesAnUnarmedWeederWithAnArmedOne(t *testing.T) {
 	}
 }
 
-// TestArmSwitches: armWeeder: false, or a service's own arm: false, is issue #4's behaviour;
+// TestArmSwitches: armWeeder: false, or a service's own arm: false, launches on the return only;
 // armedMaxWait sets MAX_WAIT and the deadline.
 func TestArmSwitches(t *testing.T) {
 	h := newHarness(t, `

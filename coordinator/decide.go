@@ -90,7 +90,7 @@ const (
 	// ActionKeepWeeder: an armed weeder is active: it handles this edge itself (it starts
 	// reaping when the service is Ready, pauses while it is down again); launch nothing.
 	ActionKeepWeeder
-	// ActionStopWeeder: arming is off (issue #4's behaviour): the service went down, so its
+	// ActionStopWeeder: arming is off: the service went down, so its
 	// running weeder is stopped; a new one is launched when it is Ready again.
 	ActionStopWeeder
 )
@@ -135,9 +135,10 @@ type WeederInput struct {
 //     This holds with arm off too (the switch was turned off while it waited).
 //   - A catch-up keeps any active weeder: it is there for what catch-up found.
 //   - Ready, no armed weeder (it expired after MAX_WAIT, the coordinator was down when the
-//     outage began, or arming is off): launch an unarmed weeder (issue #4).
+//     outage began, or arming is off): launch an unarmed weeder.
 //   - Outage with arm on: launch an armed weeder (replacing an unarmed one).
-//   - Outage with arm off: stop the running weeder, if any (issue #4).
+//   - Outage with arm off: stop the running weeder, if any: restarting dependents while
+//     the service is down only makes them crash again.
 //   - A service that is going away (its namespace or the Service being deleted) is never
 //     armed, and its active weeder, armed or not, is stopped: an armed one would otherwise
 //     wait MAX_WAIT (6h) for nothing. A Service deleted in a namespace that stays keeps its

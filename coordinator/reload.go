@@ -1,6 +1,6 @@
 package coordinator
 
-// Live config reload (issue #7). The config file is usually a mounted ConfigMap, which the
+// Live config reload. The config file is usually a mounted ConfigMap, which the
 // kubelet updates by swapping a symlink (..data), so the file is polled and its content
 // hashed instead of watched with inotify. Each new content is parsed and validated as at
 // start, then:

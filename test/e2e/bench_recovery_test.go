@@ -25,11 +25,11 @@ import (
 // Markdown table to stdout and _output/bench-recovery.md:
 //
 //	(a) floor: a fresh dependent pod, create → Ready, with the upstream up
-//	(b) depwatch, unarmed weeder Job (issue #4: launched when the upstream is Ready again,
+//	(b) depwatch, unarmed weeder Job (launched when the upstream is Ready again,
 //	    Service "upstream-unarmed", arm: false): upstream Ready → dependent Ready, the
 //	    dependent crash-looping with a back-off of at least 80 s when the upstream returns
 //	(c) no watchdog: the same outage on a Service the coordinator does not watch
-//	(d) depwatch, armed weeder Job (issue #6: launched when the outage begins, Service
+//	(d) depwatch, armed weeder Job (launched when the outage begins, Service
 //	    "upstream"): the same outage
 //
 // plus the coordinator's own trigger → Job-created latency from its metric.

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Live config reload (issue #7): the coordinator reads its mounted ConfigMap again while it
+// Live config reload: the coordinator reads its mounted ConfigMap again while it
 // runs. The kubelet refreshes a ConfigMap volume at its next sync of the pod (syncFrequency,
 // 1m by default, plus jitter, or at once when the pod is updated: applyCoordinatorConfig
 // nudges it), and the coordinator reads the file every 10 s; the waits here are a generous,

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The fault tests (issue #7) break things under depwatch on purpose: the coordinator's pod,
+// The fault tests break things under depwatch on purpose: the coordinator's pod,
 // the leader, the API server. None of them runs in parallel with another test: they stop
 // what every other test relies on.
 

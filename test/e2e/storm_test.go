@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// stormRate and stormFor: EndpointSlice updates per second, and for how long (issue #7).
+// stormRate and stormFor: EndpointSlice updates per second, and for how long.
 const (
 	stormRate = 200
 	stormFor  = time.Minute

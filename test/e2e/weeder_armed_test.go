@@ -11,7 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 )
 
-// The armed weeder (issue #6): the coordinator launches the weeder Job when the upstream goes
+// The armed weeder: the coordinator launches the weeder Job when the upstream goes
 // down; it waits for the upstream (START_WHEN_READY) and restarts the crash-looping dependent
 // the moment the upstream is Ready again.
 

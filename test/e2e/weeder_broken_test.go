@@ -19,7 +19,7 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// Issue #7, fault 5: a dependent that keeps crash-looping after recovery (it is broken for
+// A fault: a dependent that keeps crash-looping after recovery (it is broken for
 // another reason) is restarted by the weeder at most at the bounded rate REAP_COOLDOWN sets,
 // and the weeder stops at watchDuration.
 //
