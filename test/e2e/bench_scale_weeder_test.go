@@ -194,17 +194,18 @@ func TestBenchScaleWeeder(t *testing.T) {
 		return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
 	})
 	c := benchClient(t)
-	for _, n := range counts {
-		t.Run(fmt.Sprintf("namespaces=%d", n), func(t *testing.T) { benchWeederAt(t, c, n) })
+	for i, n := range counts {
+		t.Run(fmt.Sprintf("namespaces=%d", n), func(t *testing.T) { benchWeederAt(t, c, n, i == len(counts)-1) })
 	}
 }
 
-func benchWeederAt(t *testing.T, c kubernetes.Interface, n int) {
+func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	ctx := context.Background()
 	readyBefore := coordinatorMetric(t, "depwatch_coordinator_services_ready")
 	created := time.Now()
-	svcs := createBenchServices(t, c, "bench-"+rand.String(4), n)
-	lone := createBenchServices(t, c, "bench-lone-"+rand.String(4), 5)
+	prefix := "bench-" + rand.String(4)
+	svcs := createBenchServices(t, c, prefix, n)
+	lone := createBenchServices(t, c, prefix+"-lone", 5)
 	t.Logf("created %d namespaces, %d services in %s", n+1, len(svcs)+len(lone), time.Since(created).Round(time.Second))
 	waitFor(t, 3*time.Minute, "the coordinator to see every service Ready", func() (bool, error) {
 		return coordinatorMetric(t, "depwatch_coordinator_services_ready") >= readyBefore+float64(len(svcs)+len(lone)), nil
@@ -328,7 +329,29 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int) {
 	t.Logf("lone outages during the deletion of %d namespaces (%s after it began): outage → WeederArmed seen (0.1 s poll): %v; p99 %s",
 		len(nss), time.Since(deleted).Round(time.Second), lonely, percentile(lonely, .99).Round(100*time.Millisecond))
 
-	// The next count starts clean: no weeder Job of this one holds a place under the cap.
+	// The next count starts clean: no weeder Job of this one holds a place under the cap, and
+	// its namespaces are gone (the services-Ready gauge the next count waits on counts them).
 	_ = c.BatchV1().Jobs(depwatchNS).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
 		metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	if last {
+		return
+	}
+	var loneNS []string
+	for i := 0; i < len(lone); i += 2 {
+		loneNS = append(loneNS, lone[i].ns)
+	}
+	deleteNamespaces(loneNS)
+	waitFor(t, 15*time.Minute, "this count's namespaces to be gone", func() (bool, error) {
+		list, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/e2e=true"})
+		if err != nil {
+			return false, err
+		}
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("its namespaces are gone %s after their deletion began", time.Since(deleted).Round(time.Second))
 }
