@@ -194,6 +194,18 @@ func TestBenchScaleWeeder(t *testing.T) {
 		return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
 	})
 	c := benchClient(t)
+	waitFor(t, 20*time.Minute, "namespaces of an earlier bench run to be gone", func() (bool, error) {
+		list, err := c.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/e2e=true"})
+		if err != nil {
+			return false, err
+		}
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, "bench-") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	for i, n := range counts {
 		t.Run(fmt.Sprintf("namespaces=%d", n), func(t *testing.T) { benchWeederAt(t, c, n, i == len(counts)-1) })
 	}
