@@ -211,11 +211,12 @@ func cmpString(a, b string) int {
 // runBatches launches batch Jobs until ctx ends: whenever a batch is due and the cap leaves
 // room. A failed launch is retried with back-off; its services keep waiting.
 func (c *Coordinator) runBatches(ctx context.Context) {
-	backoff := time.Duration(0)
+	var backoff time.Duration
+	var retryAt time.Time // after a failed launch: no launch before then, however many wake-ups
 	for {
 		wait := time.Duration(-1)
-		if backoff > 0 {
-			wait = backoff
+		if until := retryAt.Sub(c.now()); until > 0 {
+			wait = until
 		} else {
 			items, w := c.batch.due(c.now(), c.opts.Batching.Size, c.opts.Batching.Linger)
 			wait = w
@@ -223,10 +224,11 @@ func (c *Coordinator) runBatches(ctx context.Context) {
 				switch launched, err := c.launchBatch(ctx, items); {
 				case err != nil:
 					backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-					wait = backoff
+					retryAt, wait = c.now().Add(backoff), backoff
 				case !launched:
-					wait = 5 * time.Second // at the cap: a finishing Job pokes sooner
+					wait = 5 * time.Second // at the cap: a Job that finishes wakes this sooner
 				default:
+					backoff = 0
 					continue // more may be due
 				}
 			}
@@ -242,7 +244,6 @@ func (c *Coordinator) runBatches(ctx context.Context) {
 		case <-ctx.Done():
 		case <-c.batch.wake:
 		case <-fired:
-			backoff = 0
 		}
 		if timer != nil {
 			timer.Stop()

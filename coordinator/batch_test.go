@@ -2,13 +2,17 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -184,5 +188,38 @@ func TestAServiceGoingAwayLeavesTheBatch(t *testing.T) {
 	h.remove(down("a", "etcd-main-client"))
 	if h.c.batch.count() != 0 || h.flushBatches() != 0 || len(h.weederJobs()) != 0 {
 		t.Errorf("waiting %d, jobs %v: a service going away must leave the batch", h.c.batch.count(), names(h.weederJobs()))
+	}
+}
+
+// TestBatchLaunchesAreRetriedUntilTheyWork: runBatches keeps a batch whose Job cannot be
+// created, retries it with back-off, and stops when its context ends.
+func TestBatchLaunchesAreRetriedUntilTheyWork(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.c.now = time.Now
+	h.c.opts.Batching = Batching{After: 0, Window: time.Minute, Size: 10, Linger: 0}
+	h.set(up("a", "etcd-main-client"))
+	h.set(down("a", "etcd-main-client"))
+	var fails atomic.Int32
+	h.client.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fails.Add(1) <= 2 {
+			return true, nil, errors.New("the API server is overloaded")
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.c.runBatches(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.weederJobs()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("runBatches did not return when its context ended")
+	}
+	if js := h.weederJobs(); len(js) != 1 || fails.Load() < 3 || h.c.batch.count() != 0 {
+		t.Fatalf("jobs %v after %d create attempts, waiting %d: want the batch created on the third", names(js), fails.Load(), h.c.batch.count())
 	}
 }
