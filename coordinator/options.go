@@ -48,8 +48,8 @@ const (
 	LeaseName            = "depwatch-coordinator"
 	// Events have their own rate limit, so a storm's Events (one per service) never delay a
 	// Job's creation, and a storm's Events are written within seconds.
-	DefaultEventsQPS   = 50
-	DefaultEventsBurst = 300
+	DefaultEventsQPS   = 100
+	DefaultEventsBurst = 500
 	// Storm batching (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
 	DefaultBatchAfter  = 5
 	DefaultBatchWindow = 10 * time.Second
@@ -82,8 +82,8 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 20)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")
-	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 50)")
-	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 300)")
+	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)")
+	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 500)")
 	fs.IntVar(&o.Batching.After, "weeder-batch-after", DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
 	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
 	fs.IntVar(&o.Batching.Size, "weeder-batch-size", DefaultBatchSize, "services one batch weeder Job covers, at most")

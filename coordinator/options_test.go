@@ -30,7 +30,7 @@ func TestFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 20, KubeAPIBurst: 100, ConcurrentReconciles: 1,
-		EventsQPS: 50, EventsBurst: 300, Batching: DefaultBatching(),
+		EventsQPS: 100, EventsBurst: 500, Batching: DefaultBatching(),
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	if o != want {
