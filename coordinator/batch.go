@@ -313,7 +313,7 @@ func (c *Coordinator) launchBatch(ctx context.Context, items []*batchItem) (bool
 		Infof("Many services need a weeder at once: launched one batch weeder Job for %d of them; each is followed on its own (kubectl logs shows a target field per line).", len(live))
 	for _, it := range live {
 		ns, svc := splitKey(it.key)
-		c.noteLaunch(it.key, out.Job.Name, armed)
+		c.noteLaunch(it.key, out.Job, armed, false)
 		c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(c.now().Sub(it.p.at).Seconds())
 		c.observeEdge(it.p)
 		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc, "job": job, "trigger": it.p.reason, "armed": armed, "batch": len(live)})

@@ -223,3 +223,29 @@ func TestBatchLaunchesAreRetriedUntilTheyWork(t *testing.T) {
 		t.Fatalf("jobs %v after %d create attempts, waiting %d: want the batch created on the third", names(js), fails.Load(), h.c.batch.count())
 	}
 }
+
+// TestAJobNotYetInTheCacheIsStoppedLikeOneThatIs: the service goes down again before the
+// Job cache shows the unarmed weeder just launched for its return; with arming off, that
+// weeder is stopped all the same (by name and UID), not left reaping during the outage.
+func TestAJobNotYetInTheCacheIsStoppedLikeOneThatIs(t *testing.T) {
+	h := newHarness(t, testConfig+"armWeeder: false\n")
+	h.set(up("a", "etcd-main-client"))
+	reconcileNoSync := func() {
+		key, _ := h.c.queue.Get()
+		if err := h.c.reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		h.c.queue.Done(key)
+	}
+	h.queueOnly(down("a", "etcd-main-client"), false)
+	h.queueOnly(up("a", "etcd-main-client"), false)
+	reconcileNoSync() // the return: an unarmed weeder, not in the cache yet
+	if js := h.weederJobs(); len(js) != 1 || jobs.Armed(&js[0]) {
+		t.Fatalf("jobs %v, want the return's unarmed weeder", names(js))
+	}
+	h.queueOnly(down("a", "etcd-main-client"), false)
+	reconcileNoSync()
+	if js := h.weederJobs(); len(js) != 0 {
+		t.Errorf("jobs %v: the weeder launched a moment ago must be stopped when the service goes down again", names(js))
+	}
+}

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -130,6 +131,9 @@ type serviceState struct {
 	// Job cache has caught up with it (an expectation: the service is covered meanwhile).
 	launched      string
 	launchedArmed bool
+	// launchedOwn: the Job covers this service alone (it may be replaced or stopped for it).
+	launchedOwn bool
+	launchedUID types.UID
 }
 
 // pendingLaunch is an edge owed an action.
@@ -480,13 +484,14 @@ func (c *Coordinator) activeWeederJobs() int {
 }
 
 // noteLaunch remembers the weeder Job just created for key (see expected).
-func (c *Coordinator) noteLaunch(key, name string, armed bool) {
+func (c *Coordinator) noteLaunch(key string, job *batchv1.Job, armed, own bool) {
+	name := job.Name
 	c.mu.Lock()
 	if !c.wjobs.has(c.live().tpl.Namespace, name) {
 		c.expecting[name] = c.now()
 	}
 	if st, ok := c.states[key]; ok {
-		st.launched, st.launchedArmed = name, armed
+		st.launched, st.launchedArmed, st.launchedOwn, st.launchedUID = name, armed, own, job.UID
 	}
 	c.mu.Unlock()
 }
@@ -528,12 +533,18 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, st *se
 		}
 		current, covering = UnarmedWeeder, j.Name
 	}
+	own := ownJobs(active)
 	if current != ArmedWeeder {
 		if armed, ok := c.expected(st); ok {
 			current, covering = UnarmedWeeder, st.launched
 			if armed {
 				current = ArmedWeeder
 			}
+			c.mu.Lock()
+			if st.launchedOwn { // not in the cache yet, but replaced or stopped like one that is
+				own = append(own, batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: l.launcher.Template.Namespace, Name: st.launched, UID: st.launchedUID}})
+			}
+			c.mu.Unlock()
 		}
 	}
 	if current != ArmedWeeder {
@@ -575,9 +586,9 @@ func (c *Coordinator) actOnEdge(ctx context.Context, l *live, key string, st *se
 		return nil
 	case ActionStopWeeder:
 		c.batch.drop(key)
-		return c.stopWeeder(ctx, l, key, p, ownJobs(active), going, log)
+		return c.stopWeeder(ctx, l, key, p, own, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
-		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, ownJobs(active), log)
+		return c.launchWeeder(ctx, l, key, p, action == ActionArmWeeder, own, log)
 	default:
 		if in.Going {
 			c.batch.drop(key)
@@ -678,7 +689,7 @@ func (c *Coordinator) launchWeeder(ctx context.Context, l *live, key string, p *
 		return err
 	}
 	c.batch.ownLaunched(c.now())
-	c.noteLaunch(key, out.Job.Name, armed)
+	c.noteLaunch(key, out.Job, armed, true)
 	latency := c.now().Sub(p.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
 	c.observeEdge(p)
