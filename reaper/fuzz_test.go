@@ -18,6 +18,8 @@ func FuzzLoadOptions(f *testing.F) {
 		"LABEL_SELECTORS=[\"a=b\",\"\"]\nPOD_STATUS_PHASES=Failed",
 		"EXCLUDE_LABEL_KEY=a\nREQUIRE_ANNOTATION_VALUES=,\nGRACE_PERIOD=-1s\nRUN_DURATION=",
 		"LABEL_SELECTOR=a in (b),!c\nNODE_NAME=n1\nMAX_UNREADY=5m\nDRY_RUN=T\nPOD_SORTING_STRATEGY=oldest-first",
+		`CONTAINER_STATUSES=CrashLoopBackOff` + "\n" + `TARGETS=[{"namespace":"a","service":"etcd","selectors":["x=y"]}]` + "\nMAX_WAIT=1h",
+		`CONTAINER_STATUSES=CrashLoopBackOff` + "\n" + `TARGETS=[{"namespace":"a","service":"etcd","selectors":[""]}]` + "\nNAMESPACE=a",
 	} {
 		f.Add(seed)
 	}
@@ -43,6 +45,16 @@ func FuzzLoadOptions(f *testing.F) {
 		}
 		if len(o.Rules) == 0 || len(o.Selectors) == 0 || o.Schedule == nil {
 			t.Fatalf("options without rules, selectors or schedule: %+v", o)
+		}
+		for _, tg := range o.Targets {
+			if one := o.forTarget(tg); one.StartWhenReady == nil || len(one.Selectors) == 0 || one.Namespace == "" {
+				t.Fatalf("target %+v gives a run without its gate, selectors or namespace", tg)
+			}
+			for _, sel := range o.forTarget(tg).Selectors {
+				if sel.Empty() {
+					t.Fatalf("target %+v gives an empty selector: it would select every pod", tg)
+				}
+			}
 		}
 	})
 }
