@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // The probe scenarios treat the local cluster as the "shoot" of itself: a Secret holds a
@@ -79,7 +81,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 		wg.Wait()
 		_ = kube.BatchV1().Jobs(depwatchNS).DeleteCollection(context.Background(),
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
-			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + ns})
+			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(ns)})
 		for _, n := range s.nodes {
 			_ = kube.CoordinationV1().Leases(nodeLeaseNS).Delete(context.Background(), n, metav1.DeleteOptions{})
 			_ = kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
@@ -226,7 +228,7 @@ func (s *probeScenario) start() time.Time {
 }
 
 func (s *probeScenario) probeJobs() []batchv1.Job {
-	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + s.ns})
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(s.ns)})
 	if err != nil {
 		return nil
 	}
@@ -298,7 +300,13 @@ func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) [
 	var found []logLine
 	waitFor(s.t, timeout, fmt.Sprintf("a probe Job log with %v", want), func() (bool, error) {
 		for _, l := range s.collected() {
-			lines := parseLogLines(l)
+			// A probe Job covers a shard of namespaces: this scenario's lines are those naming it.
+			var lines []logLine
+			for _, line := range parseLogLines(l) {
+				if line.str("namespace") == s.ns {
+					lines = append(lines, line)
+				}
+			}
 			if _, ok := findLine(lines, want); ok {
 				found = lines
 				return true, nil
