@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -60,8 +61,15 @@ func mix64(x uint64) uint64 {
 }
 
 // ShardName is the target of shard i's probe Jobs (their depwatch.io/namespace label and
-// name prefix): "probe-shard-<i>".
-func ShardName(i int) string { return "probe-shard-" + strconv.Itoa(i) }
+// name prefix): "shard-<i>-<6 hex digits of the namespace selector>". The selector's hash
+// keeps the shards of two coordinators that share a Job namespace but probe different
+// namespaces (a migration, a test) apart: each would otherwise take the other's running Job
+// for its own shard's.
+func ShardName(i int, selector string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(selector))
+	return fmt.Sprintf("shard-%d-%06x", i, h.Sum32()&0xffffff)
+}
 
 func shardKey(i int) string { return shardKeyPrefix + strconv.Itoa(i) }
 
@@ -77,11 +85,12 @@ func parseShardKey(key string) (int, bool) {
 
 // shardOfTarget reads a shard Job's target (ShardName) back.
 func shardOfTarget(target string) (int, bool) {
-	rest, ok := strings.CutPrefix(target, "probe-shard-")
+	rest, ok := strings.CutPrefix(target, "shard-")
 	if !ok {
 		return 0, false
 	}
-	i, err := strconv.Atoi(rest)
+	num, _, _ := strings.Cut(rest, "-")
+	i, err := strconv.Atoi(num)
 	return i, err == nil && i >= 0
 }
 

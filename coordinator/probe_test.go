@@ -306,7 +306,7 @@ func TestProberLaunchesAfterTheInitialDelayThenEveryIntervalNeverTwoAtOnce(t *te
 		!strings.Contains(env["DEPENDENT_RESOURCES"], "kube-controller-manager") || env["SCHEDULE"] != "" {
 		t.Errorf("env: %v", env)
 	}
-	if j.Labels["depwatch.io/kind"] != "probe" || j.Labels["probe.depwatch.io/shoot--p--a"] != "true" || j.Labels["depwatch.io/namespace"] != "probe-shard-0" || j.Spec.Template.Spec.ServiceAccountName != "depwatch-probe" {
+	if j.Labels["depwatch.io/kind"] != "probe" || j.Labels["probe.depwatch.io/shoot--p--a"] != "true" || !strings.HasPrefix(j.Labels["depwatch.io/namespace"], "shard-0-") || j.Spec.Template.Spec.ServiceAccountName != "depwatch-probe" {
 		t.Errorf("labels/SA: %v %s", j.Labels, j.Spec.Template.Spec.ServiceAccountName)
 	}
 	// Next interval, the first still running: kept, nothing new.

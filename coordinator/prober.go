@@ -621,7 +621,7 @@ func (p *prober) activeJob(target string) *batchv1.Job {
 
 // reconcileShard: history clean-up, DecideShard and its one action.
 func (p *prober) reconcileShard(ctx context.Context, i int) error {
-	target := ShardName(i)
+	target := p.shardName(i)
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
 	}
@@ -703,7 +703,7 @@ func (p *prober) launch(ctx context.Context, i int, namespaces []string, notBefo
 		settings[ns] = s
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
-		Shard:                     ShardName(i),
+		Shard:                     p.shardName(i),
 		Namespaces:                namespaces,
 		NamespaceSettings:         probe.NamespaceSettingsEnv(settings),
 		Concurrency:               len(namespaces), // each namespace its own slot: a hanging one delays no other
@@ -857,8 +857,8 @@ func (p *prober) checkStuck(i int, active *batchv1.Job, now time.Time) {
 		return
 	}
 	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
-		ShardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, active.Annotations[jobs.AnnotationNamespaces])
-	p.log.WithFields(logrus.Fields{"shard": ShardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
+		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, active.Annotations[jobs.AnnotationNamespaces])
+	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
 	if p.recorder != nil {
 		p.recorder().Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
 	}
@@ -903,8 +903,11 @@ func (p *prober) stuckShards() []string {
 	defer p.mu.Unlock()
 	var out []string
 	for i, why := range p.stuck {
-		out = append(out, fmt.Sprintf("probe %s: its Job has no running pod: %s", ShardName(i), why))
+		out = append(out, fmt.Sprintf("probe %s: its Job has no running pod: %s", p.shardName(i), why))
 	}
 	slices.Sort(out)
 	return out
 }
+
+// shardName is shard i's Job target under the running config's namespace selector.
+func (p *prober) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }

@@ -423,7 +423,7 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 		}
 		msg := probe.EncodeReport(probe.Report{End: at, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last), Throttled: throttled}}})
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "probe-shard-0"}},
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "shard-0-000000"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
 				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at}, Message: msg}}}}}}
 	}

@@ -55,7 +55,8 @@ type probeScenario struct {
 	mu    sync.Mutex
 	renew map[string]bool // node → the test keeps renewing its lease
 	logs  map[string]string
-	order []string // Job names in the order their logs were collected
+	final map[string]bool // Jobs whose log was read after they finished
+	order []string        // Job names in the order their logs were first collected
 }
 
 type probeSetup struct {
@@ -70,7 +71,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 	t.Helper()
 	ensureCoordinator(t)
 	ns := newNamespace(t, prefix)
-	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}}
+	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}, final: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -236,17 +237,20 @@ func (s *probeScenario) probeJobs() []batchv1.Job {
 	return list.Items
 }
 
-// collectLogs keeps the log of every probe Job of the namespace once it has finished: the
-// coordinator removes finished Jobs beyond the history limit within an interval or two.
+// collectLogs keeps the log of every probe Job of the namespace: a running one's is read
+// again on every round (a shard's Job probes for probeJobRunDuration, its lines come as it
+// goes), a finished one's once more and then kept: the coordinator removes finished Jobs
+// beyond the history limit within an interval or two.
 func (s *probeScenario) collectLogs(ctx context.Context) {
 	for ctx.Err() == nil {
 		for _, j := range s.probeJobs() {
 			s.mu.Lock()
-			_, done := s.logs[j.Name]
+			done := s.final[j.Name]
 			s.mu.Unlock()
-			if done || !jobDone(&j) {
+			if done {
 				continue
 			}
+			finished := jobDone(&j)
 			pods, err := kube.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
 			if err != nil || len(pods.Items) == 0 {
 				continue
@@ -262,13 +266,16 @@ func (s *probeScenario) collectLogs(ctx context.Context) {
 				b.Write(data)
 			}
 			s.mu.Lock()
+			if _, seen := s.logs[j.Name]; !seen {
+				s.order = append(s.order, j.Name)
+			}
 			s.logs[j.Name] = b.String()
-			s.order = append(s.order, j.Name)
+			s.final[j.Name] = finished
 			s.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 	}
 }
