@@ -74,8 +74,8 @@ type prober struct {
 	shards int
 	// recorder returns the coordinator's Event recorder (it is replaced when Run starts).
 	recorder func() record.EventRecorder
-	cluster    *clusterWatch // nil while Gardener's Cluster kind is not installed
-	clusterW   sync.WaitGroup
+	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
+	clusterW sync.WaitGroup
 }
 
 // clusterWatch is the dynamic informer of Gardener's Cluster resources, started when
@@ -535,6 +535,7 @@ func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
 		if had {
 			p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
 			log.WithField("reason", why).Info("Not probing this namespace (any more): the next probe Job of its shard leaves it out.")
+			p.noteShardCount()
 		}
 		return nil
 	case ProbeDeferred:
@@ -552,21 +553,7 @@ func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
 		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
 		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
 	}
-	p.mu.Lock()
-	count := ShardCount(len(p.next), cfg.PerJob())
-	before := p.shards
-	p.shards = count
-	p.mu.Unlock()
-	if count != before {
-		// Namespaces move between shards: every shard looks at its members again.
-		p.metrics.ProbeShards.WithLabelValues("total").Set(float64(count))
-		p.log.WithFields(logrus.Fields{"shards": count, "before": before, "reason": "probed namespaces changed"}).
-			Infof("The probed namespaces now form %d shard(s) of at most about %d: one probe Job each.", count, cfg.PerJob())
-		for i := range max(count, before) {
-			p.queue.Add(shardKey(i))
-		}
-	}
-	return p.reconcileShard(ctx, ShardOf(ns, count))
+	return p.reconcileShard(ctx, ShardOf(ns, p.noteShardCount()))
 }
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
@@ -911,3 +898,23 @@ func (p *prober) stuckShards() []string {
 
 // shardName is shard i's Job target under the running config's namespace selector.
 func (p *prober) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
+
+// noteShardCount returns the shard count for the probed namespaces now; when it changed,
+// namespaces move between shards, so every shard looks at its members again.
+func (p *prober) noteShardCount() int {
+	per := p.conf().cfg.PerJob()
+	p.mu.Lock()
+	count := ShardCount(len(p.next), per)
+	before := p.shards
+	p.shards = count
+	p.mu.Unlock()
+	if count != before {
+		p.metrics.ProbeShards.WithLabelValues("total").Set(float64(count))
+		p.log.WithFields(logrus.Fields{"shards": count, "before": before, "reason": "probed namespaces changed"}).
+			Infof("The probed namespaces now form %d shard(s) of about %d: one probe Job each at a time.", count, per)
+		for i := range max(count, before) {
+			p.queue.Add(shardKey(i))
+		}
+	}
+	return count
+}

@@ -146,6 +146,7 @@ func (p *ProberConfig) SuccessfulHistory() int {
 func (p *ProberConfig) FailedHistory() int {
 	return intOr(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory)
 }
+
 // RunDuration is probeJobRunDuration; unset: DefaultProbeJobRunDuration, or 0 (one probe per
 // Job) when probeInterval is longer than that: a Job per shard per interval is then no churn.
 func (p *ProberConfig) RunDuration() time.Duration {
@@ -158,7 +159,9 @@ func (p *ProberConfig) RunDuration() time.Duration {
 
 // PerJob is namespacesPerProbeJob (default 50): the shard count is the probed namespaces
 // divided by it, rounded up.
-func (p *ProberConfig) PerJob() int { return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob) }
+func (p *ProberConfig) PerJob() int {
+	return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob)
+}
 func (p *ProberConfig) DiscoveryInterval() time.Duration {
 	return durOr(p.ClusterDiscoveryInterval, DefaultClusterDiscoveryInterval)
 }
