@@ -301,7 +301,7 @@ func (s *probeScenario) collected() []string {
 }
 
 // waitLog waits for a collected probe log with a line whose fields have the given values,
-// and returns that log's lines.
+// and returns the lines of that probe (of this namespace, with the same probe number).
 func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) []logLine {
 	s.t.Helper()
 	var found []logLine
@@ -314,8 +314,15 @@ func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) [
 					lines = append(lines, line)
 				}
 			}
-			if _, ok := findLine(lines, want); ok {
-				found = lines
+			if m, ok := findLine(lines, want); ok {
+				// A Job probes for probeJobRunDuration: keep the lines of the probe that
+				// matched (scale-down and scale-up may both be in one Job's log).
+				found = nil
+				for _, line := range lines {
+					if fmt.Sprint(line["probe"]) == fmt.Sprint(m["probe"]) {
+						found = append(found, line)
+					}
+				}
 				return true, nil
 			}
 		}
