@@ -84,6 +84,7 @@ func TestBenchScaleProbe(t *testing.T) {
 		}
 		window = d
 	}
+	ensureCoordinator(t) // the Job namespace, the probe Jobs' service account and rights
 	ensureMachineCRD(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Probe at seed scale: shipped defaults (probeInterval 10s, namespacesPerProbeJob 50, probeJobRunDuration 2m), measured over %s after the first probes:\n\n", window)
