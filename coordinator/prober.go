@@ -72,6 +72,8 @@ type prober struct {
 	stuck map[int]string
 	// shards is the shard count last seen.
 	shards int
+	// shardTurn serialises shard turns (see reconcileShard).
+	shardTurn sync.Mutex
 	// recorder returns the coordinator's Event recorder (it is replaced when Run starts).
 	recorder func() record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
@@ -553,7 +555,14 @@ func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
 		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
 		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
 	}
-	return p.reconcileShard(ctx, ShardOf(ns, p.noteShardCount()))
+	i := ShardOf(ns, p.noteShardCount())
+	if err := p.reconcileShard(ctx, i); err != nil {
+		// The shard's key retries with its own back-off: a launch that keeps failing (no Job
+		// namespace, quota, API errors) is tried once per back-off step, not once per member.
+		p.log.WithError(err).WithFields(logrus.Fields{"namespace": ns, "shard": p.shardName(i)}).Debug("The shard's turn failed; it is retried on its own.")
+		p.queue.AddRateLimited(shardKey(i))
+	}
+	return nil
 }
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
@@ -606,8 +615,12 @@ func (p *prober) activeJob(target string) *batchv1.Job {
 	return nil
 }
 
-// reconcileShard: history clean-up, DecideShard and its one action.
+// reconcileShard: history clean-up, DecideShard and its one action. Shard turns run one at a
+// time: the workers reconcile namespaces concurrently, and two members of one shard must not
+// both find it due and launch two Jobs before either has recorded the launch.
 func (p *prober) reconcileShard(ctx context.Context, i int) error {
+	p.shardTurn.Lock()
+	defer p.shardTurn.Unlock()
 	target := p.shardName(i)
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
