@@ -99,6 +99,11 @@ type runner struct {
 	slots chan struct{}
 	// lastAt is when the last probe finished (zero: none yet).
 	lastAt time.Time
+	// stop ends the run's schedule. A probe still reading (Secret, API server, leases,
+	// Machines) when it comes is abandoned, since nothing has been changed yet: a hanging
+	// control plane must not hold its whole shard's Job, and so the hand-over to the next
+	// Job, for up to three probe timeouts. A probe that is scaling is finished.
+	stop context.Context
 }
 
 // Run is RunAll for a run of one namespace (NAMESPACE): its summary and error.
@@ -168,7 +173,7 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		r := &runner{deps: deps, opts: t.opts, log: log.WithField("namespace", t.opts.Namespace), slots: slots,
+		r := &runner{deps: deps, opts: t.opts, log: log.WithField("namespace", t.opts.Namespace), slots: slots, stop: stop,
 			sum: Summary{Namespace: t.opts.Namespace, DryRun: opts.DryRun, Results: map[Result]int{}}}
 		runners[i] = r
 		var spread time.Duration
@@ -281,10 +286,19 @@ func (r *runner) probe(ctx context.Context) error {
 		return nil
 	}
 	defer func() { <-r.slots }()
-	defer func() { r.lastAt = time.Now() }()
 	r.sum.Probes++
 	log := r.log.WithFields(logrus.Fields{"namespace": r.opts.Namespace, "probe": r.sum.Probes})
-	res, reason, err := r.probeOnce(ctx, log)
+	readCtx, cancelRead := context.WithCancel(ctx)
+	defer cancelRead()
+	if r.stop != nil {
+		defer context.AfterFunc(r.stop, cancelRead)()
+	}
+	res, reason, err := r.probeOnce(ctx, readCtx, log)
+	if res == ResultNotProbed {
+		r.sum.Probes-- // abandoned at the run's end: not a probe
+		return nil
+	}
+	r.lastAt = time.Now()
 	r.sum.Last, r.sum.LastReason = res, reason
 	r.sum.Results[res]++
 	if res == ResultThrottled {
@@ -297,8 +311,14 @@ func (r *runner) probe(ctx context.Context) error {
 	return err
 }
 
-func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result, string, error) {
+// probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx.
+func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
 	noDecision := func(res Result, pe *probeError) (Result, string, error) {
+		if ctx.Err() == nil && readCtx.Err() != nil {
+			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended during the probe's reads"}).
+				Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
+			return ResultNotProbed, "", nil
+		}
 		fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
 		if pe.kind == errBroken {
 			log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
@@ -308,7 +328,7 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 		return res, pe.Error(), nil
 	}
 
-	secretCtx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
+	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
 	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
 	cancel()
 	if pe != nil {
@@ -319,14 +339,14 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 	if err != nil {
 		return noDecision(ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error())))
 	}
-	if pe := probeAPIServer(ctx, shoot, r.opts.ProbeTimeout); pe != nil {
+	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}
-	leases, nodes, pe := listLeaseInput(ctx, shoot, r.opts.ProbeTimeout)
+	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
 	if pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}
-	machines, pe := listMachines(ctx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
+	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
 	if pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}

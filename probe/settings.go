@@ -37,7 +37,7 @@ var settings = []setting{
 	{name: "NODE_CONDITIONS", desc: "JSON object of worker pool → node condition types that, when True, leave the pool's nodes out of the lease count (the shoot's machineControllerManager.nodeConditions); unset or empty: every pool uses KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable"},
 	{name: "DRY_RUN", def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
 	{name: "SCHEDULE", desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
-	{name: "RUN_DURATION", desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; the probe in hand is finished); only valid with SCHEDULE"},
+	{name: "RUN_DURATION", desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; a probe that is scaling is finished, one still reading is abandoned: nothing was changed yet); only valid with SCHEDULE"},
 }
 
 // Usage writes every setting with its default and a one-line description.
