@@ -99,8 +99,12 @@ type ShardInput struct {
 	// Members: the shard's probed namespaces not covered by another shard's active Job.
 	Members int
 	// Due: members whose first probe falls within the next Job's run (notBefore ≤ now +
-	// run duration); EarliestDue is the earliest notBefore among the others.
+	// run duration): the next Job probes them. DueNow: a member's first probe is due now (a
+	// Job is launched only then, so namespaces seen together at start-up, or added together,
+	// share their first Job instead of the first of them taking it alone for a whole run).
+	// EarliestDue is the earliest notBefore of the members not due now.
 	Due         int
+	DueNow      bool
 	EarliestDue time.Time
 	// Active: a probe Job of the shard has not finished.
 	Active bool
@@ -130,7 +134,7 @@ func DecideShard(in ShardInput) (ShardAction, string) {
 		return ShardKeep, "the shard's probe Job is still running"
 	case in.Now.Before(in.NextAt):
 		return ShardWait, "one interval has not passed since the last launch"
-	case in.Due == 0:
+	case in.Due == 0 || !in.DueNow:
 		return ShardWait, "no member's first probe is due yet (initial delay or back-off)"
 	}
 	return ShardLaunch, "due"

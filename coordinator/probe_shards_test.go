@@ -64,10 +64,11 @@ func TestDecideShard(t *testing.T) {
 		want ShardAction
 	}{
 		{"no members", ShardInput{Now: now}, ShardIdle},
-		{"its Job still runs", ShardInput{Members: 3, Due: 3, Active: true, Now: now}, ShardKeep},
-		{"launched less than an interval ago", ShardInput{Members: 3, Due: 3, NextAt: now.Add(time.Second), Now: now}, ShardWait},
+		{"its Job still runs", ShardInput{Members: 3, Due: 3, DueNow: true, Active: true, Now: now}, ShardKeep},
+		{"launched less than an interval ago", ShardInput{Members: 3, Due: 3, DueNow: true, NextAt: now.Add(time.Second), Now: now}, ShardWait},
 		{"no member due yet", ShardInput{Members: 3, EarliestDue: now.Add(time.Minute), Now: now}, ShardWait},
-		{"due", ShardInput{Members: 3, Due: 1, NextAt: now, Now: now}, ShardLaunch},
+		{"members due within the run, none now: wait for the first", ShardInput{Members: 3, Due: 3, EarliestDue: now.Add(20 * time.Second), Now: now}, ShardWait},
+		{"due", ShardInput{Members: 3, Due: 1, DueNow: true, NextAt: now, Now: now}, ShardLaunch},
 	} {
 		if got, why := DecideShard(tc.in); got != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got, why, tc.want)

@@ -644,8 +644,12 @@ func (p *prober) reconcileShard(ctx context.Context, i int) error {
 			continue
 		}
 		in.Members++
-		if at := notBefore[ns]; !at.After(now.Add(cfg.RunDuration())) {
+		at := notBefore[ns]
+		if !at.After(now.Add(cfg.RunDuration())) {
 			due = append(due, ns)
+		}
+		if !at.After(now) {
+			in.DueNow = true
 		} else if in.EarliestDue.IsZero() || at.Before(in.EarliestDue) {
 			in.EarliestDue = at
 		}
@@ -665,7 +669,7 @@ func (p *prober) reconcileShard(ctx context.Context, i int) error {
 	case ShardWait:
 		at := in.NextAt
 		if !now.Before(at) {
-			at = in.EarliestDue.Add(-cfg.RunDuration())
+			at = in.EarliestDue
 		}
 		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
 		return nil
