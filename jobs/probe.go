@@ -62,17 +62,18 @@ type ProbeSpec struct {
 	// NodeConditions is the shoot's worker pool → unhealthy node conditions as JSON
 	// (NODE_CONDITIONS); "" = every pool uses the defaults.
 	NodeConditions string
-	// RunDuration 0: the Job probes once. > 0: the Job probes every Interval (SCHEDULE
-	// "@every <Interval>") for RunDuration (RUN_DURATION): fewer Jobs and pods, one pod
-	// always running per namespace.
+	// RunDuration 0: the Job probes each namespace once. > 0: the Job probes each namespace
+	// every Interval (SCHEDULE "@every <Interval>") for RunDuration (RUN_DURATION): fewer
+	// Jobs, one pod always running per shard.
 	RunDuration time.Duration
 	Interval    time.Duration
 	TriggerTime time.Time
 }
 
 // Probe turns a ProbeSpec into a Spec: `depwatch probe` with its environment, labels
-// depwatch.io/kind=probe and depwatch.io/namespace, and the KeepActive policy (never two
-// probes of one namespace at once: a launch while one is active creates nothing).
+// depwatch.io/kind=probe and depwatch.io/namespace (the namespace, or the shard), one
+// ProbeLabel per namespace of a shard, and the KeepActive policy (never two Jobs of one
+// target at once: a launch while one is active creates nothing).
 // activeDeadlineSeconds covers RUN_DURATION + three probe timeouts (Secret, API server,
 // leases) + the scale chain, plus the template's deadline margin.
 func Probe(p ProbeSpec) (Spec, error) {
