@@ -317,13 +317,20 @@ func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) [
 			if m, ok := findLine(lines, want); ok {
 				// A Job probes for probeJobRunDuration: keep the lines of the probe that
 				// matched (scale-down and scale-up may both be in one Job's log).
+				// A running Job's log is read as it grows: the probe counts only once its
+				// last line ("Probe done" or "No scaling decision") is there.
 				found = nil
+				complete := false
 				for _, line := range lines {
 					if fmt.Sprint(line["probe"]) == fmt.Sprint(m["probe"]) {
 						found = append(found, line)
+						msg := line.str("msg")
+						complete = complete || strings.HasPrefix(msg, "Probe done") || strings.HasPrefix(msg, "No scaling decision")
 					}
 				}
-				return true, nil
+				if complete {
+					return true, nil
+				}
 			}
 		}
 		return false, nil
