@@ -52,6 +52,8 @@ type Metrics struct {
 	ProbeScaleOps    *prometheus.CounterVec
 	ProbeNamespaces  *prometheus.GaugeVec
 	ProbeJobsCleaned prometheus.Counter
+	ProbeLastProbe   *prometheus.GaugeVec
+	ProbeShards      *prometheus.GaugeVec
 
 	ConfigValid           prometheus.Gauge
 	ConfigReloads         *prometheus.CounterVec
@@ -124,6 +126,14 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_namespaces",
 			Help: "Namespaces selected for probing: state=probed (on a schedule) or paused (the Gardener Cluster says the shoot is hibernated, deleted, migrating or has no workers).",
 		}, []string{"state"}),
+		ProbeLastProbe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_last_probe_timestamp_seconds",
+			Help: "Per probed namespace, when its last probe finished (Unix seconds), as the report of its shard's last finished probe Job says; time() minus this is the age of its last probe, at most one probeJobRunDuration behind while a Job runs.",
+		}, []string{"namespace"}),
+		ProbeShards: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_shards",
+			Help: "Shards of the probed namespaces (one probe Job each at a time): state=total, and state=stuck for those whose probe Job has had no running pod for a minute or more (unschedulable, quota): their namespaces are not probed; the other shards are not affected.",
+		}, []string{"state"}),
 		ProbeJobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
 			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
@@ -151,7 +161,7 @@ func NewMetrics(version string) *Metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
 	m.Registry.MustRegister(m.Triggers, m.JobsLaunched, m.TriggerToJob, m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.APIRequests, m.Leader, m.ServicesReady, build,
-		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned,
+		m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards,
 		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Show the launch series from the start, so rate() works from the first launch.
@@ -199,6 +209,9 @@ func (m *Metrics) initProbe() {
 	}
 	for _, s := range []string{"probed", "paused"} {
 		m.ProbeNamespaces.WithLabelValues(s)
+	}
+	for _, s := range []string{"total", "stuck"} {
+		m.ProbeShards.WithLabelValues(s)
 	}
 }
 

@@ -28,6 +28,8 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	m.TriggerToJob.WithLabelValues("x").Observe(1)
 	m.EdgeToAction.WithLabelValues("x").Observe(1)
 	m.ProbeNamespaces.WithLabelValues("x").Set(1)
+	m.ProbeLastProbe.WithLabelValues("x").Set(1)
+	m.ProbeShards.WithLabelValues("x").Set(1)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

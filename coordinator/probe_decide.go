@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -159,10 +156,8 @@ type ProbeInput struct {
 	// ClusterPending: Gardener's Cluster kind exists but its cache has not synced yet.
 	ClusterPending bool
 	Cluster        *unstructured.Unstructured
-	// Active: a probe Job of the namespace has not finished.
-	Active bool
-	// NextAt: when the next probe is due; zero: the namespace is seen for the first time.
-	NextAt time.Time
+	// Probed: the namespace is probed already (a member of its shard).
+	Probed bool
 	Now    time.Time
 }
 
@@ -170,15 +165,13 @@ type ProbeInput struct {
 type ProbeAction string
 
 const (
-	ProbeForget   ProbeAction = "forget"   // not probed (any more): forget its schedule
-	ProbeFirst    ProbeAction = "first"    // first sighting: the first probe after initialDelay
-	ProbeWait     ProbeAction = "wait"     // not due yet: requeue at NextAt
-	ProbeKeep     ProbeAction = "keep"     // due, but the last probe Job is still active: skip this turn
-	ProbeLaunch   ProbeAction = "launch"   // due: launch a probe Job
+	ProbeForget   ProbeAction = "forget"   // not probed (any more): its shard's next Job leaves it out
+	ProbeFirst    ProbeAction = "first"    // first sighting: joins its shard, first probe after initialDelay
+	ProbeMember   ProbeAction = "member"   // probed already: its shard's Jobs probe it
 	ProbeDeferred ProbeAction = "deferred" // cannot tell yet (Cluster cache not synced): look again soon
 )
 
-// DecideProbe is the whole scheduling rule of the prober.
+// DecideProbe is the whole rule of which namespaces are probed.
 func DecideProbe(in ProbeInput) (ProbeAction, string) {
 	if !in.Watched {
 		return ProbeForget, "namespace not selected (or gone, or terminating)"
@@ -189,15 +182,10 @@ func DecideProbe(in ProbeInput) (ProbeAction, string) {
 	if ok, why := ShouldProbe(in.Cluster); !ok {
 		return ProbeForget, why
 	}
-	switch {
-	case in.NextAt.IsZero():
+	if !in.Probed {
 		return ProbeFirst, "first seen"
-	case in.Now.Before(in.NextAt):
-		return ProbeWait, "not due"
-	case in.Active:
-		return ProbeKeep, "the previous probe Job is still active"
 	}
-	return ProbeLaunch, "due"
+	return ProbeMember, "probed"
 }
 
 // Jittered is interval x (1 ± factor x r), r uniform in [0,1): successive probes of many
@@ -208,61 +196,4 @@ func Jittered(interval time.Duration, factor float64) time.Duration {
 	}
 	d := time.Duration(float64(interval) * (1 + factor*(2*rand.Float64()-1)))
 	return max(d, time.Millisecond)
-}
-
-// ProbeSummary is what a finished probe Job reported in its termination message (the
-// container's /dev/termination-log: probe.Summary.String()).
-type ProbeSummary struct {
-	Probes int
-	Last   string
-	// Results counts the run's probes by result (healthy, scale-down, scale-up, skipped,
-	// api-unreachable, error).
-	Results map[string]int
-	// Resources counts the scale operations by outcome (scaled-down, scaled-up,
-	// annotations-removed, unchanged, ignored, optional-missing, missing, failed, ...;
-	// would-scale-* in a dry run). Zero counts are left out.
-	Resources map[string]int
-}
-
-var summaryPair = regexp.MustCompile(`([a-z][a-z-]*)=(\d+)`)
-
-// ParseProbeSummary reads a probe Job's termination message. ok is false when it is not a
-// probe summary (e.g. the run refused its configuration, or was killed before writing it).
-func ParseProbeSummary(msg string) (ProbeSummary, bool) {
-	msg = strings.TrimSpace(msg)
-	msg = strings.TrimPrefix(msg, "dry run, nothing changed: ")
-	if !strings.HasPrefix(msg, "namespace=") {
-		return ProbeSummary{}, false
-	}
-	s := ProbeSummary{Results: map[string]int{}, Resources: map[string]int{}}
-	fields := strings.Fields(msg)
-	if len(fields) < 3 {
-		return ProbeSummary{}, false
-	}
-	for _, f := range fields[1:3] {
-		k, v, _ := strings.Cut(f, "=")
-		switch k {
-		case "probes":
-			s.Probes, _ = strconv.Atoi(v)
-		case "last":
-			s.Last = v
-		}
-	}
-	ri := strings.LastIndex(msg, " resources: ")
-	if ri < 0 || s.Last == "" {
-		return ProbeSummary{}, false
-	}
-	if qi := strings.LastIndex(msg[:ri], " results: "); qi >= 0 {
-		for _, m := range summaryPair.FindAllStringSubmatch(strings.TrimSuffix(msg[qi+len(" results: "):ri], ";"), -1) {
-			if n, _ := strconv.Atoi(m[2]); n > 0 {
-				s.Results[m[1]] = n
-			}
-		}
-	}
-	for _, m := range summaryPair.FindAllStringSubmatch(msg[ri+len(" resources: "):], -1) {
-		if n, _ := strconv.Atoi(m[2]); n > 0 {
-			s.Resources[m[1]] = n
-		}
-	}
-	return s, true
 }

@@ -60,7 +60,7 @@ func TestConfigAcceptsDependencyWatchdogProberConfigAsIs(t *testing.T) {
 		t.Errorf("resources: %d %s", len(p.Resources()), p.ResourcesJSON())
 	case p.Selector().String() != "gardener.cloud/role=shoot":
 		t.Errorf("selector: %s", p.Selector())
-	case p.SuccessfulHistory() != 1 || p.FailedHistory() != 3 || p.RunDuration() != 0:
+	case p.SuccessfulHistory() != 1 || p.FailedHistory() != 3 || p.RunDuration() != 2*time.Minute || p.PerJob() != 50:
 		t.Errorf("history/run: %d %d %s", p.SuccessfulHistory(), p.FailedHistory(), p.RunDuration())
 	}
 	// Levels: down 0 (15+45) + 1 (45) + 2 (45) = 150 s; up 0 (60) + 1 (70) = 130 s.
@@ -152,13 +152,11 @@ func TestDecideProbe(t *testing.T) {
 		in   ProbeInput
 		want ProbeAction
 	}{
-		{"not selected", ProbeInput{Now: now, NextAt: now}, ProbeForget},
-		{"hibernated", ProbeInput{Watched: true, Cluster: hibernated, Now: now, NextAt: now}, ProbeForget},
+		{"not selected", ProbeInput{Now: now, Probed: true}, ProbeForget},
+		{"hibernated", ProbeInput{Watched: true, Cluster: hibernated, Now: now, Probed: true}, ProbeForget},
 		{"cluster cache syncing", ProbeInput{Watched: true, ClusterPending: true, Now: now}, ProbeDeferred},
 		{"first seen", ProbeInput{Watched: true, Now: now}, ProbeFirst},
-		{"not due", ProbeInput{Watched: true, Now: now, NextAt: now.Add(time.Second)}, ProbeWait},
-		{"due, previous active", ProbeInput{Watched: true, Active: true, Now: now, NextAt: now}, ProbeKeep},
-		{"due", ProbeInput{Watched: true, Now: now, NextAt: now.Add(-time.Second)}, ProbeLaunch},
+		{"probed already", ProbeInput{Watched: true, Now: now, Probed: true}, ProbeMember},
 	} {
 		if got, why := DecideProbe(tc.in); got != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got, why, tc.want)
@@ -175,23 +173,6 @@ func TestJitteredStaysWithinTheFactor(t *testing.T) {
 	}
 	if Jittered(10*time.Second, 0) != 10*time.Second {
 		t.Error("factor 0 must not jitter")
-	}
-}
-
-func TestParseProbeSummary(t *testing.T) {
-	s, ok := ParseProbeSummary("namespace=shoot--a probes=3 last=scale-down (3 of 5 node leases expired (0.60 >= NODE_LEASE_FAILURE_FRACTION 0.6)) results: scale-down=1 healthy=2; resources: scaled-down=2 scaled-up=0 annotations-removed=0 unchanged=1 ignored=0 optional-missing=0 missing=0 failed=0 not-started=0 interrupted=0\n")
-	if !ok || s.Probes != 3 || s.Last != "scale-down" || s.Results["scale-down"] != 1 || s.Results["healthy"] != 2 ||
-		s.Resources["scaled-down"] != 2 || s.Resources["unchanged"] != 1 || len(s.Resources) != 2 {
-		t.Errorf("got %+v, %v", s, ok)
-	}
-	s, ok = ParseProbeSummary("dry run, nothing changed: namespace=a probes=1 last=scale-up results: scale-up=1; resources: would-scale-down=0 would-scale-up=2 annotations-removed=0")
-	if !ok || s.Results["scale-up"] != 1 || s.Resources["would-scale-up"] != 2 {
-		t.Errorf("dry run: got %+v, %v", s, ok)
-	}
-	for _, bad := range []string{"", "invalid probe configuration:\nNAMESPACE: required", "namespace=a"} {
-		if _, ok := ParseProbeSummary(bad); ok {
-			t.Errorf("%q parsed as a summary", bad)
-		}
 	}
 }
 
@@ -212,6 +193,7 @@ prober:
   kcmNodeMonitorGraceDuration: 40s
   successfulJobsHistoryLimit: 1
   failedJobsHistoryLimit: 1
+  probeJobRunDuration: 0s
   dependentResourceInfos:
     - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
       scaleUp: {level: 1, timeout: 30s}
@@ -320,11 +302,11 @@ func TestProberLaunchesAfterTheInitialDelayThenEveryIntervalNeverTwoAtOnce(t *te
 	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["NAMESPACE"] != "shoot--p--a" || env["KUBECONFIG_SECRET_NAME"] != "shoot-access" || env["KCM_NODE_MONITOR_GRACE_DURATION"] != "40s" ||
+	if env["NAMESPACES"] != "shoot--p--a" || env["KUBECONFIG_SECRET_NAME"] != "shoot-access" || env["KCM_NODE_MONITOR_GRACE_DURATION"] != "40s" ||
 		!strings.Contains(env["DEPENDENT_RESOURCES"], "kube-controller-manager") || env["SCHEDULE"] != "" {
 		t.Errorf("env: %v", env)
 	}
-	if j.Labels["depwatch.io/kind"] != "probe" || j.Labels["depwatch.io/namespace"] != "shoot--p--a" || j.Spec.Template.Spec.ServiceAccountName != "depwatch-probe" {
+	if j.Labels["depwatch.io/kind"] != "probe" || j.Labels["probe.depwatch.io/shoot--p--a"] != "true" || !strings.HasPrefix(j.Labels["depwatch.io/namespace"], "shard-0-") || j.Spec.Template.Spec.ServiceAccountName != "depwatch-probe" {
 		t.Errorf("labels/SA: %v %s", j.Labels, j.Spec.Template.Spec.ServiceAccountName)
 	}
 	// Next interval, the first still running: kept, nothing new.

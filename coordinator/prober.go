@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -63,8 +64,20 @@ type prober struct {
 	throttled map[string]int
 	// shootNotes: per namespace, the last shoot settings logged (logged again on change).
 	shootNotes map[string]string
-	cluster    *clusterWatch // nil while Gardener's Cluster kind is not installed
-	clusterW   sync.WaitGroup
+	// lastProbe: per probed namespace, its last probe as the last report said.
+	lastProbe map[string]time.Time
+	// shardNext: per shard, no Job is launched before this.
+	shardNext map[int]time.Time
+	// stuck: per shard, why its active Job has no running pod (cannot start).
+	stuck map[int]string
+	// shards is the shard count last seen.
+	shards int
+	// shardTurn serialises shard turns (see reconcileShard).
+	shardTurn sync.Mutex
+	// recorder returns the coordinator's Event recorder (it is replaced when Run starts).
+	recorder func() record.EventRecorder
+	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
+	clusterW sync.WaitGroup
 }
 
 // clusterWatch is the dynamic informer of Gardener's Cluster resources, started when
@@ -74,7 +87,23 @@ type clusterWatch struct {
 	cancel context.CancelFunc
 }
 
-const jobTargetIndex = "depwatch-target"
+const (
+	jobTargetIndex = "depwatch-target"
+	// jobCoversIndex: the namespaces a probe Job probes.
+	jobCoversIndex = "depwatch-covers"
+)
+
+// jobCovers is the namespaces a probe Job probes: its AnnotationNamespaces, or the one
+// namespace of a Job for one namespace alone.
+func jobCovers(j *batchv1.Job) []string {
+	if list := j.Annotations[jobs.AnnotationNamespaces]; list != "" {
+		return strings.Split(list, ",")
+	}
+	if ns := j.Labels[jobs.LabelNamespace]; ns != "" {
+		return []string{jobTarget(j)}
+	}
+	return nil
+}
 
 func newProber(c *Coordinator, d Deps) (*prober, error) {
 	cfg := d.Config.Prober
@@ -91,6 +120,10 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 		counted:    map[types.UID]bool{},
 		throttled:  map[string]int{},
 		shootNotes: map[string]string{},
+		lastProbe:  map[string]time.Time{},
+		shardNext:  map[int]time.Time{},
+		stuck:      map[int]string{},
+		recorder:   func() record.EventRecorder { return c.recorder },
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-prober"}),
 	}
@@ -106,6 +139,12 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 				return nil, nil
 			}
 			return []string{jobTarget(j)}, nil
+		}, jobCoversIndex: func(obj any) ([]string, error) {
+			j, ok := obj.(*batchv1.Job)
+			if !ok {
+				return nil, nil
+			}
+			return jobCovers(j), nil
 		}},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
 	_ = p.jobInf.SetTransform(stripManagedFields)
@@ -123,16 +162,6 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 			k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 			return k, err == nil
 		}},
-		{p.jobInf, func(obj any) (string, bool) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			j, ok := obj.(*batchv1.Job)
-			if !ok || !jobs.Finished(j) {
-				return "", false // only a finished Job changes anything: history, or a kept turn
-			}
-			return jobTarget(j), true
-		}},
 	}
 	for _, h := range handlers {
 		key := h.key
@@ -143,6 +172,29 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 		}); err != nil {
 			return nil, err
 		}
+	}
+	onJob := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		j, ok := obj.(*batchv1.Job)
+		if !ok || !jobs.Finished(j) {
+			return // only a finished Job changes anything: history, or the shard's next Job
+		}
+		if i, isShard := shardOfTarget(jobTarget(j)); isShard && j.Annotations[jobs.AnnotationNamespaces] != "" {
+			p.queue.Add(shardKey(i))
+		}
+		// Its namespaces: one that moved to another shard while it ran joins that shard's next Job.
+		for _, ns := range jobCovers(j) {
+			p.queue.Add(ns)
+		}
+	}
+	if _, err := p.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onJob,
+		UpdateFunc: func(_, obj any) { onJob(obj) },
+		DeleteFunc: onJob,
+	}); err != nil {
+		return nil, err
 	}
 	if _, err := p.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.onPod,
@@ -206,8 +258,9 @@ func (p *prober) informers() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{p.nsInf, p.jobInf, p.podInf}
 }
 
-// onPod counts a finished probe pod's summary once (leader only, pods that ended after this
-// coordinator started, so a restart does not count old ones again).
+// onPod reads a finished probe pod's report once (leader only, pods that ended after this
+// coordinator started, so a restart does not count old ones again): the totals feed the
+// metrics, each namespace's entry its last-probe time and its throttling back-off.
 func (p *prober) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !p.leading.Load() {
@@ -228,39 +281,61 @@ func (p *prober) onPod(obj any) {
 		if done {
 			return
 		}
-		sum, ok := ParseProbeSummary(term.Message)
-		if !ok {
+		rep, err := probe.DecodeReport(term.Message)
+		if err != nil {
 			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
+			p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
+				Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
 			return
 		}
-		if ns := pod.Labels[jobs.LabelNamespace]; ns != "" {
-			p.noteThrottling(ns, sum.Last, term.FinishedAt.Time)
-		}
-		for r, n := range sum.Results {
+		for r, n := range rep.Results {
 			p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
 		}
-		for r, n := range sum.Resources {
+		for r, n := range rep.Ops {
 			p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
+		}
+		for ns, e := range rep.Namespaces {
+			if e.Last == probe.ResultNotProbed {
+				continue
+			}
+			at := rep.End.Add(-e.Ago)
+			p.noteLastProbe(ns, at)
+			p.noteThrottling(ns, e, at)
 		}
 		return
 	}
 }
 
-// noteThrottling: a probe Job that reported throttled (an API server answered 429) pushes
-// its namespace's next probe out by the back-off, doubling with each such Job in a row, so a
-// throttled API server is not probed again at full rate; any other result ends the back-off.
-func (p *prober) noteThrottling(ns, last string, finished time.Time) {
+// noteLastProbe sets the namespace's last-probe time (only while it is probed: a forgotten
+// namespace's series is gone for good).
+func (p *prober) noteLastProbe(ns string, at time.Time) {
 	p.mu.Lock()
-	if last != string(probe.ResultThrottled) {
+	defer p.mu.Unlock()
+	if _, probed := p.next[ns]; !probed {
+		return
+	}
+	if at.After(p.lastProbe[ns]) {
+		p.lastProbe[ns] = at
+		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
+	}
+}
+
+// noteThrottling: a namespace whose last probe was throttled (an API server answered 429)
+// gets its next probe pushed out by the back-off, doubling with each throttled probe in a
+// row, across Jobs, so a throttled API server is not probed again at full rate; the next Job
+// of its shard is told (NAMESPACE_SETTINGS notBefore). Any other result ends the back-off.
+func (p *prober) noteThrottling(ns string, e probe.NamespaceResult, last time.Time) {
+	p.mu.Lock()
+	if e.Last != probe.ResultThrottled {
 		delete(p.throttled, ns)
 		p.mu.Unlock()
 		return
 	}
-	p.throttled[ns]++
+	p.throttled[ns] += max(e.Throttled, 1)
 	n := p.throttled[ns]
 	next, scheduled := p.next[ns]
 	if scheduled {
-		next = NextAfterThrottle(next, finished, n)
+		next = NextAfterThrottle(next, last, n)
 		p.next[ns] = next
 	}
 	p.mu.Unlock()
@@ -269,7 +344,7 @@ func (p *prober) noteThrottling(ns, last string, finished time.Time) {
 	}
 	p.log.WithFields(logrus.Fields{"namespace": ns, "action": "back-off", "reason": "throttled", "backoff": probe.ThrottleBackoff(n).String(), "nextProbe": next.UTC().Format(time.RFC3339)}).
 		Warnf("The probe was throttled (HTTP 429) %d time(s) in a row: the next probe of this namespace waits until %s.", n, next.UTC().Format(time.RFC3339))
-	p.queue.AddAfter(ns, next.Sub(p.now()))
+	p.queue.Add(ns)
 }
 
 // watchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
@@ -411,23 +486,24 @@ func (p *prober) input(ns string) (ProbeInput, error) {
 			p.conf().cfg.Selector().Matches(labels.Set(n.Labels))
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
-	objs, err := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, ns)
-	if err != nil {
-		return in, err
-	}
-	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
-			in.Active = true
-		}
-	}
 	p.mu.Lock()
-	in.NextAt = p.next[ns]
+	_, in.Probed = p.next[ns]
 	p.mu.Unlock()
 	return in, nil
 }
 
-// reconcile handles one namespace: history clean-up, then DecideProbe and its one action.
-func (p *prober) reconcile(ctx context.Context, ns string) error {
+// reconcile handles one queue key: a shard ("shard:<i>") or a namespace.
+func (p *prober) reconcile(ctx context.Context, key string) error {
+	if i, ok := parseShardKey(key); ok {
+		return p.reconcileShard(ctx, i)
+	}
+	return p.reconcileNamespace(ctx, key)
+}
+
+// reconcileNamespace decides whether ns is probed (DecideProbe), keeps its membership, and
+// then reconciles its shard, so a namespace's first Job follows at once when it is due.
+func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
+	// Probe Jobs of one namespace alone (a manual one, or from before shards) keep their limits.
 	if err := p.cleanHistory(ctx, ns); err != nil {
 		p.log.WithError(err).WithField("namespace", ns).Warn("Could not remove old probe Jobs; will retry.")
 	}
@@ -445,6 +521,10 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		delete(p.next, ns)
 		delete(p.throttled, ns)
 		delete(p.shootNotes, ns)
+		if _, ok := p.lastProbe[ns]; ok {
+			delete(p.lastProbe, ns)
+			p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
+		}
 		_, wasPaused := p.paused[ns]
 		if in.Watched && !wasPaused {
 			p.paused[ns] = why
@@ -456,7 +536,8 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		p.mu.Unlock()
 		if had {
 			p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
-			log.WithField("reason", why).Info("Not probing this namespace (any more).")
+			log.WithField("reason", why).Info("Not probing this namespace (any more): the next probe Job of its shard leaves it out.")
+			p.noteShardCount()
 		}
 		return nil
 	case ProbeDeferred:
@@ -473,49 +554,167 @@ func (p *prober) reconcile(ctx context.Context, ns string) error {
 		p.mu.Unlock()
 		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
 		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
-		p.queue.AddAfter(ns, cfg.Delay())
-		return nil
-	case ProbeWait:
-		p.queue.AddAfter(ns, in.NextAt.Sub(in.Now))
-		return nil
-	case ProbeKeep:
-		p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(jobs.ResultKept)).Inc()
-		log.Debug("Probe due but the previous probe Job is still active: skipping this turn.")
-		p.schedule(ns, in.Now)
-		return nil
 	}
-	if err := p.launch(ctx, ns, in.Now, in.Cluster, log); err != nil {
-		return err
+	i := ShardOf(ns, p.noteShardCount())
+	if err := p.reconcileShard(ctx, i); err != nil {
+		// The shard's key retries with its own back-off: a launch that keeps failing (no Job
+		// namespace, quota, API errors) is tried once per back-off step, not once per member.
+		p.log.WithError(err).WithFields(logrus.Fields{"namespace": ns, "shard": p.shardName(i)}).Debug("The shard's turn failed; it is retried on its own.")
+		p.queue.AddRateLimited(shardKey(i))
 	}
-	p.schedule(ns, in.Now)
 	return nil
 }
 
-func (p *prober) schedule(ns string, now time.Time) {
-	cfg := p.conf().cfg
-	d := Jittered(cfg.Interval(), cfg.Jitter())
+// shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
+func (p *prober) shardMembers(i int) ([]string, map[string]time.Time, bool) {
 	p.mu.Lock()
-	if _, ok := p.next[ns]; ok {
-		p.next[ns] = now.Add(d)
+	defer p.mu.Unlock()
+	count := ShardCount(len(p.next), p.conf().cfg.PerJob())
+	if i >= count {
+		return nil, nil, false
 	}
-	p.mu.Unlock()
-	p.queue.AddAfter(ns, d)
+	var members []string
+	notBefore := map[string]time.Time{}
+	for ns, at := range p.next {
+		if ShardOf(ns, count) == i {
+			members = append(members, ns)
+			notBefore[ns] = at
+		}
+	}
+	slices.Sort(members)
+	return members, notBefore, true
 }
 
-// launch launches a probe Job with the shoot's own settings as they are now: a Job keeps
-// what was true when it started, the next one picks up a change.
-func (p *prober) launch(ctx context.Context, ns string, now time.Time, cluster *unstructured.Unstructured, log logrus.FieldLogger) error {
+// coveredElsewhere: the namespaces of list that an active probe Job of another target probes
+// (their shard changed while it runs, or a Job of one namespace alone): they join their new
+// shard's next Job once that one ends, so no namespace is ever probed by two Jobs at once.
+func (p *prober) coveredElsewhere(target string, list []string) map[string]bool {
+	out := map[string]bool{}
+	for _, ns := range list {
+		objs, err := p.jobInf.GetIndexer().ByIndex(jobCoversIndex, ns)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) && jobTarget(j) != target {
+				out[ns] = true
+			}
+		}
+	}
+	return out
+}
+
+// activeJob is the shard target's probe Job that has not finished (nil: none).
+func (p *prober) activeJob(target string) *batchv1.Job {
+	objs, _ := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
+	for _, o := range objs {
+		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
+			return j
+		}
+	}
+	return nil
+}
+
+// reconcileShard: history clean-up, DecideShard and its one action. Shard turns run one at a
+// time: the workers reconcile namespaces concurrently, and two members of one shard must not
+// both find it due and launch two Jobs before either has recorded the launch.
+func (p *prober) reconcileShard(ctx context.Context, i int) error {
+	p.shardTurn.Lock()
+	defer p.shardTurn.Unlock()
+	target := p.shardName(i)
+	if err := p.cleanHistory(ctx, target); err != nil {
+		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
+	}
+	cfg := p.conf().cfg
+	now := p.now()
+	members, notBefore, exists := p.shardMembers(i)
+	active := p.activeJob(target)
+	p.checkStuck(i, active, now)
+	if !exists {
+		return nil // the shard count went down: its last Job runs out, nothing follows
+	}
+	elsewhere := p.coveredElsewhere(target, members)
+	in := ShardInput{Active: active != nil, Now: now}
+	p.mu.Lock()
+	in.NextAt = p.shardNext[i]
+	p.mu.Unlock()
+	var due []string
+	for _, ns := range members {
+		if elsewhere[ns] {
+			continue
+		}
+		in.Members++
+		at := notBefore[ns]
+		if !at.After(now.Add(cfg.RunDuration())) {
+			due = append(due, ns)
+		}
+		if !at.After(now) {
+			in.DueNow = true
+		} else if in.EarliestDue.IsZero() || at.Before(in.EarliestDue) {
+			in.EarliestDue = at
+		}
+	}
+	in.Due = len(due)
+	action, why := DecideShard(in)
+	log := p.log.WithFields(logrus.Fields{"shard": target, "action": string(action), "reason": why, "namespaces": in.Members})
+	switch action {
+	case ShardIdle:
+		return nil
+	case ShardKeep:
+		p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(jobs.ResultKept)).Inc()
+		// Looked at again when the Job ends (its informer event), and meanwhile for a Job that
+		// cannot start.
+		p.queue.AddAfter(shardKey(i), stuckAfter(cfg))
+		return nil
+	case ShardWait:
+		at := in.NextAt
+		if !now.Before(at) {
+			at = in.EarliestDue
+		}
+		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
+		return nil
+	}
+	if err := p.launch(ctx, i, due, notBefore, now, log); err != nil {
+		return err
+	}
+	d := Jittered(cfg.Interval(), cfg.Jitter())
+	p.mu.Lock()
+	p.shardNext[i] = now.Add(d)
+	p.mu.Unlock()
+	p.queue.AddAfter(shardKey(i), d)
+	return nil
+}
+
+// launch launches shard i's probe Job for its due namespaces with each shoot's own settings
+// as they are now: a Job keeps what was true when it started, the next one picks up a change.
+func (p *prober) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
 	cur := p.conf()
 	cfg := cur.cfg
-	shoot := ShootSettingsOf(cluster)
-	grace := shoot.Grace(cfg.KCMGrace())
-	p.noteShootSettings(ns, shoot, grace, log)
+	settings := map[string]probe.NamespaceSettings{}
+	for _, ns := range namespaces {
+		cluster, _ := p.clusterFor(ns)
+		shoot := ShootSettingsOf(cluster)
+		grace := shoot.Grace(cfg.KCMGrace())
+		p.noteShootSettings(ns, shoot, grace, p.log.WithField("namespace", ns))
+		var s probe.NamespaceSettings
+		if grace != cfg.KCMGrace() {
+			s.NodeMonitorGrace = grace
+		}
+		s.NodeConditions = shoot.NodeConditions
+		if at := notBefore[ns]; at.After(now) {
+			s.NotBefore = at
+		}
+		settings[ns] = s
+	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
-		Namespace:                 ns,
+		Shard:                     p.shardName(i),
+		Namespaces:                namespaces,
+		NamespaceSettings:         probe.NamespaceSettingsEnv(settings),
+		Concurrency:               len(namespaces), // each namespace its own slot: a hanging one delays no other
+		Jitter:                    cfg.Jitter(),
 		KubeconfigSecretName:      cfg.KubeConfigSecretName,
 		ProbeTimeout:              cfg.Timeout(),
-		NodeMonitorGrace:          grace,
-		NodeConditions:            shoot.NodeConditionsJSON(),
+		NodeMonitorGrace:          cfg.KCMGrace(),
 		NodeLeaseFailureFraction:  cfg.LeaseFailure(),
 		LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
 		DependentResources:        cfg.ResourcesJSON(),
@@ -531,10 +730,11 @@ func (p *prober) launch(ctx context.Context, ns string, now time.Time, cluster *
 	out, err := cur.launcher.Launch(ctx, spec)
 	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
 	if err != nil {
-		log.WithError(err).Error("Could not launch the probe Job; will retry.")
+		log.WithError(err).Error("Could not launch the shard's probe Job; will retry. The other shards are not affected.")
 		return err
 	}
-	log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "result": string(out.Result)}).Debug("Launched a probe Job.")
+	log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "result": string(out.Result)}).
+		Debugf("Launched a probe Job for %d namespace(s).", len(namespaces))
 	return nil
 }
 
@@ -560,9 +760,10 @@ func (p *prober) noteShootSettings(ns string, s ShootSettings, grace time.Durati
 	}
 }
 
-// cleanHistory deletes the namespace's finished probe Jobs beyond the history limits.
-func (p *prober) cleanHistory(ctx context.Context, ns string) error {
-	objs, err := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, ns)
+// cleanHistory deletes the target's (a shard's, or one namespace's) finished probe Jobs
+// beyond the history limits.
+func (p *prober) cleanHistory(ctx context.Context, target string) error {
+	objs, err := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
 	if err != nil {
 		return err
 	}
@@ -584,7 +785,7 @@ func (p *prober) cleanHistory(ctx context.Context, ns string) error {
 	deleted, err := cur.launcher.Delete(ctx, del)
 	p.metrics.ProbeJobsCleaned.Add(float64(len(deleted)))
 	if len(deleted) > 0 {
-		p.log.WithFields(logrus.Fields{"namespace": ns, "jobs": deleted}).Debug("Removed finished probe Jobs beyond the history limits.")
+		p.log.WithFields(logrus.Fields{"target": target, "jobs": deleted}).Debug("Removed finished probe Jobs beyond the history limits.")
 	}
 	if err != nil {
 		return fmt.Errorf("history clean-up: %w", err)
@@ -606,8 +807,8 @@ func (p *prober) processNext(ctx context.Context) bool {
 		p.queue.AddRateLimited(ns)
 	default:
 		p.queue.Forget(ns)
-		p.log.WithError(err).WithField("namespace", ns).Error("Giving up on this probe turn; the next comes with the next interval.")
-		p.schedule(ns, p.now())
+		p.log.WithError(err).WithField("key", ns).Error("Giving up on this probe turn; trying again in one interval.")
+		p.queue.AddAfter(ns, p.conf().cfg.Interval())
 	}
 	return true
 }
@@ -618,7 +819,7 @@ func (p *prober) lead(ctx context.Context, workers int) {
 	defer p.leading.Store(false)
 	cfg := p.conf().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
-		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String()}).Info("Active: probing the selected namespaces.")
+		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
 	p.enqueueAll()
 	var wg sync.WaitGroup
 	for range workers {
@@ -630,4 +831,107 @@ func (p *prober) lead(ctx context.Context, workers int) {
 	<-ctx.Done()
 	p.queue.ShutDown()
 	wg.Wait()
+}
+
+// stuckAfter is how long a shard's probe Job may go without a running pod before the shard
+// counts as stuck: a pod normally runs seconds after its Job is created.
+func stuckAfter(cfg *ProberConfig) time.Duration { return max(time.Minute, cfg.Interval()) }
+
+// checkStuck notes whether shard i's active Job cannot start (no pod, or a pod that stays
+// Pending: no node fits, quota, admission): its namespaces are then not probed. It is made
+// visible, once per Job, as a Warning log line and Event on the Job, in the metric
+// depwatch_coordinator_probe_shards{state="stuck"} and in /readyz's detail. The other shards
+// carry on: each has its own Job.
+func (p *prober) checkStuck(i int, active *batchv1.Job, now time.Time) {
+	why := ""
+	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.conf().cfg) {
+		why = p.whyNotRunning(active)
+	}
+	p.mu.Lock()
+	before := p.stuck[i]
+	if why == "" {
+		delete(p.stuck, i)
+	} else {
+		p.stuck[i] = why
+	}
+	n := len(p.stuck)
+	p.mu.Unlock()
+	p.metrics.ProbeShards.WithLabelValues("stuck").Set(float64(n))
+	if why == "" || why == before {
+		return
+	}
+	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
+		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, active.Annotations[jobs.AnnotationNamespaces])
+	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
+	if p.recorder != nil {
+		p.recorder().Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
+	}
+}
+
+// whyNotRunning is why the Job has no running (or finished) pod, "" when it has one.
+func (p *prober) whyNotRunning(j *batchv1.Job) string {
+	var pending []string
+	for _, o := range p.podInf.GetIndexer().List() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || pod.Labels[batchv1.JobNameLabel] != j.Name {
+			continue
+		}
+		if pod.Status.Phase != corev1.PodPending {
+			return ""
+		}
+		why := "pod " + pod.Name + " Pending"
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				why += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+			}
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				if w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
+					continue
+				}
+				why += fmt.Sprintf(" (%s: %s)", w.Reason, w.Message)
+			}
+		}
+		pending = append(pending, why)
+	}
+	if len(pending) == 0 {
+		return "no pod was created (a ResourceQuota or an admission webhook refusing it? see the Job's Events)"
+	}
+	return strings.Join(pending, "; ")
+}
+
+// stuckShards is /readyz's detail: one line per shard whose Job cannot start.
+func (p *prober) stuckShards() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for i, why := range p.stuck {
+		out = append(out, fmt.Sprintf("probe %s: its Job has no running pod: %s", p.shardName(i), why))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// shardName is shard i's Job target under the running config's namespace selector.
+func (p *prober) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
+
+// noteShardCount returns the shard count for the probed namespaces now; when it changed,
+// namespaces move between shards, so every shard looks at its members again.
+func (p *prober) noteShardCount() int {
+	per := p.conf().cfg.PerJob()
+	p.mu.Lock()
+	count := ShardCount(len(p.next), per)
+	before := p.shards
+	p.shards = count
+	p.mu.Unlock()
+	if count != before {
+		p.metrics.ProbeShards.WithLabelValues("total").Set(float64(count))
+		p.log.WithFields(logrus.Fields{"shards": count, "before": before, "reason": "probed namespaces changed"}).
+			Infof("The probed namespaces now form %d shard(s) of about %d: one probe Job each at a time.", count, per)
+		for i := range max(count, before) {
+			p.queue.Add(shardKey(i))
+		}
+	}
+	return count
 }

@@ -30,6 +30,16 @@ const (
 	DefaultSuccessfulJobsHistory     = 1
 	DefaultFailedJobsHistory         = 3
 	DefaultClusterDiscoveryInterval  = time.Minute
+	// DefaultNamespacesPerProbeJob: a probe Job covers a shard of about this many namespaces.
+	// 50 keeps a 250-namespace seed at 5 probe pods and a 1,000-namespace one at 20, and a
+	// shard's report well inside the kubelet's 4 KiB termination message.
+	DefaultNamespacesPerProbeJob = 50
+	// MaxNamespacesPerProbeJob bounds a shard: its namespaces travel in the Job's environment
+	// and its report in a 4 KiB termination message.
+	MaxNamespacesPerProbeJob = 100
+	// DefaultProbeJobRunDuration: each shard's Job probes for this long, then the next one
+	// takes over: 30 Jobs per shard per hour.
+	DefaultProbeJobRunDuration = 2 * time.Minute
 	// DefaultKCMNodeMonitorGraceDuration is kube-controller-manager's own default
 	// --node-monitor-grace-period, as dependency-watchdog assumes it.
 	DefaultKCMNodeMonitorGraceDuration = 40 * time.Second
@@ -58,7 +68,8 @@ const (
 //	namespaceSelector: {matchLabels: {gardener.cloud/role: shoot}}
 //	successfulJobsHistoryLimit: 1
 //	failedJobsHistoryLimit: 3
-//	probeJobRunDuration: 0s        # 0: one probe per Job; > 0: one Job probes every interval this long
+//	namespacesPerProbeJob: 50      # a probe Job covers a shard of about this many namespaces
+//	probeJobRunDuration: 2m        # 0: one probe per Job; > 0: one Job probes every interval this long
 //	clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
 //	dryRun: false
 type ProberConfig struct {
@@ -76,6 +87,7 @@ type ProberConfig struct {
 	SuccessfulJobsHistoryLimit *int32                `json:"successfulJobsHistoryLimit,omitempty"`
 	FailedJobsHistoryLimit     *int32                `json:"failedJobsHistoryLimit,omitempty"`
 	ProbeJobRunDuration        *metav1.Duration      `json:"probeJobRunDuration,omitempty"`
+	NamespacesPerProbeJob      *int32                `json:"namespacesPerProbeJob,omitempty"`
 	ClusterDiscoveryInterval   *metav1.Duration      `json:"clusterDiscoveryInterval,omitempty"`
 	DryRun                     bool                  `json:"dryRun,omitempty"`
 
@@ -134,7 +146,22 @@ func (p *ProberConfig) SuccessfulHistory() int {
 func (p *ProberConfig) FailedHistory() int {
 	return intOr(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory)
 }
-func (p *ProberConfig) RunDuration() time.Duration { return durOr(p.ProbeJobRunDuration, 0) }
+
+// RunDuration is probeJobRunDuration; unset: DefaultProbeJobRunDuration, or 0 (one probe per
+// Job) when probeInterval is longer than that: a Job per shard per interval is then no churn.
+func (p *ProberConfig) RunDuration() time.Duration {
+	def := DefaultProbeJobRunDuration
+	if p.Interval() > def {
+		def = 0
+	}
+	return durOr(p.ProbeJobRunDuration, def)
+}
+
+// PerJob is namespacesPerProbeJob (default 50): the shard count is the probed namespaces
+// divided by it, rounded up.
+func (p *ProberConfig) PerJob() int {
+	return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob)
+}
 func (p *ProberConfig) DiscoveryInterval() time.Duration {
 	return durOr(p.ClusterDiscoveryInterval, DefaultClusterDiscoveryInterval)
 }
@@ -200,7 +227,7 @@ var (
 	dwdProberFields = []string{"kubeConfigSecretName", "probeInterval", "initialDelay", "probeTimeout", "backoffJitterFactor",
 		"dependentResourceInfos", "kcmNodeMonitorGraceDuration", "nodeLeaseFailureFraction"}
 	ownProberFields = []string{"leaseExpiryBufferFraction", "namespaceSelector", "successfulJobsHistoryLimit",
-		"failedJobsHistoryLimit", "probeJobRunDuration", "clusterDiscoveryInterval", "dryRun"}
+		"failedJobsHistoryLimit", "probeJobRunDuration", "namespacesPerProbeJob", "clusterDiscoveryInterval", "dryRun"}
 )
 
 // parseProber parses the section and validates every field, each problem naming its path
@@ -332,6 +359,9 @@ func (p *ProberConfig) validate() []error {
 		default:
 			bounded("probeJobRunDuration", p.ProbeJobRunDuration)
 		}
+	}
+	if n := p.NamespacesPerProbeJob; n != nil && (*n < 1 || *n > MaxNamespacesPerProbeJob) {
+		add("prober.namespacesPerProbeJob: %d: must be between 1 and %d (a Job's namespaces travel in its environment, its report in a 4 KiB termination message)", *n, MaxNamespacesPerProbeJob)
 	}
 	if p.NamespaceSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)

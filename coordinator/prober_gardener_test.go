@@ -350,8 +350,8 @@ func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("%d Jobs, want 1", len(list))
 	}
-	if env := probeJobEnv(list[0]); env["KCM_NODE_MONITOR_GRACE_DURATION"] != "2m0s" || env["NODE_CONDITIONS"] != `{"pool-a":["Custom"]}` {
-		t.Errorf("first Job: grace %q, node conditions %q; want the shoot's 2m0s and pool-a's Custom", env["KCM_NODE_MONITOR_GRACE_DURATION"], env["NODE_CONDITIONS"])
+	if env := probeJobEnv(list[0]); env["NAMESPACE_SETTINGS"] != `{"shoot--p--a":{"nodeMonitorGrace":"2m0s","nodeConditions":{"pool-a":["Custom"]}}}` {
+		t.Errorf("first Job: NAMESPACE_SETTINGS %q; want the shoot's grace 2m0s and pool-a's Custom", env["NAMESPACE_SETTINGS"])
 	}
 
 	// The shoot drops its own settings while the first Job runs: it keeps its environment.
@@ -367,15 +367,15 @@ func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
 	if len(list) != 2 {
 		t.Fatalf("%d Jobs, want 2", len(list))
 	}
-	conds := []string{probeJobEnv(list[0])["NODE_CONDITIONS"], probeJobEnv(list[1])["NODE_CONDITIONS"]}
-	slices.Sort(conds)
-	if !slices.Equal(conds, []string{"", `{"pool-a":["Custom"]}`}) {
-		t.Errorf("node conditions of the two Jobs = %q, want the shoot's before the change and none after", conds)
+	settings := []string{probeJobEnv(list[0])["NAMESPACE_SETTINGS"], probeJobEnv(list[1])["NAMESPACE_SETTINGS"]}
+	slices.Sort(settings)
+	if settings[0] != "" || !strings.Contains(settings[1], `"nodeMonitorGrace":"2m0s"`) || !strings.Contains(settings[1], `"pool-a":["Custom"]`) {
+		t.Errorf("NAMESPACE_SETTINGS of the two Jobs = %q, want the shoot's before the change and none after", settings)
 	}
-	graces := []string{probeJobEnv(list[0])["KCM_NODE_MONITOR_GRACE_DURATION"], probeJobEnv(list[1])["KCM_NODE_MONITOR_GRACE_DURATION"]}
-	slices.Sort(graces)
-	if !slices.Equal(graces, []string{"2m0s", "40s"}) {
-		t.Errorf("graces of the two Jobs = %v, want one 2m0s (before the change) and one 40s (after)", graces)
+	for _, j := range list {
+		if g := probeJobEnv(j)["KCM_NODE_MONITOR_GRACE_DURATION"]; g != "40s" {
+			t.Errorf("Job-wide grace %q, want the config's 40s (a shoot's own is per namespace)", g)
+		}
 	}
 }
 
@@ -417,13 +417,18 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 	p.next[ns] = h.now.Add(5 * time.Second)
 	p.mu.Unlock()
 	pod := func(name, last string, at time.Time) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: ns}},
+		throttled := 0
+		if last == "throttled" {
+			throttled = 1
+		}
+		msg := probe.EncodeReport(probe.Report{End: at, Results: map[string]int{last: 1},
+			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last), Throttled: throttled}}})
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "shard-0-000000"}},
 			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at},
-					Message: "namespace=" + ns + " probes=1 last=" + last + " results: " + last + "=1; resources: scaled-down=0"}}}}}}
+				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at}, Message: msg}}}}}}
 	}
 	next := func() time.Time { p.mu.Lock(); defer p.mu.Unlock(); return p.next[ns] }
-	finished := time.Now().Add(time.Hour) // after the coordinator started
+	finished := time.Now().Add(time.Hour).Truncate(time.Second) // after the coordinator started; reports carry seconds
 	p.onPod(pod("a", "throttled", finished))
 	if got := next(); !got.Equal(finished.Add(10 * time.Second)) {
 		t.Errorf("after one throttled probe: next = %s, want 10s after it finished", got)

@@ -326,4 +326,11 @@ func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+	// Shards whose probe Job cannot start: the coordinator itself is fine (ready), but a
+	// person looking here should see that some control planes are not probed.
+	if c.pr != nil {
+		for _, line := range c.pr.stuckShards() {
+			fmt.Fprintln(w, line)
+		}
+	}
 }

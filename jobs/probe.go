@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -13,11 +14,36 @@ import (
 // TriggerSchedule: a probe Job launched because its namespace's probeInterval came round.
 const TriggerSchedule = "schedule"
 
-// ProbeSpec describes a probe run (`depwatch probe`) for one control-plane namespace. The
-// coordinator fills it from the config's prober section; every field maps to one variable of
-// the probe's environment (see probe.Usage).
+// Labels and annotations of a probe Job that covers a shard of namespaces.
+const (
+	// LabelProbePrefix + <namespace> = "true" marks every namespace the Job probes, on the Job
+	// and its pods: `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>`.
+	LabelProbePrefix = "probe.depwatch.io/"
+	// AnnotationNamespaces lists the namespaces the Job probes, comma-separated, in order.
+	AnnotationNamespaces = "depwatch.io/namespaces"
+)
+
+// ProbeLabel is the label that marks a probe Job (and its pods) as probing namespace ns.
+func ProbeLabel(ns string) string { return LabelProbePrefix + ns }
+
+// ProbeSpec describes a probe run (`depwatch probe`) for one control-plane namespace, or for
+// a shard of them. The coordinator fills it from the config's prober section; every field
+// maps to one variable of the probe's environment (see probe.Usage).
 type ProbeSpec struct {
-	Namespace            string        // NAMESPACE
+	// Namespace (NAMESPACE): a run for this one namespace; the Job's target is the namespace.
+	Namespace string
+	// Shard and Namespaces (NAMESPACES): a run for several namespaces; the Job's target (label
+	// depwatch.io/namespace, de-duplication) is the shard's name, and every namespace gets
+	// its label ProbeLabel(ns). Set either Namespace or Shard and Namespaces.
+	Shard      string
+	Namespaces []string
+	// NamespaceSettings is NAMESPACE_SETTINGS (probe.NamespaceSettingsEnv), "" for none.
+	NamespaceSettings string
+	// Concurrency (PROBE_CONCURRENCY): namespaces probed at the same moment; 0 = the probe's default.
+	Concurrency int
+	// Jitter (BACKOFF_JITTER_FACTOR) spreads each namespace's probes, in [0,1).
+	Jitter float64
+
 	KubeconfigSecretName string        // KUBECONFIG_SECRET_NAME
 	ProbeTimeout         time.Duration // PROBE_TIMEOUT
 	NodeMonitorGrace     time.Duration // KCM_NODE_MONITOR_GRACE_DURATION
@@ -36,38 +62,67 @@ type ProbeSpec struct {
 	// NodeConditions is the shoot's worker pool → unhealthy node conditions as JSON
 	// (NODE_CONDITIONS); "" = every pool uses the defaults.
 	NodeConditions string
-	// RunDuration 0: the Job probes once. > 0: the Job probes every Interval (SCHEDULE
-	// "@every <Interval>") for RunDuration (RUN_DURATION): fewer Jobs and pods, one pod
-	// always running per namespace.
+	// RunDuration 0: the Job probes each namespace once. > 0: the Job probes each namespace
+	// every Interval (SCHEDULE "@every <Interval>") for RunDuration (RUN_DURATION): fewer
+	// Jobs, one pod always running per shard.
 	RunDuration time.Duration
 	Interval    time.Duration
 	TriggerTime time.Time
 }
 
 // Probe turns a ProbeSpec into a Spec: `depwatch probe` with its environment, labels
-// depwatch.io/kind=probe and depwatch.io/namespace, and the KeepActive policy (never two
-// probes of one namespace at once: a launch while one is active creates nothing).
+// depwatch.io/kind=probe and depwatch.io/namespace (the namespace, or the shard), one
+// ProbeLabel per namespace of a shard, and the KeepActive policy (never two Jobs of one
+// target at once: a launch while one is active creates nothing).
 // activeDeadlineSeconds covers RUN_DURATION + three probe timeouts (Secret, API server,
 // leases) + the scale chain, plus the template's deadline margin.
 func Probe(p ProbeSpec) (Spec, error) {
-	switch {
-	case p.Namespace == "":
-		return Spec{}, fmt.Errorf("probe: namespace is required")
-	case p.KubeconfigSecretName == "":
-		return Spec{}, fmt.Errorf("probe %s: the kubeconfig Secret name is required", p.Namespace)
-	case p.ProbeTimeout <= 0 || p.NodeMonitorGrace <= 0:
-		return Spec{}, fmt.Errorf("probe %s: probe timeout and node monitor grace must be positive", p.Namespace)
-	case !(p.NodeLeaseFailureFraction > 0 && p.NodeLeaseFailureFraction <= 1) || !(p.LeaseExpiryBufferFraction > 0 && p.LeaseExpiryBufferFraction <= 1):
-		return Spec{}, fmt.Errorf("probe %s: fractions must be in (0,1]", p.Namespace)
-	case p.DependentResources == "":
-		return Spec{}, fmt.Errorf("probe %s: dependent resources are required", p.Namespace)
-	case p.RunDuration < 0 || p.ScaleChain < 0:
-		return Spec{}, fmt.Errorf("probe %s: durations must not be negative", p.Namespace)
-	case p.RunDuration > 0 && p.Interval <= 0:
-		return Spec{}, fmt.Errorf("probe %s: a run duration needs a positive interval", p.Namespace)
+	target := p.Namespace
+	if p.Shard != "" {
+		target = p.Shard
 	}
-	env := []corev1.EnvVar{
-		{Name: "NAMESPACE", Value: p.Namespace},
+	switch {
+	case p.Namespace == "" && (p.Shard == "" || len(p.Namespaces) == 0):
+		return Spec{}, fmt.Errorf("probe: a namespace, or a shard and its namespaces, is required")
+	case p.Namespace != "" && (p.Shard != "" || len(p.Namespaces) > 0):
+		return Spec{}, fmt.Errorf("probe %s: set a namespace or a shard with namespaces, not both", p.Namespace)
+	case p.Concurrency < 0 || !(p.Jitter >= 0 && p.Jitter < 1):
+		return Spec{}, fmt.Errorf("probe %s: concurrency must not be negative and jitter must be in [0,1)", target)
+	case p.KubeconfigSecretName == "":
+		return Spec{}, fmt.Errorf("probe %s: the kubeconfig Secret name is required", target)
+	case p.ProbeTimeout <= 0 || p.NodeMonitorGrace <= 0:
+		return Spec{}, fmt.Errorf("probe %s: probe timeout and node monitor grace must be positive", target)
+	case !(p.NodeLeaseFailureFraction > 0 && p.NodeLeaseFailureFraction <= 1) || !(p.LeaseExpiryBufferFraction > 0 && p.LeaseExpiryBufferFraction <= 1):
+		return Spec{}, fmt.Errorf("probe %s: fractions must be in (0,1]", target)
+	case p.DependentResources == "":
+		return Spec{}, fmt.Errorf("probe %s: dependent resources are required", target)
+	case p.RunDuration < 0 || p.ScaleChain < 0:
+		return Spec{}, fmt.Errorf("probe %s: durations must not be negative", target)
+	case p.RunDuration > 0 && p.Interval <= 0:
+		return Spec{}, fmt.Errorf("probe %s: a run duration needs a positive interval", target)
+	}
+	var env []corev1.EnvVar
+	var labels, annotations map[string]string
+	if p.Shard != "" {
+		env = append(env, corev1.EnvVar{Name: "NAMESPACES", Value: strings.Join(p.Namespaces, ",")})
+		if p.NamespaceSettings != "" {
+			env = append(env, corev1.EnvVar{Name: "NAMESPACE_SETTINGS", Value: p.NamespaceSettings})
+		}
+		if p.Concurrency > 0 {
+			env = append(env, corev1.EnvVar{Name: "PROBE_CONCURRENCY", Value: strconv.Itoa(p.Concurrency)})
+		}
+		labels = map[string]string{}
+		for _, ns := range p.Namespaces {
+			labels[ProbeLabel(ns)] = "true"
+		}
+		annotations = map[string]string{AnnotationNamespaces: strings.Join(p.Namespaces, ",")}
+	} else {
+		env = append(env, corev1.EnvVar{Name: "NAMESPACE", Value: p.Namespace})
+	}
+	if p.Jitter > 0 {
+		env = append(env, corev1.EnvVar{Name: "BACKOFF_JITTER_FACTOR", Value: fmtFraction(p.Jitter)})
+	}
+	env = append(env, []corev1.EnvVar{
 		{Name: "KUBECONFIG_SECRET_NAME", Value: p.KubeconfigSecretName},
 		{Name: "PROBE_TIMEOUT", Value: p.ProbeTimeout.String()},
 		{Name: "KCM_NODE_MONITOR_GRACE_DURATION", Value: p.NodeMonitorGrace.String()},
@@ -75,7 +130,7 @@ func Probe(p ProbeSpec) (Spec, error) {
 		{Name: "LEASE_EXPIRY_BUFFER_FRACTION", Value: fmtFraction(p.LeaseExpiryBufferFraction)},
 		{Name: "DEPENDENT_RESOURCES", Value: p.DependentResources},
 		{Name: "DRY_RUN", Value: strconv.FormatBool(p.DryRun)},
-	}
+	}...)
 	if p.NodeConditions != "" {
 		env = append(env, corev1.EnvVar{Name: "NODE_CONDITIONS", Value: p.NodeConditions})
 	}
@@ -86,7 +141,9 @@ func Probe(p ProbeSpec) (Spec, error) {
 	}
 	return Spec{
 		Kind:        KindProbe,
-		Namespace:   p.Namespace,
+		Namespace:   target,
+		ExtraLabels: labels,
+		Annotations: annotations,
 		Trigger:     TriggerSchedule,
 		TriggerTime: p.TriggerTime,
 		RunDuration: p.RunDuration + 3*p.ProbeTimeout + p.ScaleChain,

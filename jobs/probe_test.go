@@ -137,3 +137,51 @@ func TestProbeSpecCarriesTheShootsNodeConditions(t *testing.T) {
 		}
 	}
 }
+
+// A shard's Job: its target is the shard, every namespace it probes is a label on the Job and
+// its pods (kubectl logs -l ...,probe.depwatch.io/<ns>), and its environment names them all.
+func TestProbeSpecForAShard(t *testing.T) {
+	p := probeSpec()
+	p.Namespace, p.Shard, p.Namespaces = "", "shard-3-abcdef", []string{"shoot--p--a", "shoot--p--b"}
+	p.NamespaceSettings, p.Concurrency, p.Jitter = `{"shoot--p--b":{"nodeMonitorGrace":"2m0s"}}`, 2, 0.2
+	p.RunDuration = 2 * time.Minute
+	s, err := Probe(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := Build(Template{Namespace: "depwatch", Image: "img"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	want := map[string]string{"NAMESPACES": "shoot--p--a,shoot--p--b", "NAMESPACE_SETTINGS": p.NamespaceSettings,
+		"PROBE_CONCURRENCY": "2", "BACKOFF_JITTER_FACTOR": "0.2", "SCHEDULE": "@every 10s", "RUN_DURATION": "2m0s", "NAMESPACE": ""}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s=%q, want %q", k, env[k], v)
+		}
+	}
+	for _, labels := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
+		if labels[LabelNamespace] != "shard-3-abcdef" || labels[ProbeLabel("shoot--p--a")] != "true" || labels[ProbeLabel("shoot--p--b")] != "true" || labels[LabelKind] != "probe" {
+			t.Errorf("labels %v", labels)
+		}
+	}
+	if job.Annotations[AnnotationNamespaces] != "shoot--p--a,shoot--p--b" || job.Annotations[AnnotationTarget] != "shard-3-abcdef" {
+		t.Errorf("annotations %v", job.Annotations)
+	}
+	for _, bad := range []func(*ProbeSpec){
+		func(p *ProbeSpec) { p.Namespace = "also" },
+		func(p *ProbeSpec) { p.Namespaces = nil },
+		func(p *ProbeSpec) { p.Jitter = 1 },
+		func(p *ProbeSpec) { p.Concurrency = -1 },
+	} {
+		q := p
+		bad(&q)
+		if _, err := Probe(q); err == nil {
+			t.Errorf("accepted %+v", q)
+		}
+	}
+}

@@ -130,6 +130,9 @@ type Spec struct {
 	Env []corev1.EnvVar
 	// Annotations of the kind's own (e.g. AnnotationArmedAt); depwatch's common keys win.
 	Annotations map[string]string
+	// ExtraLabels of the kind's own (e.g. one per namespace a probe Job covers); depwatch's
+	// common keys win. They are not part of the de-duplication lookup.
+	ExtraLabels map[string]string
 	// Args for the depwatch binary, e.g. ["reap"].
 	Args []string
 	// OnActive is the de-duplication policy for Launch.

@@ -159,6 +159,9 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	for k, v := range t.Labels {
 		labels[k] = v
 	}
+	for k, v := range s.ExtraLabels {
+		labels[k] = v
+	}
 	for k, v := range s.Labels() {
 		labels[k] = v
 	}

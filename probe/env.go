@@ -111,3 +111,13 @@ func (e *env) fraction(name string) (float64, bool) {
 	}
 	return f, true
 }
+
+// hasProblem says whether a problem about the variable name was recorded already.
+func (e *env) hasProblem(name string) bool {
+	for _, p := range e.problems {
+		if strings.HasPrefix(p, name+"=") || strings.HasPrefix(p, name+":") {
+			return true
+		}
+	}
+	return false
+}

@@ -28,6 +28,8 @@ func FuzzLoadOptions(f *testing.F) {
 		"NAMESPACE=kube-system\nKUBECONFIG_SECRET_NAME=x\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=[]",
 		"DEPENDENT_RESOURCES=[{\"ref\":{\"kind\":\"Nope\",\"name\":\"x\",\"apiVersion\":\"garbage//v1\"},\"scaleUp\":{\"level\":0},\"scaleDown\":{\"level\":0}}]",
 		"",
+		"NAMESPACES=shoot--a,shoot--b\nNAMESPACE_SETTINGS={\"shoot--b\":{\"nodeMonitorGrace\":\"1m\",\"notBefore\":\"2026-05-01T12:00:00Z\"}}\nPROBE_CONCURRENCY=2\nBACKOFF_JITTER_FACTOR=0.2\nKUBECONFIG_SECRET_NAME=x\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=" + strings.ReplaceAll(validResources, "\n", " "),
+		"NAMESPACES=a,,a\nNAMESPACE_SETTINGS={\"zz\":{}}\nPROBE_CONCURRENCY=-1\nBACKOFF_JITTER_FACTOR=NaN",
 	} {
 		f.Add(seed)
 	}
@@ -66,4 +68,38 @@ func namesAVariable(p string) bool {
 		}
 	}
 	return false
+}
+
+// FuzzDecodeReport: any termination message gives a report or ErrNotAReport, never a panic;
+// a report that is read is written back to one that reads the same, within 4 KiB.
+func FuzzDecodeReport(f *testing.F) {
+	for _, seed := range []string{
+		`{"v":1,"end":1777636800,"results":{"healthy":3},"ops":{"unchanged":3},"ns":{"shoot--a":["healthy",4]}}`,
+		`{"v":1,"end":1,"dryRun":true,"ns":{"a":["throttled",1,2],"b":["not-probed"]},"omitted":3}`,
+		`namespace=a probes=1 last=healthy resources: scaled-down=0`,
+		`{"v":1,"end":1,"ns":{"a":[1,2,3,4]}}`,
+		``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		r, err := DecodeReport(msg)
+		if err != nil {
+			if !errors.Is(err, ErrNotAReport) {
+				t.Fatalf("DecodeReport error %v is not ErrNotAReport", err)
+			}
+			return
+		}
+		again := EncodeReport(r)
+		if len(again) > MaxReportBytes && len(r.Namespaces) > 0 {
+			t.Fatalf("re-encoded report is %d bytes", len(again))
+		}
+		r2, err := DecodeReport(again)
+		if err != nil {
+			t.Fatalf("a report read from %q does not read back: %v (%s)", msg, err, again)
+		}
+		if len(r2.Namespaces)+r2.Omitted != len(r.Namespaces)+r.Omitted {
+			t.Fatalf("namespaces lost: %d+%d then %d+%d", len(r.Namespaces), r.Omitted, len(r2.Namespaces), r2.Omitted)
+		}
+	})
 }

@@ -1,7 +1,11 @@
 package probe
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +26,13 @@ type Options struct {
 	// NodeConditions: worker pool → the node conditions that take its nodes out of the lease
 	// count (NODE_CONDITIONS; pools not listed use DefaultUnhealthyNodeConditions).
 	NodeConditions map[string][]string
+
+	// Namespaces (NAMESPACES) are probed concurrently, each on its own, when set; Namespace
+	// is then empty. Settings (NAMESPACE_SETTINGS) override the Job-wide ones per namespace.
+	Namespaces  []string
+	Settings    map[string]NamespaceSettings
+	Concurrency int     // PROBE_CONCURRENCY
+	Jitter      float64 // BACKOFF_JITTER_FACTOR, in [0,1)
 
 	ScheduleSpec string        // "" = a single probe
 	Schedule     cron.Schedule // nil = a single probe
@@ -50,11 +61,41 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	e := &env{lookup: lookup}
 	var o Options
 
-	if v, ok := e.get("NAMESPACE"); ok {
-		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-			e.fail("NAMESPACE", v, "not a valid namespace name: %s", strings.Join(errs, "; "))
+	single, hasSingle := e.lookup("NAMESPACE")
+	if hasSingle && strings.TrimSpace(single) == "" {
+		e.fail("NAMESPACE", single, "required, must not be empty")
+		hasSingle = false
+	} else if hasSingle {
+		if errs := validation.IsDNS1123Label(single); len(errs) > 0 {
+			e.fail("NAMESPACE", single, "not a valid namespace name: %s", strings.Join(errs, "; "))
 		}
-		o.Namespace = v
+		o.Namespace = single
+	}
+	if v, ok := e.get("NAMESPACES"); ok {
+		o.Namespaces = parseNamespaces(e, v)
+	}
+	switch {
+	case hasSingle && o.Namespaces != nil:
+		e.fail("NAMESPACES", strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
+	case !hasSingle && o.Namespaces == nil && !e.hasProblem("NAMESPACE"):
+		e.problems = append(e.problems, "NAMESPACE: required (or NAMESPACES), not set")
+	}
+	if v, ok := e.optional("NAMESPACE_SETTINGS"); ok {
+		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
+	}
+	if v, ok := e.get("PROBE_CONCURRENCY"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			e.fail("PROBE_CONCURRENCY", v, "must be an integer greater than 0")
+		}
+		o.Concurrency = n
+	}
+	if v, ok := e.get("BACKOFF_JITTER_FACTOR"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) || f < 0 || f >= 1 {
+			e.fail("BACKOFF_JITTER_FACTOR", v, "must be a number at least 0 and less than 1")
+		}
+		o.Jitter = f
 	}
 	if v, ok := e.get("KUBECONFIG_SECRET_NAME"); ok {
 		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
@@ -132,8 +173,11 @@ func parseSchedule(e *env, spec string) (s cron.Schedule) {
 // validate guards Run against an Options that did not come from LoadOptions.
 func (o Options) validate() error {
 	var problems []string
-	if o.Namespace == "" {
-		problems = append(problems, "no namespace")
+	if (o.Namespace == "") == (len(o.Namespaces) == 0) {
+		problems = append(problems, "exactly one of a namespace or a list of namespaces is needed")
+	}
+	if o.Concurrency < 0 || o.Jitter < 0 || o.Jitter >= 1 {
+		problems = append(problems, "concurrency must not be negative, jitter in [0,1)")
 	}
 	if o.KubeconfigSecretName == "" {
 		problems = append(problems, "no kubeconfig Secret name")
@@ -160,4 +204,149 @@ func (o Options) validate() error {
 		return fmt.Errorf("probe options: %w", &ConfigError{Problems: problems})
 	}
 	return nil
+}
+
+// NamespaceSettings are one namespace's own settings in a multi-namespace run
+// (NAMESPACE_SETTINGS): its shoot's nodeMonitorGracePeriod and worker pools' node conditions,
+// and the earliest time of its first probe (the coordinator's initialDelay after it first saw
+// the namespace, or the end of a throttling back-off).
+type NamespaceSettings struct {
+	NodeMonitorGrace time.Duration
+	NodeConditions   map[string][]string
+	NotBefore        time.Time
+}
+
+// namespaceSettingsWire is NamespaceSettings in NAMESPACE_SETTINGS.
+type namespaceSettingsWire struct {
+	NodeMonitorGrace string              `json:"nodeMonitorGrace,omitempty"`
+	NodeConditions   map[string][]string `json:"nodeConditions,omitempty"`
+	NotBefore        string              `json:"notBefore,omitempty"`
+}
+
+// NamespaceSettingsEnv is the value of NAMESPACE_SETTINGS for m ("" when there is nothing
+// to say); LoadOptions reads it back.
+func NamespaceSettingsEnv(m map[string]NamespaceSettings) string {
+	w := map[string]namespaceSettingsWire{}
+	for ns, s := range m {
+		var e namespaceSettingsWire
+		if s.NodeMonitorGrace > 0 {
+			e.NodeMonitorGrace = s.NodeMonitorGrace.String()
+		}
+		if len(s.NodeConditions) > 0 {
+			e.NodeConditions = s.NodeConditions
+		}
+		if !s.NotBefore.IsZero() {
+			e.NotBefore = s.NotBefore.UTC().Format(time.RFC3339Nano)
+		}
+		if e.NodeMonitorGrace != "" || e.NodeConditions != nil || e.NotBefore != "" {
+			w[ns] = e
+		}
+	}
+	if len(w) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(w) // strings only: cannot fail; keys sorted
+	return string(b)
+}
+
+// NamespacesEnv is the value of NAMESPACES for a list of namespaces.
+func NamespacesEnv(namespaces []string) string { return strings.Join(namespaces, ",") }
+
+func parseNamespaces(e *env, v string) []string {
+	seen := map[string]bool{}
+	list := []string{}
+	for _, ns := range strings.Split(v, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			e.fail("NAMESPACES", v, "%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+			continue
+		}
+		if seen[ns] {
+			e.fail("NAMESPACES", v, "%q is listed twice", ns)
+			continue
+		}
+		seen[ns] = true
+		list = append(list, ns)
+	}
+	return list
+}
+
+func parseNamespaceSettings(e *env, v string, known map[string]bool) map[string]NamespaceSettings {
+	var w map[string]namespaceSettingsWire
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		e.fail("NAMESPACE_SETTINGS", v, "not a JSON object of namespace → {nodeMonitorGrace, nodeConditions, notBefore}: %v", err)
+		return nil
+	}
+	out := map[string]NamespaceSettings{}
+	for ns, s := range w {
+		if !known[ns] {
+			e.fail("NAMESPACE_SETTINGS", v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
+			continue
+		}
+		var r NamespaceSettings
+		if s.NodeMonitorGrace != "" {
+			d, err := time.ParseDuration(s.NodeMonitorGrace)
+			if err != nil || d <= 0 {
+				e.fail("NAMESPACE_SETTINGS", v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
+			}
+			r.NodeMonitorGrace = d
+		}
+		for pool, conds := range s.NodeConditions {
+			if pool == "" || len(conds) == 0 || slices.Contains(conds, "") {
+				e.fail("NAMESPACE_SETTINGS", v, "%s.nodeConditions: pool %q needs a non-empty list of condition types", ns, pool)
+			}
+		}
+		r.NodeConditions = s.NodeConditions
+		if s.NotBefore != "" {
+			t, err := time.Parse(time.RFC3339Nano, s.NotBefore)
+			if err != nil {
+				e.fail("NAMESPACE_SETTINGS", v, "%s.notBefore %q: must be an RFC 3339 time", ns, s.NotBefore)
+			}
+			r.NotBefore = t
+		}
+		out[ns] = r
+	}
+	return out
+}
+
+// targetNames is the set of namespaces the run probes.
+func (o Options) targetNames() map[string]bool {
+	m := map[string]bool{}
+	if o.Namespace != "" {
+		m[o.Namespace] = true
+	}
+	for _, ns := range o.Namespaces {
+		m[ns] = true
+	}
+	return m
+}
+
+// targets are the per-namespace options of the run, in the order given, with each
+// namespace's own settings applied.
+func (o Options) targets() []nsTarget {
+	names := o.Namespaces
+	if o.Namespace != "" {
+		names = []string{o.Namespace}
+	}
+	out := make([]nsTarget, 0, len(names))
+	for _, ns := range names {
+		t := o
+		t.Namespace, t.Namespaces, t.Settings = ns, nil, nil
+		s := o.Settings[ns]
+		if s.NodeMonitorGrace > 0 {
+			t.NodeMonitorGrace = s.NodeMonitorGrace
+		}
+		if len(s.NodeConditions) > 0 {
+			t.NodeConditions = s.NodeConditions
+		}
+		out = append(out, nsTarget{opts: t, notBefore: s.NotBefore})
+	}
+	return out
+}
+
+type nsTarget struct {
+	opts      Options
+	notBefore time.Time
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -93,46 +95,95 @@ type runner struct {
 	sum  Summary
 	// throttled counts the consecutive throttled probes (0 after any other result).
 	throttled int
+	// slots bounds how many namespaces of the run probe at the same moment.
+	slots chan struct{}
+	// lastAt is when the last probe finished (zero: none yet).
+	lastAt time.Time
+	// stop ends the run's schedule. A probe still reading (Secret, API server, leases,
+	// Machines) when it comes is abandoned, since nothing has been changed yet: a hanging
+	// control plane must not hold its whole shard's Job, and so the hand-over to the next
+	// Job, for up to three probe timeouts. A probe that is scaling is finished.
+	stop context.Context
 }
 
-// Run performs the run: one probe now and, with SCHEDULE, one on every tick until RUN_DURATION
-// has elapsed (a probe in hand is finished; probes never overlap: a tick inside a probe is
-// skipped). ctx is SIGTERM: no new probe, level or resource starts after it, and waits are
-// abandoned. The error is non-nil when the last probe could not run (Secret, kubeconfig,
-// credentials) or a resource could not be scaled in it; "no decision" is not an error.
+// Run is RunAll for a run of one namespace (NAMESPACE): its summary and error.
 func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Summary, error) {
-	if err := errors.Join(opts.validate(), deps.validate()); err != nil {
+	_, sums, err := RunAll(ctx, deps, opts, log)
+	if len(sums) == 0 {
 		return Summary{Namespace: opts.Namespace}, err
+	}
+	return sums[0], err
+}
+
+// RunAll performs the run for every namespace of opts (NAMESPACE, or NAMESPACES) at once, each
+// on its own: its first probe after its notBefore (NAMESPACE_SETTINGS) and, in a run of
+// several namespaces with SCHEDULE, after a random part of BACKOFF_JITTER_FACTOR × the
+// interval, so they do not all fire together; then, with SCHEDULE, one probe on every tick of
+// its own until RUN_DURATION has elapsed (a probe in hand is finished; a namespace's probes
+// never overlap: a tick inside a probe is skipped). At most PROBE_CONCURRENCY namespaces probe
+// at the same moment; every request of a probe is bounded by PROBE_TIMEOUT, so a slow or
+// hanging control plane delays no other namespace beyond the slot it holds. ctx is SIGTERM:
+// no new probe, level or resource starts after it, and waits are abandoned.
+//
+// It returns the Report (one entry per namespace), each namespace's Summary in the order
+// given, and an error. With NAMESPACE the error is non-nil when the last probe could not run
+// (Secret, kubeconfig, credentials) or a resource could not be scaled in it ("no decision" is
+// not an error). With NAMESPACES the error is non-nil only for unusable options: one broken
+// control plane must not fail (and retry) a Job that serves many; its failures are in its log
+// lines, its Events and its report entry.
+func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Report, []Summary, error) {
+	if err := errors.Join(opts.validate(), deps.validate()); err != nil {
+		return Report{End: time.Now()}, nil, err
 	}
 	if deps.PollInterval <= 0 {
 		deps.PollInterval = time.Second
 	}
-	r := &runner{deps: deps, opts: opts, log: log,
-		sum: Summary{Namespace: opts.Namespace, DryRun: opts.DryRun, Results: map[Result]int{}}}
+	conc := opts.Concurrency
+	if conc <= 0 {
+		conc = 1
+	}
+	targets := opts.targets()
+	multi := len(opts.Namespaces) > 0
+	slots := make(chan struct{}, conc)
 
-	r.log.WithFields(logrus.Fields{
-		"namespace": opts.Namespace, "kubeconfig_secret": opts.KubeconfigSecretName,
-		"probe_timeout": opts.ProbeTimeout.String(), "node_monitor_grace": opts.NodeMonitorGrace.String(),
+	fields := logrus.Fields{
+		"kubeconfig_secret": opts.KubeconfigSecretName,
+		"probe_timeout":     opts.ProbeTimeout.String(), "node_monitor_grace": opts.NodeMonitorGrace.String(),
 		"node_lease_failure_fraction": opts.NodeLeaseFailureFraction, "lease_expiry_buffer_fraction": opts.LeaseExpiryBufferFraction,
 		"resources": len(opts.Resources), "dry_run": opts.DryRun, "schedule": opts.ScheduleSpec, "run_duration": opts.RunDuration.String(),
-	}).Info("Probe run starting.")
-
-	lastErr := r.probe(ctx)
-	if opts.Schedule != nil && ctx.Err() == nil {
-		stop, cancel := context.WithTimeout(ctx, opts.RunDuration)
-		defer cancel()
-		timer := time.NewTimer(time.Until(r.nextProbe()))
-		defer timer.Stop()
-		for stop.Err() == nil {
-			select {
-			case <-stop.Done():
-			case <-timer.C:
-				lastErr = r.probe(ctx)
-				// After the probe: ticks that fell inside it are skipped, not queued.
-				timer.Reset(time.Until(r.nextProbe()))
-			}
-		}
 	}
+	if multi {
+		fields["namespace"] = NamespacesEnv(opts.Namespaces)
+		fields["namespaces"] = len(opts.Namespaces)
+		fields["concurrency"] = conc
+		fields["jitter"] = opts.Jitter
+	} else {
+		fields["namespace"] = opts.Namespace
+	}
+	log.WithFields(fields).Info("Probe run starting.")
+
+	// stop ends the schedule: RUN_DURATION after the start, or SIGTERM.
+	stop, cancel := ctx, context.CancelFunc(func() {})
+	if opts.Schedule != nil {
+		stop, cancel = context.WithTimeout(ctx, opts.RunDuration)
+	}
+	defer cancel()
+
+	runners := make([]*runner, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		r := &runner{deps: deps, opts: t.opts, log: log.WithField("namespace", t.opts.Namespace), slots: slots, stop: stop,
+			sum: Summary{Namespace: t.opts.Namespace, DryRun: opts.DryRun, Results: map[Result]int{}}}
+		runners[i] = r
+		var spread time.Duration
+		if multi && opts.Schedule != nil && opts.Jitter > 0 {
+			now := time.Now()
+			spread = time.Duration(rand.Float64() * opts.Jitter * float64(opts.Schedule.Next(now).Sub(now)))
+		}
+		wg.Go(func() { errs[i] = r.run(ctx, stop, t.notBefore, spread) })
+	}
+	wg.Wait()
 
 	why := "done"
 	switch {
@@ -141,20 +192,83 @@ func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (
 	case opts.Schedule != nil:
 		why = "RUN_DURATION elapsed"
 	}
-	line := r.log.WithFields(logrus.Fields{"namespace": opts.Namespace, "probes": r.sum.Probes, "result": string(r.sum.Last), "stop_reason": why})
-	if lastErr != nil {
-		line.WithField("error", lastErr.Error()).Errorf("Probe run finished (%s) with an error: %s", why, r.sum)
-	} else {
-		line.Infof("Probe run finished (%s): %s", why, r.sum)
+	end := time.Now()
+	rep := Report{End: end, DryRun: opts.DryRun, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
+	sums := make([]Summary, len(runners))
+	for i, r := range runners {
+		sums[i] = r.sum
+		e := NamespaceResult{Last: r.sum.Last, Throttled: r.throttled}
+		if r.sum.Probes == 0 {
+			e.Last = ResultNotProbed
+		} else {
+			e.Ago = max(end.Sub(r.lastAt), 0)
+		}
+		rep.Namespaces[r.opts.Namespace] = e
+		for res, n := range r.sum.Results {
+			rep.Results[string(res)] += n
+		}
+		for op, n := range r.sum.Ops() {
+			rep.Ops[op] += n
+		}
+		line := r.log.WithFields(logrus.Fields{"probes": r.sum.Probes, "result": string(e.Last), "stop_reason": why})
+		if errs[i] != nil {
+			line.WithField("error", errs[i].Error()).Errorf("Probe run finished (%s) with an error: %s", why, r.sum)
+		} else {
+			line.Infof("Probe run finished (%s): %s", why, r.sum)
+		}
 	}
-	return r.sum, lastErr
+	if multi {
+		return rep, sums, nil
+	}
+	return rep, sums, errs[0]
 }
 
-// nextProbe is the schedule's next tick; after a throttled probe (429), the ticks within the
-// back-off are skipped too, so a throttled API server is not asked again at full rate.
+// run is one namespace's part of a run: its first probe at notBefore (or after spread), then
+// on the schedule until stop. A namespace whose first probe is not due before stop is not
+// probed at all.
+func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time.Duration) error {
+	if wait := max(time.Until(notBefore), spread); wait > 0 {
+		if d := time.Until(notBefore); d > 0 {
+			r.log.WithFields(logrus.Fields{"action": "wait", "reason": "initial delay or back-off", "first_probe": notBefore.UTC().Format(time.RFC3339)}).
+				Infof("The first probe of this namespace waits until %s.", notBefore.UTC().Format(time.RFC3339))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-stop.Done():
+			t.Stop()
+			r.log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended before the first probe was due"}).
+				Info("Not probed in this run: its first probe was not due yet; the next probe Job of its shard probes it.")
+			return nil
+		case <-t.C:
+		}
+	}
+	lastErr := r.probe(ctx)
+	if r.opts.Schedule == nil || ctx.Err() != nil {
+		return lastErr
+	}
+	timer := time.NewTimer(time.Until(r.nextProbe()))
+	defer timer.Stop()
+	for stop.Err() == nil {
+		select {
+		case <-stop.Done():
+		case <-timer.C:
+			lastErr = r.probe(ctx)
+			// After the probe: ticks that fell inside it are skipped, not queued.
+			timer.Reset(time.Until(r.nextProbe()))
+		}
+	}
+	return lastErr
+}
+
+// nextProbe is the schedule's next tick, stretched by up to BACKOFF_JITTER_FACTOR of the
+// interval; after a throttled probe (429), the ticks within the back-off are skipped too, so
+// a throttled API server is not asked again at full rate.
 func (r *runner) nextProbe() time.Time {
 	now := time.Now()
 	next := r.opts.Schedule.Next(now)
+	if r.opts.Jitter > 0 {
+		next = next.Add(time.Duration(rand.Float64() * r.opts.Jitter * float64(next.Sub(now))))
+	}
 	if r.throttled > 0 {
 		until := now.Add(ThrottleBackoff(r.throttled))
 		for next.Before(until) && !next.IsZero() {
@@ -166,9 +280,25 @@ func (r *runner) nextProbe() time.Time {
 
 // probe runs one probe: Secret → API server → leases → decision → scaling.
 func (r *runner) probe(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil
+	}
+	defer func() { <-r.slots }()
 	r.sum.Probes++
 	log := r.log.WithFields(logrus.Fields{"namespace": r.opts.Namespace, "probe": r.sum.Probes})
-	res, reason, err := r.probeOnce(ctx, log)
+	readCtx, cancelRead := context.WithCancel(ctx)
+	defer cancelRead()
+	if r.stop != nil {
+		defer context.AfterFunc(r.stop, cancelRead)()
+	}
+	res, reason, err := r.probeOnce(ctx, readCtx, log)
+	if res == ResultNotProbed {
+		r.sum.Probes-- // abandoned at the run's end: not a probe
+		return nil
+	}
+	r.lastAt = time.Now()
 	r.sum.Last, r.sum.LastReason = res, reason
 	r.sum.Results[res]++
 	if res == ResultThrottled {
@@ -181,8 +311,14 @@ func (r *runner) probe(ctx context.Context) error {
 	return err
 }
 
-func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result, string, error) {
+// probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx.
+func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
 	noDecision := func(res Result, pe *probeError) (Result, string, error) {
+		if ctx.Err() == nil && readCtx.Err() != nil {
+			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended during the probe's reads"}).
+				Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
+			return ResultNotProbed, "", nil
+		}
 		fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
 		if pe.kind == errBroken {
 			log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
@@ -192,7 +328,7 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 		return res, pe.Error(), nil
 	}
 
-	secretCtx, cancel := context.WithTimeout(ctx, r.opts.ProbeTimeout)
+	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
 	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
 	cancel()
 	if pe != nil {
@@ -203,14 +339,14 @@ func (r *runner) probeOnce(ctx context.Context, log logrus.FieldLogger) (Result,
 	if err != nil {
 		return noDecision(ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error())))
 	}
-	if pe := probeAPIServer(ctx, shoot, r.opts.ProbeTimeout); pe != nil {
+	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}
-	leases, nodes, pe := listLeaseInput(ctx, shoot, r.opts.ProbeTimeout)
+	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
 	if pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}
-	machines, pe := listMachines(ctx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
+	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
 	if pe != nil {
 		return noDecision(resultFor(pe), pe)
 	}

@@ -617,7 +617,9 @@ func TestScheduleProbesRepeatedlyWithoutOverlap(t *testing.T) {
 	if sum.Probes < 3 || overlapped {
 		t.Errorf("probes = %d (want several), overlapped = %v", sum.Probes, overlapped)
 	}
-	if c.shootFactoryCalls != sum.Probes {
+	// One more read than probes: a probe still reading when RUN_DURATION ends is abandoned
+	// (nothing changed yet) and not counted.
+	if c.shootFactoryCalls != sum.Probes && c.shootFactoryCalls != sum.Probes+1 {
 		t.Errorf("the kubeconfig Secret must be read for every probe (token rotation): %d reads for %d probes", c.shootFactoryCalls, sum.Probes)
 	}
 	if el := time.Since(start); el > 5*time.Second {

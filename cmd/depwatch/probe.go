@@ -35,8 +35,8 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 		return setup.cannotStart(log, "Cannot build the Kubernetes clients", err)
 	}
 
-	summary, runErr := probe.Run(ctx, deps, opts, log)
-	writeTerminationMessage(summary.String())
+	report, _, runErr := probe.RunAll(ctx, deps, opts, log)
+	writeTerminationMessage(probe.EncodeReport(report))
 	if runErr != nil {
 		return exitFailure
 	}
@@ -46,13 +46,16 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 func probeUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "Usage: depwatch probe [--kubeconfig PATH]")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "One probe run for one control-plane namespace (meltdown protection, dependency-watchdog's")
-	fmt.Fprintln(w, "prober): read the kubeconfig Secret, probe the control plane's API server, count its expired")
-	fmt.Fprintln(w, "node leases, and scale the dependents down (too many expired) or back up, level by level")
-	fmt.Fprintln(w, "through their scale subresource, keeping the replicas in dependency-watchdog's annotations.")
-	fmt.Fprintln(w, "An unreachable or throttled API server means no decision: nothing is scaled.")
-	fmt.Fprintln(w, "Exit codes: 0 done (including no decision), 1 a scale failed or the Secret/kubeconfig is")
-	fmt.Fprintln(w, "unusable, 2 invalid configuration (nothing done). The summary is the termination message.")
+	fmt.Fprintln(w, "One probe run for one control-plane namespace (NAMESPACE) or several (NAMESPACES, each on its")
+	fmt.Fprintln(w, "own, concurrently; meltdown protection, dependency-watchdog's prober): read the kubeconfig")
+	fmt.Fprintln(w, "Secret, probe the control plane's API server, count its expired node leases, and scale the")
+	fmt.Fprintln(w, "dependents down (too many expired) or back up, level by level through their scale")
+	fmt.Fprintln(w, "subresource, keeping the replicas in dependency-watchdog's annotations. An unreachable or")
+	fmt.Fprintln(w, "throttled API server means no decision: nothing is scaled. Every log line names its namespace.")
+	fmt.Fprintln(w, "Exit codes: 0 done (including no decision; with NAMESPACES also when some namespaces failed:")
+	fmt.Fprintln(w, "see their error lines), 1 with NAMESPACE a scale failed or the Secret/kubeconfig is unusable,")
+	fmt.Fprintln(w, "2 invalid configuration (nothing done). The termination message is the run's report, JSON:")
+	fmt.Fprintln(w, `{"v":1,"end":<unix>,"results":{...},"ops":{...},"ns":{"<namespace>":["<last result>",<s ago>]}}.`)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags:")
 	fs.SetOutput(w)

@@ -209,6 +209,7 @@ func dumpJobLogs(ctx context.Context, t *testing.T, ns string) {
 	var all []batchv1.Job
 	for _, q := range []struct{ ns, selector string }{
 		{metav1.NamespaceAll, jobs.LabelNamespace + "=" + jobs.LabelValue(ns)},
+		{metav1.NamespaceAll, jobs.ProbeLabel(ns)}, // the probe Jobs of its shard
 		{ns, ""},
 	} {
 		list, err := kube.BatchV1().Jobs(q.ns).List(ctx, metav1.ListOptions{LabelSelector: q.selector})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // TestBenchProbe is a measurement, not a timed test. It runs only when DEPWATCH_BENCH_PROBE is
@@ -92,21 +93,25 @@ func TestBenchProbe(t *testing.T) {
 	var single []time.Duration
 	for i := range n {
 		d, msg := run(spec(0))
-		if !strings.Contains(msg, "last=healthy") {
+		if rep, err := probe.DecodeReport(msg); err != nil || len(rep.Namespaces) != 1 || firstEntry(rep).Last != probe.ResultHealthy {
 			t.Fatalf("probe %d did not find a healthy control plane: %s", i, msg)
 		}
 		single = append(single, d)
 	}
 	const longRun = time.Minute
 	longTook, longMsg := run(spec(longRun))
-	sum, _ := coordinator.ParseProbeSummary(longMsg)
+	longRep, _ := probe.DecodeReport(longMsg)
+	probes := 0
+	for _, n := range longRep.Results {
+		probes += n
+	}
 
 	med, worst := median(single), slices.Max(single)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Probe Jobs on the local cluster (create → Complete, no scaling), %d Jobs one after the other:\n\n", n)
 	fmt.Fprintf(&b, "| figure | value |\n|---|---|\n")
 	fmt.Fprintf(&b, "| one-probe Job, create → Complete, median | %s |\n| one-probe Job, create → Complete, max | %s |\n", fmtSeconds(med), fmtSeconds(worst))
-	fmt.Fprintf(&b, "| long-lived Job (RUN_DURATION %s, SCHEDULE @every %s): create → Complete | %s, %d probes |\n\n", longRun, p.Interval(), fmtSeconds(longTook), sum.Probes)
+	fmt.Fprintf(&b, "| long-lived Job (RUN_DURATION %s, SCHEDULE @every %s): create → Complete | %s, %d probes |\n\n", longRun, p.Interval(), fmtSeconds(longTook), probes)
 
 	// Churn, computed: one-probe Jobs start every max(interval, create→Complete) per namespace
 	// (never two at once); a long-lived Job lasts runDuration + its start-up and end.
@@ -138,4 +143,12 @@ func conditionTrue(j *batchv1.Job, typ batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// firstEntry is a one-namespace report's entry.
+func firstEntry(r probe.Report) probe.NamespaceResult {
+	for _, e := range r.Namespaces {
+		return e
+	}
+	return probe.NamespaceResult{}
 }

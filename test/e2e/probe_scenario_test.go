@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // The probe scenarios treat the local cluster as the "shoot" of itself: a Secret holds a
@@ -53,7 +55,8 @@ type probeScenario struct {
 	mu    sync.Mutex
 	renew map[string]bool // node → the test keeps renewing its lease
 	logs  map[string]string
-	order []string // Job names in the order their logs were collected
+	final map[string]bool // Jobs whose log was read after they finished
+	order []string        // Job names in the order their logs were first collected
 }
 
 type probeSetup struct {
@@ -68,7 +71,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 	t.Helper()
 	ensureCoordinator(t)
 	ns := newNamespace(t, prefix)
-	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}}
+	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}, final: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -79,7 +82,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 		wg.Wait()
 		_ = kube.BatchV1().Jobs(depwatchNS).DeleteCollection(context.Background(),
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
-			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + ns})
+			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(ns)})
 		for _, n := range s.nodes {
 			_ = kube.CoordinationV1().Leases(nodeLeaseNS).Delete(context.Background(), n, metav1.DeleteOptions{})
 			_ = kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
@@ -226,7 +229,7 @@ func (s *probeScenario) start() time.Time {
 }
 
 func (s *probeScenario) probeJobs() []batchv1.Job {
-	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe,depwatch.io/namespace=" + s.ns})
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(s.ns)})
 	if err != nil {
 		return nil
 	}
@@ -234,17 +237,20 @@ func (s *probeScenario) probeJobs() []batchv1.Job {
 	return list.Items
 }
 
-// collectLogs keeps the log of every probe Job of the namespace once it has finished: the
-// coordinator removes finished Jobs beyond the history limit within an interval or two.
+// collectLogs keeps the log of every probe Job of the namespace: a running one's is read
+// again on every round (a shard's Job probes for probeJobRunDuration, its lines come as it
+// goes), a finished one's once more and then kept: the coordinator removes finished Jobs
+// beyond the history limit within an interval or two.
 func (s *probeScenario) collectLogs(ctx context.Context) {
 	for ctx.Err() == nil {
 		for _, j := range s.probeJobs() {
 			s.mu.Lock()
-			_, done := s.logs[j.Name]
+			done := s.final[j.Name]
 			s.mu.Unlock()
-			if done || !jobDone(&j) {
+			if done {
 				continue
 			}
+			finished := jobDone(&j)
 			pods, err := kube.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
 			if err != nil || len(pods.Items) == 0 {
 				continue
@@ -260,13 +266,16 @@ func (s *probeScenario) collectLogs(ctx context.Context) {
 				b.Write(data)
 			}
 			s.mu.Lock()
+			if _, seen := s.logs[j.Name]; !seen {
+				s.order = append(s.order, j.Name)
+			}
 			s.logs[j.Name] = b.String()
-			s.order = append(s.order, j.Name)
+			s.final[j.Name] = finished
 			s.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -292,16 +301,36 @@ func (s *probeScenario) collected() []string {
 }
 
 // waitLog waits for a collected probe log with a line whose fields have the given values,
-// and returns that log's lines.
+// and returns the lines of that probe (of this namespace, with the same probe number).
 func (s *probeScenario) waitLog(timeout time.Duration, want map[string]string) []logLine {
 	s.t.Helper()
 	var found []logLine
 	waitFor(s.t, timeout, fmt.Sprintf("a probe Job log with %v", want), func() (bool, error) {
 		for _, l := range s.collected() {
-			lines := parseLogLines(l)
-			if _, ok := findLine(lines, want); ok {
-				found = lines
-				return true, nil
+			// A probe Job covers a shard of namespaces: this scenario's lines are those naming it.
+			var lines []logLine
+			for _, line := range parseLogLines(l) {
+				if line.str("namespace") == s.ns {
+					lines = append(lines, line)
+				}
+			}
+			if m, ok := findLine(lines, want); ok {
+				// A Job probes for probeJobRunDuration: keep the lines of the probe that
+				// matched (scale-down and scale-up may both be in one Job's log).
+				// A running Job's log is read as it grows: the probe counts only once its
+				// last line ("Probe done" or "No scaling decision") is there.
+				found = nil
+				complete := false
+				for _, line := range lines {
+					if fmt.Sprint(line["probe"]) == fmt.Sprint(m["probe"]) {
+						found = append(found, line)
+						msg := line.str("msg")
+						complete = complete || strings.HasPrefix(msg, "Probe done") || strings.HasPrefix(msg, "No scaling decision")
+					}
+				}
+				if complete {
+					return true, nil
+				}
 			}
 		}
 		return false, nil

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,18 @@ func TestProbeScalesDependentsDownInLevelOrderAndBackUp(t *testing.T) {
 		t.Errorf("the healthy probe's log has no scale-up decision line")
 	}
 	t.Logf("first probe finished %.1fs after the namespace was selected", time.Since(started).Seconds())
-	jobs := s.probeJobs()
-	if len(jobs) == 0 {
+	// kubectl logs of a probe Job of the namespace whose pod has started (a shard's Job covers
+	// other namespaces too: its log names each).
+	s.mu.Lock()
+	named := slices.Clone(s.order)
+	s.mu.Unlock()
+	if len(named) == 0 {
 		t.Fatal("no probe Job left to read with kubectl logs")
 	}
-	out := jobLogs(t, depwatchNS, jobs[len(jobs)-1].Name)
-	if !strings.Contains(out, `"action":"scale-up"`) && !strings.Contains(out, `"action":"none"`) && !strings.Contains(out, `"action":"scale-down"`) {
-		t.Errorf("kubectl logs job/%s does not show the decision:\n%s", jobs[len(jobs)-1].Name, out)
+	job := named[len(named)-1]
+	out := jobLogs(t, depwatchNS, job)
+	if !strings.Contains(out, `"namespace":"`+s.ns+`"`) || (!strings.Contains(out, `"action":"scale-up"`) && !strings.Contains(out, `"action":"none"`) && !strings.Contains(out, `"action":"scale-down"`)) {
+		t.Errorf("kubectl logs job/%s does not show the namespace's decision:\n%s", job, out)
 	}
 
 	// 3 of 4 workers stop renewing: 3 of 5 leases (with the real node's) expire 15 s later.

@@ -1,0 +1,232 @@
+package probe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ResultNotProbed is a namespace the run did not probe at all: its first probe was not due
+// before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
+const ResultNotProbed Result = "not-probed"
+
+// MaxReportBytes is the most the kubelet keeps of a container's termination message; the
+// report written there must fit, or the coordinator would read a truncated, unparsable one.
+const MaxReportBytes = 4096
+
+// ReportVersion is written into every report; DecodeReport refuses any other version, so a
+// coordinator never misreads a report of a newer probe.
+const ReportVersion = 1
+
+// Report is the structured result of one `depwatch probe` run, written as the pod's
+// termination message by EncodeReport and read back by the coordinator with DecodeReport.
+// Totals cover every namespace; each namespace has its own entry with the result of its
+// last probe and when that was, so one Job's report serves every namespace it probed.
+type Report struct {
+	// End is when the run finished (second precision).
+	End    time.Time
+	DryRun bool
+	// Results counts every probe of the run by result; Ops counts the scale operations by
+	// outcome (scaled-down, scaled-up, ..., would-scale-* in a dry run). Zero counts are
+	// left out.
+	Results map[string]int
+	Ops     map[string]int
+	// Namespaces: one entry per namespace, by name.
+	Namespaces map[string]NamespaceResult
+	// Omitted counts the namespaces left out of Namespaces to fit MaxReportBytes (healthy
+	// ones first: their entries carry no back-off).
+	Omitted int
+}
+
+// NamespaceResult is one namespace's part of a Report.
+type NamespaceResult struct {
+	Last Result
+	// Ago is how long before End the namespace's last probe finished (0 with ResultNotProbed).
+	Ago time.Duration
+	// Throttled is the number of throttled (429) probes in a row at the end of the run: the
+	// coordinator continues the back-off from there.
+	Throttled int
+}
+
+// wireReport is Report on the wire. A namespace's entry is a short array,
+// [last result, seconds since its last probe, throttled in a row (left out when 0)], so
+// a hundred namespaces fit into the kubelet's 4 KiB termination message.
+type wireReport struct {
+	V          int                        `json:"v"`
+	End        int64                      `json:"end"`
+	DryRun     bool                       `json:"dryRun,omitempty"`
+	Results    map[string]int             `json:"results,omitempty"`
+	Ops        map[string]int             `json:"ops,omitempty"`
+	Namespaces map[string]json.RawMessage `json:"ns"`
+	Omitted    int                        `json:"omitted,omitempty"`
+}
+
+func encodeEntry(r NamespaceResult) json.RawMessage {
+	var b []byte
+	switch {
+	case r.Last == ResultNotProbed || r.Last == "":
+		b, _ = json.Marshal([]any{string(ResultNotProbed)})
+	case r.Throttled > 0:
+		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second), r.Throttled})
+	default:
+		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second)})
+	}
+	return b
+}
+
+func decodeEntry(ns string, raw json.RawMessage) (NamespaceResult, error) {
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 || len(parts) > 3 {
+		return NamespaceResult{}, fmt.Errorf("namespace %q: want [result, seconds ago, throttled], got %s", ns, shorten(string(raw)))
+	}
+	var r NamespaceResult
+	var last string
+	if err := json.Unmarshal(parts[0], &last); err != nil || last == "" {
+		return NamespaceResult{}, fmt.Errorf("namespace %q: the result is not a string: %s", ns, shorten(string(parts[0])))
+	}
+	r.Last = Result(last)
+	if len(parts) > 1 {
+		var s int64
+		if err := json.Unmarshal(parts[1], &s); err != nil || s < 0 || s > maxAgoSeconds {
+			return NamespaceResult{}, fmt.Errorf("namespace %q: seconds ago is not a small non-negative integer: %s", ns, shorten(string(parts[1])))
+		}
+		r.Ago = time.Duration(s) * time.Second
+	}
+	if len(parts) > 2 {
+		if err := json.Unmarshal(parts[2], &r.Throttled); err != nil || r.Throttled < 0 {
+			return NamespaceResult{}, fmt.Errorf("namespace %q: throttled is not a non-negative integer: %s", ns, shorten(string(parts[2])))
+		}
+	}
+	return r, nil
+}
+
+// EncodeReport writes r as the JSON of the termination message, at most MaxReportBytes long:
+// when the entries do not fit, the namespaces whose last probe needs no follow-up (healthy,
+// skipped, scale-up, not probed) are left out first, largest names first, and counted in
+// "omitted".
+func EncodeReport(r Report) string {
+	w := wireReport{V: ReportVersion, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
+		Results: nonZero(r.Results), Ops: nonZero(r.Ops), Namespaces: map[string]json.RawMessage{}}
+	for ns, e := range r.Namespaces {
+		w.Namespaces[ns] = encodeEntry(e)
+	}
+	b, _ := json.Marshal(w) // maps of strings and numbers: cannot fail
+	if len(b) <= MaxReportBytes {
+		return string(b)
+	}
+	// Drop entries, least needed first, until it fits.
+	names := slices.Collect(maps.Keys(r.Namespaces))
+	slices.SortFunc(names, func(a, b string) int {
+		if pa, pb := dropPriority(r.Namespaces[a].Last), dropPriority(r.Namespaces[b].Last); pa != pb {
+			return pa - pb
+		}
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	size := len(b) + len(`,"omitted":99999`)
+	for _, ns := range names {
+		if size <= MaxReportBytes {
+			break
+		}
+		size -= len(ns) + len(w.Namespaces[ns]) + len(`"":,`)
+		delete(w.Namespaces, ns)
+		w.Omitted++
+	}
+	b, _ = json.Marshal(w)
+	return string(b)
+}
+
+// dropPriority: lower is dropped first when a report is too long.
+func dropPriority(r Result) int {
+	switch r {
+	case ResultHealthy, ResultSkipped, ResultNotProbed, ResultScaleUp:
+		return 0
+	case ResultAPIUnreachable:
+		return 1
+	}
+	return 2 // throttled (carries the back-off), scale-down, error
+}
+
+func nonZero(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// maxAgoSeconds bounds an entry's age (a year): larger is not from a probe run.
+const maxAgoSeconds = 366 * 24 * 3600
+
+// ErrNotAReport: the message is not a probe report (the run refused its configuration, was
+// killed before writing it, or is from an older depwatch).
+var ErrNotAReport = errors.New("not a probe report")
+
+// DecodeReport reads what EncodeReport wrote (the inverse: DecodeReport(EncodeReport(r)) is r
+// at second precision, zero counts left out).
+func DecodeReport(msg string) (Report, error) {
+	msg = strings.TrimSpace(msg)
+	if !strings.HasPrefix(msg, "{") {
+		return Report{}, fmt.Errorf("%w: it does not start with '{': %q", ErrNotAReport, shorten(msg))
+	}
+	var w wireReport
+	if err := json.Unmarshal([]byte(msg), &w); err != nil {
+		return Report{}, fmt.Errorf("%w: %v", ErrNotAReport, err)
+	}
+	if w.V != ReportVersion {
+		return Report{}, fmt.Errorf("%w: version %d, this depwatch reads version %d", ErrNotAReport, w.V, ReportVersion)
+	}
+	if w.Namespaces == nil {
+		return Report{}, fmt.Errorf("%w: no \"ns\" field", ErrNotAReport)
+	}
+	r := Report{End: time.Unix(w.End, 0), DryRun: w.DryRun, Omitted: w.Omitted,
+		Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
+	for k, v := range w.Results {
+		if v < 0 {
+			return Report{}, fmt.Errorf("%w: results[%q] = %d is negative", ErrNotAReport, k, v)
+		}
+		if v > 0 {
+			r.Results[k] = v
+		}
+	}
+	for k, v := range w.Ops {
+		if v < 0 {
+			return Report{}, fmt.Errorf("%w: ops[%q] = %d is negative", ErrNotAReport, k, v)
+		}
+		if v > 0 {
+			r.Ops[k] = v
+		}
+	}
+	for ns, raw := range w.Namespaces {
+		e, err := decodeEntry(ns, raw)
+		if err != nil {
+			return Report{}, fmt.Errorf("%w: %v", ErrNotAReport, err)
+		}
+		r.Namespaces[ns] = e
+	}
+	return r, nil
+}
+
+// Ops counts the summary's scale operations by outcome, as the coordinator's metrics name them.
+func (s Summary) Ops() map[string]int {
+	down, up := "scaled-down", "scaled-up"
+	if s.DryRun {
+		down, up = "would-scale-down", "would-scale-up"
+	}
+	return nonZero(map[string]int{
+		down: s.ScaledDown, up: s.ScaledUp, "annotations-removed": s.AnnotationsRemoved, "unchanged": s.Unchanged,
+		"ignored": s.Ignored, "optional-missing": s.OptionalMissing, "missing": s.Missing, "failed": s.Failed,
+		"not-started": s.NotStarted, "interrupted": s.Interrupted, "blocked": s.Blocked,
+	})
+}

@@ -1,0 +1,166 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// hangingAPIServer listens on a free loopback port, accepts connections and never answers:
+// a control plane whose API server hangs. It is closed when the test ends.
+func hangingAPIServer(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// probeTimes are the finish times of the namespace's probes in the collected logs.
+func (s *probeScenario) probeTimes() []time.Time {
+	var out []time.Time
+	for _, l := range s.collected() {
+		for _, line := range parseLogLines(l) {
+			if line.str("namespace") != s.ns || line["probe"] == nil {
+				continue
+			}
+			msg := line.str("msg")
+			if !strings.HasPrefix(msg, "Probe done") && !strings.HasPrefix(msg, "No scaling decision") {
+				continue
+			}
+			if ts, err := time.Parse(time.RFC3339, line.str("time")); err == nil {
+				out = append(out, ts)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
+
+// TestProbeShardJobIsolatesEachNamespace: one probe Job covers several control-plane
+// namespaces (the local overlay's shard of up to 50). The one whose leases expired has its
+// dependents scaled down; the healthy one is left alone; one whose kubeconfig Secret is
+// missing and one whose API server hangs fail on their own, and the healthy one is still
+// probed every interval meanwhile. Events go to the control-plane namespace, and
+// `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>` finds its Jobs.
+func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
+	down := newProbeScenario(t, "shard-down", probeSetup{expired: []string{"w1", "w2", "w3"}})
+	ok := newProbeScenario(t, "shard-ok", probeSetup{})
+	missing := newProbeScenario(t, "shard-nosecret", probeSetup{noWorkload: true})
+	port := hangingAPIServer(t)
+	kc := strings.ReplaceAll(mustKubectl(t, "config", "view", "--raw", "--flatten", "--minify"),
+		"https://"+apiServerHost+":"+apiServerPort, fmt.Sprintf("https://127.0.0.1:%d", port))
+	hang := newProbeScenario(t, "shard-hang", probeSetup{kubeconfig: kc})
+	for _, s := range []*probeScenario{down, ok, missing, hang} {
+		s.start()
+	}
+
+	for _, name := range dependents {
+		down.waitReplicas(name, 0, 120*time.Second)
+		if ev := eventsFor(t, down.ns, name)["ScaledDown"]; len(ev) == 0 {
+			t.Errorf("%s: no ScaledDown Event in the control-plane namespace %s", name, down.ns)
+		}
+	}
+	missing.waitLog(60*time.Second, map[string]string{"result": "error"})
+	hang.waitLog(60*time.Second, map[string]string{"result": "api-unreachable"})
+	// The healthy namespace keeps being probed every interval (5s ± 20%) while the hanging
+	// one's probes each take their probeTimeout (5s) and the broken one fails at once.
+	time.Sleep(20 * time.Second)
+	for _, name := range dependents {
+		if d := ok.deployment(name); *d.Spec.Replicas != dependentReplicas || d.Annotations[annReplicas] != "" {
+			t.Errorf("%s in the healthy namespace was touched: replicas %d, annotations %v", name, *d.Spec.Replicas, d.Annotations)
+		}
+	}
+	times := ok.probeTimes()
+	if len(times) < 5 {
+		t.Fatalf("the healthy namespace was probed %d times, want at least 5", len(times))
+	}
+	// Gaps within one Job: at most an interval with jitter plus a probe; between two Jobs the
+	// next one's start-up adds a few seconds. A namespace that waited for the hanging one's
+	// timeouts (3 × 5s per probe) would show gaps of 15s and more.
+	var worst time.Duration
+	for i := 1; i < len(times); i++ {
+		worst = max(worst, times[i].Sub(times[i-1]))
+	}
+	t.Logf("healthy namespace: %d probes, longest gap %s", len(times), worst)
+	if worst > 14*time.Second {
+		t.Errorf("the healthy namespace's probes were %s apart: delayed by its shard's broken neighbours", worst)
+	}
+	// One Job covered them all, and the per-namespace label finds it.
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(ok.ns)})
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("no probe Job found by the label %s: %v", jobs.ProbeLabel(ok.ns), err)
+	}
+	shared := false
+	for _, j := range list.Items {
+		covers := strings.Split(j.Annotations[jobs.AnnotationNamespaces], ",")
+		shared = shared || (slices.Contains(covers, down.ns) && slices.Contains(covers, hang.ns) && slices.Contains(covers, missing.ns))
+	}
+	if !shared {
+		t.Errorf("no probe Job covered all four namespaces (one shard): %d Jobs", len(list.Items))
+	}
+	out := mustKubectl(t, "-n", depwatchNS, "logs", "-l", "depwatch.io/kind=probe,"+jobs.ProbeLabel(ok.ns), "--tail=-1")
+	if !strings.Contains(out, `"namespace":"`+ok.ns+`"`) {
+		t.Errorf("kubectl logs -l ...,%s shows no line naming the namespace", jobs.ProbeLabel(ok.ns))
+	}
+}
+
+// TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext: a namespace selected while
+// its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
+// Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
+func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
+	first := newProbeScenario(t, "shard-first", probeSetup{})
+	first.start()
+	first.waitLog(60*time.Second, map[string]string{"result": "healthy"})
+	running := map[string]bool{}
+	for _, j := range first.probeJobs() {
+		if !jobs.Finished(&j) {
+			running[j.Name] = true
+		}
+	}
+	added := newProbeScenario(t, "shard-added", probeSetup{})
+	selected := added.start()
+	added.waitLog(90*time.Second, map[string]string{"result": "healthy"})
+	t.Logf("first probe of the added namespace %.1fs after it was selected", time.Since(selected).Seconds())
+	for _, j := range added.probeJobs() {
+		if running[j.Name] {
+			t.Errorf("Job %s, already running when the namespace was selected, probes it", j.Name)
+		}
+		if j.CreationTimestamp.Time.Before(selected.Add(-time.Second)) {
+			t.Errorf("Job %s was created %s before the namespace was selected", j.Name, selected.Sub(j.CreationTimestamp.Time))
+		}
+	}
+}
