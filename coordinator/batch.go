@@ -334,18 +334,5 @@ func (c *Coordinator) launchBatch(ctx context.Context, items []*batchItem) (bool
 
 // weederBatchSpec builds a batch weeder Job's spec from config l.
 func weederBatchSpec(l *live, p *pendingLaunch, armed bool, targets []jobs.WeederTarget) (jobs.Spec, error) {
-	cfg := l.cfg
-	var grace *time.Duration
-	if cfg.GracePeriod != nil {
-		grace = &cfg.GracePeriod.Duration
-	}
-	return jobs.WeederBatch(jobs.WeederSpec{
-		WatchDuration: cfg.Watch(),
-		GracePeriod:   grace,
-		Trigger:       p.reason,
-		TriggerTime:   p.at,
-		Armed:         armed,
-		MaxWait:       cfg.MaxWait(),
-		ReapCooldown:  cfg.Cooldown(),
-	}, targets)
+	return jobs.WeederBatch(weederSettings(l, p, armed), targets)
 }

@@ -499,15 +499,19 @@ func (c *Coordinator) noteLaunch(key string, job *batchv1.Job, armed, own bool) 
 // weederSpec builds the service's weeder Job spec for a trigger from config l; armed adds the gate.
 func weederSpec(l *live, key string, p *pendingLaunch, armed bool) (jobs.Spec, error) {
 	ns, svc := splitKey(key)
+	w := weederSettings(l, p, armed)
+	w.Namespace, w.Service, w.Selectors = ns, svc, l.cfg.Selectors(svc)
+	return jobs.Weeder(w)
+}
+
+// weederSettings is what every weeder Job of config l shares, one service's or a batch's.
+func weederSettings(l *live, p *pendingLaunch, armed bool) jobs.WeederSpec {
 	cfg := l.cfg
 	var grace *time.Duration
 	if cfg.GracePeriod != nil {
 		grace = &cfg.GracePeriod.Duration
 	}
-	return jobs.Weeder(jobs.WeederSpec{
-		Namespace:     ns,
-		Service:       svc,
-		Selectors:     cfg.Selectors(svc),
+	return jobs.WeederSpec{
 		WatchDuration: cfg.Watch(),
 		GracePeriod:   grace,
 		Trigger:       p.reason,
@@ -515,7 +519,7 @@ func weederSpec(l *live, key string, p *pendingLaunch, armed bool) (jobs.Spec, e
 		Armed:         armed,
 		MaxWait:       cfg.MaxWait(),
 		ReapCooldown:  cfg.Cooldown(),
-	})
+	}
 }
 
 // actOnEdge reads what covers the service (its active weeder Jobs from the cache, a Job just
