@@ -64,18 +64,7 @@ const probeScaleConfig = gardenletWeederConfig + `prober:
 `
 
 func TestBenchScaleProbe(t *testing.T) {
-	spec := os.Getenv("DEPWATCH_BENCH_SCALE")
-	if spec == "" {
-		t.Skip("set DEPWATCH_BENCH_SCALE=250,1000 (namespace counts) to run the seed-scale probe benchmark (make bench-scale)")
-	}
-	var counts []int
-	for _, f := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			t.Fatalf("DEPWATCH_BENCH_SCALE=%q: %q is not a namespace count > 0", spec, f)
-		}
-		counts = append(counts, n)
-	}
+	counts := benchScaleCounts(t) // make bench-scale's SCALE, shared with the weeder side
 	window := 6 * time.Minute // three Job runs of 2m per shard
 	if v := os.Getenv("DEPWATCH_BENCH_SCALE_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
