@@ -65,7 +65,7 @@ const probeScaleConfig = gardenletWeederConfig + `prober:
 
 func TestBenchScaleProbe(t *testing.T) {
 	counts := benchScaleCounts(t) // make bench-scale's SCALE, shared with the weeder side
-	window := 6 * time.Minute // three Job runs of 2m per shard
+	window := 6 * time.Minute     // three Job runs of 2m per shard
 	if v := os.Getenv("DEPWATCH_BENCH_SCALE_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Minute {
