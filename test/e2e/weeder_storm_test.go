@@ -137,11 +137,14 @@ func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *tes
 		}
 	}
 
-	// Every dependent in back-off long enough that only a weeder can restart it in time.
-	cls := make([]crashLoop, len(pairs))
+	// Every dependent in back-off long enough that only a weeder can restart it in time, all
+	// at the same moment: waited one by one, the first one's back-off could run out while
+	// the last one's grows.
+	deps := make([]podsOf, len(pairs))
 	for i, p := range pairs {
-		cls[i] = p.waitCrashLoop(30*time.Second, 4*time.Minute)
+		deps[i] = p.dependent()
 	}
+	cls := waitForBackOffAtLeast(t, 30*time.Second, 5*time.Minute, deps...)
 	for i := range pairs {
 		requireBackOffAhead(t, cls[i], 20*time.Second, "bringing the upstreams back")
 	}
