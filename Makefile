@@ -46,12 +46,9 @@ cluster-up: ## Install, build and start the local single-node cluster (kubeconfi
 cluster-down: ## Stop every process cluster-up started and remove its state (safe to call twice).
 	./hack/cluster-down.sh
 
-# E2E_PARALLEL: how many e2e tests marked parallel run at once. They mostly wait (for a
-# kubelet back-off, a probe interval), so far more than the 2 cores run at once.
-E2E_PARALLEL ?= 16
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh
-	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./test/e2e
+	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e
 
 OUTAGES ?= 5
 bench-recovery: ## Recovery benchmark on the local cluster (started if needed): floor, unarmed weeder, no watchdog, armed weeder.

@@ -77,7 +77,6 @@ func (s *probeScenario) probeTimes() []time.Time {
 // probed every interval meanwhile. Events go to the control-plane namespace, and
 // `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>` finds its Jobs.
 func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
-	t.Parallel()
 	down := newProbeScenario(t, "shard-down", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ok := newProbeScenario(t, "shard-ok", probeSetup{})
 	missing := newProbeScenario(t, "shard-nosecret", probeSetup{noWorkload: true})
@@ -143,7 +142,6 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 // its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
 // Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
 func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
-	t.Parallel()
 	first := newProbeScenario(t, "shard-first", probeSetup{})
 	first.start()
 	first.waitLog(60*time.Second, map[string]string{"result": "healthy"})

@@ -12,14 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The weeder scenarios share the one coordinator installed from manifests/overlays/local.
-// Each works in a namespace of its own and counts only its own Jobs, so they run in parallel.
-// A test that stops, kills, reconfigures or loads the coordinator (catch-up below, the faults,
-// the storms, the config reload) is not marked parallel: go test runs those one at a time,
-// before any parallel test starts, so no parallel test sees the coordinator disturbed.
+// The weeder scenarios share the one coordinator installed from manifests/overlays/local, so
+// they run one after the other (the reap tests run in parallel with each other).
 
 func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) {
-	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "weeder")
 	p := newPair(t, ns)
@@ -63,7 +59,6 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 }
 
 func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
-	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "steady")
 	p := newPair(t, ns)
