@@ -3,12 +3,12 @@ package coordinator
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/depwatch/depwatch/jobs"
 )
 
-func TestConfigReapCooldownIsReadValidatedAndReachesTheWeederJob(t *testing.T) {
+// The weeder Job side (REAP_COOLDOWN in its env) is proven in package weeder.
+func TestConfigReapCooldownIsReadAndValidated(t *testing.T) {
 	svc := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}\n"
 	cases := []struct {
 		name, yaml string
@@ -34,21 +34,8 @@ func TestConfigReapCooldownIsReadValidatedAndReachesTheWeederJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l := &live{cfg: cfg}
-			for _, armed := range []bool{false, true} {
-				spec, err := weederSpec(l, "ns/svc", &pendingLaunch{reason: jobs.TriggerReady, at: time.Now()}, armed)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got []string
-				for _, e := range spec.Env {
-					if e.Name == "REAP_COOLDOWN" {
-						got = append(got, e.Value)
-					}
-				}
-				if len(got) != 1 || got[0] != tc.wantEnv {
-					t.Errorf("armed=%v: REAP_COOLDOWN = %v, want [%s]", armed, got, tc.wantEnv)
-				}
+			if got := cfg.Cooldown(); tc.wantEnv != jobs.DefaultWeederReapCooldown.String() && (got == nil || got.String() != tc.wantEnv) {
+				t.Errorf("Cooldown() = %v, want %s", got, tc.wantEnv)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
@@ -162,7 +163,7 @@ func checkAcceptedConfig(t *testing.T, cfg *Config) {
 
 // checkAcceptedProber asserts the prober section's invariants, and that the probe Job the
 // coordinator would launch from it builds and is accepted by `depwatch probe`.
-func checkAcceptedProber(t *testing.T, p *ProberConfig) {
+func checkAcceptedProber(t *testing.T, p *prober.Config) {
 	t.Helper()
 	fraction := func(f float64) bool { return f > 0 && f <= 1 }
 	switch {
@@ -261,7 +262,7 @@ func FuzzProberConfig(f *testing.F) {
 		if err != nil {
 			return // not YAML: ParseConfig reports that before the section is looked at
 		}
-		p, errs := parseProber(raw)
+		p, errs := prober.Parse(raw)
 		if len(errs) > 0 {
 			if p != nil {
 				t.Fatalf("a section and problems at once: %v", errs)

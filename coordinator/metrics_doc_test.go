@@ -22,14 +22,14 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	}
 	m := NewMetrics("test")
 	// Vectors appear in Gather only once a child exists: give each one.
-	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.ProbeDecisions, m.ProbeScaleOps, m.ConfigReloads, m.EdgesOvertaken} {
+	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.ConfigReloads, m.Weeder.EdgesOvertaken} {
 		v.WithLabelValues(make([]string, labelCount(t, v))...).Inc()
 	}
 	m.TriggerToJob.WithLabelValues("x").Observe(1)
-	m.EdgeToAction.WithLabelValues("x").Observe(1)
-	m.ProbeNamespaces.WithLabelValues("x").Set(1)
-	m.ProbeLastProbe.WithLabelValues("x").Set(1)
-	m.ProbeShards.WithLabelValues("x").Set(1)
+	m.Weeder.EdgeToAction.WithLabelValues("x").Observe(1)
+	m.Prober.ProbeNamespaces.WithLabelValues("x").Set(1)
+	m.Prober.ProbeLastProbe.WithLabelValues("x").Set(1)
+	m.Prober.ProbeShards.WithLabelValues("x").Set(1)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/depwatch/depwatch/coordinator/weeder"
 )
 
 // Options are the coordinator's command-line settings. Every flag can also be set by an
@@ -23,7 +25,7 @@ type Options struct {
 	KubeAPIBurst            int
 	EventsQPS               float64
 	EventsBurst             int
-	Batching                Batching
+	Batching                weeder.Batching
 	ConcurrentReconciles    int
 	MetricsBindAddr         string
 	HealthBindAddr          string
@@ -50,16 +52,7 @@ const (
 	// Job's creation, and a storm's Events are written within seconds.
 	DefaultEventsQPS   = 100
 	DefaultEventsBurst = 500
-	// Storm batching (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
-	DefaultBatchAfter  = 5
-	DefaultBatchWindow = 10 * time.Second
-	DefaultBatchSize   = 100
-	DefaultBatchLinger = time.Second
-	DefaultMaxWeeders  = 50
 )
-
-// MaxBatchSize bounds --weeder-batch-size: 500 services make a TARGETS variable of ~50 KB.
-const MaxBatchSize = 500
 
 // EnvPrefix prefixes the environment variable of every flag.
 const EnvPrefix = "DEPWATCH_"
@@ -84,11 +77,11 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")
 	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)")
 	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 500)")
-	fs.IntVar(&o.Batching.After, "weeder-batch-after", DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
-	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
-	fs.IntVar(&o.Batching.Size, "weeder-batch-size", DefaultBatchSize, "services one batch weeder Job covers, at most")
-	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", DefaultBatchLinger, "how long the first service of a batch waits for others before its batch Job is launched")
-	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
+	fs.IntVar(&o.Batching.After, "weeder-batch-after", weeder.DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
+	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", weeder.DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
+	fs.IntVar(&o.Batching.Size, "weeder-batch-size", weeder.DefaultBatchSize, "services one batch weeder Job covers, at most")
+	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", weeder.DefaultBatchLinger, "how long the first service of a batch waits for others before its batch Job is launched")
+	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", weeder.DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
 	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")
@@ -181,8 +174,8 @@ func (o *Options) validate() []string {
 	if o.Batching.Window <= 0 {
 		bad("weeder-batch-window", o.Batching.Window.String(), "must be positive")
 	}
-	if o.Batching.Size < 1 || o.Batching.Size > MaxBatchSize {
-		bad("weeder-batch-size", strconv.Itoa(o.Batching.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", MaxBatchSize))
+	if o.Batching.Size < 1 || o.Batching.Size > weeder.MaxBatchSize {
+		bad("weeder-batch-size", strconv.Itoa(o.Batching.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", weeder.MaxBatchSize))
 	}
 	if o.Batching.Linger < 0 || o.Batching.Linger > time.Minute {
 		bad("weeder-batch-linger", o.Batching.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")

@@ -12,11 +12,13 @@ import (
 
 	"github.com/sirupsen/logrus"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -30,7 +32,7 @@ func TestFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 20, KubeAPIBurst: 100, ConcurrentReconciles: 1,
-		EventsQPS: 100, EventsBurst: 500, Batching: DefaultBatching(),
+		EventsQPS: 100, EventsBurst: 500, Batching: weeder.DefaultBatching(),
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	if o != want {
@@ -228,4 +230,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// An EndpointSlice of svc with one endpoint, not ready (down) or ready (up).
+func down(ns, svc string) *discoveryv1.EndpointSlice { return oneEndpoint(ns, svc, false) }
+func up(ns, svc string) *discoveryv1.EndpointSlice   { return oneEndpoint(ns, svc, true) }
+
+func oneEndpoint(ns, svc string, ready bool) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: svc + "-abc", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}},
+	}
 }

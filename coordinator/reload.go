@@ -29,50 +29,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/depwatch/depwatch/jobs"
 )
 
 // DefaultConfigReloadInterval is how often the config file is read again.
 const DefaultConfigReloadInterval = 10 * time.Second
-
-// live is one applied config and what the weeder's decisions derive from it.
-type live struct {
-	cfg      *Config
-	tpl      jobs.Template // jobTemplate resolved (namespace, image)
-	names    map[string]bool
-	nsSel    labels.Selector
-	launcher *jobs.Launcher
-}
-
-func newLive(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *live {
-	l := &live{cfg: cfg, tpl: tpl, names: map[string]bool{}, nsSel: cfg.NamespaceSelector(),
-		launcher: &jobs.Launcher{Client: client, Template: tpl}}
-	if cfg.Namespaces != nil {
-		for _, n := range cfg.Namespaces.Names {
-			l.names[n] = true
-		}
-	}
-	return l
-}
-
-// configured: the service has an entry in the config.
-func (l *live) configured(svc string) bool { return isConfigured(l.cfg, svc) }
-
-func isConfigured(cfg *Config, svc string) bool {
-	_, ok := cfg.ServicesAndDependantSelectors[svc]
-	return ok
-}
-
-// live returns the running config.
-func (c *Coordinator) live() *live { return c.cur.Load() }
-
-// needsNamespaceInformer: namespaces are chosen by their labels, so they are watched.
-func needsNamespaceInformer(cfg *Config) bool {
-	return cfg.Namespaces != nil && cfg.Namespaces.Selector != nil && !cfg.NamespaceSelector().Empty()
-}
 
 // RestartReasons lists what a reload to next cannot apply, because the informers were built
 // from base (the config at start) for something else; each entry names the field. Empty:
@@ -91,7 +53,7 @@ func RestartReasons(base, next *Config, useEndpointsFlag bool) []string {
 	if (base.UseEndpoints || useEndpointsFlag) != (next.UseEndpoints || useEndpointsFlag) {
 		out = append(out, "useEndpoints: switching between EndpointSlices and v1 Endpoints replaces the endpoints watch")
 	}
-	if needsNamespaceInformer(next) && !needsNamespaceInformer(base) {
+	if next.NeedsNamespaceInformer() && !base.NeedsNamespaceInformer() {
 		out = append(out, "namespaces.selector: set, but there was none at start, so namespaces are not watched")
 	}
 	switch {
@@ -216,7 +178,7 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 		c.configInvalid(sum, err, log)
 		return
 	}
-	cur := c.live()
+	cur := c.cur.Load()
 	changed := ConfigChanges(cur.cfg, next)
 	if reasons := RestartReasons(c.base, next, c.opts.UseEndpoints); len(reasons) > 0 {
 		c.settle(sum, "", reasons)
@@ -247,20 +209,21 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 			return
 		}
 	}
-	c.cur.Store(newLive(c.client, next, tpl))
-	if c.pr != nil {
-		c.pr.swap(next.Prober, tpl)
+	c.cur.Store(&running{cfg: next, tpl: tpl})
+	if c.prober != nil {
+		c.prober.Apply(next.Prober, tpl)
 	}
 	c.settle(sum, "", nil)
 	c.metrics.ConfigReloads.WithLabelValues(ReloadSuccess).Inc()
 	c.metrics.ConfigLastSuccess.Set(float64(c.now().Unix()))
 	log.WithField("changed", changed).Info("Config file reloaded: the changes apply from the next decision on.")
-	if c.src != nil && slices.ContainsFunc(changed, func(f string) bool {
-		return strings.HasPrefix(f, "namespaces") || strings.HasPrefix(f, "servicesAndDependantSelectors")
-	}) {
-		// Which services count may have changed: look at each again (a newly watched one
-		// counts as first seen, an unwatched one is forgotten).
-		c.relook()
+	if c.weeder != nil {
+		// When namespaces or services changed, which services count may have changed: the
+		// weeder looks at each again (a newly watched one counts as first seen, an unwatched
+		// one is forgotten).
+		c.weeder.Apply(&next.Config, tpl, slices.ContainsFunc(changed, func(f string) bool {
+			return strings.HasPrefix(f, "namespaces") || strings.HasPrefix(f, "servicesAndDependantSelectors")
+		}))
 	}
 }
 
@@ -300,7 +263,7 @@ func (c *Coordinator) resolveTemplate(ctx context.Context, t jobs.Template) (job
 	if c.resolve != nil {
 		return c.resolve(ctx, t)
 	}
-	base := c.live().tpl
+	base := c.cur.Load().tpl
 	if t.Namespace == "" {
 		t.Namespace = base.Namespace
 	}
@@ -328,8 +291,8 @@ func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 	// Shards whose probe Job cannot start: the coordinator itself is fine (ready), but a
 	// person looking here should see that some control planes are not probed.
-	if c.pr != nil {
-		for _, line := range c.pr.stuckShards() {
+	if c.prober != nil {
+		for _, line := range c.prober.StuckShards() {
 			fmt.Fprintln(w, line)
 		}
 	}

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -67,8 +68,41 @@ func (d *configMapDir) update(content string) {
 	d.cur = ts
 }
 
-// reloadHarness is the weeder harness with its config file mounted as a ConfigMap and the
-// log captured.
+// harness: a coordinator on a fake clientset, with its clock in hand.
+type harness struct {
+	t      *testing.T
+	c      *Coordinator
+	client *fake.Clientset
+	now    time.Time
+}
+
+func newHarness(t *testing.T, cfgYAML string) *harness {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	h := &harness{t: t, client: fake.NewClientset(), now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	c, err := New(Deps{
+		Client:   h.client,
+		Config:   cfg,
+		Log:      log,
+		Metrics:  NewMetrics("test"),
+		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
+		Recorder: record.NewFakeRecorder(100),
+		Now:      func() time.Time { return h.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	return h
+}
+
+// reloadHarness is the coordinator with its config file mounted as a ConfigMap and the
+// coordinator's log captured.
 type reloadHarness struct {
 	*harness
 	file *configMapDir
@@ -243,7 +277,7 @@ func TestReloadKeepsTheLastGoodConfigWhileTheFileIsInvalidAndRecovers(t *testing
 
 	// valid → applied
 	h.write(withWatch("4m"))
-	if got := h.c.live().cfg.Watch(); got != 4*time.Minute {
+	if got := h.c.cur.Load().cfg.Watch(); got != 4*time.Minute {
 		t.Fatalf("watchDuration after a valid change = %s, want 4m0s", got)
 	}
 	e := h.lastEntry(logrus.InfoLevel)
@@ -256,7 +290,7 @@ func TestReloadKeepsTheLastGoodConfigWhileTheFileIsInvalidAndRecovers(t *testing
 
 	// invalid → kept, reported
 	h.write(invalidConfig)
-	if got := h.c.live().cfg.Watch(); got != 4*time.Minute {
+	if got := h.c.cur.Load().cfg.Watch(); got != 4*time.Minute {
 		t.Errorf("watchDuration while the file is invalid = %s, want the last good 4m0s", got)
 	}
 	if m := h.metrics(); m != (configMetrics{valid: 0, success: 1, failure: 1}) {
@@ -280,7 +314,7 @@ func TestReloadKeepsTheLastGoodConfigWhileTheFileIsInvalidAndRecovers(t *testing
 
 	// fixed → applied, recovered
 	h.write(withWatch("6m"))
-	if got := h.c.live().cfg.Watch(); got != 6*time.Minute {
+	if got := h.c.cur.Load().cfg.Watch(); got != 6*time.Minute {
 		t.Errorf("watchDuration after the fix = %s, want 6m0s", got)
 	}
 	if m := h.metrics(); m != (configMetrics{valid: 1, success: 2, failure: 1}) {
@@ -296,10 +330,10 @@ func TestReloadKeepsTheLastGoodConfigWhileTheFileIsInvalidAndRecovers(t *testing
 
 func TestReloadOfTheRunningContentAfterAnInvalidOneRecoversWithoutChanges(t *testing.T) {
 	h := newReloadHarness(t, testConfig)
-	before := h.c.live()
+	before := h.c.cur.Load()
 	h.write(invalidConfig)
 	h.write(testConfig)
-	if h.c.live() != before {
+	if h.c.cur.Load() != before {
 		t.Error("the running config was replaced although the file came back to it")
 	}
 	if m := h.metrics(); m != (configMetrics{valid: 1, success: 1, failure: 1}) {
@@ -320,16 +354,16 @@ func TestUnreadableConfigFileIsReportedLikeAnInvalidOne(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "cannot read it") {
 		t.Errorf("readyz with the file gone = %d %q", code, body)
 	}
-	if h.c.live().cfg.Watch() != 3*time.Minute {
+	if h.c.cur.Load().cfg.Watch() != 3*time.Minute {
 		t.Error("the running config changed")
 	}
 }
 
 func TestRestartOnlyChangeIsNotAppliedAndSaysSo(t *testing.T) {
 	h := newReloadHarness(t, testConfig)
-	before := h.c.live()
+	before := h.c.cur.Load()
 	h.write(withWatch("8m") + "  kube-scheduler:\n    podSelectors: [{matchLabels: {a: b}}]\n")
-	if h.c.live() != before {
+	if h.c.cur.Load() != before {
 		t.Fatal("a change that needs a restart was applied (even partly)")
 	}
 	if m := h.metrics(); m != (configMetrics{valid: 1, restart: 1, restartRequired: 1}) {
@@ -345,49 +379,6 @@ func TestRestartOnlyChangeIsNotAppliedAndSaysSo(t *testing.T) {
 	h.write(testConfig)
 	if m := h.metrics(); m.restart != 0 || m.valid != 1 {
 		t.Errorf("after putting the file back: %+v", m)
-	}
-}
-
-func TestReloadedConfigDrivesTheWeederDecisions(t *testing.T) {
-	h := newReloadHarness(t, testConfig)
-	h.set(up("n", "etcd-main-client"))
-	h.set(down("n", "etcd-main-client"))
-	if js := h.weederJobs(); len(js) != 1 || !jobs.Armed(&js[0]) {
-		t.Fatalf("with arming on (start config) the outage should arm a weeder: %v", names(js))
-	}
-	for _, j := range h.weederJobs() { // as if it had ended
-		_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), j.Name, metav1.DeleteOptions{})
-	}
-
-	h.write(withWatch("7m") + "armWeeder: false\n")
-	h.set(up("n", "etcd-main-client"))
-	js := h.weederJobs()
-	if len(js) != 1 || jobs.Armed(&js[0]) || jobEnv(js[0])["RUN_DURATION"] != "7m0s" {
-		t.Fatalf("the return after the reload: jobs %v, want one unarmed with RUN_DURATION=7m0s (env %v)", names(js), jobEnv(js[0]))
-	}
-	h.set(down("n", "etcd-main-client"))
-	if js := h.weederJobs(); len(js) != 0 {
-		t.Errorf("with arming off (reloaded) the outage should stop the weeder and arm none: %v", names(js))
-	}
-}
-
-func TestServiceRemovedByAReloadIsForgottenWithoutActing(t *testing.T) {
-	h := newReloadHarness(t, testConfig)
-	h.set(up("n", "kube-apiserver"))
-	_ = h.events()
-	jobsBefore := len(h.weederJobs())
-	h.write("watchDuration: 3m\nservicesAndDependantSelectors: {etcd-main-client: {podSelectors: [{matchLabels: {a: b}}]}}\n")
-	h.drain()
-	if got := value(h.c.metrics.ServicesReady); got != 0 {
-		t.Errorf("services ready after the service was removed = %v, want 0", got)
-	}
-	if len(h.weederJobs()) != jobsBefore || len(h.events()) != 0 {
-		t.Errorf("removing a service from the config acted on it: jobs %d→%d, events %q", jobsBefore, len(h.weederJobs()), h.events())
-	}
-	h.set(down("n", "kube-apiserver"))
-	h.set(up("n", "kube-apiserver"))
-	if len(h.weederJobs()) != jobsBefore {
-		t.Error("a removed service still launches weeders")
 	}
 }
 
@@ -407,8 +398,8 @@ func TestReloadRetriesAJobTemplateThatCouldNotBeResolved(t *testing.T) {
 		t.Errorf("readyz after a failed resolve = %d %q", code, body)
 	}
 	h.check() // same content: tried again
-	if calls != 2 || h.c.live().tpl.Image != "img:2" {
-		t.Fatalf("resolve calls %d, image %q: want a retry that applied it", calls, h.c.live().tpl.Image)
+	if calls != 2 || h.c.cur.Load().tpl.Image != "img:2" {
+		t.Fatalf("resolve calls %d, image %q: want a retry that applied it", calls, h.c.cur.Load().tpl.Image)
 	}
 	if code, _ := h.readyz(); code != http.StatusOK {
 		t.Errorf("readyz after the retry = %d", code)
@@ -452,7 +443,7 @@ func TestWatchConfigAppliesChangesAndStopsWithItsContext(t *testing.T) {
 	}()
 	h.file.update(withWatch("2m"))
 	deadline := time.Now().Add(5 * time.Second)
-	for h.c.live().cfg.Watch() != 2*time.Minute {
+	for h.c.cur.Load().cfg.Watch() != 2*time.Minute {
 		if time.Now().After(deadline) {
 			t.Fatal("the polling loop did not pick up the change")
 		}
@@ -466,24 +457,15 @@ func TestWatchConfigAppliesChangesAndStopsWithItsContext(t *testing.T) {
 	}
 }
 
-func TestProberUsesTheReloadedSection(t *testing.T) {
-	h := newProbeHarness(t)
-	next, err := ParseConfig([]byte(strings.Replace(probeOnlyConfig, "shoot-access", "shoot-access-2", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := newConfigMapDir(t, strings.Replace(probeOnlyConfig, "shoot-access", "shoot-access-2", 1))
+// TestProberGetsTheReloadedSection: a reload hands the prober its new section (what the
+// prober does with it is proven in package prober).
+func TestProberGetsTheReloadedSection(t *testing.T) {
+	h := newHarness(t, probeOnlyConfig)
+	next := strings.Replace(probeOnlyConfig, "shoot-access", "shoot-access-2", 1)
+	file := newConfigMapDir(t, next)
 	h.c.checkConfig(context.Background(), file.path())
-	if got := h.c.pr.conf().cfg.KubeConfigSecretName; got != next.Prober.KubeConfigSecretName {
-		t.Fatalf("prober secret after reload = %q", got)
-	}
-	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
-	h.reconcile("shoot--p--a")
-	h.now = h.now.Add(31 * time.Second)
-	h.reconcile("shoot--p--a")
-	js := h.jobs()
-	if len(js) != 1 || jobEnv(js[0])["KUBECONFIG_SECRET_NAME"] != "shoot-access-2" {
-		t.Fatalf("probe Jobs %v, want one using the reloaded secret name", names(js))
+	if got := h.c.prober.Config().KubeConfigSecretName; got != "shoot-access-2" {
+		t.Fatalf("prober secret after reload = %q, want shoot-access-2", got)
 	}
 }
 
@@ -523,4 +505,43 @@ func TestRunReloadsTheConfigFileUntilItsContextEnds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run (and its config polling loop) did not return after cancel")
 	}
+}
+
+const testConfig = `
+watchDuration: 3m
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors: [{matchLabels: {app: kubernetes, role: apiserver}}]
+  kube-apiserver:
+    podSelectors:
+      - matchLabels: {app: kubernetes, role: controller-manager}
+      - matchLabels: {app: machine-controller-manager}
+`
+
+const probeOnlyConfig = `
+prober:
+  kubeConfigSecretName: shoot-access
+  probeInterval: 10s
+  initialDelay: 30s
+  backoffJitterFactor: 0
+  kcmNodeMonitorGraceDuration: 40s
+  successfulJobsHistoryLimit: 1
+  failedJobsHistoryLimit: 1
+  probeJobRunDuration: 0s
+  dependentResourceInfos:
+    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+      scaleUp: {level: 1, timeout: 30s}
+      scaleDown: {level: 0, timeout: 40s}
+`
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
 }

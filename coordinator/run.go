@@ -175,13 +175,13 @@ func Run(ctx context.Context, d Deps) error {
 	if d.Options.ConfigFile != "" && d.Options.ConfigReloadInterval > 0 {
 		wg.Go(func() { c.watchConfig(ctx, d.Options.ConfigFile, d.Options.ConfigReloadInterval) })
 	}
-	if c.pr != nil {
+	if c.prober != nil {
 		// Gardener's Cluster kind may be installed later: looked for now and periodically.
-		wg.Go(func() { c.pr.watchClusters(ctx) })
+		wg.Go(func() { c.prober.WatchClusters(ctx) })
 	}
 	services := 0
-	if c.src != nil {
-		services = len(c.src.Keys())
+	if c.weeder != nil {
+		services = len(c.weeder.Keys())
 	}
 	log.WithField("services", services).Info("Caches synced; ready.")
 

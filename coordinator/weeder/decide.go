@@ -1,4 +1,4 @@
-package coordinator
+package weeder
 
 import (
 	corev1 "k8s.io/api/core/v1"

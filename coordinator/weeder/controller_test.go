@@ -1,4 +1,4 @@
-package coordinator
+package weeder
 
 import (
 	"context"
@@ -170,10 +170,10 @@ func TestCrashLoopingCountsInitContainers(t *testing.T) {
 	}
 }
 
-// harness: a coordinator on a fake clientset whose informer caches are filled by hand.
+// harness: a weeder on a fake clientset whose informer caches are filled by hand.
 type harness struct {
 	t      *testing.T
-	c      *Coordinator
+	c      *Controller
 	client *fake.Clientset
 	rec    *record.FakeRecorder
 	now    time.Time
@@ -192,10 +192,7 @@ servicesAndDependantSelectors:
 
 func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(cfgYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, cfgYAML)
 	client := fake.NewClientset(objs...)
 	rec := record.NewFakeRecorder(100)
 	log := logrus.New()
@@ -205,7 +202,7 @@ func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
 		Client:   client,
 		Config:   cfg,
 		Log:      log,
-		Metrics:  NewMetrics("test"),
+		Metrics:  newTestMetrics(),
 		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
 		Recorder: rec,
 		Now:      func() time.Time { return h.now },
@@ -573,34 +570,6 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	}
 	if n := len(h.weederJobs()); n != 1 {
 		t.Errorf("retry launched %d Jobs", n)
-	}
-}
-
-func TestResolveTemplateTakesTheImageFromTheCoordinatorPod(t *testing.T) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "coord-1"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "sidecar", Image: "other"},
-			{Name: "coordinator", Image: "localhost/depwatch:dev", ImagePullPolicy: corev1.PullNever},
-		}},
-	}
-	env := map[string]string{"POD_NAME": "coord-1", "POD_NAMESPACE": "depwatch"}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	tpl, err := ResolveTemplate(context.Background(), fake.NewClientset(pod), jobs.Template{}, lookup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tpl.Image != "localhost/depwatch:dev" || tpl.ImagePullPolicy != corev1.PullNever || tpl.Namespace != "depwatch" {
-		t.Errorf("template = %+v", tpl)
-	}
-	// Outside a pod the config must name the image.
-	none := func(string) (string, bool) { return "", false }
-	if _, err := ResolveTemplate(context.Background(), fake.NewClientset(), jobs.Template{}, none); err != ErrImageRequired {
-		t.Errorf("outside a pod: %v", err)
-	}
-	tpl, err = ResolveTemplate(context.Background(), fake.NewClientset(), jobs.Template{Image: "x", Namespace: "ops"}, none)
-	if err != nil || tpl.Image != "x" || tpl.Namespace != "ops" {
-		t.Errorf("explicit: %+v %v", tpl, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package coordinator
+package weeder
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -138,6 +139,9 @@ func slimPod(obj any) (any, error) {
 // without an API call.
 type weederJobs struct{ inf cache.SharedIndexInformer }
 
+// jobTargetIndex indexes weeder Jobs by each service they cover.
+const jobTargetIndex = "depwatch-target"
+
 func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
 	inf := batchinformers.NewFilteredJobInformer(client, namespace, 0,
@@ -149,7 +153,7 @@ func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
 			return jobs.JobTargets(j), nil
 		}},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(ctrl.StripManagedFields)
 	return &weederJobs{inf: inf}
 }
 

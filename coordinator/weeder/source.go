@@ -1,4 +1,4 @@
-package coordinator
+package weeder
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -16,6 +15,8 @@ import (
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 )
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
@@ -75,7 +76,7 @@ func newSliceSource(client kubernetes.Interface, services []string) (*sliceSourc
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
 		cache.Indexers{serviceIndex: sliceServiceIndex},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(ctrl.StripManagedFields)
 	return &sliceSource{inf: inf}, nil
 }
 
@@ -205,12 +206,4 @@ func splitKey(key string) (namespace, name string) {
 		return "", key
 	}
 	return ns, n
-}
-
-// stripManagedFields drops managedFields before objects are cached (memory).
-func stripManagedFields(obj any) (any, error) {
-	if a, err := meta.Accessor(obj); err == nil {
-		a.SetManagedFields(nil)
-	}
-	return obj, nil
 }

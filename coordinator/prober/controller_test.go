@@ -1,4 +1,4 @@
-package coordinator
+package prober
 
 import (
 	"context"
@@ -44,7 +44,7 @@ prober:
 `
 
 func TestConfigAcceptsDependencyWatchdogProberConfigAsIs(t *testing.T) {
-	cfg, err := ParseConfig([]byte(dwdProberConfig))
+	cfg, err := parseFile([]byte(dwdProberConfig))
 	if err != nil {
 		t.Fatalf("ParseConfig: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		{"prober: {kubeConfigSecretName: s, DryRun: true}", "prober.DryRun: unknown field; did you mean dryRun?"},
 		{"prober: {kubeConfigSecretName: s, namespaceSelector: {matchLabel: {a: b}}}", "prober: unknown field \"matchLabel\""},
 	} {
-		_, err := ParseConfig([]byte(tc.yaml))
+		_, err := parseFile([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s\n  error %v, want it to contain %q", tc.yaml, err, tc.want)
 		}
@@ -176,11 +176,12 @@ func TestJitteredStaysWithinTheFactor(t *testing.T) {
 	}
 }
 
-// probeHarness: a coordinator with only a prober, on a fake clientset, caches filled by hand.
+// probeHarness: a prober on a fake clientset, caches filled by hand.
 type probeHarness struct {
 	t      *testing.T
-	c      *Coordinator
+	c      *Controller
 	client *fake.Clientset
+	rec    record.EventRecorder
 	now    time.Time
 }
 
@@ -202,31 +203,28 @@ prober:
 
 func newProbeHarness(t *testing.T) *probeHarness {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(probeOnlyConfig))
+	cfg, err := parseFile([]byte(probeOnlyConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	h := &probeHarness{t: t, client: client, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-	c, err := New(Deps{Client: client, Config: cfg, Log: log, Metrics: NewMetrics("test"),
+	h := &probeHarness{t: t, client: client, rec: record.NewFakeRecorder(10), now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	c, err := New(Deps{Client: client, Config: cfg.Prober, Log: log, Metrics: newTestMetrics(),
 		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
-		Recorder: record.NewFakeRecorder(10), Now: func() time.Time { return h.now }})
+		Recorder: func() record.EventRecorder { return h.rec }, Now: func() time.Time { return h.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.src != nil || c.pr == nil {
-		t.Fatal("a prober-only config should build a prober and no service source")
-	}
 	h.c = c
-	t.Cleanup(c.pr.queue.ShutDown)
+	t.Cleanup(c.queue.ShutDown)
 	return h
 }
 
 func (h *probeHarness) namespace(name string, lbls map[string]string) {
 	h.t.Helper()
-	if err := h.c.pr.nsInf.GetIndexer().Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}); err != nil {
+	if err := h.c.nsInf.GetIndexer().Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -234,7 +232,7 @@ func (h *probeHarness) namespace(name string, lbls map[string]string) {
 // reconcile runs one turn for ns and copies the fake API's probe Jobs into the cache.
 func (h *probeHarness) reconcile(ns string) {
 	h.t.Helper()
-	if err := h.c.pr.reconcile(context.Background(), ns); err != nil {
+	if err := h.c.Reconcile(context.Background(), ns); err != nil {
 		h.t.Fatalf("reconcile: %v", err)
 	}
 	h.syncJobs()
@@ -242,7 +240,7 @@ func (h *probeHarness) reconcile(ns string) {
 
 func (h *probeHarness) syncJobs() {
 	list := h.jobs()
-	idx := h.c.pr.jobInf.GetIndexer()
+	idx := h.c.jobInf.GetIndexer()
 	for _, o := range idx.List() {
 		_ = idx.Delete(o)
 	}
@@ -373,7 +371,25 @@ func TestProberForgetsANamespaceThatIsNoLongerSelected(t *testing.T) {
 	if n := len(h.jobs()); n != 0 {
 		t.Errorf("%d Jobs for a namespace no longer selected", n)
 	}
-	if _, ok := h.c.pr.next["shoot--p--a"]; ok {
+	if _, ok := h.c.next["shoot--p--a"]; ok {
 		t.Error("its schedule was kept")
+	}
+}
+
+// A reload hands the prober a new section (Apply): its next Job is made from it.
+func TestProberUsesTheAppliedSection(t *testing.T) {
+	h := newProbeHarness(t)
+	next, err := parseFile([]byte(strings.Replace(probeOnlyConfig, "shoot-access", "shoot-access-2", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c.Apply(next.Prober, h.c.conf().launcher.Template)
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(31 * time.Second)
+	h.reconcile("shoot--p--a")
+	js := h.jobs()
+	if len(js) != 1 || probeJobEnv(js[0])["KUBECONFIG_SECRET_NAME"] != "shoot-access-2" {
+		t.Fatalf("probe Jobs %d, want one using the applied secret name", len(js))
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package prober
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -91,8 +92,8 @@ func ShootSettingsOf(cluster *unstructured.Unstructured) ShootSettings {
 		switch {
 		case err != nil || !isString || perr != nil:
 			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %v: not a duration, ignored", v))
-		case d <= 0 || d > MaxDuration:
-			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %s: must be greater than 0 and at most %s, ignored", d, MaxDuration))
+		case d <= 0 || d > ctrl.MaxDuration:
+			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %s: must be greater than 0 and at most %s, ignored", d, ctrl.MaxDuration))
 		default:
 			s.NodeMonitorGrace = d
 		}

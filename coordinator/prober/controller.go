@@ -1,7 +1,8 @@
-package coordinator
+package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -37,12 +39,12 @@ import (
 // (launch a Job through package jobs, or requeue for when the next probe is due), plus the
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
 // messages feed the decision and scale metrics. Only the leader reconciles.
-type prober struct {
+type Controller struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	disco  discovery.DiscoveryInterface
 	// cur is the running prober section and its launcher; a config reload swaps it whole.
-	cur      atomic.Pointer[proberLive]
+	cur      atomic.Pointer[live]
 	jobCache batchv1listers.JobLister
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -105,9 +107,18 @@ func jobCovers(j *batchv1.Job) []string {
 	return nil
 }
 
-func newProber(c *Coordinator, d Deps) (*prober, error) {
-	cfg := d.Config.Prober
-	p := &prober{
+func New(d Deps) (*Controller, error) {
+	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
+		return nil, errors.New("prober: client, config, log and metrics are required")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Recorder == nil {
+		d.Recorder = func() record.EventRecorder { return &record.FakeRecorder{} }
+	}
+	cfg := d.Config
+	p := &Controller{
 		client:     d.Client,
 		dyn:        d.Dynamic,
 		disco:      d.Client.Discovery(),
@@ -123,14 +134,13 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 		lastProbe:  map[string]time.Time{},
 		shardNext:  map[int]time.Time{},
 		stuck:      map[int]string{},
-		recorder:   func() record.EventRecorder { return c.recorder },
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "depwatch-prober"}),
+		recorder:   d.Recorder,
+		queue:      ctrl.NewQueue("depwatch-prober"),
 	}
 	sel := cfg.Selector().String()
 	p.nsInf = coreinformers.NewFilteredNamespaceInformer(d.Client, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = p.nsInf.SetTransform(stripManagedFields)
+	_ = p.nsInf.SetTransform(ctrl.StripManagedFields)
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
 	p.jobInf = batchinformers.NewFilteredJobInformer(d.Client, d.Template.Namespace, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, jobTargetIndex: func(obj any) ([]string, error) {
@@ -147,12 +157,12 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 			return jobCovers(j), nil
 		}},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
-	_ = p.jobInf.SetTransform(stripManagedFields)
+	_ = p.jobInf.SetTransform(ctrl.StripManagedFields)
 	p.podInf = coreinformers.NewFilteredPodInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
-	_ = p.podInf.SetTransform(stripManagedFields)
+	_ = p.podInf.SetTransform(ctrl.StripManagedFields)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
-	p.swap(cfg, d.Template)
+	p.Apply(cfg, d.Template)
 
 	handlers := []struct {
 		inf cache.SharedIndexInformer
@@ -216,17 +226,20 @@ func newProber(c *Coordinator, d Deps) (*prober, error) {
 	return p, nil
 }
 
-// proberLive is one applied prober section with the launcher of its Jobs.
-type proberLive struct {
-	cfg      *ProberConfig
+// live is one applied prober section with the launcher of its Jobs.
+type live struct {
+	cfg      *Config
 	launcher *jobs.Launcher
 }
 
-func (p *prober) conf() *proberLive { return p.cur.Load() }
+func (p *Controller) conf() *live { return p.cur.Load() }
+
+// Config is the running prober section.
+func (p *Controller) Config() *Config { return p.conf().cfg }
 
 // swap makes cfg and tpl (resolved) the running prober section. The fields it ignored are
 // logged when they differ from the running section's, one warning each, with its path.
-func (p *prober) swap(cfg *ProberConfig, tpl jobs.Template) {
+func (p *Controller) Apply(cfg *Config, tpl jobs.Template) {
 	var before []string
 	if cur := p.cur.Load(); cur != nil {
 		before = cur.cfg.Warnings()
@@ -238,7 +251,7 @@ func (p *prober) swap(cfg *ProberConfig, tpl jobs.Template) {
 				Warnf("The prober config has a field depwatch does not know; it is ignored, as dependency-watchdog ignores it: %s.", w)
 		}
 	}
-	p.cur.Store(&proberLive{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
+	p.cur.Store(&live{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
 }
 
 func jobTarget(j *batchv1.Job) string {
@@ -248,20 +261,20 @@ func jobTarget(j *batchv1.Job) string {
 	return j.Labels[jobs.LabelNamespace]
 }
 
-func (p *prober) enqueue(key string, ok bool) {
+func (p *Controller) enqueue(key string, ok bool) {
 	if ok && key != "" {
 		p.queue.Add(key)
 	}
 }
 
-func (p *prober) informers() []cache.SharedIndexInformer {
+func (p *Controller) Informers() []cache.SharedIndexInformer {
 	return []cache.SharedIndexInformer{p.nsInf, p.jobInf, p.podInf}
 }
 
 // onPod reads a finished probe pod's report once (leader only, pods that ended after this
 // coordinator started, so a restart does not count old ones again): the totals feed the
 // metrics, each namespace's entry its last-probe time and its throttling back-off.
-func (p *prober) onPod(obj any) {
+func (p *Controller) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !p.leading.Load() {
 		return
@@ -308,7 +321,7 @@ func (p *prober) onPod(obj any) {
 
 // noteLastProbe sets the namespace's last-probe time (only while it is probed: a forgotten
 // namespace's series is gone for good).
-func (p *prober) noteLastProbe(ns string, at time.Time) {
+func (p *Controller) noteLastProbe(ns string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, probed := p.next[ns]; !probed {
@@ -324,7 +337,7 @@ func (p *prober) noteLastProbe(ns string, at time.Time) {
 // gets its next probe pushed out by the back-off, doubling with each throttled probe in a
 // row, across Jobs, so a throttled API server is not probed again at full rate; the next Job
 // of its shard is told (NAMESPACE_SETTINGS notBefore). Any other result ends the back-off.
-func (p *prober) noteThrottling(ns string, e probe.NamespaceResult, last time.Time) {
+func (p *Controller) noteThrottling(ns string, e probe.NamespaceResult, last time.Time) {
 	p.mu.Lock()
 	if e.Last != probe.ResultThrottled {
 		delete(p.throttled, ns)
@@ -350,7 +363,7 @@ func (p *prober) noteThrottling(ns string, e probe.NamespaceResult, last time.Ti
 // watchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
 // when it appears the Cluster informer starts, when it goes the informer stops; either way
 // every namespace is reconciled again.
-func (p *prober) watchClusters(ctx context.Context) {
+func (p *Controller) WatchClusters(ctx context.Context) {
 	defer func() {
 		p.mu.Lock()
 		if p.cluster != nil {
@@ -375,7 +388,7 @@ func (p *prober) watchClusters(ctx context.Context) {
 }
 
 // clusterKindInstalled asks discovery whether extensions.gardener.cloud/v1alpha1 serves clusters.
-func (p *prober) clusterKindInstalled() (bool, error) {
+func (p *Controller) clusterKindInstalled() (bool, error) {
 	if p.dyn == nil {
 		return false, nil
 	}
@@ -394,7 +407,7 @@ func (p *prober) clusterKindInstalled() (bool, error) {
 	return false, nil
 }
 
-func (p *prober) checkClusterKind(ctx context.Context) {
+func (p *Controller) checkClusterKind(ctx context.Context) {
 	installed, err := p.clusterKindInstalled()
 	if err != nil {
 		p.log.WithError(err).Warn("Cannot tell whether Gardener's Cluster resources exist; keeping the current view.")
@@ -406,7 +419,7 @@ func (p *prober) checkClusterKind(ctx context.Context) {
 	case installed && !running:
 		cctx, cancel := context.WithCancel(ctx)
 		inf := dynamicinformer.NewFilteredDynamicInformer(p.dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-		_ = inf.SetTransform(stripManagedFields)
+		_ = inf.SetTransform(ctrl.StripManagedFields)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.enqueue(clusterKey(obj)) },
 			UpdateFunc: func(_, obj any) { p.enqueue(clusterKey(obj)) },
@@ -444,7 +457,7 @@ func clusterKey(obj any) (string, bool) {
 
 // clusterFor returns the namespace's Cluster (nil if none or the kind is not installed) and
 // whether the Cluster cache is still syncing.
-func (p *prober) clusterFor(ns string) (*unstructured.Unstructured, bool) {
+func (p *Controller) clusterFor(ns string) (*unstructured.Unstructured, bool) {
 	p.mu.Lock()
 	cw := p.cluster
 	p.mu.Unlock()
@@ -462,7 +475,7 @@ func (p *prober) clusterFor(ns string) (*unstructured.Unstructured, bool) {
 	return u, false
 }
 
-func (p *prober) enqueueAll() {
+func (p *Controller) enqueueAll() {
 	for _, k := range p.nsInf.GetIndexer().ListKeys() {
 		p.queue.Add(k)
 	}
@@ -474,7 +487,7 @@ func (p *prober) enqueueAll() {
 }
 
 // input reads the caches for one namespace.
-func (p *prober) input(ns string) (ProbeInput, error) {
+func (p *Controller) input(ns string) (ProbeInput, error) {
 	in := ProbeInput{Now: p.now()}
 	obj, exists, err := p.nsInf.GetIndexer().GetByKey(ns)
 	if err != nil {
@@ -493,7 +506,7 @@ func (p *prober) input(ns string) (ProbeInput, error) {
 }
 
 // reconcile handles one queue key: a shard ("shard:<i>") or a namespace.
-func (p *prober) reconcile(ctx context.Context, key string) error {
+func (p *Controller) Reconcile(ctx context.Context, key string) error {
 	if i, ok := parseShardKey(key); ok {
 		return p.reconcileShard(ctx, i)
 	}
@@ -502,7 +515,7 @@ func (p *prober) reconcile(ctx context.Context, key string) error {
 
 // reconcileNamespace decides whether ns is probed (DecideProbe), keeps its membership, and
 // then reconciles its shard, so a namespace's first Job follows at once when it is due.
-func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
+func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 	// Probe Jobs of one namespace alone (a manual one, or from before shards) keep their limits.
 	if err := p.cleanHistory(ctx, ns); err != nil {
 		p.log.WithError(err).WithField("namespace", ns).Warn("Could not remove old probe Jobs; will retry.")
@@ -566,7 +579,7 @@ func (p *prober) reconcileNamespace(ctx context.Context, ns string) error {
 }
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
-func (p *prober) shardMembers(i int) ([]string, map[string]time.Time, bool) {
+func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	count := ShardCount(len(p.next), p.conf().cfg.PerJob())
@@ -588,7 +601,7 @@ func (p *prober) shardMembers(i int) ([]string, map[string]time.Time, bool) {
 // coveredElsewhere: the namespaces of list that an active probe Job of another target probes
 // (their shard changed while it runs, or a Job of one namespace alone): they join their new
 // shard's next Job once that one ends, so no namespace is ever probed by two Jobs at once.
-func (p *prober) coveredElsewhere(target string, list []string) map[string]bool {
+func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
 	out := map[string]bool{}
 	for _, ns := range list {
 		objs, err := p.jobInf.GetIndexer().ByIndex(jobCoversIndex, ns)
@@ -605,7 +618,7 @@ func (p *prober) coveredElsewhere(target string, list []string) map[string]bool 
 }
 
 // activeJob is the shard target's probe Job that has not finished (nil: none).
-func (p *prober) activeJob(target string) *batchv1.Job {
+func (p *Controller) activeJob(target string) *batchv1.Job {
 	objs, _ := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
 	for _, o := range objs {
 		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
@@ -618,7 +631,7 @@ func (p *prober) activeJob(target string) *batchv1.Job {
 // reconcileShard: history clean-up, DecideShard and its one action. Shard turns run one at a
 // time: the workers reconcile namespaces concurrently, and two members of one shard must not
 // both find it due and launch two Jobs before either has recorded the launch.
-func (p *prober) reconcileShard(ctx context.Context, i int) error {
+func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	p.shardTurn.Lock()
 	defer p.shardTurn.Unlock()
 	target := p.shardName(i)
@@ -687,7 +700,7 @@ func (p *prober) reconcileShard(ctx context.Context, i int) error {
 
 // launch launches shard i's probe Job for its due namespaces with each shoot's own settings
 // as they are now: a Job keeps what was true when it started, the next one picks up a change.
-func (p *prober) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
+func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
 	cur := p.conf()
 	cfg := cur.cfg
 	settings := map[string]probe.NamespaceSettings{}
@@ -740,7 +753,7 @@ func (p *prober) launch(ctx context.Context, i int, namespaces []string, notBefo
 
 // noteShootSettings logs a namespace's shoot-specific settings when they change (not on every
 // probe: a seed has up to a thousand namespaces probed every few seconds).
-func (p *prober) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
+func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
 	note := fmt.Sprintf("grace=%s conditions=%s problems=%v", grace, s.NodeConditionsJSON(), s.Problems)
 	p.mu.Lock()
 	changed := p.shootNotes[ns] != note
@@ -762,7 +775,7 @@ func (p *prober) noteShootSettings(ns string, s ShootSettings, grace time.Durati
 
 // cleanHistory deletes the target's (a shard's, or one namespace's) finished probe Jobs
 // beyond the history limits.
-func (p *prober) cleanHistory(ctx context.Context, target string) error {
+func (p *Controller) cleanHistory(ctx context.Context, target string) error {
 	objs, err := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
 	if err != nil {
 		return err
@@ -793,56 +806,33 @@ func (p *prober) cleanHistory(ctx context.Context, target string) error {
 	return nil
 }
 
-func (p *prober) processNext(ctx context.Context) bool {
-	ns, shutdown := p.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer p.queue.Done(ns)
-	err := p.reconcile(ctx, ns)
-	switch {
-	case err == nil, ctx.Err() != nil:
-		p.queue.Forget(ns)
-	case p.queue.NumRequeues(ns) < maxRetries:
-		p.queue.AddRateLimited(ns)
-	default:
-		p.queue.Forget(ns)
-		p.log.WithError(err).WithField("key", ns).Error("Giving up on this probe turn; trying again in one interval.")
-		p.queue.AddAfter(ns, p.conf().cfg.Interval())
-	}
-	return true
+// GiveUp is told by the worker loop that a key failed ctrl.MaxRetries times in a row.
+func (p *Controller) GiveUp(key string, err error) {
+	p.log.WithError(err).WithField("key", key).Error("Giving up on this probe turn; trying again in one interval.")
+	p.queue.AddAfter(key, p.conf().cfg.Interval())
 }
 
 // lead runs the prober's workers until ctx ends.
-func (p *prober) lead(ctx context.Context, workers int) {
+func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.leading.Store(true)
 	defer p.leading.Store(false)
 	cfg := p.conf().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
 	p.enqueueAll()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for p.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	p.queue.ShutDown()
-	wg.Wait()
+	ctrl.Work(ctx, p.queue, workers, p)
 }
 
 // stuckAfter is how long a shard's probe Job may go without a running pod before the shard
 // counts as stuck: a pod normally runs seconds after its Job is created.
-func stuckAfter(cfg *ProberConfig) time.Duration { return max(time.Minute, cfg.Interval()) }
+func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interval()) }
 
 // checkStuck notes whether shard i's active Job cannot start (no pod, or a pod that stays
 // Pending: no node fits, quota, admission): its namespaces are then not probed. It is made
 // visible, once per Job, as a Warning log line and Event on the Job, in the metric
 // depwatch_coordinator_probe_shards{state="stuck"} and in /readyz's detail. The other shards
 // carry on: each has its own Job.
-func (p *prober) checkStuck(i int, active *batchv1.Job, now time.Time) {
+func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 	why := ""
 	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.conf().cfg) {
 		why = p.whyNotRunning(active)
@@ -869,7 +859,7 @@ func (p *prober) checkStuck(i int, active *batchv1.Job, now time.Time) {
 }
 
 // whyNotRunning is why the Job has no running (or finished) pod, "" when it has one.
-func (p *prober) whyNotRunning(j *batchv1.Job) string {
+func (p *Controller) whyNotRunning(j *batchv1.Job) string {
 	var pending []string
 	for _, o := range p.podInf.GetIndexer().List() {
 		pod, ok := o.(*corev1.Pod)
@@ -902,7 +892,7 @@ func (p *prober) whyNotRunning(j *batchv1.Job) string {
 }
 
 // stuckShards is /readyz's detail: one line per shard whose Job cannot start.
-func (p *prober) stuckShards() []string {
+func (p *Controller) StuckShards() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
@@ -914,11 +904,11 @@ func (p *prober) stuckShards() []string {
 }
 
 // shardName is shard i's Job target under the running config's namespace selector.
-func (p *prober) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
+func (p *Controller) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
 
 // noteShardCount returns the shard count for the probed namespaces now; when it changed,
 // namespaces move between shards, so every shard looks at its members again.
-func (p *prober) noteShardCount() int {
+func (p *Controller) noteShardCount() int {
 	per := p.conf().cfg.PerJob()
 	p.mu.Lock()
 	count := ShardCount(len(p.next), per)

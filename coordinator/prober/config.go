@@ -1,12 +1,10 @@
-package coordinator
+package prober
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -47,7 +45,7 @@ const (
 	DefaultProbeNamespaceSelector = "gardener.cloud/role=shoot"
 )
 
-// ProberConfig is the config's `prober:` section. Its first eight fields are
+// Config is the config's `prober:` section. Its first eight fields are
 // dependency-watchdog's prober ConfigMap data, read as they are; the rest are depwatch's.
 //
 //	prober:
@@ -72,7 +70,7 @@ const (
 //	probeJobRunDuration: 2m        # 0: one probe per Job; > 0: one Job probes every interval this long
 //	clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
 //	dryRun: false
-type ProberConfig struct {
+type Config struct {
 	KubeConfigSecretName        string           `json:"kubeConfigSecretName"`
 	ProbeInterval               *metav1.Duration `json:"probeInterval,omitempty"`
 	InitialDelay                *metav1.Duration `json:"initialDelay,omitempty"`
@@ -99,10 +97,10 @@ type ProberConfig struct {
 }
 
 // Warnings name the fields that were ignored (dependency-watchdog would ignore them too).
-func (p *ProberConfig) Warnings() []string { return p.warnings }
+func (p *Config) Warnings() []string { return p.warnings }
 
 // KCMGrace is kcmNodeMonitorGraceDuration, default 40s.
-func (p *ProberConfig) KCMGrace() time.Duration {
+func (p *Config) KCMGrace() time.Duration {
 	return durOr(p.KCMNodeMonitorGraceDuration, DefaultKCMNodeMonitorGraceDuration)
 }
 
@@ -128,28 +126,28 @@ func intOr(i *int32, def int) int {
 }
 
 // Effective values, defaults applied.
-func (p *ProberConfig) Interval() time.Duration { return durOr(p.ProbeInterval, DefaultProbeInterval) }
-func (p *ProberConfig) Delay() time.Duration    { return durOr(p.InitialDelay, DefaultProbeInitialDelay) }
-func (p *ProberConfig) Timeout() time.Duration  { return durOr(p.ProbeTimeout, DefaultProbeTimeout) }
-func (p *ProberConfig) Jitter() float64 {
+func (p *Config) Interval() time.Duration { return durOr(p.ProbeInterval, DefaultProbeInterval) }
+func (p *Config) Delay() time.Duration    { return durOr(p.InitialDelay, DefaultProbeInitialDelay) }
+func (p *Config) Timeout() time.Duration  { return durOr(p.ProbeTimeout, DefaultProbeTimeout) }
+func (p *Config) Jitter() float64 {
 	return floatOr(p.BackoffJitterFactor, DefaultBackoffJitterFactor)
 }
-func (p *ProberConfig) LeaseFailure() float64 {
+func (p *Config) LeaseFailure() float64 {
 	return floatOr(p.NodeLeaseFailureFraction, DefaultNodeLeaseFailureFraction)
 }
-func (p *ProberConfig) ExpiryBuffer() float64 {
+func (p *Config) ExpiryBuffer() float64 {
 	return floatOr(p.LeaseExpiryBufferFraction, DefaultLeaseExpiryBufferFraction)
 }
-func (p *ProberConfig) SuccessfulHistory() int {
+func (p *Config) SuccessfulHistory() int {
 	return intOr(p.SuccessfulJobsHistoryLimit, DefaultSuccessfulJobsHistory)
 }
-func (p *ProberConfig) FailedHistory() int {
+func (p *Config) FailedHistory() int {
 	return intOr(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory)
 }
 
 // RunDuration is probeJobRunDuration; unset: DefaultProbeJobRunDuration, or 0 (one probe per
 // Job) when probeInterval is longer than that: a Job per shard per interval is then no churn.
-func (p *ProberConfig) RunDuration() time.Duration {
+func (p *Config) RunDuration() time.Duration {
 	def := DefaultProbeJobRunDuration
 	if p.Interval() > def {
 		def = 0
@@ -159,15 +157,15 @@ func (p *ProberConfig) RunDuration() time.Duration {
 
 // PerJob is namespacesPerProbeJob (default 50): the shard count is the probed namespaces
 // divided by it, rounded up.
-func (p *ProberConfig) PerJob() int {
+func (p *Config) PerJob() int {
 	return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob)
 }
-func (p *ProberConfig) DiscoveryInterval() time.Duration {
+func (p *Config) DiscoveryInterval() time.Duration {
 	return durOr(p.ClusterDiscoveryInterval, DefaultClusterDiscoveryInterval)
 }
 
 // Selector of the probed namespaces (default gardener.cloud/role=shoot).
-func (p *ProberConfig) Selector() labels.Selector {
+func (p *Config) Selector() labels.Selector {
 	if p.selector != nil {
 		return p.selector
 	}
@@ -184,16 +182,16 @@ func (p *ProberConfig) Selector() labels.Selector {
 
 // Resources are the parsed dependentResourceInfos; ResourcesJSON their compact JSON (the
 // probe Job's DEPENDENT_RESOURCES).
-func (p *ProberConfig) Resources() []probe.DependentResource { return p.resources }
-func (p *ProberConfig) ResourcesJSON() string                { return p.resourceJSON }
+func (p *Config) Resources() []probe.DependentResource { return p.resources }
+func (p *Config) ResourcesJSON() string                { return p.resourceJSON }
 
 // ScaleChain is the longest the scaling of one probe can take: per direction, the sum over
 // the levels of the largest initialDelay + timeout in the level; the slower direction.
-func (p *ProberConfig) ScaleChain() time.Duration {
+func (p *Config) ScaleChain() time.Duration {
 	return ScaleChain(p.resources)
 }
 
-// ScaleChain: see ProberConfig.ScaleChain.
+// ScaleChain: see Config.ScaleChain.
 func ScaleChain(res []probe.DependentResource) time.Duration {
 	chain := func(info func(probe.DependentResource) probe.ScaleInfo) time.Duration {
 		perLevel := map[int]time.Duration{}
@@ -230,16 +228,16 @@ var (
 		"failedJobsHistoryLimit", "probeJobRunDuration", "namespacesPerProbeJob", "clusterDiscoveryInterval", "dryRun"}
 )
 
-// parseProber parses the section and validates every field, each problem naming its path
+// Parse parses the section and validates every field, each problem naming its path
 // under "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown
 // field is a warning, or an error when it looks like a misspelt depwatch field (nearOwnField).
-func parseProber(raw json.RawMessage) (*ProberConfig, []error) {
+func Parse(raw json.RawMessage) (*Config, []error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", cleanJSONError(err))}
+		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", ctrl.CleanJSONError(err))}
 	}
 	known := map[string]json.RawMessage{}
 	var warnings []string
@@ -255,15 +253,15 @@ func parseProber(raw json.RawMessage) (*ProberConfig, []error) {
 			continue
 		}
 		if own := nearOwnField(k); own != "" {
-			errs = append(errs, fmt.Errorf("prober.%s: unknown field; did you mean %s? (depwatch's own fields are checked strictly)", pathKey(k), own))
+			errs = append(errs, fmt.Errorf("prober.%s: unknown field; did you mean %s? (depwatch's own fields are checked strictly)", ctrl.PathKey(k), own))
 			continue
 		}
-		warnings = append(warnings, fmt.Sprintf("prober.%s: unknown field, ignored (dependency-watchdog ignores it too)", pathKey(k)))
+		warnings = append(warnings, fmt.Sprintf("prober.%s: unknown field, ignored (dependency-watchdog ignores it too)", ctrl.PathKey(k)))
 	}
-	var p ProberConfig
+	var p Config
 	data, _ := json.Marshal(known) // a map of raw JSON values: cannot fail
-	if err := strictJSON(data, &p); err != nil {
-		return nil, append(errs, fmt.Errorf("prober: %s", cleanJSONError(err)))
+	if err := ctrl.StrictJSON(data, &p); err != nil {
+		return nil, append(errs, fmt.Errorf("prober: %s", ctrl.CleanJSONError(err)))
 	}
 	errs = append(errs, p.validate()...)
 	if len(errs) > 0 {
@@ -306,7 +304,7 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-func (p *ProberConfig) validate() []error {
+func (p *Config) validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if p.KubeConfigSecretName == "" {
@@ -314,11 +312,11 @@ func (p *ProberConfig) validate() []error {
 	} else if m := validation.IsDNS1123Subdomain(p.KubeConfigSecretName); len(m) > 0 {
 		add("prober.kubeConfigSecretName: %q: %s", p.KubeConfigSecretName, strings.Join(m, "; "))
 	}
-	// Every duration is bounded by MaxDuration: the probe Job's deadline and the jittered
+	// Every duration is bounded by ctrl.MaxDuration: the probe Job's deadline and the jittered
 	// interval are computed from them and must not overflow.
 	bounded := func(field string, d *metav1.Duration) bool {
-		if d != nil && d.Duration > MaxDuration {
-			add("prober.%s: %s: must be at most %s", field, d.Duration, MaxDuration)
+		if d != nil && d.Duration > ctrl.MaxDuration {
+			add("prober.%s: %s: must be at most %s", field, d.Duration, ctrl.MaxDuration)
 			return false
 		}
 		return true
@@ -397,9 +395,9 @@ func (p *ProberConfig) validate() []error {
 			// The probe Job's activeDeadlineSeconds covers its run, three probe timeouts and
 			// the scale chain; the sum must stay a sane, non-overflowing duration. Checked only
 			// when every duration is valid on its own, so one mistake is reported once.
-			if job := addSat(addSat(p.RunDuration(), 3*min(p.Timeout(), MaxDuration)), p.ScaleChain()); len(errs) == 0 && job > MaxDuration {
+			if job := addSat(addSat(p.RunDuration(), 3*min(p.Timeout(), ctrl.MaxDuration)), p.ScaleChain()); len(errs) == 0 && job > ctrl.MaxDuration {
 				add("prober.dependentResourceInfos: the probe Job would run too long: probeJobRunDuration (%s) + 3 x probeTimeout (%s) + the slower direction's sum over the levels of initialDelay + timeout (%s) must be at most %s",
-					p.RunDuration(), p.Timeout(), p.ScaleChain(), MaxDuration)
+					p.RunDuration(), p.Timeout(), p.ScaleChain(), ctrl.MaxDuration)
 			}
 		}
 	}
@@ -413,83 +411,4 @@ func asConfigError(err error, target **probe.ConfigError) bool {
 		*target = ce
 	}
 	return ok
-}
-
-// LoadConfigFiles reads the config file and, when proberFile is set (--prober-config-file),
-// dependency-watchdog's prober ConfigMap data as it is, which becomes the `prober:` section.
-// So the prober ConfigMap gardenlet writes can be mounted unchanged beside the weeder's.
-func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
-	if proberFile == "" {
-		return LoadConfig(configFile)
-	}
-	if configFile == "" {
-		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
-	}
-	data, err := readConfigFiles(configFile, proberFile)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("config files %s and %s (its fields as prober.*):\n%w", configFile, proberFile, err)
-	}
-	return cfg, nil
-}
-
-// readConfigFiles returns what ParseConfig reads: the config file alone, or with proberFile's
-// content as its prober section. A reload hashes this, so a change to either file is seen.
-func readConfigFiles(configFile, proberFile string) ([]byte, error) {
-	data, err := os.ReadFile(configFile)
-	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", configFile, err)
-	}
-	if proberFile == "" {
-		return data, nil
-	}
-	proberData, err := os.ReadFile(proberFile)
-	if err != nil {
-		return nil, fmt.Errorf("--prober-config-file=%q: %w", proberFile, err)
-	}
-	return ComposeProberConfig(data, proberData)
-}
-
-// readConfig is readConfigFiles with the coordinator's own flags.
-func (c *Coordinator) readConfig(configFile string) ([]byte, error) {
-	return readConfigFiles(configFile, c.opts.ProberConfigFile)
-}
-
-// ComposeProberConfig puts dependency-watchdog's prober config (YAML or JSON, top level as in
-// its ConfigMap) into the config as its prober section, and returns the result as JSON. A
-// config that has a prober section of its own is refused: two sources for one section would
-// leave the reader guessing which applies.
-func ComposeProberConfig(config, proberConfig []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := yaml.Unmarshal(config, &top); err != nil {
-		if lines := nonFinite(config); len(lines) > 0 {
-			return nil, fmt.Errorf("--config-file: %s", strings.Join(lines, "; "))
-		}
-		return nil, fmt.Errorf("--config-file: not valid YAML: %w", err)
-	}
-	if _, ok := top["prober"]; ok {
-		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
-	}
-	var prober map[string]json.RawMessage
-	if err := yaml.Unmarshal(proberConfig, &prober); err != nil {
-		if lines := nonFinite(proberConfig); len(lines) > 0 {
-			return nil, fmt.Errorf("--prober-config-file: prober.%s", strings.Join(lines, "; prober."))
-		}
-		return nil, fmt.Errorf("--prober-config-file: not valid YAML: %w", err)
-	}
-	if len(prober) == 0 {
-		return nil, errors.New("--prober-config-file: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
-	}
-	if top == nil {
-		top = map[string]json.RawMessage{}
-	}
-	raw, err := json.Marshal(prober)
-	if err != nil {
-		return nil, fmt.Errorf("--prober-config-file: %w", err)
-	}
-	top["prober"] = raw
-	return json.Marshal(top)
 }

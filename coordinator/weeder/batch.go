@@ -1,4 +1,4 @@
-package coordinator
+package weeder
 
 import (
 	"context"
@@ -22,6 +22,18 @@ import (
 // on its own), at most --weeder-batch-size per Job, and never more than --max-weeder-jobs
 // weeder Jobs active at once. A service past that cap keeps waiting, armed or (once it is
 // back) unarmed, until a weeder Job finishes: none is dropped.
+
+// Storm batching defaults (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
+const (
+	DefaultBatchAfter  = 5
+	DefaultBatchWindow = 10 * time.Second
+	DefaultBatchSize   = 100
+	DefaultBatchLinger = time.Second
+	DefaultMaxWeeders  = 50
+)
+
+// MaxBatchSize bounds --weeder-batch-size: 500 services make a TARGETS variable of ~50 KB.
+const MaxBatchSize = 500
 
 // Batching is the storm settings.
 type Batching struct {
@@ -210,7 +222,7 @@ func cmpString(a, b string) int {
 
 // runBatches launches batch Jobs until ctx ends: whenever a batch is due and the cap leaves
 // room. A failed launch is retried with back-off; its services keep waiting.
-func (c *Coordinator) runBatches(ctx context.Context) {
+func (c *Controller) runBatches(ctx context.Context) {
 	var backoff time.Duration
 	var retryAt time.Time // after a failed launch: no launch before then, however many wake-ups
 	for {
@@ -256,7 +268,7 @@ func (c *Coordinator) runBatches(ctx context.Context) {
 
 // launchBatch creates one batch Job for items, if the cap leaves room (launched false
 // otherwise), then records each service's Event.
-func (c *Coordinator) launchBatch(ctx context.Context, items []*batchItem) (bool, error) {
+func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool, error) {
 	l := c.live()
 	if max := c.opts.Batching.MaxJobs; max > 0 && c.activeWeederJobs() >= max {
 		if !c.batch.atCap { // said once per time at the cap, not on every Job update

@@ -1,4 +1,4 @@
-package coordinator
+package prober
 
 import (
 	"fmt"
@@ -143,7 +143,7 @@ func TestOneProbeJobCoversTheShardAndANewNamespaceJoinsTheNext(t *testing.T) {
 func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	h := newProbeHarness(t)
 	rec := record.NewFakeRecorder(10)
-	h.c.recorder = rec
+	h.rec = rec
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
 	h.reconcile("shoot--p--a")
 	h.now = h.now.Add(30 * time.Second)
@@ -156,13 +156,13 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-x", Namespace: "depwatch", Labels: map[string]string{batchv1.JobNameLabel: j.Name}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
-	if err := h.c.pr.podInf.GetIndexer().Add(pod); err != nil {
+	if err := h.c.podInf.GetIndexer().Add(pod); err != nil {
 		t.Fatal(err)
 	}
 	// The fake API leaves creationTimestamp empty: the Job is as old as it gets.
 	h.now = h.now.Add(2 * time.Minute)
 	h.reconcile(shardKey(0))
-	if got := h.c.pr.stuckShards(); len(got) != 1 || !strings.Contains(got[0], "Unschedulable") {
+	if got := h.c.StuckShards(); len(got) != 1 || !strings.Contains(got[0], "Unschedulable") {
 		t.Errorf("stuck shards %q, want one naming Unschedulable", got)
 	}
 	select {
@@ -174,9 +174,9 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 		t.Error("no Event on the Job")
 	}
 	pod.Status.Phase = corev1.PodRunning
-	_ = h.c.pr.podInf.GetIndexer().Update(pod)
+	_ = h.c.podInf.GetIndexer().Update(pod)
 	h.reconcile(shardKey(0))
-	if got := h.c.pr.stuckShards(); len(got) != 0 {
+	if got := h.c.StuckShards(); len(got) != 0 {
 		t.Errorf("stuck shards %q once its pod runs", got)
 	}
 }

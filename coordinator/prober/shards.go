@@ -1,4 +1,4 @@
-package coordinator
+package prober
 
 import (
 	"encoding/binary"

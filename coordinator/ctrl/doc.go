@@ -1,0 +1,6 @@
+// Package ctrl is what the coordinator's controllers (weeder, prober) share and nothing else:
+// the one worker loop that drains a controller's queue, the cache transform of their informers,
+// the Job-launch metrics both report under their kind, and the config-file helpers both
+// sections parse with. It sits below coordinator/weeder and coordinator/prober and imports
+// neither.
+package ctrl

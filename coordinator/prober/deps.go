@@ -1,0 +1,30 @@
+package prober
+
+import (
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// Deps is what the prober runs with.
+type Deps struct {
+	Client kubernetes.Interface
+	// Dynamic reads Gardener's Cluster resources; nil: they are not looked for.
+	Dynamic dynamic.Interface
+	// Config is the running config's prober section.
+	Config  *Config
+	Log     logrus.FieldLogger
+	Metrics *Metrics
+	// Template is the config's jobTemplate with Namespace and Image resolved.
+	Template jobs.Template
+	// Recorder returns the Event recorder (the coordinator replaces its recorder when it runs);
+	// nil: Events are dropped.
+	Recorder func() record.EventRecorder
+	// Now is the clock (tests).
+	Now func() time.Time
+}

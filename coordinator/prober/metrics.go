@@ -1,0 +1,75 @@
+package prober
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+)
+
+// Metrics are the prober's series, plus the Job series it shares with the weeder.
+type Metrics struct {
+	*ctrl.JobMetrics
+	ProbeDecisions   *prometheus.CounterVec
+	ProbeScaleOps    *prometheus.CounterVec
+	ProbeNamespaces  *prometheus.GaugeVec
+	ProbeJobsCleaned prometheus.Counter
+	ProbeLastProbe   *prometheus.GaugeVec
+	ProbeShards      *prometheus.GaugeVec
+}
+
+// NewMetrics makes the prober's series (not registered: see Collectors).
+func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
+	return &Metrics{
+		JobMetrics: jobs,
+		ProbeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_decisions_total",
+			Help: "Probes by result (healthy, scale-down, scale-up, skipped, api-unreachable, error), read from the termination message of each finished probe pod; error also counts a pod that left no summary.",
+		}, []string{"result"}),
+		ProbeScaleOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_scale_operations_total",
+			Help: "Dependents' scale outcomes (scaled-down, scaled-up, annotations-removed, unchanged, ignored, optional-missing, missing, failed, not-started, interrupted; would-scale-* in a dry run), read from finished probe pods.",
+		}, []string{"result"}),
+		ProbeNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_namespaces",
+			Help: "Namespaces selected for probing: state=probed (on a schedule) or paused (the Gardener Cluster says the shoot is hibernated, deleted, migrating or has no workers).",
+		}, []string{"state"}),
+		ProbeLastProbe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_last_probe_timestamp_seconds",
+			Help: "Per probed namespace, when its last probe finished (Unix seconds), as the report of its shard's last finished probe Job says; time() minus this is the age of its last probe, at most one probeJobRunDuration behind while a Job runs.",
+		}, []string{"namespace"}),
+		ProbeShards: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_shards",
+			Help: "Shards of the probed namespaces (one probe Job each at a time): state=total, and state=stuck for those whose probe Job has had no running pod for a minute or more (unschedulable, quota): their namespaces are not probed; the other shards are not affected.",
+		}, []string{"state"}),
+		ProbeJobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
+			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
+		}),
+	}
+}
+
+// Collectors are the prober's own series (the shared Job series are registered once, by the
+// coordinator).
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards}
+}
+
+// initProbe shows the probe series from the start (only when a prober is configured), so
+// rate() works from the first probe.
+func (m *Metrics) initProbe() {
+	for _, r := range []string{"created", "kept", "error"} {
+		m.JobsLaunched.WithLabelValues("probe", r)
+	}
+	for _, r := range []string{"healthy", "scale-down", "scale-up", "skipped", "api-unreachable", "error"} {
+		m.ProbeDecisions.WithLabelValues(r)
+	}
+	for _, r := range []string{"scaled-down", "scaled-up", "failed"} {
+		m.ProbeScaleOps.WithLabelValues(r)
+	}
+	for _, s := range []string{"probed", "paused"} {
+		m.ProbeNamespaces.WithLabelValues(s)
+	}
+	for _, s := range []string{"total", "stuck"} {
+		m.ProbeShards.WithLabelValues(s)
+	}
+}

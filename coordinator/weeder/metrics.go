@@ -1,0 +1,65 @@
+package weeder
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// Metrics are the weeder's series, plus the Job series it shares with the prober.
+type Metrics struct {
+	*ctrl.JobMetrics
+	// EdgeToAction and EdgesOvertaken show a slow coordinator before it costs a recovery.
+	EdgeToAction   *prometheus.HistogramVec
+	EdgesOvertaken *prometheus.CounterVec
+	// WeederBatched and WeederWaiting show a storm and whether the cap holds services back.
+	WeederBatched prometheus.Counter
+	WeederWaiting prometheus.Gauge
+	ServicesReady prometheus.Gauge
+}
+
+// NewMetrics makes the weeder's series (not registered: see Collectors).
+func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
+	return &Metrics{
+		JobMetrics: jm,
+		EdgeToAction: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_edge_to_action_seconds",
+			Help:    "Time from the coordinator seeing a service's edge (outage, ready, catch-up) to its weeder action being done: a Job created, an active one kept, or stopped. A slow queue shows here first.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
+		}, []string{"trigger"}),
+		EdgesOvertaken: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_edges_overtaken_total",
+			Help: "Edges of a service (outage, ready, gone) that were over before the coordinator's queue reached them; the later edge was acted on instead (an outage that ended while queued gets a weeder for its return).",
+		}, []string{"edge"}),
+		WeederBatched: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_batched_services_total",
+			Help: "Services covered by a batch weeder Job: many needed a weeder at once (beyond --weeder-batch-after within --weeder-batch-window), so one Job covers several.",
+		}),
+		WeederWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_services_waiting",
+			Help: "Services waiting for a batch weeder Job: a batch being formed (--weeder-batch-linger), or --max-weeder-jobs reached. Staying above 0 means the cap holds recoveries back.",
+		}),
+		ServicesReady: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "services_ready",
+			Help: "Configured services (across watched namespaces) currently Ready, as last reconciled.",
+		}),
+	}
+}
+
+// Collectors are the weeder's own series (the shared Job series are registered once, by the
+// coordinator).
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady}
+}
+
+// Init shows the weeder's launch and trigger series from the start, so rate() works from the
+// first launch.
+func (m *Metrics) Init() {
+	for _, r := range []string{"created", "replaced", "kept", "error"} {
+		m.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), r)
+	}
+	for _, r := range []string{"ready", "catch-up"} {
+		m.Triggers.WithLabelValues(string(jobs.KindWeeder), r)
+	}
+}
