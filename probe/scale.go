@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/depwatch/depwatch/internal/event"
 )
 
 // The annotations dependency-watchdog and Gardener rely on.
@@ -465,33 +467,10 @@ func (s *scaler) event(obj *unstructured.Unstructured, eventType, reason, messag
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
 	defer cancel()
-	now := metav1.Now() // real time: Event names must be unique per instant
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s.%x", obj.GetName(), now.UnixNano()),
-			Namespace: s.namespace,
-		},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: obj.GetKind(), APIVersion: obj.GetAPIVersion(), Namespace: s.namespace, Name: obj.GetName(),
-			UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
-		},
-		Reason:         reason,
-		Message:        truncate(message, 1024),
-		Type:           eventType,
-		Source:         corev1.EventSource{Component: EventComponent},
-		FirstTimestamp: now,
-		LastTimestamp:  now,
-		Count:          1,
-	}
-	if _, err := s.deps.Seed.CoreV1().Events(s.namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	ref := corev1.ObjectReference{Kind: obj.GetKind(), APIVersion: obj.GetAPIVersion(), Namespace: s.namespace, Name: obj.GetName(),
+		UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion()}
+	if err := event.Write(ctx, s.deps.Seed, ref, EventComponent, eventType, reason, message); err != nil {
 		s.log.WithFields(logrus.Fields{"namespace": s.namespace, "kind": obj.GetKind(), "name": obj.GetName(), "error": err.Error()}).
 			Warnf("Could not record the %s Event on %s/%s: %v", reason, obj.GetKind(), obj.GetName(), err)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }

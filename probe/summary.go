@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/event"
 )
 
 // Result is the outcome of one probe, as the coordinator's metrics name it.
@@ -74,7 +76,7 @@ func (s Summary) String() string {
 	}
 	fmt.Fprintf(&b, "namespace=%s probes=%d last=%s", s.Namespace, s.Probes, s.Last)
 	if s.LastReason != "" {
-		fmt.Fprintf(&b, " (%s)", truncate(s.LastReason, 600))
+		fmt.Fprintf(&b, " (%s)", event.Truncate(s.LastReason, 600))
 	}
 	var results []string
 	for _, r := range []Result{ResultScaleDown, ResultScaleUp, ResultHealthy, ResultSkipped, ResultAPIUnreachable, ResultThrottled, ResultError} {

@@ -12,6 +12,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/internal/event"
 )
 
 // apiTimeout bounds one delete/evict/Event call. These calls run without the run's
@@ -123,26 +125,8 @@ func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
 // exits (an asynchronous recorder would drop it on a one-shot run). A failure is only a
 // warning: the pod was handled either way.
 func (r *runner) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
-	now := metav1.NewTime(time.Now()) // real time even in tests: it names the Event
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			// The name scheme of client-go's event recorder: unique per object and instant.
-			Name:      fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()),
-			Namespace: pod.Namespace,
-		},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		},
-		Reason:         reason,
-		Message:        truncate(message, 1024),
-		Type:           eventType,
-		Source:         corev1.EventSource{Component: eventComponent},
-		FirstTimestamp: now,
-		LastTimestamp:  now,
-		Count:          1,
-	}
-	if _, err := r.client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion}
+	if err := event.Write(ctx, r.client, ref, eventComponent, eventType, reason, message); err != nil {
 		r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name, "error": err.Error()}).
 			Warnf("Could not record the %s Event on pod %s/%s: %v", reason, pod.Namespace, pod.Name, err)
 	}
@@ -163,13 +147,6 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }
 
 // deferPod leaves a matched pod alone because its owner's pods were reaped less than
