@@ -55,9 +55,9 @@ const (
 // one line. It never returns early on a cancelled run: the pod in hand is finished.
 func (r *runner) reap(m match) outcome {
 	pod := m.pod
-	verb, action := "delete", "deleted"
+	verb, action := "delete", ActionDeleted
 	if r.opts.Evict {
-		verb, action = "evict", "evicted"
+		verb, action = "evict", ActionEvicted
 	}
 	why := strings.Join(m.reasons, "; and ")
 	line := r.log.WithFields(logrus.Fields{
@@ -68,7 +68,7 @@ func (r *runner) reap(m match) outcome {
 	})
 
 	if r.opts.DryRun {
-		line.WithFields(logrus.Fields{"action": "dry-run", "detail": fmt.Sprintf("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)}).
+		line.WithFields(logrus.Fields{"action": ActionDryRun, "detail": fmt.Sprintf("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)}).
 			Info(MsgDryRun)
 		return outcomeReaped
 	}
@@ -85,17 +85,17 @@ func (r *runner) reap(m match) outcome {
 	case r.opts.Evict && apierrors.IsTooManyRequests(err):
 		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
 			pod.Namespace, pod.Name, apiMessage(err), why)
-		line.WithFields(logrus.Fields{"action": "skipped", "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
+		line.WithFields(logrus.Fields{"action": ActionSkipped, "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
 		r.recordEvent(ctx, pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
 		return outcomeSkipped
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
 		// judged is gone and a namesake (e.g. a StatefulSet's replacement) must not pay for it.
-		line.WithFields(logrus.Fields{"action": "gone", "error": err.Error(),
+		line.WithFields(logrus.Fields{"action": ActionGone, "error": err.Error(),
 			"detail": fmt.Sprintf("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)}).Warn(MsgUnableToReap)
 		return outcomeGone
 	default:
-		line.WithFields(logrus.Fields{"action": "failed", "error": err.Error(),
+		line.WithFields(logrus.Fields{"action": ActionFailed, "error": err.Error(),
 			"detail": fmt.Sprintf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)}).
 			Warn(MsgUnableToReap)
 		return outcomeFailed
@@ -170,7 +170,7 @@ func (r *runner) deferPod(m match, o owner, now time.Time) {
 		"pod":       pod.Name,
 		"uid":       string(pod.UID),
 		"owner":     o.desc,
-		"action":    "deferred",
+		"action":    ActionDeferred,
 		"reason":    "reap-cooldown",
 		"reasons":   m.reasons,
 		"cooldown":  r.opts.ReapCooldown.String(),

@@ -1,0 +1,21 @@
+package reaper
+
+// What a pod's log line says was done with it: its "action" field, which dashboards and
+// on-call people filter on. README.md lists them; a test keeps the two equal.
+const (
+	ActionDeleted = "deleted"
+	ActionEvicted = "evicted"
+	// ActionSkipped: an eviction refused by a PodDisruptionBudget; tried again later.
+	ActionSkipped = "skipped"
+	// ActionGone: the pod was deleted, or replaced by a namesake, before it could be reaped.
+	ActionGone   = "gone"
+	ActionFailed = "failed"
+	ActionDryRun = "dry-run"
+	// ActionMaxPods: matched, but MAX_PODS was reached in this cycle.
+	ActionMaxPods = "max-pods"
+	// ActionDeferred: held back by REAP_COOLDOWN.
+	ActionDeferred = "deferred"
+)
+
+// PodActions are every value of a pod log line's action field.
+var PodActions = []string{ActionDeleted, ActionEvicted, ActionSkipped, ActionGone, ActionFailed, ActionDryRun, ActionMaxPods, ActionDeferred}
