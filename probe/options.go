@@ -3,12 +3,11 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -58,7 +57,7 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // returns a *ConfigError listing every problem at once, each as `NAME="value": problem`; it
 // never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
-	e := &env{lookup: lookup}
+	e := newEnv(lookup)
 	var o Options
 
 	single, hasSingle := e.lookup("NAMESPACE")
@@ -78,21 +77,21 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	case hasSingle && o.Namespaces != nil:
 		e.fail("NAMESPACES", strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
 	case !hasSingle && o.Namespaces == nil && !e.hasProblem("NAMESPACE"):
-		e.problems = append(e.problems, "NAMESPACE: required (or NAMESPACES), not set")
+		e.Add("NAMESPACE: required (or NAMESPACES), not set")
 	}
 	if v, ok := e.optional("NAMESPACE_SETTINGS"); ok {
 		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
 	}
 	if v, ok := e.get("PROBE_CONCURRENCY"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		n, err := envconf.Int(v)
 		if err != nil || n <= 0 {
 			e.fail("PROBE_CONCURRENCY", v, "must be an integer greater than 0")
 		}
 		o.Concurrency = n
 	}
 	if v, ok := e.get("BACKOFF_JITTER_FACTOR"); ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || math.IsNaN(f) || f < 0 || f >= 1 {
+		f, ok := envconf.Float(v)
+		if !ok || f < 0 || f >= 1 {
 			e.fail("BACKOFF_JITTER_FACTOR", v, "must be a number at least 0 and less than 1")
 		}
 		o.Jitter = f
@@ -113,7 +112,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	o.LeaseExpiryBufferFraction, _ = e.fraction("LEASE_EXPIRY_BUFFER_FRACTION")
 	if v, ok := e.get("DEPENDENT_RESOURCES"); ok {
 		res, problems := parseDependentResources([]byte(v), "DEPENDENT_RESOURCES")
-		e.problems = append(e.problems, problems...)
+		e.Problems = append(e.Problems, problems...)
 		o.Resources = res
 	}
 	o.DryRun = e.boolean("DRY_RUN")
@@ -139,11 +138,11 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 			o.RunDuration = d
 		}
 	} else if hasSchedule {
-		e.problems = append(e.problems, "RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
+		e.Add("RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
 	}
 
-	if len(e.problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.problems}
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
 	}
 	return o, nil
 }

@@ -80,7 +80,7 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // LoadOptions reads every setting through lookup (os.LookupEnv in production). On bad input it
 // returns a *ConfigError listing every problem at once; it never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
-	e := &env{lookup: lookup}
+	e := newEnv(lookup)
 	var o Options
 
 	if v, ok := e.get("NAMESPACE"); ok && v != "" {
@@ -136,13 +136,13 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	}
 	o.Rules = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet(e) {
-		e.problems = append(e.problems, "no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
+		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
 	}
 
-	if len(e.problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.problems}
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
 	}
-	o.Warnings = e.warnings
+	o.Warnings = e.Warnings
 	return o, nil
 }
 
