@@ -66,7 +66,11 @@ func TestFormattersAreTheParsersInverses(t *testing.T) {
 	if err := quick.Check(func(b bool) bool { got, ok := Bool(FormatBool(b)); return ok && got == b }, cfg); err != nil {
 		t.Error("bool:", err)
 	}
-	if err := quick.Check(func(n int64) bool { d := time.Duration(n); got, err := Duration(FormatDuration(d)); return err == nil && got == d }, cfg); err != nil {
+	if err := quick.Check(func(n int64) bool {
+		d := time.Duration(n)
+		got, err := Duration(FormatDuration(d))
+		return err == nil && got == d
+	}, cfg); err != nil {
 		t.Error("duration:", err)
 	}
 	if err := quick.Check(func(n int) bool { got, err := Int(FormatInt(n)); return err == nil && got == n }, cfg); err != nil {
