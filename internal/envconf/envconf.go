@@ -132,3 +132,17 @@ func (w *Writer) Set(name, value string) {
 
 // Env is what was set, in order.
 func (w *Writer) Env() []corev1.EnvVar { return w.vars }
+
+// LookupIn reads variables from a container's environment as a run would see them: the last
+// value of a name wins (valueFrom is not resolved and reads as unset).
+func LookupIn(env []corev1.EnvVar) Lookup {
+	return func(name string) (string, bool) {
+		v, ok := "", false
+		for _, e := range env {
+			if e.Name == name && e.ValueFrom == nil {
+				v, ok = e.Value, true
+			}
+		}
+		return v, ok
+	}
+}
