@@ -93,14 +93,9 @@ func (s JobSettings) Validate() error {
 	return err
 }
 
-// Gated reports whether a Job's environment gates its run on a service (START_WHEN_READY or
-// TARGETS set): the mark of an armed weeder a person wrote by hand.
-func Gated(env []corev1.EnvVar) bool {
-	lookup := envconf.LookupIn(env)
-	for _, name := range []string{envStartWhenReady, envTargets} {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
-			return true
-		}
-	}
-	return false
+// StartsWhenReady reports whether a Job's environment gates its run on a service
+// (START_WHEN_READY set): how an armed weeder written by hand is told from its env.
+func StartsWhenReady(env []corev1.EnvVar) bool {
+	v, ok := envconf.LookupIn(env)(envStartWhenReady)
+	return ok && v != ""
 }

@@ -176,21 +176,20 @@ func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
 	}
 }
 
-func TestGatedSeesAGateOnlyWhenOneIsSet(t *testing.T) {
+func TestStartsWhenReadySeesAGateOnlyWhenOneIsSet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []corev1.EnvVar
 		want bool
 	}{
 		{"START_WHEN_READY", []corev1.EnvVar{{Name: "START_WHEN_READY", Value: "ns/svc"}}, true},
-		{"TARGETS", []corev1.EnvVar{{Name: "TARGETS", Value: `[{"namespace":"a"}]`}}, true},
-		{"empty gate", []corev1.EnvVar{{Name: "START_WHEN_READY", Value: " "}}, false},
+		{"empty", []corev1.EnvVar{{Name: "START_WHEN_READY"}}, false},
 		{"no gate", []corev1.EnvVar{{Name: "WATCH", Value: "true"}}, false},
 		{"the last value wins", []corev1.EnvVar{{Name: "START_WHEN_READY", Value: "svc"}, {Name: "START_WHEN_READY"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Gated(tc.env); got != tc.want {
-				t.Errorf("Gated = %v, want %v", got, tc.want)
+			if got := StartsWhenReady(tc.env); got != tc.want {
+				t.Errorf("StartsWhenReady = %v, want %v", got, tc.want)
 			}
 		})
 	}
