@@ -2,10 +2,8 @@ package jobs
 
 import (
 	"fmt"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/reaper"
@@ -30,7 +28,7 @@ func (t WeederTarget) Key() string { return t.Namespace + "/" + t.Service }
 
 // WeederBatch describes one weeder Job for several services (a storm of outages): the same
 // run as Weeder's for each target, every target gated on its own service with its own
-// watchDuration and max wait (the reaper's TARGETS). Base gives the settings every target
+// watchDuration and max wait (the reaper's Targets). Base gives the settings every target
 // shares; its Namespace, Service and Selectors are ignored.
 func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	if len(targets) == 0 {
@@ -48,38 +46,29 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 		rts = append(rts, reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: sels})
 		keys = append(keys, t.Key())
 	}
-	if _, err := reaper.ParseTargets(reaper.TargetsValue(rts)); err != nil {
-		return Spec{}, fmt.Errorf("weeder batch: %w", err) // e.g. a service listed twice
-	}
-	// A single-target spec of the first target gives the shared env; its per-service
-	// variables are replaced by TARGETS.
+	// The first target's run gives what every target shares; the targets replace its one
+	// namespace, selectors and gate.
 	one := base
 	one.Namespace, one.Service, one.Selectors = targets[0].Namespace, targets[0].Service, targets[0].Selectors
-	s, _ := Weeder(one)
-	env := make([]corev1.EnvVar, 0, len(s.Env))
-	for _, e := range s.Env {
-		switch e.Name {
-		case "NAMESPACE", "LABEL_SELECTORS", "START_WHEN_READY":
-		default:
-			env = append(env, e)
-		}
+	run, trigger, _ := weederRun(one) // checked above
+	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, rts
+	if err := run.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("weeder batch: %w", err) // e.g. a service listed twice
 	}
-	env = append(env, corev1.EnvVar{Name: "TARGETS", Value: reaper.TargetsValue(rts)})
-	s.Env = env
-	s.Namespace, s.Service, s.Batch = "", "", keys
+	s := weederJob(one, run, trigger)
+	s.Service, s.Batch = "", keys
 	return s, nil
 }
-
-func targetsAnnotation(keys []string) string { return strings.Join(keys, ",") }
 
 // JobTargets reads back the services a weeder Job covers, <namespace>/<service>: a batch
 // Job's AnnotationTargets, else its one target.
 func JobTargets(j *batchv1.Job) []string {
-	if v := j.Annotations[AnnotationTargets]; v != "" {
-		return strings.Split(v, ",")
+	f := ReadFacts(j)
+	if len(f.Targets) > 0 {
+		return f.Targets
 	}
-	if t := j.Annotations[AnnotationTarget]; t != "" {
-		return []string{t}
+	if f.Target != "" {
+		return []string{f.Target}
 	}
 	if ns := j.Labels[LabelNamespace]; ns != "" {
 		return []string{ns}

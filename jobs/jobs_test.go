@@ -564,8 +564,9 @@ func TestUnarmedWeederPausesWhileItsServiceIsDownAgain(t *testing.T) {
 	if Armed(j) {
 		t.Error("a catch-up weeder counts as armed")
 	}
-	// A gated Job made by hand (no depwatch annotations) is armed.
+	// A gated Job made by hand (no depwatch annotations, not managed by the coordinator) is armed.
 	j.Annotations = nil
+	delete(j.Labels, LabelManagedBy)
 	if !Armed(j) {
 		t.Error("a hand-made Job with START_WHEN_READY does not count as armed")
 	}

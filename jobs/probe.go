@@ -3,11 +3,11 @@ package jobs
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/depwatch/depwatch/probe"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -27,8 +27,8 @@ const (
 func ProbeLabel(ns string) string { return LabelProbePrefix + ns }
 
 // ProbeSpec describes a probe run (`depwatch probe`) for one control-plane namespace, or for
-// a shard of them. The coordinator fills it from the config's prober section; every field
-// maps to one variable of the probe's environment (see probe.Usage).
+// a shard of them. The coordinator fills it from the config's prober section; Probe hands
+// the run's fields to probe.JobSettings, whose Env writes the probe's environment.
 type ProbeSpec struct {
 	// Namespace (NAMESPACE): a run for this one namespace; the Job's target is the namespace.
 	Namespace string
@@ -37,8 +37,9 @@ type ProbeSpec struct {
 	// its label ProbeLabel(ns). Set either Namespace or Shard and Namespaces.
 	Shard      string
 	Namespaces []string
-	// NamespaceSettings is NAMESPACE_SETTINGS (probe.NamespaceSettingsEnv), "" for none.
-	NamespaceSettings string
+	// NamespaceSettings are each namespace's own settings over the Job-wide ones (a
+	// namespace with nothing of its own may be left out or given the zero value).
+	NamespaceSettings map[string]probe.NamespaceSettings
 	// Concurrency (PROBE_CONCURRENCY): namespaces probed at the same moment; 0 = the probe's default.
 	Concurrency int
 	// Jitter (BACKOFF_JITTER_FACTOR) spreads each namespace's probes, in [0,1).
@@ -59,9 +60,9 @@ type ProbeSpec struct {
 	// level it was allowed to finish.
 	ScaleChain time.Duration
 	DryRun     bool
-	// NodeConditions is the shoot's worker pool → unhealthy node conditions as JSON
-	// (NODE_CONDITIONS); "" = every pool uses the defaults.
-	NodeConditions string
+	// NodeConditions is the shoot's worker pool → unhealthy node conditions; nil = every
+	// pool uses the defaults.
+	NodeConditions map[string][]string
 	// RunDuration 0: the Job probes each namespace once. > 0: the Job probes each namespace
 	// every Interval (SCHEDULE "@every <Interval>") for RunDuration (RUN_DURATION): fewer
 	// Jobs, one pod always running per shard.
@@ -101,59 +102,37 @@ func Probe(p ProbeSpec) (Spec, error) {
 	case p.RunDuration > 0 && p.Interval <= 0:
 		return Spec{}, fmt.Errorf("probe %s: a run duration needs a positive interval", target)
 	}
-	var env []corev1.EnvVar
-	var labels, annotations map[string]string
+	run := probe.JobSettings{
+		Namespace: p.Namespace, Namespaces: p.Namespaces, NamespaceSettings: p.NamespaceSettings,
+		Jitter: p.Jitter, KubeconfigSecretName: p.KubeconfigSecretName, ProbeTimeout: p.ProbeTimeout,
+		NodeMonitorGrace: p.NodeMonitorGrace, NodeLeaseFailureFraction: p.NodeLeaseFailureFraction,
+		LeaseExpiryBufferFraction: p.LeaseExpiryBufferFraction, DependentResources: p.DependentResources,
+		DryRun: p.DryRun, NodeConditions: p.NodeConditions, RunDuration: p.RunDuration, Interval: p.Interval,
+	}
+	var labels map[string]string
 	if p.Shard != "" {
-		env = append(env, corev1.EnvVar{Name: "NAMESPACES", Value: strings.Join(p.Namespaces, ",")})
-		if p.NamespaceSettings != "" {
-			env = append(env, corev1.EnvVar{Name: "NAMESPACE_SETTINGS", Value: p.NamespaceSettings})
-		}
-		if p.Concurrency > 0 {
-			env = append(env, corev1.EnvVar{Name: "PROBE_CONCURRENCY", Value: strconv.Itoa(p.Concurrency)})
-		}
+		run.Concurrency = p.Concurrency // a single namespace needs no more than one slot
 		labels = map[string]string{}
 		for _, ns := range p.Namespaces {
 			labels[ProbeLabel(ns)] = "true"
 		}
-		annotations = map[string]string{AnnotationNamespaces: strings.Join(p.Namespaces, ",")}
-	} else {
-		env = append(env, corev1.EnvVar{Name: "NAMESPACE", Value: p.Namespace})
 	}
-	if p.Jitter > 0 {
-		env = append(env, corev1.EnvVar{Name: "BACKOFF_JITTER_FACTOR", Value: fmtFraction(p.Jitter)})
-	}
-	env = append(env, []corev1.EnvVar{
-		{Name: "KUBECONFIG_SECRET_NAME", Value: p.KubeconfigSecretName},
-		{Name: "PROBE_TIMEOUT", Value: p.ProbeTimeout.String()},
-		{Name: "KCM_NODE_MONITOR_GRACE_DURATION", Value: p.NodeMonitorGrace.String()},
-		{Name: "NODE_LEASE_FAILURE_FRACTION", Value: fmtFraction(p.NodeLeaseFailureFraction)},
-		{Name: "LEASE_EXPIRY_BUFFER_FRACTION", Value: fmtFraction(p.LeaseExpiryBufferFraction)},
-		{Name: "DEPENDENT_RESOURCES", Value: p.DependentResources},
-		{Name: "DRY_RUN", Value: strconv.FormatBool(p.DryRun)},
-	}...)
-	if p.NodeConditions != "" {
-		env = append(env, corev1.EnvVar{Name: "NODE_CONDITIONS", Value: p.NodeConditions})
-	}
-	if p.RunDuration > 0 {
-		env = append(env,
-			corev1.EnvVar{Name: "SCHEDULE", Value: "@every " + p.Interval.String()},
-			corev1.EnvVar{Name: "RUN_DURATION", Value: p.RunDuration.String()})
+	if err := run.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("probe %s: %w", target, err)
 	}
 	return Spec{
 		Kind:        KindProbe,
 		Namespace:   target,
 		ExtraLabels: labels,
-		Annotations: annotations,
+		Namespaces:  p.Namespaces,
 		Trigger:     TriggerSchedule,
 		TriggerTime: p.TriggerTime,
 		RunDuration: p.RunDuration + 3*p.ProbeTimeout + p.ScaleChain,
-		Env:         env,
+		Env:         run.Env(),
 		Args:        []string{"probe"},
 		OnActive:    KeepActive,
 	}, nil
 }
-
-func fmtFraction(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // ExcessHistory returns the finished Jobs to delete so that at most successful Complete and
 // failed Failed Jobs remain (like a CronJob's history limits): the oldest go first, by

@@ -7,6 +7,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/probe"
 )
 
 func probeSpec() ProbeSpec {
@@ -119,7 +121,10 @@ func TestExcessHistoryKeepsTheNewestFinishedJobs(t *testing.T) {
 // The shoot's per-pool unhealthy node conditions reach the probe as NODE_CONDITIONS, and only
 // when the shoot names some: without them the probe's defaults apply.
 func TestProbeSpecCarriesTheShootsNodeConditions(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{{"", ""}, {`{"pool-a":["Custom"]}`, `{"pool-a":["Custom"]}`}} {
+	for _, tt := range []struct {
+		in   map[string][]string
+		want string
+	}{{nil, ""}, {map[string][]string{"pool-a": {"Custom"}}, `{"pool-a":["Custom"]}`}} {
 		p := probeSpec()
 		p.NodeConditions = tt.in
 		s, err := Probe(p)
@@ -133,7 +138,7 @@ func TestProbeSpecCarriesTheShootsNodeConditions(t *testing.T) {
 			}
 		}
 		if got != tt.want || set != (tt.want != "") {
-			t.Errorf("NodeConditions %q: NODE_CONDITIONS=%q (set %v)", tt.in, got, set)
+			t.Errorf("NodeConditions %v: NODE_CONDITIONS=%q (set %v)", tt.in, got, set)
 		}
 	}
 }
@@ -143,7 +148,8 @@ func TestProbeSpecCarriesTheShootsNodeConditions(t *testing.T) {
 func TestProbeSpecForAShard(t *testing.T) {
 	p := probeSpec()
 	p.Namespace, p.Shard, p.Namespaces = "", "shard-3-abcdef", []string{"shoot--p--a", "shoot--p--b"}
-	p.NamespaceSettings, p.Concurrency, p.Jitter = `{"shoot--p--b":{"nodeMonitorGrace":"2m0s"}}`, 2, 0.2
+	p.NamespaceSettings = map[string]probe.NamespaceSettings{"shoot--p--a": {}, "shoot--p--b": {NodeMonitorGrace: 2 * time.Minute}}
+	p.Concurrency, p.Jitter = 2, 0.2
 	p.RunDuration = 2 * time.Minute
 	s, err := Probe(p)
 	if err != nil {
@@ -157,7 +163,7 @@ func TestProbeSpecForAShard(t *testing.T) {
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	want := map[string]string{"NAMESPACES": "shoot--p--a,shoot--p--b", "NAMESPACE_SETTINGS": p.NamespaceSettings,
+	want := map[string]string{"NAMESPACES": "shoot--p--a,shoot--p--b", "NAMESPACE_SETTINGS": `{"shoot--p--b":{"nodeMonitorGrace":"2m0s"}}`,
 		"PROBE_CONCURRENCY": "2", "BACKOFF_JITTER_FACTOR": "0.2", "SCHEDULE": "@every 10s", "RUN_DURATION": "2m0s", "NAMESPACE": ""}
 	for k, v := range want {
 		if env[k] != v {

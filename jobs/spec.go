@@ -16,17 +16,17 @@ package jobs
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // Kind is the kind of work a Job does; it selects the subcommand, the service account and
@@ -126,9 +126,10 @@ type Spec struct {
 	TriggerTime time.Time
 	// RunDuration is how long the run lasts; activeDeadlineSeconds is this plus the margin.
 	RunDuration time.Duration
-	// Env is the kind's own environment; the template's extra env cannot override it.
+	// Env is the engine's environment, from its JobSettings.Env (reaper, probe): jobs names
+	// no variable of its own. The template's extra env cannot override it.
 	Env []corev1.EnvVar
-	// Annotations of the kind's own (e.g. AnnotationArmedAt); depwatch's common keys win.
+	// Annotations of the kind's own; depwatch's Facts win.
 	Annotations map[string]string
 	// ExtraLabels of the kind's own (e.g. one per namespace a probe Job covers); depwatch's
 	// common keys win. They are not part of the de-duplication lookup.
@@ -140,6 +141,11 @@ type Spec struct {
 	// Batch lists the <namespace>/<service> targets of a weeder Job that covers several
 	// services (WeederBatch); empty for a Job of one target.
 	Batch []string
+	// Namespaces a probe Job of a shard probes (AnnotationNamespaces).
+	Namespaces []string
+	// Armed: a weeder launched when its service went down, to wait for its return
+	// (AnnotationArmed, and AnnotationArmedAt = TriggerTime).
+	Armed bool
 }
 
 // WeederSpec describes a weeder run: restart the crash-looping dependents of one service.
@@ -164,46 +170,44 @@ type WeederSpec struct {
 	ReapCooldown *time.Duration
 }
 
-// Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode with
-// CONTAINER_STATUSES=CrashLoopBackOff, LABEL_SELECTORS as a JSON list (OR-ed) and
+// Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode restarting
+// CrashLoopBackOff pods of the service's dependents (its selectors, OR-ed), with a
 // REAP_COOLDOWN (a dependent broken for another reason is restarted at a bounded rate). A new
 // transition while a weeder for the same service is active replaces it: the new run starts
 // its watchDuration afresh and the old one is deleted (propagation Background).
 func Weeder(w WeederSpec) (Spec, error) {
+	run, trigger, err := weederRun(w)
+	if err != nil {
+		return Spec{}, err
+	}
+	if err := run.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
+	}
+	return weederJob(w, run, trigger), nil
+}
+
+// weederRun checks w and works out the reaper's settings of its run and its trigger.
+func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	if w.Namespace == "" || w.Service == "" {
-		return Spec{}, fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
 	}
 	if len(w.Selectors) == 0 {
-		return Spec{}, fmt.Errorf("weeder %s/%s: at least one pod selector is required", w.Namespace, w.Service)
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: at least one pod selector is required", w.Namespace, w.Service)
 	}
 	if w.WatchDuration <= 0 {
-		return Spec{}, fmt.Errorf("weeder %s/%s: watch duration must be positive, got %s", w.Namespace, w.Service, w.WatchDuration)
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: watch duration must be positive, got %s", w.Namespace, w.Service, w.WatchDuration)
 	}
 	sels, err := SelectorStrings(w.Selectors)
 	if err != nil {
-		return Spec{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
-	}
-	raw, _ := json.Marshal(sels) // []string always marshals
-	env := []corev1.EnvVar{
-		{Name: "WATCH", Value: "true"},
-		{Name: "CONTAINER_STATUSES", Value: "CrashLoopBackOff"},
-		{Name: "LABEL_SELECTORS", Value: string(raw)},
-		{Name: "NAMESPACE", Value: w.Namespace},
-		{Name: "RUN_DURATION", Value: w.WatchDuration.String()},
-	}
-	if w.GracePeriod != nil {
-		env = append(env, corev1.EnvVar{Name: "GRACE_PERIOD", Value: w.GracePeriod.String()})
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
 	}
 	cooldown := DefaultWeederReapCooldown
 	if w.ReapCooldown != nil {
 		cooldown = *w.ReapCooldown
 	}
 	if cooldown < 0 {
-		return Spec{}, fmt.Errorf("weeder %s/%s: reap cooldown must not be negative, got %s", w.Namespace, w.Service, cooldown)
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: reap cooldown must not be negative, got %s", w.Namespace, w.Service, cooldown)
 	}
-	// Always set, so the kind's value is authoritative like the rest of its env: the
-	// template's env cannot loosen the bound.
-	env = append(env, corev1.EnvVar{Name: "REAP_COOLDOWN", Value: cooldown.String()})
 	trigger := w.Trigger
 	if trigger == "" {
 		trigger = TriggerReady
@@ -214,58 +218,46 @@ func Weeder(w WeederSpec) (Spec, error) {
 	// runs, the dependents crash because of that new outage, and the weeder stops reaping
 	// until the service is back (the coordinator also stops the Job, but after the fact).
 	gateWait := UnarmedGateWait
-	var annotations map[string]string
 	if w.Armed {
 		gateWait = w.MaxWait
 		if gateWait == 0 {
 			gateWait = DefaultArmedMaxWait
 		}
 		if gateWait < 0 {
-			return Spec{}, fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, gateWait)
+			return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, gateWait)
 		}
 		if w.Trigger == "" {
 			trigger = TriggerOutage
 		}
-		annotations = map[string]string{AnnotationArmedAt: w.TriggerTime.UTC().Format(time.RFC3339Nano)}
 	}
-	env = append(env,
-		corev1.EnvVar{Name: "START_WHEN_READY", Value: w.Namespace + "/" + w.Service},
-		corev1.EnvVar{Name: "MAX_WAIT", Value: gateWait.String()})
-	run := w.WatchDuration + gateWait
+	return reaper.JobSettings{
+		Watch:             true,
+		ContainerStatuses: []string{reaper.ReasonCrashLoopBackOff},
+		Selectors:         sels,
+		Namespace:         w.Namespace,
+		RunDuration:       w.WatchDuration,
+		GracePeriod:       w.GracePeriod,
+		ReapCooldown:      cooldown,
+		StartWhenReady:    &reaper.ServiceRef{Namespace: w.Namespace, Name: w.Service},
+		MaxWait:           gateWait,
+	}, trigger, nil
+}
+
+// weederJob is the Spec of a weeder Job running run; its deadline covers the longest wait
+// for the service and the watch after it.
+func weederJob(w WeederSpec, run reaper.JobSettings, trigger string) Spec {
 	return Spec{
 		Kind:        KindWeeder,
-		Namespace:   w.Namespace,
+		Namespace:   run.Namespace,
 		Service:     w.Service,
 		Trigger:     trigger,
 		TriggerTime: w.TriggerTime,
-		RunDuration: run,
-		Env:         env,
-		Annotations: annotations,
+		Armed:       w.Armed,
+		RunDuration: run.RunDuration + run.MaxWait,
+		Env:         run.Env(),
 		Args:        []string{"reap"},
 		OnActive:    ReplaceActive,
-	}, nil
-}
-
-// Armed reports whether a weeder Job was launched when the outage began, to wait for its
-// service: the coordinator's armed weeders (annotated with their arming time) and armed Jobs
-// made by hand (START_WHEN_READY set, no return trigger). Weeders launched on a return also
-// follow their service's readiness, but they are not armed.
-func Armed(j *batchv1.Job) bool {
-	if _, ok := j.Annotations[AnnotationArmedAt]; ok {
-		return true
 	}
-	switch j.Annotations[AnnotationTrigger] {
-	case TriggerReady, TriggerCatchUp:
-		return false
-	}
-	for _, c := range j.Spec.Template.Spec.Containers {
-		for _, e := range c.Env {
-			if e.Name == "START_WHEN_READY" && e.Value != "" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // SelectorStrings converts label selectors to their string form, refusing an empty one (it
@@ -290,7 +282,7 @@ func (s Spec) Labels() map[string]string {
 	l := map[string]string{
 		LabelAppName:   AppName,
 		LabelComponent: string(s.Kind),
-		LabelManagedBy: "depwatch-coordinator",
+		LabelManagedBy: managedBy,
 		LabelKind:      string(s.Kind),
 	}
 	if len(s.Batch) > 0 {

@@ -172,13 +172,13 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	for k, v := range s.Annotations {
 		annotations[k] = v
 	}
-	annotations[AnnotationTriggerTime] = s.TriggerTime.UTC().Format(time.RFC3339Nano)
-	annotations[AnnotationTarget] = s.Target()
-	if len(s.Batch) > 0 {
-		annotations[AnnotationTargets] = targetsAnnotation(s.Batch)
+	// The facts are the coordinator's to write: a template's annotation must not make a
+	// Job look armed, or cover another target.
+	for _, k := range factKeys {
+		delete(annotations, k)
 	}
-	if s.Trigger != "" {
-		annotations[AnnotationTrigger] = s.Trigger
+	for k, v := range s.facts().annotations() {
+		annotations[k] = v
 	}
 
 	// The kind's own variables first and authoritative; template extras after, minus clashes.

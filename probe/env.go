@@ -1,34 +1,32 @@
 package probe
 
 import (
-	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // env reads settings and collects every problem instead of stopping at the first one, so a
 // person fixing a manifest sees all mistakes in one go.
 type env struct {
-	lookup   func(string) (string, bool)
-	problems []string
+	envconf.Reader
+}
+
+func newEnv(lookup func(string) (string, bool)) *env {
+	return &env{envconf.Reader{Lookup: lookup, MaxShown: maxShown}}
 }
 
 // maxShown bounds how much of a value a problem quotes (DEPENDENT_RESOURCES can be long).
 const maxShown = 200
 
-// fail records a problem in the one format every message uses: NAME="value": what is wrong.
-func (e *env) fail(name, value, format string, args ...any) {
-	e.problems = append(e.problems, fmt.Sprintf("%s=%q: %s", name, shorten(value), fmt.Sprintf(format, args...)))
-}
+// lookup reads the variable as it is set, without its default.
+func (e *env) lookup(name string) (string, bool) { return e.Lookup(name) }
 
-func shorten(s string) string {
-	if len(s) <= maxShown {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxShown], "") + "..."
-}
+// fail records a problem in the one format every message uses: NAME="value": what is wrong.
+func (e *env) fail(name, value, format string, args ...any) { e.Fail(name, value, format, args...) }
+
+func shorten(s string) string { return envconf.Shorten(s, maxShown) }
 
 // get returns the variable's value, or its default from the settings table when it is unset.
 // A required variable that is unset or empty is recorded as a problem (ok=false).
@@ -42,7 +40,7 @@ func (e *env) get(name string) (string, bool) {
 	v, set := e.lookup(name)
 	switch {
 	case !set && s.required:
-		e.problems = append(e.problems, fmt.Sprintf("%s: required, not set", name))
+		e.Add(name + ": required, not set")
 		return "", false
 	case !set && s.def == "":
 		return "", false
@@ -75,9 +73,9 @@ func (e *env) boolean(name string) bool {
 	if !ok {
 		return false
 	}
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		e.fail(name, v, "must be one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False")
+	b, ok := envconf.Bool(strings.TrimSpace(v))
+	if !ok {
+		e.fail(name, v, envconf.BoolProblem)
 		return false
 	}
 	return b
@@ -85,7 +83,7 @@ func (e *env) boolean(name string) bool {
 
 // positiveDuration parses a Go duration > 0 (ok=false when unset or bad).
 func (e *env) positiveDuration(name, v string) (time.Duration, bool) {
-	d, err := time.ParseDuration(strings.TrimSpace(v))
+	d, err := envconf.Duration(v)
 	switch {
 	case err != nil:
 		e.fail(name, v, "must be a Go duration such as 30s, 1m or 1h30m")
@@ -104,8 +102,8 @@ func (e *env) fraction(name string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > 1 {
+	f, ok := envconf.Float(v)
+	if !ok || f <= 0 || f > 1 {
 		e.fail(name, v, "must be a number greater than 0 and at most 1")
 		return 0, false
 	}
@@ -113,11 +111,4 @@ func (e *env) fraction(name string) (float64, bool) {
 }
 
 // hasProblem says whether a problem about the variable name was recorded already.
-func (e *env) hasProblem(name string) bool {
-	for _, p := range e.problems {
-		if strings.HasPrefix(p, name+"=") || strings.HasPrefix(p, name+":") {
-			return true
-		}
-	}
-	return false
-}
+func (e *env) hasProblem(name string) bool { return e.Has(name) }

@@ -3,12 +3,11 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -58,92 +57,92 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // returns a *ConfigError listing every problem at once, each as `NAME="value": problem`; it
 // never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
-	e := &env{lookup: lookup}
+	e := newEnv(lookup)
 	var o Options
 
-	single, hasSingle := e.lookup("NAMESPACE")
+	single, hasSingle := e.lookup(envNamespace)
 	if hasSingle && strings.TrimSpace(single) == "" {
-		e.fail("NAMESPACE", single, "required, must not be empty")
+		e.fail(envNamespace, single, "required, must not be empty")
 		hasSingle = false
 	} else if hasSingle {
 		if errs := validation.IsDNS1123Label(single); len(errs) > 0 {
-			e.fail("NAMESPACE", single, "not a valid namespace name: %s", strings.Join(errs, "; "))
+			e.fail(envNamespace, single, "not a valid namespace name: %s", strings.Join(errs, "; "))
 		}
 		o.Namespace = single
 	}
-	if v, ok := e.get("NAMESPACES"); ok {
+	if v, ok := e.get(envNamespaces); ok {
 		o.Namespaces = parseNamespaces(e, v)
 	}
 	switch {
 	case hasSingle && o.Namespaces != nil:
-		e.fail("NAMESPACES", strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
-	case !hasSingle && o.Namespaces == nil && !e.hasProblem("NAMESPACE"):
-		e.problems = append(e.problems, "NAMESPACE: required (or NAMESPACES), not set")
+		e.fail(envNamespaces, strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
+	case !hasSingle && o.Namespaces == nil && !e.hasProblem(envNamespace):
+		e.Add("NAMESPACE: required (or NAMESPACES), not set")
 	}
-	if v, ok := e.optional("NAMESPACE_SETTINGS"); ok {
+	if v, ok := e.optional(envNamespaceSettings); ok {
 		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
 	}
-	if v, ok := e.get("PROBE_CONCURRENCY"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	if v, ok := e.get(envConcurrency); ok {
+		n, err := envconf.Int(v)
 		if err != nil || n <= 0 {
-			e.fail("PROBE_CONCURRENCY", v, "must be an integer greater than 0")
+			e.fail(envConcurrency, v, "must be an integer greater than 0")
 		}
 		o.Concurrency = n
 	}
-	if v, ok := e.get("BACKOFF_JITTER_FACTOR"); ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || math.IsNaN(f) || f < 0 || f >= 1 {
-			e.fail("BACKOFF_JITTER_FACTOR", v, "must be a number at least 0 and less than 1")
+	if v, ok := e.get(envJitter); ok {
+		f, ok := envconf.Float(v)
+		if !ok || f < 0 || f >= 1 {
+			e.fail(envJitter, v, "must be a number at least 0 and less than 1")
 		}
 		o.Jitter = f
 	}
-	if v, ok := e.get("KUBECONFIG_SECRET_NAME"); ok {
+	if v, ok := e.get(envKubeconfigSecret); ok {
 		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			e.fail("KUBECONFIG_SECRET_NAME", v, "not a valid Secret name: %s", strings.Join(errs, "; "))
+			e.fail(envKubeconfigSecret, v, "not a valid Secret name: %s", strings.Join(errs, "; "))
 		}
 		o.KubeconfigSecretName = v
 	}
-	if v, ok := e.get("PROBE_TIMEOUT"); ok {
-		o.ProbeTimeout, _ = e.positiveDuration("PROBE_TIMEOUT", v)
+	if v, ok := e.get(envProbeTimeout); ok {
+		o.ProbeTimeout, _ = e.positiveDuration(envProbeTimeout, v)
 	}
-	if v, ok := e.get("KCM_NODE_MONITOR_GRACE_DURATION"); ok {
-		o.NodeMonitorGrace, _ = e.positiveDuration("KCM_NODE_MONITOR_GRACE_DURATION", v)
+	if v, ok := e.get(envNodeMonitorGrace); ok {
+		o.NodeMonitorGrace, _ = e.positiveDuration(envNodeMonitorGrace, v)
 	}
-	o.NodeLeaseFailureFraction, _ = e.fraction("NODE_LEASE_FAILURE_FRACTION")
-	o.LeaseExpiryBufferFraction, _ = e.fraction("LEASE_EXPIRY_BUFFER_FRACTION")
-	if v, ok := e.get("DEPENDENT_RESOURCES"); ok {
-		res, problems := parseDependentResources([]byte(v), "DEPENDENT_RESOURCES")
-		e.problems = append(e.problems, problems...)
+	o.NodeLeaseFailureFraction, _ = e.fraction(envLeaseFailure)
+	o.LeaseExpiryBufferFraction, _ = e.fraction(envLeaseExpiryBuffer)
+	if v, ok := e.get(envDependentResources); ok {
+		res, problems := parseDependentResources([]byte(v), envDependentResources)
+		e.Problems = append(e.Problems, problems...)
 		o.Resources = res
 	}
-	o.DryRun = e.boolean("DRY_RUN")
-	if v, ok := e.optional("NODE_CONDITIONS"); ok {
+	o.DryRun = e.boolean(envDryRun)
+	if v, ok := e.optional(envNodeConditions); ok {
 		m, err := ParseNodeConditions(v)
 		if err != nil {
-			e.fail("NODE_CONDITIONS", v, "%v", err)
+			e.fail(envNodeConditions, v, "%v", err)
 		}
 		o.NodeConditions = m
 	}
 
-	spec, hasSchedule := e.optional("SCHEDULE")
+	spec, hasSchedule := e.optional(envSchedule)
 	if hasSchedule {
 		o.ScheduleSpec = spec
 		o.Schedule = parseSchedule(e, spec)
 	}
-	if v, ok := e.optional("RUN_DURATION"); ok {
-		d, valid := e.positiveDuration("RUN_DURATION", v)
+	if v, ok := e.optional(envRunDuration); ok {
+		d, valid := e.positiveDuration(envRunDuration, v)
 		switch {
 		case valid && !hasSchedule:
-			e.fail("RUN_DURATION", v, "only valid with SCHEDULE (without SCHEDULE the Job probes once)")
+			e.fail(envRunDuration, v, "only valid with SCHEDULE (without SCHEDULE the Job probes once)")
 		case valid:
 			o.RunDuration = d
 		}
 	} else if hasSchedule {
-		e.problems = append(e.problems, "RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
+		e.Add("RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
 	}
 
-	if len(e.problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.problems}
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
 	}
 	return o, nil
 }
@@ -154,17 +153,17 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 func parseSchedule(e *env, spec string) (s cron.Schedule) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.fail("SCHEDULE", spec, "not a valid cron schedule")
+			e.fail(envSchedule, spec, "not a valid cron schedule")
 			s = nil
 		}
 	}()
 	s, err := cronParser.Parse(strings.TrimSpace(spec))
 	if err != nil {
-		e.fail("SCHEDULE", spec, "not a valid cron schedule: %v", err)
+		e.fail(envSchedule, spec, "not a valid cron schedule: %v", err)
 		return nil
 	}
 	if s.Next(time.Now()).IsZero() {
-		e.fail("SCHEDULE", spec, "never fires")
+		e.fail(envSchedule, spec, "never fires")
 		return nil
 	}
 	return s
@@ -258,11 +257,11 @@ func parseNamespaces(e *env, v string) []string {
 	for _, ns := range strings.Split(v, ",") {
 		ns = strings.TrimSpace(ns)
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			e.fail("NAMESPACES", v, "%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+			e.fail(envNamespaces, v, "%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
 			continue
 		}
 		if seen[ns] {
-			e.fail("NAMESPACES", v, "%q is listed twice", ns)
+			e.fail(envNamespaces, v, "%q is listed twice", ns)
 			continue
 		}
 		seen[ns] = true
@@ -276,33 +275,33 @@ func parseNamespaceSettings(e *env, v string, known map[string]bool) map[string]
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		e.fail("NAMESPACE_SETTINGS", v, "not a JSON object of namespace → {nodeMonitorGrace, nodeConditions, notBefore}: %v", err)
+		e.fail(envNamespaceSettings, v, "not a JSON object of namespace → {nodeMonitorGrace, nodeConditions, notBefore}: %v", err)
 		return nil
 	}
 	out := map[string]NamespaceSettings{}
 	for ns, s := range w {
 		if !known[ns] {
-			e.fail("NAMESPACE_SETTINGS", v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
+			e.fail(envNamespaceSettings, v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
 			continue
 		}
 		var r NamespaceSettings
 		if s.NodeMonitorGrace != "" {
 			d, err := time.ParseDuration(s.NodeMonitorGrace)
 			if err != nil || d <= 0 {
-				e.fail("NAMESPACE_SETTINGS", v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
+				e.fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
 			}
 			r.NodeMonitorGrace = d
 		}
 		for pool, conds := range s.NodeConditions {
 			if pool == "" || len(conds) == 0 || slices.Contains(conds, "") {
-				e.fail("NAMESPACE_SETTINGS", v, "%s.nodeConditions: pool %q needs a non-empty list of condition types", ns, pool)
+				e.fail(envNamespaceSettings, v, "%s.nodeConditions: pool %q needs a non-empty list of condition types", ns, pool)
 			}
 		}
 		r.NodeConditions = s.NodeConditions
 		if s.NotBefore != "" {
 			t, err := time.Parse(time.RFC3339Nano, s.NotBefore)
 			if err != nil {
-				e.fail("NAMESPACE_SETTINGS", v, "%s.notBefore %q: must be an RFC 3339 time", ns, s.NotBefore)
+				e.fail(envNamespaceSettings, v, "%s.notBefore %q: must be an RFC 3339 time", ns, s.NotBefore)
 			}
 			r.NotBefore = t
 		}

@@ -23,21 +23,21 @@ const (
 
 // The order is the order of Usage and of the problems LoadOptions reports.
 var settings = []setting{
-	{name: "NAMESPACE", desc: "the control-plane namespace: holds the kubeconfig Secret and the dependents to scale (one namespace; set this or NAMESPACES)"},
-	{name: "NAMESPACES", desc: "comma-separated control-plane namespaces, probed concurrently, each on its own (a shard of the coordinator's; set this or NAMESPACE)"},
-	{name: "NAMESPACE_SETTINGS", desc: "JSON object of namespace → {\"nodeMonitorGrace\": Go duration, \"nodeConditions\": {pool: [conditions]}, \"notBefore\": RFC 3339 time of its first probe}, each field optional: a namespace's own settings over the Job-wide ones"},
-	{name: "PROBE_CONCURRENCY", def: DefaultProbeConcurrency, desc: "at most this many namespaces are probed (or scaled) at the same moment, an integer > 0; each probe is bounded by PROBE_TIMEOUT, so a hanging control plane holds one slot, never the others"},
-	{name: "BACKOFF_JITTER_FACTOR", def: "0", desc: "with SCHEDULE: each namespace waits its interval × (1 + this × random) between probes, and its first probe of a multi-namespace run is spread over the same fraction of the interval, in [0,1)"},
-	{name: "KUBECONFIG_SECRET_NAME", required: true, desc: "Secret in NAMESPACE whose key `kubeconfig` reaches the control plane's API server (dependency-watchdog's kubeConfigSecretName)"},
-	{name: "PROBE_TIMEOUT", def: DefaultProbeTimeout, desc: "bound of the API-server probe and of the lease probe, a Go duration > 0"},
-	{name: "KCM_NODE_MONITOR_GRACE_DURATION", required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration > 0, e.g. 40s"},
-	{name: "NODE_LEASE_FAILURE_FRACTION", def: DefaultNodeLeaseFailureFraction, desc: "scale down when expired/total node leases >= this fraction, in (0,1]"},
-	{name: "LEASE_EXPIRY_BUFFER_FRACTION", def: DefaultLeaseExpiryBufferFraction, desc: "a lease has expired when now > renewTime + this fraction x KCM_NODE_MONITOR_GRACE_DURATION, in (0,1]"},
-	{name: "DEPENDENT_RESOURCES", required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s, an absent scaleUp or scaleDown (or level) to level 0"},
-	{name: "NODE_CONDITIONS", desc: "JSON object of worker pool → node condition types that, when True, leave the pool's nodes out of the lease count (the shoot's machineControllerManager.nodeConditions); unset or empty: every pool uses KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable"},
-	{name: "DRY_RUN", def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
-	{name: "SCHEDULE", desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
-	{name: "RUN_DURATION", desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; a probe that is scaling is finished, one still reading is abandoned: nothing was changed yet); only valid with SCHEDULE"},
+	{name: envNamespace, desc: "the control-plane namespace: holds the kubeconfig Secret and the dependents to scale (one namespace; set this or NAMESPACES)"},
+	{name: envNamespaces, desc: "comma-separated control-plane namespaces, probed concurrently, each on its own (a shard of the coordinator's; set this or NAMESPACE)"},
+	{name: envNamespaceSettings, desc: "JSON object of namespace → {\"nodeMonitorGrace\": Go duration, \"nodeConditions\": {pool: [conditions]}, \"notBefore\": RFC 3339 time of its first probe}, each field optional: a namespace's own settings over the Job-wide ones"},
+	{name: envConcurrency, def: DefaultProbeConcurrency, desc: "at most this many namespaces are probed (or scaled) at the same moment, an integer > 0; each probe is bounded by PROBE_TIMEOUT, so a hanging control plane holds one slot, never the others"},
+	{name: envJitter, def: "0", desc: "with SCHEDULE: each namespace waits its interval × (1 + this × random) between probes, and its first probe of a multi-namespace run is spread over the same fraction of the interval, in [0,1)"},
+	{name: envKubeconfigSecret, required: true, desc: "Secret in NAMESPACE whose key `kubeconfig` reaches the control plane's API server (dependency-watchdog's kubeConfigSecretName)"},
+	{name: envProbeTimeout, def: DefaultProbeTimeout, desc: "bound of the API-server probe and of the lease probe, a Go duration > 0"},
+	{name: envNodeMonitorGrace, required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration > 0, e.g. 40s"},
+	{name: envLeaseFailure, def: DefaultNodeLeaseFailureFraction, desc: "scale down when expired/total node leases >= this fraction, in (0,1]"},
+	{name: envLeaseExpiryBuffer, def: DefaultLeaseExpiryBufferFraction, desc: "a lease has expired when now > renewTime + this fraction x KCM_NODE_MONITOR_GRACE_DURATION, in (0,1]"},
+	{name: envDependentResources, required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s, an absent scaleUp or scaleDown (or level) to level 0"},
+	{name: envNodeConditions, desc: "JSON object of worker pool → node condition types that, when True, leave the pool's nodes out of the lease count (the shoot's machineControllerManager.nodeConditions); unset or empty: every pool uses KernelDeadlock, ReadonlyFilesystem, DiskPressure, NetworkUnavailable"},
+	{name: envDryRun, def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
+	{name: envSchedule, desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
+	{name: envRunDuration, desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; a probe that is scaling is finished, one still reading is abandoned: nothing was changed yet); only valid with SCHEDULE"},
 }
 
 // Usage writes every setting with its default and a one-line description.

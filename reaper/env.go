@@ -1,28 +1,30 @@
 package reaper
 
 import (
-	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // env reads settings and collects every problem instead of stopping at the first one, so a
-// person fixing a manifest sees all mistakes in one go.
+// person fixing a manifest sees all mistakes in one go. Its warnings are values pod-reaper
+// accepts and depwatch accepts with the same meaning, but that are odd enough to say so (Run
+// logs them at start). Values are quoted whole in problems, as they always were.
 type env struct {
-	lookup   func(string) (string, bool)
-	problems []string
-	// warnings are values pod-reaper accepts and depwatch accepts with the same meaning, but
-	// that are odd enough to say so (Run logs them at start).
-	warnings []string
+	envconf.Reader
 }
 
-// warn records an accepted but odd value, in the format of fail.
-func (e *env) warn(name, value, format string, args ...any) {
-	e.warnings = append(e.warnings, fmt.Sprintf("%s=%q: %s", name, value, fmt.Sprintf(format, args...)))
+func newEnv(lookup func(string) (string, bool)) *env {
+	return &env{envconf.Reader{Lookup: lookup}}
 }
+
+// lookup reads the variable as it is set, without its default.
+func (e *env) lookup(name string) (string, bool) { return e.Lookup(name) }
+
+// warn records an accepted but odd value, in the format of fail.
+func (e *env) warn(name, value, format string, args ...any) { e.Warn(name, value, format, args...) }
 
 // get returns the variable's value; unset variables fall back to their default from the
 // settings table (ok reports whether the result is a value at all).
@@ -39,9 +41,7 @@ func (e *env) get(name string) (string, bool) {
 }
 
 // fail records a problem in the one format every message uses: NAME="value": what is wrong.
-func (e *env) fail(name, value, format string, args ...any) {
-	e.problems = append(e.problems, fmt.Sprintf("%s=%q: %s", name, value, fmt.Sprintf(format, args...)))
-}
+func (e *env) fail(name, value, format string, args ...any) { e.Fail(name, value, format, args...) }
 
 // boolean accepts exactly strconv.ParseBool's syntax, like pod-reaper; "yes" or "" are errors
 // rather than a silent false, because DRY_RUN=yes meaning "not a dry run" would be dangerous.
@@ -50,9 +50,9 @@ func (e *env) boolean(name string) bool {
 	if !ok {
 		return false
 	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		e.fail(name, v, "must be one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False")
+	b, ok := envconf.Bool(v)
+	if !ok {
+		e.fail(name, v, envconf.BoolProblem)
 		return false
 	}
 	return b
@@ -73,7 +73,7 @@ func (e *env) duration(name string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
+	d, err := envconf.Duration(v)
 	switch {
 	case err != nil:
 		e.fail(name, v, "must be a Go duration such as 90s, 10m or 1h30m")
@@ -91,7 +91,7 @@ func (e *env) integer(name string) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := envconf.Int(v)
 	if err != nil {
 		e.fail(name, v, "must be an integer")
 		return 0, false
@@ -106,8 +106,8 @@ func (e *env) probability(name string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > 1 {
+	f, ok := envconf.Float(v)
+	if !ok || f < 0 || f > 1 {
 		e.fail(name, v, "must be a number between 0 and 1")
 		return 0, false
 	}

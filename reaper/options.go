@@ -80,12 +80,12 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // LoadOptions reads every setting through lookup (os.LookupEnv in production). On bad input it
 // returns a *ConfigError listing every problem at once; it never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
-	e := &env{lookup: lookup}
+	e := newEnv(lookup)
 	var o Options
 
-	if v, ok := e.get("NAMESPACE"); ok && v != "" {
+	if v, ok := e.get(envNamespace); ok && v != "" {
 		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-			e.fail("NAMESPACE", v, "not a valid namespace name: %s", strings.Join(errs, "; "))
+			e.fail(envNamespace, v, "not a valid namespace name: %s", strings.Join(errs, "; "))
 		}
 		o.Namespace = v
 	}
@@ -103,23 +103,23 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 
 	o.ScheduleSpec, _ = e.get("SCHEDULE")
 	o.Schedule = parseSchedule(e, o.ScheduleSpec)
-	if v, ok := e.lookup("RUN_DURATION"); ok && strings.TrimSpace(v) == "" {
+	if v, ok := e.lookup(envRunDuration); ok && strings.TrimSpace(v) == "" {
 		o.RunDuration = 0 // pod-reaper: an empty RUN_DURATION also means forever
 	} else {
-		o.RunDuration, _ = e.duration("RUN_DURATION")
+		o.RunDuration, _ = e.duration(envRunDuration)
 	}
-	o.Watch = e.boolean("WATCH")
+	o.Watch = e.boolean(envWatch)
 	o.ReapAtStart = e.boolean("REAP_AT_START")
-	o.DryRun = e.boolean("DRY_RUN")
+	o.DryRun = e.boolean(envDryRun)
 	o.Evict = e.boolean("EVICT")
-	if d, ok := e.duration("GRACE_PERIOD"); ok {
+	if d, ok := e.duration(envGracePeriod); ok {
 		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
 		o.GracePeriod = &secs
 	}
 	if n, ok := e.integer("MAX_PODS"); ok && n > 0 {
 		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
 	}
-	o.ReapCooldown, _ = e.duration("REAP_COOLDOWN")
+	o.ReapCooldown, _ = e.duration(envReapCooldown)
 	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
 		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
 			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
@@ -136,13 +136,13 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	}
 	o.Rules = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet(e) {
-		e.problems = append(e.problems, "no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
+		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
 	}
 
-	if len(e.problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.problems}
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
 	}
-	o.Warnings = e.warnings
+	o.Warnings = e.Warnings
 	return o, nil
 }
 
@@ -150,7 +150,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 // MAX_WAIT (> 0; only meaningful with START_WHEN_READY, so setting it alone is a mistake).
 func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 	var ref *ServiceRef
-	v, gated := e.nonEmpty("START_WHEN_READY")
+	v, gated := e.nonEmpty(envStartWhenReady)
 	if gated {
 		ns, name, qualified := strings.Cut(strings.TrimSpace(v), "/")
 		if !qualified {
@@ -159,18 +159,18 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 		ok := true
 		switch {
 		case strings.Contains(name, "/"):
-			e.fail("START_WHEN_READY", v, "must be <service> or <namespace>/<service>")
+			e.fail(envStartWhenReady, v, "must be <service> or <namespace>/<service>")
 			ok = false
 		case !qualified && ns == "":
-			e.fail("START_WHEN_READY", v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
+			e.fail(envStartWhenReady, v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
 			ok = false
 		default:
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				e.fail("START_WHEN_READY", v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+				e.fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
 				ok = false
 			}
 			if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-				e.fail("START_WHEN_READY", v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
+				e.fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
 				ok = false
 			}
 		}
@@ -178,14 +178,14 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 			ref = &ServiceRef{Namespace: ns, Name: name}
 		}
 	}
-	if raw, set := e.lookup("MAX_WAIT"); set && !e.isSet("START_WHEN_READY") && !e.isSet("TARGETS") {
-		e.fail("MAX_WAIT", raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if raw, set := e.lookup(envMaxWait); set && !e.isSet(envStartWhenReady) && !e.isSet(envTargets) {
+		e.fail(envMaxWait, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
 		return ref, 0
 	}
-	d, ok := e.duration("MAX_WAIT")
+	d, ok := e.duration(envMaxWait)
 	if ok && d == 0 {
-		v, _ := e.get("MAX_WAIT")
-		e.fail("MAX_WAIT", v, "must be positive (the longest wait for START_WHEN_READY's service)")
+		v, _ := e.get(envMaxWait)
+		e.fail(envMaxWait, v, "must be positive (the longest wait for START_WHEN_READY's service)")
 		return ref, 0
 	}
 	return ref, d
@@ -194,7 +194,7 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 // anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
 // reported once (for its value) rather than also as "no rule is enabled".
 func anyRuleSet(e *env) bool {
-	for _, n := range []string{"CHAOS_CHANCE", "CONTAINER_STATUSES", "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
+	for _, n := range []string{"CHAOS_CHANCE", envContainerStatuses, "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
 		if e.isSet(n) {
 			return true
 		}

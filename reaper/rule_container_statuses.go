@@ -20,14 +20,14 @@ type containerStatusesRule struct {
 }
 
 func loadContainerStatusesRule(e *env) Rule {
-	reasons, ok := e.list("CONTAINER_STATUSES", emptyMatchesNothing)
+	reasons, ok := e.list(envContainerStatuses, emptyMatchesNothing)
 	if !ok {
 		return nil
 	}
 	return containerStatusesRule{reasons: reasons}
 }
 
-func (containerStatusesRule) Name() string { return "CONTAINER_STATUSES" }
+func (containerStatusesRule) Name() string { return envContainerStatuses }
 
 func (r containerStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, string) {
 	if slices.Contains(r.reasons, ReasonCrashLoopBackOff) {

@@ -43,12 +43,18 @@ func loadSelectors(e *env) []labels.Selector {
 	return out
 }
 
+// LabelSelectorsValue writes the LABEL_SELECTORS variable that parseLabelSelectors reads back.
+func LabelSelectorsValue(selectors []string) string {
+	raw, _ := json.Marshal(selectors) // []string always marshals
+	return string(raw)
+}
+
 // parseLabelSelectors reads LABEL_SELECTORS, a JSON list of selector strings (JSON rather than
 // one-per-line so that an entry can never be split or merged by accident). Every entry must
 // select something: an empty list or an empty entry is an error, because an empty selector
 // means "every pod" and a templating slip must not turn a weeder into a cluster-wide reaper.
 func parseLabelSelectors(e *env) ([]labels.Requirements, bool) {
-	const name = "LABEL_SELECTORS"
+	const name = envLabelSelectors
 	v, ok := e.get(name)
 	if !ok {
 		return nil, false

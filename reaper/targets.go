@@ -82,16 +82,16 @@ func ParseTargets(v string) ([]Target, error) {
 // would be a guess); the label and annotation filters and every other setting apply to every
 // target.
 func loadTargets(e *env) []Target {
-	v, ok := e.nonEmpty("TARGETS")
+	v, ok := e.nonEmpty(envTargets)
 	if !ok {
 		return nil
 	}
 	ts, err := ParseTargets(v)
 	if err != nil {
-		e.fail("TARGETS", v, "%v", err)
+		e.fail(envTargets, v, "%v", err)
 		return nil
 	}
-	for _, name := range []string{"NAMESPACE", "START_WHEN_READY", "LABEL_SELECTORS"} {
+	for _, name := range []string{envNamespace, envStartWhenReady, envLabelSelectors} {
 		if w, set := e.nonEmpty(name); set {
 			e.fail(name, w, "cannot be set with TARGETS: each target names its own namespace, service and selectors")
 		}

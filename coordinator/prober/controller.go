@@ -722,7 +722,7 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Shard:                     p.shardName(i),
 		Namespaces:                namespaces,
-		NamespaceSettings:         probe.NamespaceSettingsEnv(settings),
+		NamespaceSettings:         settings,
 		Concurrency:               len(namespaces), // each namespace its own slot: a hanging one delays no other
 		Jitter:                    cfg.Jitter(),
 		KubeconfigSecretName:      cfg.KubeConfigSecretName,

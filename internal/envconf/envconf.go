@@ -1,0 +1,148 @@
+// Package envconf holds what the engines' environment contracts (reaper, probe) share: the
+// collection of problems in the one format every message uses, `NAME="value": what is wrong`,
+// the strict value parsers both engines apply, and their inverses, which write the values a
+// Job's environment carries. Each engine keeps its own variable names, defaults and messages;
+// only the mechanics live here, so the two parsers cannot drift apart again.
+package envconf
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Lookup reads one variable (os.LookupEnv in production).
+type Lookup func(string) (string, bool)
+
+// Reader collects every problem instead of stopping at the first one, so a person fixing a
+// manifest sees all mistakes in one go.
+type Reader struct {
+	Lookup Lookup
+	// MaxShown bounds how much of a value a problem quotes (a JSON document can be long);
+	// 0 quotes it whole.
+	MaxShown int
+	Problems []string
+	// Warnings are accepted values odd enough to say so, in the format of Problems.
+	Warnings []string
+}
+
+// Fail records a problem: NAME="value": what is wrong.
+func (r *Reader) Fail(name, value, format string, args ...any) {
+	r.Problems = append(r.Problems, r.format(name, value, format, args...))
+}
+
+// Warn records an accepted but odd value, in the format of Fail.
+func (r *Reader) Warn(name, value, format string, args ...any) {
+	r.Warnings = append(r.Warnings, r.format(name, value, format, args...))
+}
+
+// Add records a problem that quotes no value (e.g. `NAME: required, not set`).
+func (r *Reader) Add(problem string) { r.Problems = append(r.Problems, problem) }
+
+// Has says whether a problem about the variable name was recorded already.
+func (r *Reader) Has(name string) bool {
+	for _, p := range r.Problems {
+		if strings.HasPrefix(p, name+"=") || strings.HasPrefix(p, name+":") {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reader) format(name, value, format string, args ...any) string {
+	if r.MaxShown > 0 {
+		value = Shorten(value, r.MaxShown)
+	}
+	return fmt.Sprintf("%s=%q: %s", name, value, fmt.Sprintf(format, args...))
+}
+
+// Shorten cuts s to at most max bytes (still valid UTF-8) and marks the cut with "...".
+func Shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "..."
+}
+
+// BoolProblem is what a value Bool refuses is told.
+const BoolProblem = "must be one of 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False"
+
+// Bool accepts exactly strconv.ParseBool's syntax (pod-reaper's), untrimmed: "yes" or "" are
+// refused rather than read as a silent false, because DRY_RUN=yes meaning "not a dry run"
+// would be dangerous. FormatBool writes it.
+func Bool(v string) (bool, bool) {
+	b, err := strconv.ParseBool(v)
+	return b, err == nil
+}
+
+// Duration parses a Go duration, spaces around it ignored. FormatDuration writes it.
+func Duration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("parsing duration: %w", err)
+	}
+	return d, nil
+}
+
+// Int parses a base-10 int, spaces around it ignored. FormatInt writes it.
+func Int(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("parsing integer: %w", err)
+	}
+	return n, nil
+}
+
+// Float parses a finite number, spaces around it ignored. NaN and infinities are refused:
+// NaN compares false against everything and would silently disable a rule or decision, and
+// no setting means an infinite fraction. FormatFloat writes it.
+func Float(v string) (float64, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+// FormatBool is the inverse of Bool.
+func FormatBool(b bool) string { return strconv.FormatBool(b) }
+
+// FormatDuration is the inverse of Duration.
+func FormatDuration(d time.Duration) string { return d.String() }
+
+// FormatInt is the inverse of Int.
+func FormatInt(n int) string { return strconv.Itoa(n) }
+
+// FormatFloat is the inverse of Float: the shortest form that reads back as the same number.
+func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Writer builds a Job's environment in the order its variables are set.
+type Writer struct {
+	vars []corev1.EnvVar
+}
+
+// Set adds a variable.
+func (w *Writer) Set(name, value string) {
+	w.vars = append(w.vars, corev1.EnvVar{Name: name, Value: value})
+}
+
+// Env is what was set, in order.
+func (w *Writer) Env() []corev1.EnvVar { return w.vars }
+
+// LookupIn reads variables from a container's environment as a run would see them: the last
+// value of a name wins (valueFrom is not resolved and reads as unset).
+func LookupIn(env []corev1.EnvVar) Lookup {
+	return func(name string) (string, bool) {
+		v, ok := "", false
+		for _, e := range env {
+			if e.Name == name && e.ValueFrom == nil {
+				v, ok = e.Value, true
+			}
+		}
+		return v, ok
+	}
+}

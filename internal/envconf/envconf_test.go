@@ -1,0 +1,98 @@
+package envconf
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"testing/quick"
+	"time"
+)
+
+func TestProblemsQuoteTheValueInTheOneFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxShown int
+		value    string
+		want     string
+	}{
+		{"whole value", 0, strings.Repeat("x", 300), `X="` + strings.Repeat("x", 300) + `": bad 1`},
+		{"short value under a bound", 10, "abc", `X="abc": bad 1`},
+		{"long value cut at the bound", 3, "abcdef", `X="abc...": bad 1`},
+		{"cut keeps valid UTF-8", 1, "äb", `X="...": bad 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Reader{MaxShown: tc.maxShown}
+			r.Fail("X", tc.value, "bad %d", 1)
+			r.Warn("X", tc.value, "bad %d", 1)
+			if len(r.Problems) != 1 || r.Problems[0] != tc.want || len(r.Warnings) != 1 || r.Warnings[0] != tc.want {
+				t.Errorf("problems %q warnings %q, want %q", r.Problems, r.Warnings, tc.want)
+			}
+		})
+	}
+}
+
+func TestHasFindsProblemsOfOneVariableOnly(t *testing.T) {
+	r := Reader{}
+	r.Add("NAMESPACE: required, not set")
+	r.Fail("RUN_DURATION", "x", "bad")
+	for name, want := range map[string]bool{"NAMESPACE": true, "RUN_DURATION": true, "NAMESPACES": false, "RUN": false} {
+		if got := r.Has(name); got != want {
+			t.Errorf("Has(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestParsersRefuseWhatNoSettingMeans(t *testing.T) {
+	for _, v := range []string{"NaN", "nan", "Inf", "-Inf", "+infinity", "1e400", "", "x"} {
+		if f, ok := Float(v); ok {
+			t.Errorf("Float(%q) = %v, want refused", v, f)
+		}
+	}
+	for _, v := range []string{"yes", "", " true", "on"} {
+		if _, ok := Bool(v); ok {
+			t.Errorf("Bool(%q) accepted: only strconv.ParseBool's syntax, untrimmed, is", v)
+		}
+	}
+	if d, err := Duration(" 90s "); err != nil || d != 90*time.Second {
+		t.Errorf("Duration(\" 90s \") = %v, %v: spaces around it are ignored", d, err)
+	}
+	if n, err := Int(" 7 "); err != nil || n != 7 {
+		t.Errorf("Int(\" 7 \") = %v, %v: spaces around it are ignored", n, err)
+	}
+}
+
+func TestFormattersAreTheParsersInverses(t *testing.T) {
+	cfg := &quick.Config{MaxCount: 2000}
+	if err := quick.Check(func(b bool) bool { got, ok := Bool(FormatBool(b)); return ok && got == b }, cfg); err != nil {
+		t.Error("bool:", err)
+	}
+	if err := quick.Check(func(n int64) bool {
+		d := time.Duration(n)
+		got, err := Duration(FormatDuration(d))
+		return err == nil && got == d
+	}, cfg); err != nil {
+		t.Error("duration:", err)
+	}
+	if err := quick.Check(func(n int) bool { got, err := Int(FormatInt(n)); return err == nil && got == n }, cfg); err != nil {
+		t.Error("int:", err)
+	}
+	if err := quick.Check(func(f float64) bool {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return true
+		}
+		got, ok := Float(FormatFloat(f))
+		return ok && got == f
+	}, cfg); err != nil {
+		t.Error("float:", err)
+	}
+}
+
+func TestWriterKeepsTheOrderOfSetting(t *testing.T) {
+	var w Writer
+	w.Set("B", "1")
+	w.Set("A", "2")
+	env := w.Env()
+	if len(env) != 2 || env[0].Name != "B" || env[1].Name != "A" || env[1].Value != "2" {
+		t.Errorf("env %v", env)
+	}
+}

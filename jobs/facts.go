@@ -1,0 +1,121 @@
+package jobs
+
+import (
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// AnnotationArmed marks an armed weeder Job: "true" when it was launched as its service went
+// down, to wait for its return (depwatch's coordinator writes it with AnnotationArmedAt). A
+// weeder Job written by hand says so with this annotation (examples/weeder-job.yaml).
+const AnnotationArmed = "depwatch.io/armed"
+
+// managedBy is LabelManagedBy of every Job the coordinator makes.
+const managedBy = "depwatch-coordinator"
+
+// Facts are what the coordinator reads back from a Job it made: why and when it was
+// launched, what it acts for, whether it is armed. Build writes them as annotations
+// (Facts.annotations) and ReadFacts reads them back; nothing else writes or parses them.
+type Facts struct {
+	// Target is <namespace>/<service>, <namespace> or a batch's name (AnnotationTarget).
+	Target string
+	// Targets are a batch weeder's services, <namespace>/<service> (AnnotationTargets).
+	Targets []string
+	// Namespaces a probe Job of a shard probes, in order (AnnotationNamespaces).
+	Namespaces  []string
+	Trigger     string    // AnnotationTrigger; "" = not said
+	TriggerTime time.Time // AnnotationTriggerTime
+	// Armed (AnnotationArmed, AnnotationArmedAt): launched when the outage began, at ArmedAt.
+	Armed   bool
+	ArmedAt time.Time
+}
+
+// facts are the Facts Build writes for s.
+func (s Spec) facts() Facts {
+	f := Facts{Target: s.Target(), Targets: s.Batch, Namespaces: s.Namespaces, Trigger: s.Trigger, TriggerTime: s.TriggerTime, Armed: s.Armed}
+	if s.Armed {
+		f.ArmedAt = s.TriggerTime // the outage began when the coordinator saw it
+	}
+	return f
+}
+
+// factKeys are the annotations Facts are written to.
+var factKeys = []string{AnnotationTarget, AnnotationTargets, AnnotationNamespaces, AnnotationTrigger,
+	AnnotationTriggerTime, AnnotationArmed, AnnotationArmedAt}
+
+func (f Facts) annotations() map[string]string {
+	a := map[string]string{
+		AnnotationTriggerTime: formatTime(f.TriggerTime),
+		AnnotationTarget:      f.Target,
+	}
+	if len(f.Targets) > 0 {
+		a[AnnotationTargets] = strings.Join(f.Targets, ",")
+	}
+	if len(f.Namespaces) > 0 {
+		a[AnnotationNamespaces] = strings.Join(f.Namespaces, ",")
+	}
+	if f.Trigger != "" {
+		a[AnnotationTrigger] = f.Trigger
+	}
+	if f.Armed {
+		a[AnnotationArmed] = "true"
+		a[AnnotationArmedAt] = formatTime(f.ArmedAt)
+	}
+	return a
+}
+
+// ReadFacts reads back the Facts Build wrote into j; what is missing or unreadable is left
+// zero (a Job made by hand may carry none of them).
+func ReadFacts(j *batchv1.Job) Facts {
+	a := j.Annotations
+	f := Facts{Target: a[AnnotationTarget], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime])}
+	if v := a[AnnotationTargets]; v != "" {
+		f.Targets = strings.Split(v, ",")
+	}
+	if v := a[AnnotationNamespaces]; v != "" {
+		f.Namespaces = strings.Split(v, ",")
+	}
+	at, armedAt := a[AnnotationArmedAt]
+	f.Armed = armedAt || a[AnnotationArmed] == "true"
+	f.ArmedAt = parseTime(at)
+	return f
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseTime(v string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// Armed reports whether a weeder Job was launched when the outage began, to wait for its
+// service. Weeders launched on a return also follow their service's readiness, but they are
+// not armed. For the coordinator's Jobs the answer is their Facts alone.
+func Armed(j *batchv1.Job) bool {
+	f := ReadFacts(j)
+	if f.Armed || j.Labels[LabelManagedBy] == managedBy {
+		return f.Armed
+	}
+	// A Job written by hand should say so with AnnotationArmed. Earlier manuals armed one
+	// with START_WHEN_READY alone ("when etcd is back, restart ..." as one kubectl apply
+	// during the outage), and such Jobs must keep counting as armed, or a return would
+	// launch a second weeder beside them; the reaper reads its own env to tell. A trigger
+	// that says it was launched on a return settles it.
+	switch f.Trigger {
+	case TriggerReady, TriggerCatchUp:
+		return false
+	}
+	for _, c := range j.Spec.Template.Spec.Containers {
+		if reaper.StartsWhenReady(c.Env) {
+			return true
+		}
+	}
+	return false
+}

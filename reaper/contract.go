@@ -1,0 +1,101 @@
+package reaper
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/envconf"
+)
+
+// The variables of a reap run that depwatch's coordinator writes into its weeder Jobs:
+// JobSettings.Env writes them and LoadOptions (with its loaders) reads them, both through
+// these names, so the two sides cannot name a variable differently.
+const (
+	envNamespace         = "NAMESPACE"
+	envLabelSelectors    = "LABEL_SELECTORS"
+	envContainerStatuses = "CONTAINER_STATUSES"
+	envWatch             = "WATCH"
+	envRunDuration       = "RUN_DURATION"
+	envGracePeriod       = "GRACE_PERIOD"
+	envReapCooldown      = "REAP_COOLDOWN"
+	envStartWhenReady    = "START_WHEN_READY"
+	envMaxWait           = "MAX_WAIT"
+	envTargets           = "TARGETS"
+	envDryRun            = "DRY_RUN"
+)
+
+// JobSettings are a reap run's settings as plain values, the part of the environment a Job
+// made by the coordinator carries (a weeder: WATCH, CONTAINER_STATUSES, the selectors, the
+// gate). Env writes them; LoadOptions reads them back into the Options they mean, which the
+// round-trip test proves for generated values.
+type JobSettings struct {
+	Watch             bool     // WATCH, written when true
+	ContainerStatuses []string // CONTAINER_STATUSES, comma-separated
+	// Selectors are label selectors in their string form, OR-ed (LABEL_SELECTORS, a JSON
+	// list); none may be empty.
+	Selectors   []string
+	Namespace   string         // NAMESPACE; "" = every namespace
+	RunDuration time.Duration  // RUN_DURATION; 0 = forever, not written
+	GracePeriod *time.Duration // GRACE_PERIOD; nil = the pod's own
+	// ReapCooldown (REAP_COOLDOWN) is always written, even 0s: the run's value is
+	// authoritative like the rest of its environment, so a Job template's env cannot loosen
+	// the bound.
+	ReapCooldown   time.Duration
+	StartWhenReady *ServiceRef   // START_WHEN_READY, <namespace>/<service>
+	MaxWait        time.Duration // MAX_WAIT, written when > 0 (only valid with a gate)
+	Targets        []Target      // TARGETS, a JSON list
+	DryRun         bool          // DRY_RUN, written when true
+}
+
+// Env is the environment that LoadOptions reads back as s.
+func (s JobSettings) Env() []corev1.EnvVar {
+	var w envconf.Writer
+	if s.Watch {
+		w.Set(envWatch, envconf.FormatBool(true))
+	}
+	if len(s.ContainerStatuses) > 0 {
+		w.Set(envContainerStatuses, strings.Join(s.ContainerStatuses, ","))
+	}
+	if len(s.Selectors) > 0 {
+		w.Set(envLabelSelectors, LabelSelectorsValue(s.Selectors))
+	}
+	if s.Namespace != "" {
+		w.Set(envNamespace, s.Namespace)
+	}
+	if s.RunDuration > 0 {
+		w.Set(envRunDuration, envconf.FormatDuration(s.RunDuration))
+	}
+	if s.GracePeriod != nil {
+		w.Set(envGracePeriod, envconf.FormatDuration(*s.GracePeriod))
+	}
+	w.Set(envReapCooldown, envconf.FormatDuration(s.ReapCooldown))
+	if s.StartWhenReady != nil {
+		w.Set(envStartWhenReady, s.StartWhenReady.String())
+	}
+	if s.MaxWait > 0 {
+		w.Set(envMaxWait, envconf.FormatDuration(s.MaxWait))
+	}
+	if len(s.Targets) > 0 {
+		w.Set(envTargets, TargetsValue(s.Targets))
+	}
+	if s.DryRun {
+		w.Set(envDryRun, envconf.FormatBool(true))
+	}
+	return w.Env()
+}
+
+// Validate says whether a run would accept s, by reading Env back as the run does: a Job
+// that would refuse its own configuration is never launched.
+func (s JobSettings) Validate() error {
+	_, err := LoadOptions(envconf.LookupIn(s.Env()))
+	return err
+}
+
+// StartsWhenReady reports whether a Job's environment gates its run on a service
+// (START_WHEN_READY set): how an armed weeder written by hand is told from its env.
+func StartsWhenReady(env []corev1.EnvVar) bool {
+	v, ok := envconf.LookupIn(env)(envStartWhenReady)
+	return ok && v != ""
+}
