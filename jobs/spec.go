@@ -36,7 +36,7 @@ type Kind string
 const (
 	// KindWeeder restarts crash-looping dependents of a service that came back (`depwatch reap`).
 	KindWeeder Kind = "weeder"
-	// KindProbe runs meltdown protection for one namespace (`depwatch probe`, issue #5).
+	// KindProbe runs meltdown protection for one namespace (`depwatch probe`).
 	KindProbe Kind = "probe"
 	// KindReap is a plain reaper run (`depwatch reap`).
 	KindReap Kind = "reap"

@@ -95,11 +95,11 @@ const (
 	jobCoversIndex = "depwatch-covers"
 )
 
-// jobCovers is the namespaces a probe Job probes: its AnnotationNamespaces, or the one
+// jobCovers is the namespaces a probe Job probes: its shard's namespaces, or the one
 // namespace of a Job for one namespace alone.
 func jobCovers(j *batchv1.Job) []string {
-	if list := j.Annotations[jobs.AnnotationNamespaces]; list != "" {
-		return strings.Split(list, ",")
+	if list := jobs.ReadFacts(j).Namespaces; len(list) > 0 {
+		return list
 	}
 	if ns := j.Labels[jobs.LabelNamespace]; ns != "" {
 		return []string{jobTarget(j)}
@@ -191,7 +191,7 @@ func New(d Deps) (*Controller, error) {
 		if !ok || !jobs.Finished(j) {
 			return // only a finished Job changes anything: history, or the shard's next Job
 		}
-		if i, isShard := shardOfTarget(jobTarget(j)); isShard && j.Annotations[jobs.AnnotationNamespaces] != "" {
+		if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
 			p.queue.Add(shardKey(i))
 		}
 		// Its namespaces: one that moved to another shard while it ran joins that shard's next Job.
@@ -255,7 +255,7 @@ func (p *Controller) Apply(cfg *Config, tpl jobs.Template) {
 }
 
 func jobTarget(j *batchv1.Job) string {
-	if t := j.Annotations[jobs.AnnotationTarget]; t != "" {
+	if t := jobs.ReadFacts(j).Target; t != "" {
 		return t
 	}
 	return j.Labels[jobs.LabelNamespace]
@@ -851,7 +851,7 @@ func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 		return
 	}
 	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
-		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, active.Annotations[jobs.AnnotationNamespaces])
+		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, strings.Join(jobs.ReadFacts(active).Namespaces, ","))
 	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
 	if p.recorder != nil {
 		p.recorder().Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
