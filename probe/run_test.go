@@ -20,7 +20,7 @@ import (
 
 var metaGet = metav1.GetOptions{}
 
-// The dependents of a Gardener control plane, as issue 5's e2e sets them up:
+// The dependents of a Gardener control plane, as the probe's e2e sets them up:
 // kube-controller-manager 0 down / 1 up, machine-controller-manager 1/1,
 // cluster-autoscaler 2/0 (optional).
 func gardenerResources() []DependentResource {
