@@ -82,7 +82,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.IntVar(&o.Batching.Size, "weeder-batch-size", weeder.DefaultBatchSize, "services one batch weeder Job covers, at most")
 	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", weeder.DefaultBatchLinger, "how long the first service of a batch waits for others before its batch Job is launched")
 	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", weeder.DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
-	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "services handled at the same time (at least 1)")
+	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers of each controller: services (weeder) and namespaces or shards (prober) handled at the same time (at least 1)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
 	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")
 	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active coordinator through a Lease named "+LeaseName)
@@ -260,12 +260,24 @@ func Usage(w io.Writer) {
 	fs := newFlagSet(&o)
 	fmt.Fprintln(w, "Usage: depwatch coordinator --config-file PATH [flags]")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Always-on coordinator: watches the EndpointSlices (or Endpoints) of the configured services")
-	fmt.Fprintln(w, "and, when a service goes from no ready endpoint to at least one, launches a weeder Job")
-	fmt.Fprintln(w, "(`depwatch reap` in WATCH mode) that restarts its crash-looping dependents. On start and")
-	fmt.Fprintln(w, "on winning leadership it catches up: every Ready service with a crash-looping dependent")
-	fmt.Fprintln(w, "gets a weeder Job. Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost")
-	fmt.Fprintln(w, "leadership), 2 invalid flags or config.")
+	fmt.Fprint(w, `Always-on coordinator. It never deletes a pod or scales anything itself: it launches Jobs.
+
+Weeder (servicesAndDependantSelectors): watches the EndpointSlices (or Endpoints) of the
+configured services. When a service loses its last ready endpoint it launches the service's
+weeder Job armed (`+"`depwatch reap`"+` with START_WHEN_READY), which restarts the crash-looping
+dependents the moment the service is Ready again, for watchDuration; a return without an
+armed weeder launches one at once. On start and on winning leadership every Ready service
+with a crash-looping dependent gets a weeder (catch-up). When many services need a weeder at
+once, batch Jobs cover them together (--weeder-batch-*, --max-weeder-jobs).
+
+Prober (the prober section or --prober-config-file): keeps every selected control-plane
+namespace probed by a probe Job per shard of namespaces (`+"`depwatch probe`"+`), which scales
+kube-controller-manager and friends down when the shoot's node leases expire en masse, and
+back up when they recover.
+
+Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost leadership), 2 invalid
+flags or config.
+`)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags (each also set by the environment variable shown; the flag wins):")
 	fs.VisitAll(func(f *flag.Flag) {
