@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 )
 
@@ -17,11 +19,28 @@ const pageSize = 500
 
 // listPods lists pods page by page (client-go's pager: Limit + Continue, the next page fetched
 // while this one is judged) with server-side label and field selectors and calls visit for each
-// pod. visit must copy a pod it keeps: the page is dropped once visited.
+// pod. The pods visit sees are slim (slimPod's fields only): with a real API client each page
+// is fetched as raw protobuf and decoded by the skipping decoder (podwire.go), which never
+// builds the fields no rule reads. visit must copy a pod it keeps: the page is dropped once
+// visited.
 func listPods(ctx context.Context, client kubernetes.Interface, namespace, labelSelector, fieldSelector string, visit func(*corev1.Pod)) error {
-	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
-		return client.CoreV1().Pods(namespace).List(ctx, opts)
-	}))
+	var fn pager.ListPageFunc
+	if rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		fn = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return listSlimPodPage(ctx, rc, namespace, opts)
+		}
+	} else {
+		// A client without a REST client of its own (the fake clientset of tests): the typed
+		// list, slimmed here, so visit sees the same pods either way.
+		fn = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			list, err := client.CoreV1().Pods(namespace).List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return slimList(list), nil
+		}
+	}
+	p := pager.New(fn)
 	p.PageSize = pageSize
 	p.PageBufferSize = 1 // one page ahead: the wire overlaps the rules, memory stays ~2 pages
 	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: labelSelector, FieldSelector: fieldSelector}, func(obj runtime.Object) error {
@@ -34,4 +53,47 @@ func listPods(ctx context.Context, client kubernetes.Interface, namespace, label
 		return fmt.Errorf("list pods (namespace %q, labels %q, fields %q): %w", namespace, labelSelector, fieldSelector, err)
 	}
 	return nil
+}
+
+// listAccept asks for protobuf and accepts JSON: an API server (or proxy) that cannot send
+// protobuf answers JSON, which is decoded whole and slimmed.
+const listAccept = runtime.ContentTypeProtobuf + ", " + runtime.ContentTypeJSON
+
+// listSlimPodPage fetches one page of pods, as the typed client's List would (same URL, same
+// query, same errors: the pager's handling of an expired continue token still applies), but
+// keeps the body raw and decodes it into slim pods.
+func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, namespace string, opts metav1.ListOptions) (*slimPodList, error) {
+	res := rc.Get().
+		Namespace(namespace).
+		Resource("pods").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		SetHeader("Accept", listAccept).
+		Do(ctx)
+	body, err := res.Raw()
+	if err != nil {
+		return nil, res.Error() // the API's Status (Forbidden, Expired, ...), as Into gives it
+	}
+	return decodeSlimPodList(body)
+}
+
+// decodeSlimPodList decodes a pod list body: protobuf with the skipping decoder, anything else
+// (JSON) whole with the client's scheme, then slimmed.
+func decodeSlimPodList(body []byte) (*slimPodList, error) {
+	if isProtobufBody(body) {
+		return decodeSlimPodListProtobuf(body)
+	}
+	list := &corev1.PodList{}
+	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, list); err != nil {
+		return nil, fmt.Errorf("decoding a pod list: %w", err)
+	}
+	return slimList(list), nil
+}
+
+// slimList keeps a decoded PodList's slim pods.
+func slimList(list *corev1.PodList) *slimPodList {
+	out := &slimPodList{ListMeta: list.ListMeta, Items: make([]corev1.Pod, len(list.Items))}
+	for i := range list.Items {
+		out.Items[i] = *slimPod(&list.Items[i])
+	}
+	return out
 }
