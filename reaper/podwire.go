@@ -55,21 +55,65 @@ func decodeSlimPodListProtobuf(body []byte) (*slimPodList, error) {
 	if !isProtobufBody(body) {
 		return nil, errors.New("not a protobuf body (no k8s\\x00 prefix)")
 	}
-	var unk runtime.Unknown
-	if err := unk.Unmarshal(body[len(protobufMagic):]); err != nil {
+	raw, err := unwrapUnknown(body[len(protobufMagic):])
+	if err != nil {
 		return nil, fmt.Errorf("protobuf envelope: %w", err)
 	}
-	if unk.ContentEncoding != "" {
-		return nil, fmt.Errorf("protobuf envelope: unsupported content encoding %q", unk.ContentEncoding)
-	}
-	if unk.Kind != "" && unk.Kind != "PodList" {
-		return nil, fmt.Errorf("expected a PodList, the API server sent a %s (%s)", unk.Kind, unk.APIVersion)
-	}
 	l := &slimPodList{}
-	if err := (&podDecoder{strs: map[string]string{}}).podList(unk.Raw, l); err != nil {
+	if err := (&podDecoder{strs: map[string]string{}}).podList(raw, l); err != nil {
 		return nil, fmt.Errorf("decoding a PodList: %w", err)
 	}
 	return l, nil
+}
+
+// unwrapUnknown returns the object bytes of a runtime.Unknown envelope (typeMeta = 1 with
+// apiVersion = 1 and kind = 2, raw = 2, contentEncoding = 3, contentType = 4) without copying
+// them (runtime.Unknown's Unmarshal copies the whole page), after checking it holds a PodList.
+func unwrapUnknown(msg []byte) ([]byte, error) {
+	var raw []byte
+	var apiVersion, kind, encoding string
+	err := walk(msg, func(f field) error {
+		switch f.num {
+		case 1:
+			if err := f.want(protowire.BytesType, "typeMeta"); err != nil {
+				return err
+			}
+			return walk(f.b, func(f field) error {
+				var err error
+				switch f.num {
+				case 1:
+					if err = f.want(protowire.BytesType, "apiVersion"); err == nil {
+						apiVersion = string(f.b)
+					}
+				case 2:
+					if err = f.want(protowire.BytesType, "kind"); err == nil {
+						kind = string(f.b)
+					}
+				}
+				return err
+			})
+		case 2:
+			if err := f.want(protowire.BytesType, "raw"); err != nil {
+				return err
+			}
+			raw = f.b
+		case 3:
+			if err := f.want(protowire.BytesType, "contentEncoding"); err != nil {
+				return err
+			}
+			encoding = string(f.b)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case encoding != "":
+		return nil, fmt.Errorf("unsupported content encoding %q", encoding)
+	case kind != "" && kind != "PodList":
+		return nil, fmt.Errorf("expected a PodList, the API server sent a %s (%s)", kind, apiVersion)
+	}
+	return raw, nil
 }
 
 // podDecoder holds one page's interned strings: namespaces, label and annotation keys and
@@ -218,6 +262,7 @@ func (d *podDecoder) pod(msg []byte, p *corev1.Pod) error {
 // deletionTimestamp = 9, labels = 11, annotations = 12, ownerReferences = 13; managedFields
 // (17), finalizers and the rest are skipped.
 func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
+	nLabels, nAnnotations, _ := countFields(msg, 11, 12, 0)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
@@ -251,14 +296,14 @@ func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
 		case 11:
 			if err = f.want(protowire.BytesType, "labels"); err == nil {
 				if m.Labels == nil {
-					m.Labels = make(map[string]string, countField(msg, 11))
+					m.Labels = make(map[string]string, nLabels)
 				}
 				err = d.mapEntry(f.b, m.Labels)
 			}
 		case 12:
 			if err = f.want(protowire.BytesType, "annotations"); err == nil {
 				if m.Annotations == nil {
-					m.Annotations = make(map[string]string, countField(msg, 12))
+					m.Annotations = make(map[string]string, nAnnotations)
 				}
 				err = d.mapEntry(f.b, m.Annotations)
 			}
@@ -272,21 +317,30 @@ func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
 	})
 }
 
-// countField counts msg's fields numbered num (a map's entries, to size it once); a malformed
-// msg counts what precedes the damage, and walk reports it.
-func countField(msg []byte, num protowire.Number) int {
-	n := 0
+// countFields counts msg's fields numbered a, b and c (a repeated field's or a map's
+// entries, to size each once); a malformed msg counts what precedes the damage, and walk
+// reports it.
+func countFields(msg []byte, a, b, c protowire.Number) (na, nb, nc int) {
 	for len(msg) > 0 {
-		f, rest, err := next(msg)
-		if err != nil {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
 			break
 		}
-		if f.num == num {
-			n++
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		if m < 0 {
+			break
 		}
-		msg = rest
+		switch num {
+		case a:
+			na++
+		case b:
+			nb++
+		case c:
+			nc++
+		}
+		msg = msg[n+m:]
 	}
-	return n
+	return na, nb, nc
 }
 
 // mapEntry decodes a map<string, string> entry (key = 1, value = 2) into m, as the generated
@@ -317,13 +371,14 @@ func (d *podDecoder) mapEntry(msg []byte, m map[string]string) error {
 
 // PodSpec: containers = 2, restartPolicy = 3, nodeName = 10, initContainers = 20.
 func (d *podDecoder) podSpec(msg []byte, s *corev1.PodSpec) error {
+	nContainers, nInit, _ := countFields(msg, 2, 20, 0)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
 		case 2:
 			if err = f.want(protowire.BytesType, "containers"); err == nil {
 				if s.Containers == nil {
-					s.Containers = make([]corev1.Container, 0, countField(msg, 2))
+					s.Containers = make([]corev1.Container, 0, nContainers)
 				}
 				s.Containers = append(s.Containers, corev1.Container{})
 				err = d.container(f.b, &s.Containers[len(s.Containers)-1])
@@ -339,7 +394,7 @@ func (d *podDecoder) podSpec(msg []byte, s *corev1.PodSpec) error {
 		case 20:
 			if err = f.want(protowire.BytesType, "initContainers"); err == nil {
 				if s.InitContainers == nil {
-					s.InitContainers = make([]corev1.Container, 0, countField(msg, 20))
+					s.InitContainers = make([]corev1.Container, 0, nInit)
 				}
 				s.InitContainers = append(s.InitContainers, corev1.Container{})
 				err = d.container(f.b, &s.InitContainers[len(s.InitContainers)-1])
@@ -371,6 +426,7 @@ func (d *podDecoder) container(msg []byte, c *corev1.Container) error {
 // PodStatus: phase = 1, conditions = 2, reason = 4, startTime = 7, containerStatuses = 8,
 // initContainerStatuses = 10.
 func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
+	nConditions, nStatuses, nInit := countFields(msg, 2, 8, 10)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
@@ -381,7 +437,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 2:
 			if err = f.want(protowire.BytesType, "conditions"); err == nil {
 				if s.Conditions == nil {
-					s.Conditions = make([]corev1.PodCondition, 0, countField(msg, 2))
+					s.Conditions = make([]corev1.PodCondition, 0, nConditions)
 				}
 				s.Conditions = append(s.Conditions, corev1.PodCondition{})
 				err = s.Conditions[len(s.Conditions)-1].Unmarshal(f.b) // kept whole
@@ -400,7 +456,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 8:
 			if err = f.want(protowire.BytesType, "containerStatuses"); err == nil {
 				if s.ContainerStatuses == nil {
-					s.ContainerStatuses = make([]corev1.ContainerStatus, 0, countField(msg, 8))
+					s.ContainerStatuses = make([]corev1.ContainerStatus, 0, nStatuses)
 				}
 				s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
 				err = d.containerStatus(f.b, &s.ContainerStatuses[len(s.ContainerStatuses)-1])
@@ -408,7 +464,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 10:
 			if err = f.want(protowire.BytesType, "initContainerStatuses"); err == nil {
 				if s.InitContainerStatuses == nil {
-					s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, countField(msg, 10))
+					s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, nInit)
 				}
 				s.InitContainerStatuses = append(s.InitContainerStatuses, corev1.ContainerStatus{})
 				err = d.containerStatus(f.b, &s.InitContainerStatuses[len(s.InitContainerStatuses)-1])
