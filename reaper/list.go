@@ -26,8 +26,11 @@ const pageSize = 500
 func listPods(ctx context.Context, client kubernetes.Interface, namespace, labelSelector, fieldSelector string, visit func(*corev1.Pod)) error {
 	var fn pager.ListPageFunc
 	if rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		// The pager calls fn from one goroutine, one page after the other: the decoder (its
+		// interned strings) is shared by the listing's pages.
+		d := newPodDecoder()
 		fn = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return listSlimPodPage(ctx, rc, namespace, opts)
+			return listSlimPodPage(ctx, rc, d, namespace, opts)
 		}
 	} else {
 		// A client without a REST client of its own (the fake clientset of tests): the typed
@@ -62,7 +65,7 @@ const listAccept = runtime.ContentTypeProtobuf + ", " + runtime.ContentTypeJSON
 // listSlimPodPage fetches one page of pods, as the typed client's List would (same URL, same
 // query, same errors: the pager's handling of an expired continue token still applies), but
 // keeps the body raw and decodes it into slim pods.
-func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, namespace string, opts metav1.ListOptions) (*slimPodList, error) {
+func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, d *podDecoder, namespace string, opts metav1.ListOptions) (*slimPodList, error) {
 	res := rc.Get().
 		Namespace(namespace).
 		Resource("pods").
@@ -73,14 +76,16 @@ func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, namespace string,
 	if err != nil {
 		return nil, res.Error() // the API's Status (Forbidden, Expired, ...), as Into gives it
 	}
-	return decodeSlimPodList(body)
+	return d.decode(body)
 }
 
 // decodeSlimPodList decodes a pod list body: protobuf with the skipping decoder, anything else
 // (JSON) whole with the client's scheme, then slimmed.
-func decodeSlimPodList(body []byte) (*slimPodList, error) {
+func decodeSlimPodList(body []byte) (*slimPodList, error) { return newPodDecoder().decode(body) }
+
+func (d *podDecoder) decode(body []byte) (*slimPodList, error) {
 	if isProtobufBody(body) {
-		return decodeSlimPodListProtobuf(body)
+		return d.decodeProtobuf(body)
 	}
 	list := &corev1.PodList{}
 	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, list); err != nil {

@@ -49,9 +49,9 @@ var protobufMagic = []byte("k8s\x00")
 
 func isProtobufBody(body []byte) bool { return bytes.HasPrefix(body, protobufMagic) }
 
-// decodeSlimPodListProtobuf decodes an API server's protobuf PodList body: the k8s\x00 magic,
-// the runtime.Unknown envelope, then the PodList it carries.
-func decodeSlimPodListProtobuf(body []byte) (*slimPodList, error) {
+// decodeProtobuf decodes an API server's protobuf PodList body: the k8s\x00 magic, the
+// runtime.Unknown envelope, then the PodList it carries.
+func (d *podDecoder) decodeProtobuf(body []byte) (*slimPodList, error) {
 	if !isProtobufBody(body) {
 		return nil, errors.New("not a protobuf body (no k8s\\x00 prefix)")
 	}
@@ -60,7 +60,7 @@ func decodeSlimPodListProtobuf(body []byte) (*slimPodList, error) {
 		return nil, fmt.Errorf("protobuf envelope: %w", err)
 	}
 	l := &slimPodList{}
-	if err := (&podDecoder{strs: map[string]string{}}).podList(raw, l); err != nil {
+	if err := d.podList(raw, l); err != nil {
 		return nil, fmt.Errorf("decoding a PodList: %w", err)
 	}
 	return l, nil
@@ -116,12 +116,14 @@ func unwrapUnknown(msg []byte) ([]byte, error) {
 	return raw, nil
 }
 
-// podDecoder holds one page's interned strings: namespaces, label and annotation keys and
-// values, phases, container names and the like repeat across a page's pods, so each is
-// allocated once per page rather than once per pod.
+// podDecoder holds a listing's interned strings: namespaces, label and annotation keys and
+// values, phases, container names and the like repeat across pods, so each is allocated once
+// per listing rather than once per pod. It is not safe for concurrent use.
 type podDecoder struct {
 	strs map[string]string
 }
+
+func newPodDecoder() *podDecoder { return &podDecoder{strs: map[string]string{}} }
 
 const (
 	internMaxLen     = 96
