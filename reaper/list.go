@@ -1,12 +1,15 @@
 package reaper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -28,9 +31,12 @@ func listPods(ctx context.Context, client kubernetes.Interface, namespace, label
 	if rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
 		// The pager calls fn from one goroutine, one page after the other: the decoder (its
 		// interned strings) is shared by the listing's pages.
+		// So is the buffer a page's body is read into: a page is decoded before the next is
+		// fetched, and its slim pods hold no reference to the body.
 		d := newPodDecoder()
+		var buf bytes.Buffer
 		fn = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return listSlimPodPage(ctx, rc, d, namespace, opts)
+			return listSlimPodPage(ctx, rc, d, &buf, namespace, opts)
 		}
 	} else {
 		// A client without a REST client of its own (the fake clientset of tests): the typed
@@ -64,19 +70,45 @@ const listAccept = runtime.ContentTypeProtobuf + ", " + runtime.ContentTypeJSON
 
 // listSlimPodPage fetches one page of pods, as the typed client's List would (same URL, same
 // query, same errors: the pager's handling of an expired continue token still applies), but
-// keeps the body raw and decodes it into slim pods.
-func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, d *podDecoder, namespace string, opts metav1.ListOptions) (*slimPodList, error) {
-	res := rc.Get().
+// reads the body into the listing's reused buffer and decodes it into slim pods, which copy
+// what they keep out of it.
+func listSlimPodPage(ctx context.Context, rc *rest.RESTClient, d *podDecoder, buf *bytes.Buffer, namespace string, opts metav1.ListOptions) (*slimPodList, error) {
+	for attempt := 1; ; attempt++ {
+		err := fetchInto(ctx, rc, buf, namespace, opts)
+		if err == nil {
+			return d.decode(buf.Bytes())
+		}
+		// As the typed client's Do: a GET that met a reset or lost connection is tried again
+		// (after a second), a few times.
+		if attempt == pageAttempts || !(utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+const pageAttempts = 3
+
+// fetchInto GETs one page into buf. An API error (Forbidden, Expired, ...) is the Status the
+// typed client returns.
+func fetchInto(ctx context.Context, rc *rest.RESTClient, buf *bytes.Buffer, namespace string, opts metav1.ListOptions) error {
+	body, err := rc.Get().
 		Namespace(namespace).
 		Resource("pods").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		SetHeader("Accept", listAccept).
-		Do(ctx)
-	body, err := res.Raw()
+		Stream(ctx)
 	if err != nil {
-		return nil, res.Error() // the API's Status (Forbidden, Expired, ...), as Into gives it
+		return err
 	}
-	return d.decode(body)
+	defer func() { _ = body.Close() }()
+	buf.Reset()
+	_, err = buf.ReadFrom(body)
+	return err
 }
 
 // decodeSlimPodList decodes a pod list body: protobuf with the skipping decoder, anything else

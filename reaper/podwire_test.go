@@ -442,3 +442,40 @@ func TestListPodsReportsAPIErrors(t *testing.T) {
 		t.Fatalf("got %v, want the API's Forbidden", err)
 	}
 }
+
+// TestListPodsRetriesALostConnection: a page whose connection is cut before the answer is
+// fetched again, as the typed client's Do would.
+func TestListPodsRetriesALostConnection(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	page := podListOf(wirePods())
+	page.Continue, page.RemainingItemCount = "", nil // one page
+	body := encodeAs(t, page, runtime.ContentTypeProtobuf)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := listPods(context.Background(), client, "", "", "", func(*corev1.Pod) { n++ }); err != nil {
+		t.Fatalf("listing after a lost connection: %v", err)
+	}
+	if n != len(wirePods()) || calls != 2 {
+		t.Fatalf("visited %d pods in %d requests, want %d in 2", n, calls, len(wirePods()))
+	}
+}
