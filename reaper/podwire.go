@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -149,33 +150,58 @@ func (d *podDecoder) intern(b []byte) string {
 }
 
 // field is one protobuf field: its number and type and, for the two types read here, its
-// value (v for varints, b for length-delimited).
+// value (v for varints, b for length-delimited); at is the message from this field's tag on.
 type field struct {
 	num protowire.Number
 	typ protowire.Type
 	v   uint64
 	b   []byte
+	at  []byte
+}
+
+// varint reads the varint at the start of b: one- and two-byte varints (tags, lengths and
+// small numbers: nearly all of a pod's) inline, longer ones by protowire.
+func varint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+	}
+	return protowire.ConsumeVarint(b)
 }
 
 // next reads the field at the start of b and returns it and what follows it. Fields of any
-// other wire type (fixed32, fixed64, groups) are stepped over whole.
+// other wire type (fixed32, fixed64, groups) are stepped over whole. It accepts and rejects
+// what protowire's ConsumeTag, ConsumeVarint, ConsumeBytes and ConsumeFieldValue do.
 func next(b []byte) (field, []byte, error) {
-	num, typ, n := protowire.ConsumeTag(b)
+	tag, n := varint(b)
 	if n < 0 {
 		return field{}, nil, protowire.ParseError(n)
 	}
+	if tag>>3 < uint64(protowire.MinValidNumber) || tag>>3 > uint64(protowire.MaxValidNumber) {
+		return field{}, nil, errors.New("invalid field number")
+	}
+	f := field{num: protowire.Number(tag >> 3), typ: protowire.Type(tag & 7), at: b}
 	b = b[n:]
-	f := field{num: num, typ: typ}
-	switch typ {
+	switch f.typ {
 	case protowire.BytesType:
-		f.b, n = protowire.ConsumeBytes(b)
+		l, m := varint(b)
+		if m < 0 {
+			return field{}, nil, fmt.Errorf("field %d: %w", f.num, protowire.ParseError(m))
+		}
+		if l > uint64(len(b)-m) {
+			return field{}, nil, fmt.Errorf("field %d: %w", f.num, io.ErrUnexpectedEOF)
+		}
+		f.b = b[m : m+int(l)]
+		n = m + int(l)
 	case protowire.VarintType:
-		f.v, n = protowire.ConsumeVarint(b)
+		f.v, n = varint(b)
 	default:
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n = protowire.ConsumeFieldValue(f.num, f.typ, b)
 	}
 	if n < 0 {
-		return field{}, nil, fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+		return field{}, nil, fmt.Errorf("field %d: %w", f.num, protowire.ParseError(n))
 	}
 	return f, b[n:], nil
 }
@@ -264,7 +290,6 @@ func (d *podDecoder) pod(msg []byte, p *corev1.Pod) error {
 // deletionTimestamp = 9, labels = 11, annotations = 12, ownerReferences = 13; managedFields
 // (17), finalizers and the rest are skipped.
 func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
-	nLabels, nAnnotations, _ := countFields(msg, 11, 12, 0)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
@@ -298,14 +323,14 @@ func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
 		case 11:
 			if err = f.want(protowire.BytesType, "labels"); err == nil {
 				if m.Labels == nil {
-					m.Labels = make(map[string]string, nLabels)
+					m.Labels = make(map[string]string, countRun(f.at, 11))
 				}
 				err = d.mapEntry(f.b, m.Labels)
 			}
 		case 12:
 			if err = f.want(protowire.BytesType, "annotations"); err == nil {
 				if m.Annotations == nil {
-					m.Annotations = make(map[string]string, nAnnotations)
+					m.Annotations = make(map[string]string, countRun(f.at, 12))
 				}
 				err = d.mapEntry(f.b, m.Annotations)
 			}
@@ -319,30 +344,20 @@ func (d *podDecoder) objectMeta(msg []byte, m *metav1.ObjectMeta) error {
 	})
 }
 
-// countFields counts msg's fields numbered a, b and c (a repeated field's or a map's
-// entries, to size each once); a malformed msg counts what precedes the damage, and walk
-// reports it.
-func countFields(msg []byte, a, b, c protowire.Number) (na, nb, nc int) {
+// countRun counts the fields numbered num at the start of msg, up to the first other one: the
+// entries of a repeated field, which encoders write one after the other, to size its slice or
+// map once. Entries elsewhere in the message are still decoded (appended).
+func countRun(msg []byte, num protowire.Number) int {
+	n := 0
 	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
+		f, rest, err := next(msg)
+		if err != nil || f.num != num {
 			break
 		}
-		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
-		if m < 0 {
-			break
-		}
-		switch num {
-		case a:
-			na++
-		case b:
-			nb++
-		case c:
-			nc++
-		}
-		msg = msg[n+m:]
+		n++
+		msg = rest
 	}
-	return na, nb, nc
+	return n
 }
 
 // mapEntry decodes a map<string, string> entry (key = 1, value = 2) into m, as the generated
@@ -373,14 +388,13 @@ func (d *podDecoder) mapEntry(msg []byte, m map[string]string) error {
 
 // PodSpec: containers = 2, restartPolicy = 3, nodeName = 10, initContainers = 20.
 func (d *podDecoder) podSpec(msg []byte, s *corev1.PodSpec) error {
-	nContainers, nInit, _ := countFields(msg, 2, 20, 0)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
 		case 2:
 			if err = f.want(protowire.BytesType, "containers"); err == nil {
 				if s.Containers == nil {
-					s.Containers = make([]corev1.Container, 0, nContainers)
+					s.Containers = make([]corev1.Container, 0, countRun(f.at, 2))
 				}
 				s.Containers = append(s.Containers, corev1.Container{})
 				err = d.container(f.b, &s.Containers[len(s.Containers)-1])
@@ -396,7 +410,7 @@ func (d *podDecoder) podSpec(msg []byte, s *corev1.PodSpec) error {
 		case 20:
 			if err = f.want(protowire.BytesType, "initContainers"); err == nil {
 				if s.InitContainers == nil {
-					s.InitContainers = make([]corev1.Container, 0, nInit)
+					s.InitContainers = make([]corev1.Container, 0, countRun(f.at, 20))
 				}
 				s.InitContainers = append(s.InitContainers, corev1.Container{})
 				err = d.container(f.b, &s.InitContainers[len(s.InitContainers)-1])
@@ -428,7 +442,6 @@ func (d *podDecoder) container(msg []byte, c *corev1.Container) error {
 // PodStatus: phase = 1, conditions = 2, reason = 4, startTime = 7, containerStatuses = 8,
 // initContainerStatuses = 10.
 func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
-	nConditions, nStatuses, nInit := countFields(msg, 2, 8, 10)
 	return walk(msg, func(f field) error {
 		var err error
 		switch f.num {
@@ -439,7 +452,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 2:
 			if err = f.want(protowire.BytesType, "conditions"); err == nil {
 				if s.Conditions == nil {
-					s.Conditions = make([]corev1.PodCondition, 0, nConditions)
+					s.Conditions = make([]corev1.PodCondition, 0, countRun(f.at, 2))
 				}
 				s.Conditions = append(s.Conditions, corev1.PodCondition{})
 				err = s.Conditions[len(s.Conditions)-1].Unmarshal(f.b) // kept whole
@@ -458,7 +471,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 8:
 			if err = f.want(protowire.BytesType, "containerStatuses"); err == nil {
 				if s.ContainerStatuses == nil {
-					s.ContainerStatuses = make([]corev1.ContainerStatus, 0, nStatuses)
+					s.ContainerStatuses = make([]corev1.ContainerStatus, 0, countRun(f.at, 8))
 				}
 				s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
 				err = d.containerStatus(f.b, &s.ContainerStatuses[len(s.ContainerStatuses)-1])
@@ -466,7 +479,7 @@ func (d *podDecoder) podStatus(msg []byte, s *corev1.PodStatus) error {
 		case 10:
 			if err = f.want(protowire.BytesType, "initContainerStatuses"); err == nil {
 				if s.InitContainerStatuses == nil {
-					s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, nInit)
+					s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, countRun(f.at, 10))
 				}
 				s.InitContainerStatuses = append(s.InitContainerStatuses, corev1.ContainerStatus{})
 				err = d.containerStatus(f.b, &s.InitContainerStatuses[len(s.InitContainerStatuses)-1])
