@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"net/http"
@@ -369,8 +370,12 @@ func TestListPodsPagesRawProtobufAndJSON(t *testing.T) {
 		p.Name = fmt.Sprintf("%s-%d", p.Name, i)
 		pods = append(pods, p)
 	}
-	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
-		t.Run(mediaType, func(t *testing.T) {
+	for _, tc := range []struct {
+		mediaType string
+		gzip      bool // as the API server does for a large response to a client that accepts it
+	}{{runtime.ContentTypeProtobuf, false}, {runtime.ContentTypeProtobuf, true}, {runtime.ContentTypeJSON, false}, {runtime.ContentTypeJSON, true}} {
+		mediaType := tc.mediaType
+		t.Run(fmt.Sprintf("%s gzip=%v", mediaType, tc.gzip), func(t *testing.T) {
 			var mu sync.Mutex
 			var accepts, queries []string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -392,6 +397,13 @@ func TestListPodsPagesRawProtobufAndJSON(t *testing.T) {
 					page.Continue = strconv.Itoa(to)
 				}
 				w.Header().Set("Content-Type", mediaType)
+				if tc.gzip && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+					w.Header().Set("Content-Encoding", "gzip")
+					zw := gzip.NewWriter(w)
+					_, _ = zw.Write(encodeAs(t, page, mediaType))
+					_ = zw.Close()
+					return
+				}
 				_, _ = w.Write(encodeAs(t, page, mediaType))
 			}))
 			defer srv.Close()
