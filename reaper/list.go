@@ -29,10 +29,10 @@ const pageSize = 500
 func listPods(ctx context.Context, client kubernetes.Interface, namespace, labelSelector, fieldSelector string, visit func(*corev1.Pod)) error {
 	var fn pager.ListPageFunc
 	if rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		// The pager calls fn from one goroutine, one page after the other: the decoder (its
-		// interned strings) is shared by the listing's pages.
-		// So is the buffer a page's body is read into: a page is decoded before the next is
-		// fetched, and its slim pods hold no reference to the body.
+		// The pager calls fn from one goroutine, one page after the other, so the listing's
+		// pages share the decoder (its interned strings) and the buffer a body is read into:
+		// a page is decoded before the next is fetched, and its slim pods hold no reference
+		// to the body.
 		d := newPodDecoder()
 		var buf bytes.Buffer
 		fn = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
