@@ -11,16 +11,6 @@ import (
 // rule, the filters, the crash-loop test and the cooldown's owner, so keeping only slim pods
 // changes no pick.
 func TestSlimPodKeepsEveryDecision(t *testing.T) {
-	envs := []map[string]string{
-		{"CONTAINER_STATUSES": "CrashLoopBackOff"},
-		{"CONTAINER_STATUSES": "Completed,OOMKilled,Error,"},
-		{"POD_STATUSES": "Evicted"},
-		{"POD_STATUS_PHASES": "Failed,Succeeded,Pending"},
-		{"MAX_DURATION": "1h"},
-		{"MAX_UNREADY": "10m"},
-		{"CHAOS_CHANCE": "1", "REQUIRE_ANNOTATION_KEY": "x", "REQUIRE_ANNOTATION_VALUES": "y"},
-		{"CHAOS_CHANCE": "1", "EXCLUDE_LABEL_KEY": "keep", "EXCLUDE_LABEL_VALUES": "true", "NODE_NAME": "n1"},
-	}
 	pods := differentialPods()
 	owned := newPod("ns", "owned", crashLooping)
 	owned.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptrTo(true)}}
@@ -28,7 +18,7 @@ func TestSlimPodKeepsEveryDecision(t *testing.T) {
 	owned.Spec.Containers = []corev1.Container{{Name: "app", Image: "big", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
 	owned.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	pods = append(pods, owned)
-	for _, env := range envs {
+	for _, env := range decisionEnvs {
 		o := mustOptions(t, env)
 		s := selector{filter: o.filter(), rules: o.Rules}
 		for _, p := range pods {

@@ -99,6 +99,8 @@ var rbacTable = []rbacGrant{
 		"EVICT=true (the Deployment example)"},
 	{saReaper, scopeCluster, "events", "", []string{"create"},
 		"Reaped / ReapSkipped Events"},
+	{saReaper, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
+		"START_WHEN_READY: reap only while the service is Ready (`reaper/gate.go`)"},
 
 	{saReaperNamespace, "my-app", "pods", "", []string{"delete", "list", "watch"},
 		"`examples/reaper-namespaced.yaml`: the same, in its own namespace only"},
