@@ -95,9 +95,7 @@ func New(d Deps) (*Coordinator, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	if d.Options.Batching == (weeder.Batching{}) {
-		d.Options.Batching = weeder.DefaultBatching() // Options not from ParseFlags (tests, embedding)
-	}
+	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
 	if d.Options.ConcurrentReconciles < 1 {
 		d.Options.ConcurrentReconciles = 1
 	}
