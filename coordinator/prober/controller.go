@@ -1,3 +1,8 @@
+// Package prober is the coordinator's prober controller, end to end: its config section
+// (`prober:`, dependency-watchdog's prober ConfigMap data), which namespaces are probed and
+// when (Gardener's Cluster resources, the initial delay, throttling), the shards of namespaces
+// each probe Job covers, the history of finished probe Jobs, and the metrics read from the
+// probe pods' reports. The probing and scaling themselves are package probe's, in the Jobs.
 package prober
 
 import (
@@ -34,7 +39,7 @@ import (
 	"github.com/depwatch/depwatch/probe"
 )
 
-// prober launches probe Jobs: informer event (namespace, Gardener Cluster, probe Job) →
+// Controller launches probe Jobs: informer event (namespace, Gardener Cluster, probe Job) →
 // handler (queue the namespace) → reconcile (read the caches, DecideProbe) → one action
 // (launch a Job through package jobs, or requeue for when the next probe is due), plus the
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
