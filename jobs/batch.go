@@ -39,11 +39,13 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	for _, t := range targets {
 		one := base
 		one.Namespace, one.Service, one.Selectors = t.Namespace, t.Service, t.Selectors
-		if _, err := Weeder(one); err != nil { // the same checks as a Job of its own
+		// The same checks as a Job of its own; the reaper's own checks of every target run
+		// once, on the whole batch, below.
+		run, _, err := weederRun(one)
+		if err != nil {
 			return Spec{}, fmt.Errorf("weeder batch: %w", err)
 		}
-		sels, _ := SelectorStrings(t.Selectors) // Weeder checked them
-		rts = append(rts, reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: sels})
+		rts = append(rts, reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: run.Selectors})
 		keys = append(keys, t.Key())
 	}
 	// The first target's run gives what every target shares; the targets replace its one
