@@ -111,10 +111,8 @@ func fetchInto(ctx context.Context, rc *rest.RESTClient, buf *bytes.Buffer, name
 	return err
 }
 
-// decodeSlimPodList decodes a pod list body: protobuf with the skipping decoder, anything else
-// (JSON) whole with the client's scheme, then slimmed.
-func decodeSlimPodList(body []byte) (*slimPodList, error) { return newPodDecoder().decode(body) }
-
+// decode decodes a pod list body: protobuf with the skipping decoder, anything else (JSON)
+// whole with the client's scheme, then slimmed.
 func (d *podDecoder) decode(body []byte) (*slimPodList, error) {
 	if isProtobufBody(body) {
 		return d.decodeProtobuf(body)

@@ -24,6 +24,9 @@ import (
 
 // wirePods are the fixtures of the decoder's tests: realistic control-plane pods, every state
 // the rules tell apart, and the shapes a skipping decoder could get wrong.
+// decodeSlimPodList decodes one body with a decoder of its own, as a listing's first page is.
+func decodeSlimPodList(body []byte) (*slimPodList, error) { return newPodDecoder().decode(body) }
+
 func wirePods() []*corev1.Pod {
 	pods := []*corev1.Pod{realisticPod(0), realisticPod(1), realisticPod(2)}
 	pods = append(pods, differentialPods()...)
