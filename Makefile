@@ -46,9 +46,14 @@ cluster-up: ## Install, build and start the local single-node cluster (kubeconfi
 cluster-down: ## Stop every process cluster-up started and remove its state (safe to call twice).
 	./hack/cluster-down.sh
 
+# Most e2e tests wait on the cluster, not the CPU: they run many at a time (Go's default is
+# GOMAXPROCS, 2 here). Tests that disrupt what others rely on do not call t.Parallel and so
+# run alone, before the rest.
+E2E_PARALLEL ?= 8
+
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh
-	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e
+	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./test/e2e
 
 OUTAGES ?= 5
 bench-recovery: ## Recovery benchmark on the local cluster (started if needed): floor, unarmed weeder, no watchdog, armed weeder.

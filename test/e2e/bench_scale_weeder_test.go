@@ -52,6 +52,41 @@ func benchClient(t *testing.T) kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
+// setCoordinatorEnv sets (value) or removes ("") environment variables of the coordinator
+// Deployment, the way an operator changes a flag, and waits until the new pod leads. The
+// old values come back when the test ends.
+func setCoordinatorEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	d, err := kube.AppsV1().Deployments(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the coordinator deployment: %v", err)
+	}
+	old := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		old[e.Name] = e.Value
+	}
+	apply := func(vals map[string]string) {
+		args := []string{"-n", depwatchNS, "set", "env", "deployment/depwatch-coordinator", "-c", "coordinator"}
+		for k, v := range vals {
+			if v == "" {
+				args = append(args, k+"-")
+			} else {
+				args = append(args, k+"="+v)
+			}
+		}
+		mustKubectl(t, args...)
+		mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=120s")
+		lab.waitReplicas(t, 1)
+		lab.waitLeading(t)
+	}
+	restore := map[string]string{}
+	for k := range env {
+		restore[k] = old[k]
+	}
+	t.Cleanup(func() { apply(restore) })
+	apply(env)
+}
+
 // parallel runs f for every item with 32 workers and returns the first error.
 func parallel[T any](items []T, f func(T) error) error {
 	var mu sync.Mutex
@@ -162,7 +197,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func apiRequests(t *testing.T) float64 {
 	total := 0.0
-	for name, v := range scrapeCoordinator(t) {
+	for name, v := range lab.scrape(t) {
 		if strings.HasPrefix(name, "depwatch_coordinator_kube_api_requests_total{") {
 			total += v
 		}
@@ -186,12 +221,11 @@ func TestBenchScaleWeeder(t *testing.T) {
 		t.Fatal(err)
 	}
 	pinned := strings.Replace(string(base), "jobTemplate:\n", "jobTemplate:\n  nodeSelector: {kubernetes.io/hostname: depwatch-bench-no-such-node}\n", 1)
-	cm := coordinatorConfigMapName(t)
-	reloads := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
-	applyCoordinatorConfig(t, cm, pinned)
-	t.Cleanup(func() { applyCoordinatorConfig(t, cm, string(base)) })
+	reloads := lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
+	lab.applyConfig(t, pinned)
+	t.Cleanup(func() { lab.applyConfig(t, string(base)) })
 	waitFor(t, 2*time.Minute, "the coordinator to reload the pinned jobTemplate", func() (bool, error) {
-		return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
+		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
 	})
 	c := benchClient(t)
 	waitFor(t, 20*time.Minute, "namespaces of an earlier bench run to be gone", func() (bool, error) {
@@ -213,14 +247,14 @@ func TestBenchScaleWeeder(t *testing.T) {
 
 func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	ctx := context.Background()
-	readyBefore := coordinatorMetric(t, "depwatch_coordinator_services_ready")
+	readyBefore := lab.metric(t, "depwatch_coordinator_services_ready")
 	created := time.Now()
 	prefix := "bench-" + rand.String(4)
 	svcs := createBenchServices(t, c, prefix, n)
 	lone := createBenchServices(t, c, prefix+"-lone", 5)
 	t.Logf("created %d namespaces, %d services in %s", n+1, len(svcs)+len(lone), time.Since(created).Round(time.Second))
 	waitFor(t, 3*time.Minute, "the coordinator to see every service Ready", func() (bool, error) {
-		return coordinatorMetric(t, "depwatch_coordinator_services_ready") >= readyBefore+float64(len(svcs)+len(lone)), nil
+		return lab.metric(t, "depwatch_coordinator_services_ready") >= readyBefore+float64(len(svcs)+len(lone)), nil
 	})
 	time.Sleep(10 * time.Second)
 	idle0 := coordinatorUsage(t)
@@ -240,7 +274,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 			case <-stop:
 				return
 			case <-time.After(time.Second):
-				if u := scrapeCoordinator(t); u != nil {
+				if u := lab.scrape(t); u != nil {
 					peak = max(peak, u["process_resident_memory_bytes"])
 				}
 			}
@@ -283,7 +317,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 		byStamp = append(byStamp, stamped[s.key()].Sub(at.Truncate(time.Second)))
 		bySeen = append(bySeen, seen[s.key()].Sub(at))
 	}
-	by, jobsMade := coveringJobs(t, stormStart)
+	by, jobsMade := coveringJobs(t, stormStart, nil)
 	uncovered := 0
 	for _, s := range storm {
 		if len(by[s.key()]) == 0 {

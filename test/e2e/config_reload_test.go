@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,64 +19,43 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Live config reload: the coordinator reads its mounted ConfigMap again while it
-// runs. The kubelet refreshes a ConfigMap volume at its next sync of the pod (syncFrequency,
-// 1m by default, plus jitter, or at once when the pod is updated: applyCoordinatorConfig
-// nudges it), and the coordinator reads the file every 10 s; the waits here are a generous,
-// bounded 3 minutes.
+// Live config reload: the coordinator reads its mounted ConfigMap again while it runs. The
+// test edits the config of a private coordinator, so the others run on meanwhile. The kubelet
+// refreshes a ConfigMap volume at its next sync of the pod (syncFrequency, 1m by default,
+// plus jitter, or at once when the pod is updated: applyConfig nudges it), and the
+// coordinator reads the file every 10 s; the waits here are a generous, bounded 3 minutes.
 const configSyncTimeout = 3 * time.Minute
 
-// The local overlay binds the coordinator's endpoints on the host's loopback.
-const (
-	coordinatorMetricsURL = "http://127.0.0.1:19643/metrics"
-	coordinatorReadyzURL  = "http://127.0.0.1:19644/readyz"
-)
-
 func TestInvalidConfigMapKeepsTheLastGoodConfigAndRecoversWhenFixed(t *testing.T) {
-	ensureCoordinator(t)
-	cmName := coordinatorConfigMapName(t)
-	cm, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), cmName, metav1.GetOptions{})
+	t.Parallel()
+	c := privateCoordinator(t, "reload", nil)
+	cm, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), c.config, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("reading ConfigMap %s/%s: %v", depwatchNS, cmName, err)
+		t.Fatalf("reading ConfigMap %s/%s: %v", depwatchNS, c.config, err)
 	}
 	original := cm.Data["config.yaml"]
 	if !strings.Contains(original, "watchDuration: 5m0s") {
 		t.Fatalf("the local config no longer says watchDuration: 5m0s; this test edits that line:\n%s", original)
 	}
-	edited := false
-	t.Cleanup(func() {
-		if !edited {
-			return
-		}
-		// Put the installed config back for the tests that follow, and wait until it runs.
-		successes := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
-		applyCoordinatorConfig(t, cmName, original)
-		waitFor(t, configSyncTimeout, "the coordinator to reload the restored config", func() (bool, error) {
-			return coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > successes &&
-				coordinatorMetric(t, "depwatch_coordinator_config_valid") == 1, nil
-		})
-		waitCoordinatorReplicas(t, 1)
-	})
 
-	ns := newNamespace(t, "reload")
+	ns := c.namespace(t, "reload")
 	// Arming off for this Service: a return launches an unarmed weeder Job (trigger=ready).
 	p := newPairNamed(t, ns, "upstream-unarmed")
 
 	// 1. An invalid config: a negative watchDuration.
-	edited = true
-	applyCoordinatorConfig(t, cmName, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: -1m", 1))
+	c.applyConfig(t, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: -1m", 1))
 	waitFor(t, configSyncTimeout, "depwatch_coordinator_config_valid 0", func() (bool, error) {
-		return coordinatorMetric(t, "depwatch_coordinator_config_valid") == 0, nil
+		return c.metric(t, "depwatch_coordinator_config_valid") == 0, nil
 	})
-	code, body := coordinatorReadyz(t)
+	code, body := c.readyz(t)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "watchDuration: -1m0s: must not be negative") {
 		t.Errorf("/readyz with an invalid config = %d %q, want 503 naming watchDuration", code, body)
 	}
-	if failures := coordinatorMetric(t, `depwatch_coordinator_config_reloads_total{result="failure"}`); failures < 1 {
+	if failures := c.metric(t, `depwatch_coordinator_config_reloads_total{result="failure"}`); failures < 1 {
 		t.Errorf("config_reloads_total{result=failure} = %v, want at least 1", failures)
 	}
 	waitFor(t, time.Minute, "the coordinator pod to be reported not ready", func() (bool, error) {
-		pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
+		pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: c.selector()})
 		if err != nil || len(pods.Items) == 0 {
 			return false, err
 		}
@@ -89,7 +66,7 @@ func TestInvalidConfigMapKeepsTheLastGoodConfigAndRecoversWhenFixed(t *testing.T
 		}
 		return true, nil
 	})
-	logs, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator", "--tail=200")
+	logs, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/"+c.name, "--tail=200")
 	if !strings.Contains(logs, "The config file is invalid") || !strings.Contains(logs, "watchDuration") {
 		t.Errorf("the coordinator's log does not report the invalid config naming watchDuration:\n%s", logs)
 	}
@@ -101,14 +78,14 @@ func TestInvalidConfigMapKeepsTheLastGoodConfigAndRecoversWhenFixed(t *testing.T
 	}
 
 	// 3. Fixed, with a change that applies live: watchDuration 4m0s.
-	applyCoordinatorConfig(t, cmName, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: 4m0s", 1))
+	c.applyConfig(t, strings.Replace(original, "watchDuration: 5m0s", "watchDuration: 4m0s", 1))
 	waitFor(t, configSyncTimeout, "depwatch_coordinator_config_valid 1", func() (bool, error) {
-		return coordinatorMetric(t, "depwatch_coordinator_config_valid") == 1, nil
+		return c.metric(t, "depwatch_coordinator_config_valid") == 1, nil
 	})
-	if code, body := coordinatorReadyz(t); code != http.StatusOK {
+	if code, body := c.readyz(t); code != http.StatusOK {
 		t.Errorf("/readyz after the fix = %d %q, want 200", code, body)
 	}
-	waitCoordinatorReplicas(t, 1)
+	c.waitReplicas(t, 1)
 	job = p.outageAndReturn()
 	if got := jobEnvValue(job, "RUN_DURATION"); got != "4m0s" {
 		t.Errorf("weeder Job %s launched after the fix has RUN_DURATION=%q, want the reloaded 4m0s", job.Name, got)
@@ -149,27 +126,11 @@ func jobEnvValue(j batchv1.Job, name string) string {
 	return ""
 }
 
-// coordinatorConfigMapName is the ConfigMap mounted into the coordinator (kustomize adds a
-// hash suffix to its name).
-func coordinatorConfigMapName(t *testing.T) string {
+// applyConfig replaces the config.yaml of c's ConfigMap with kubectl apply, as a user would;
+// its labels are kept.
+func (c *deployedCoordinator) applyConfig(t *testing.T, config string) {
 	t.Helper()
-	d, err := kube.AppsV1().Deployments(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the coordinator Deployment: %v", err)
-	}
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Name == "config" && v.ConfigMap != nil {
-			return v.ConfigMap.Name
-		}
-	}
-	t.Fatal("the coordinator Deployment mounts no ConfigMap volume named config")
-	return ""
-}
-
-// applyCoordinatorConfig replaces the ConfigMap's config.yaml with kubectl apply, as a user
-// would; its labels are kept.
-func applyCoordinatorConfig(t *testing.T, name, config string) {
-	t.Helper()
+	name := c.configMapName(t)
 	cur, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("reading ConfigMap %s/%s: %v", depwatchNS, name, err)
@@ -191,56 +152,6 @@ func applyCoordinatorConfig(t *testing.T, name, config string) {
 	// Any update of a pod makes the kubelet sync it at once, and a sync refreshes its
 	// ConfigMap volumes; otherwise the refresh waits for the periodic sync (syncFrequency,
 	// 1m + jitter). Operators use the same nudge; the reload itself is what is under test.
-	mustKubectl(t, "-n", depwatchNS, "annotate", "pod", "-l", coordinatorSelector, "--overwrite",
+	mustKubectl(t, "-n", depwatchNS, "annotate", "pod", "-l", c.selector(), "--overwrite",
 		"e2e.depwatch.io/config-nudge="+strconv.FormatInt(time.Now().UnixNano(), 10))
-}
-
-// scrapeCoordinator reads every sample of the coordinator's /metrics, keyed by the name with
-// its labels as exposed; nil if it cannot be read.
-func scrapeCoordinator(t *testing.T) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(coordinatorMetricsURL)
-	if err != nil {
-		t.Logf("reading the coordinator's metrics: %v", err)
-		return nil
-	}
-	defer resp.Body.Close()
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			samples[line[:i]] = f
-		}
-	}
-	return samples
-}
-
-// coordinatorMetric reads one sample (name with its labels, as exposed) from the
-// coordinator's /metrics; -1 if it cannot be read.
-func coordinatorMetric(t *testing.T, sample string) float64 {
-	t.Helper()
-	if v, ok := scrapeCoordinator(t)[sample]; ok {
-		return v
-	}
-	return -1
-}
-
-func coordinatorReadyz(t *testing.T) (int, string) {
-	t.Helper()
-	resp, err := http.Get(coordinatorReadyzURL)
-	if err != nil {
-		t.Fatalf("calling the coordinator's /readyz: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }

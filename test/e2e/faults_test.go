@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,15 +18,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The fault tests break things under depwatch on purpose: the coordinator's pod,
-// the leader, the API server. None of them runs in parallel with another test: they stop
-// what every other test relies on.
+// The fault tests break things under depwatch on purpose: the coordinator's pod, the
+// leader, the API server. The coordinators they kill are private ones, so those tests run
+// beside the others; the API server's restart stops what every test relies on, so that test
+// runs alone.
 
 // unarmedService is the local config's Service whose weeder the coordinator launches on the
 // return (not armed when the outage begins): the path that depends on the coordinator.
 const unarmedService = "upstream-unarmed"
-
-const coordinatorSelector = "app.kubernetes.io/component=coordinator"
 
 // weederWatch follows the weeder Jobs in the depwatch namespace and records, per service,
 // the most Jobs that existed unfinished at the same moment.
@@ -102,12 +100,13 @@ func killPods(t *testing.T, ns, selector string) {
 // launch, its replacement's catch-up does: every dependent is reaped by a weeder and becomes
 // Ready, and no Service ever has two unfinished weeder Jobs at once.
 func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *testing.T) {
-	ensureCoordinator(t)
+	t.Parallel()
+	c := privateCoordinator(t, "kill", nil)
 	const n = 20
 	jobsSeen := watchWeederJobs(t)
 	pairs := make([]*pair, n)
 	for i := range pairs {
-		pairs[i] = startPair(t, newNamespace(t, fmt.Sprintf("kill%02d", i)), unarmedService)
+		pairs[i] = startPair(t, c.namespace(t, fmt.Sprintf("kill%02d", i)), unarmedService)
 	}
 	for _, p := range pairs {
 		p.waitServiceReady(true, 2*time.Minute)
@@ -147,7 +146,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 		}
 		return false, nil
 	})
-	killPods(t, depwatchNS, coordinatorSelector)
+	c.kill(t)
 	killedAt := time.Now()
 	for _, cl := range loops {
 		requireBackOffAhead(t, cl, time.Minute, "the replacement coordinator's catch-up")
@@ -161,7 +160,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 		last = at
 	}
 	t.Logf("all %d dependents Ready again %.1fs after the services began to return", n, last.Sub(upAt).Seconds())
-	waitCoordinatorReplicas(t, 1)
+	c.waitReplicas(t, 1)
 	for _, p := range pairs {
 		if most := jobsSeen.mostAtOnce(p.ns, p.svc); most > 1 {
 			t.Errorf("service %s/%s had %d unfinished weeder Jobs at once, want at most 1", p.ns, p.svc, most)
@@ -179,9 +178,10 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 // launch the weeder within leaseDuration + retryPeriod (15 s + 2 s) plus the time a Job
 // takes to be created.
 func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
-	ensureCoordinator(t)
-	standby := startStandbyCoordinator(t)
-	ns := newNamespace(t, "failover")
+	t.Parallel()
+	c := privateCoordinator(t, "failover", nil)
+	standby := c.standby(t)
+	ns := c.namespace(t, "failover")
 	p := newPairNamed(t, ns, unarmedService)
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
@@ -191,14 +191,14 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	cl := p.waitCrashLoop(time.Minute, 4*time.Minute)
 	crashing := cl.pod
 
-	leader := leaseHolder(t)
-	if !strings.HasPrefix(leader, "depwatch-coordinator-") || strings.HasPrefix(leader, standby) {
+	leader := c.leaseHolder(t)
+	if !strings.HasPrefix(leader, c.name+"-") || strings.HasPrefix(leader, standby.name) {
 		t.Fatalf("the Lease is held by %q, want the first coordinator's pod", leader)
 	}
 	before := len(p.weederJobs())
 	// SIGKILL, not a pod deletion: a deleted pod gets SIGTERM first and hands the Lease
 	// over at once (ReleaseOnCancel); a killed process leaves it to expire, the worst case.
-	killProcessWith(t, "--metrics-bind-addr=127.0.0.1:19643")
+	c.killProcess(t)
 	killedAt := time.Now()
 	requireBackOffAhead(t, cl, 45*time.Second, "the upstream's return")
 	p.scaleUpstream(1)
@@ -206,7 +206,7 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	var takeover time.Duration
 	var newLeader string
 	waitFor(t, time.Minute, "another coordinator to hold the Lease", func() (bool, error) {
-		h := leaseHolder(t)
+		h := c.leaseHolder(t)
 		if h != "" && h != leader {
 			newLeader, takeover = h, time.Since(killedAt)
 			return true, nil
@@ -231,70 +231,6 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	p.waitDependentReady(time.Minute, crashing.UID)
 }
 
-// startStandbyCoordinator runs a copy of the coordinator Deployment, one replica, on ports of
-// its own, and waits for it to stand by. It returns the Deployment's name.
-func startStandbyCoordinator(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	orig, err := kube.AppsV1().Deployments(depwatchNS).Get(ctx, "depwatch-coordinator", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the coordinator deployment: %v", err)
-	}
-	name := "depwatch-coordinator-standby"
-	metrics, health := freePort(t), freePort(t)
-	d := orig.DeepCopy()
-	d.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: depwatchNS}
-	d.Status = appsv1.DeploymentStatus{}
-	lbl := map[string]string{"app.kubernetes.io/name": "depwatch", "app.kubernetes.io/component": "coordinator-standby"}
-	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: lbl}
-	d.Spec.Template.Labels = lbl
-	one := int32(1)
-	d.Spec.Replicas = &one
-	c := &d.Spec.Template.Spec.Containers[0]
-	for i, a := range c.Args {
-		switch {
-		case strings.HasPrefix(a, "--metrics-bind-addr="):
-			c.Args[i] = fmt.Sprintf("--metrics-bind-addr=127.0.0.1:%d", metrics)
-		case strings.HasPrefix(a, "--health-bind-addr="):
-			c.Args[i] = fmt.Sprintf("--health-bind-addr=127.0.0.1:%d", health)
-		}
-	}
-	c.Ports = nil
-	for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-		if pr != nil && pr.HTTPGet != nil {
-			pr.HTTPGet.Port.IntVal = int32(health)
-			pr.HTTPGet.Port.StrVal = ""
-			pr.HTTPGet.Port.Type = 0
-		}
-	}
-	if _, err := kube.AppsV1().Deployments(depwatchNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the standby coordinator: %v", err)
-	}
-	t.Cleanup(func() {
-		dumpIfFailed(t) // the standby's log goes with it
-		_ = kube.AppsV1().Deployments(depwatchNS).Delete(context.Background(), name, metav1.DeleteOptions{})
-		waitFor(t, time.Minute, "the standby coordinator's pods to be gone", func() (bool, error) {
-			pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator-standby"})
-			return err == nil && len(pods.Items) == 0, err
-		})
-	})
-	mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/"+name, "--timeout=90s")
-	waitFor(t, 30*time.Second, "the standby to say it stands by", func() (bool, error) {
-		out, err := kubectl(t, "-n", depwatchNS, "logs", "deployment/"+name)
-		return strings.Contains(out, "Standing by"), err
-	})
-	return name
-}
-
-// leaseHolder is the coordinator Lease's holder ("" when none or unreadable).
-func leaseHolder(t *testing.T) string {
-	l, err := kube.CoordinationV1().Leases(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
 // restartAPIServer stops kube-apiserver and starts it again (hack/restart-component.sh), the
 // way an operator restarts it; it returns once /readyz passes again.
 func restartAPIServer(t *testing.T) time.Duration {
@@ -306,22 +242,6 @@ func restartAPIServer(t *testing.T) time.Duration {
 		t.Fatalf("restarting kube-apiserver: %v\n%s", err, out)
 	}
 	return time.Since(start)
-}
-
-// coordinatorRestarts sums the restart counts of the coordinator's containers.
-func coordinatorRestarts(t *testing.T) int32 {
-	t.Helper()
-	pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: coordinatorSelector})
-	if err != nil {
-		t.Fatalf("listing coordinator pods: %v", err)
-	}
-	var n int32
-	for _, pod := range pods.Items {
-		for _, cs := range pod.Status.ContainerStatuses {
-			n += cs.RestartCount
-		}
-	}
-	return n
 }
 
 // scaleWatch polls Deployments and records every violation of the probe's promises: a
@@ -389,7 +309,8 @@ func (w *scaleWatch) report(t *testing.T) {
 // down. Jobs may fail, but nothing outside the weeder's selector is deleted, no Deployment is
 // ever at 0 without its replicas annotation or annotated with another count, the next runs
 // converge (the dependent recovers; the scale-down completes, and the scale-up restores 2),
-// and the coordinator works again on its own.
+// and the coordinator works again on its own. It runs alone: every other test needs the API
+// server.
 func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	ensureCoordinator(t)
 	ns := newNamespace(t, "apirestart")
@@ -406,7 +327,7 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scaling := watchScaling(ctx, s.ns, dependents, want)
-	restartsBefore := coordinatorRestarts(t)
+	restartsBefore := lab.restarts(t)
 
 	outageStart := time.Now()
 	p.scaleUpstream(0)
@@ -451,8 +372,8 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 			t.Errorf("decoy pod %s/%s (outside the weeder's selector) was deleted", d.Namespace, d.Name)
 		}
 	}
-	waitCoordinatorReplicas(t, 1)
-	t.Logf("coordinator container restarts during the test: %d", coordinatorRestarts(t)-restartsBefore)
+	lab.waitReplicas(t, 1)
+	t.Logf("coordinator container restarts during the test: %d", lab.restarts(t)-restartsBefore)
 	for _, j := range jobsCreatedAfter(p.weederJobs(), outageStart) {
 		t.Logf("weeder Job %s: active %d, succeeded %d, failed %d", j.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
 	}

@@ -3,6 +3,12 @@
 // Package e2e runs depwatch on the real local cluster (make cluster-up): a real kubelet, the
 // real Job controller and real CrashLoopBackOff. Each test makes its own namespace and
 // removes it. Users drive depwatch with kubectl, so the tests do too.
+//
+// Tests run in parallel (make e2e sets -parallel) unless they break what the others rely on:
+// the API server, the lab coordinator's metrics as a whole, or RBAC the examples ship. Those
+// do not call t.Parallel, so Go runs them one by one before any parallel test starts. A test
+// that kills, stops or reconfigures a coordinator uses a private one (coordinators_test.go)
+// and runs in parallel too.
 package e2e
 
 import (
@@ -11,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,8 +85,15 @@ func TestMain(m *testing.M) {
 // newNamespace creates a namespace for one test and deletes it when the test ends.
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
+	return newNamespaceLabelled(t, prefix, nil)
+}
+
+// newNamespaceLabelled is newNamespace with labels of the test's choosing from the start.
+func newNamespaceLabelled(t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
 	name := fmt.Sprintf("e2e-%s-%s", prefix, rand.String(5))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"depwatch.io/e2e": "true"}}}
+	maps.Copy(ns.Labels, labels)
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
@@ -97,6 +111,29 @@ func newNamespace(t *testing.T, prefix string) string {
 		return err == nil, err
 	})
 	return name
+}
+
+// waitEarlierNamespacesGone waits (up to 3 minutes, then goes on) until no namespace of an
+// earlier test is still being deleted: a test that measures load starts on a quiet cluster,
+// not beside the garbage collection of the tests before it.
+func waitEarlierNamespacesGone(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 3*time.Minute {
+		list, err := kube.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/e2e=true"})
+		terminating := 0
+		for _, ns := range list.Items {
+			if ns.DeletionTimestamp != nil {
+				terminating++
+			}
+		}
+		if err == nil && terminating == 0 {
+			t.Logf("no earlier test namespace left being deleted (waited %s)", time.Since(start).Round(time.Second))
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("earlier test namespaces are still being deleted after %s; going on", time.Since(start).Round(time.Second))
 }
 
 // testDump is what a failed test dumps: its namespaces, once.
@@ -250,7 +287,7 @@ func dumpJobLogs(ctx context.Context, t *testing.T, ns string) {
 // dumpCoordinatorLines logs the coordinators' JSON log lines whose namespace field is ns.
 func dumpCoordinatorLines(ctx context.Context, t *testing.T, ns string) {
 	pods, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/name=depwatch,app.kubernetes.io/component in (coordinator,coordinator-standby)",
+		LabelSelector: "app.kubernetes.io/name=depwatch",
 	})
 	if err != nil {
 		t.Logf("listing coordinator pods: %v", err)
@@ -258,6 +295,10 @@ func dumpCoordinatorLines(ctx context.Context, t *testing.T, ns string) {
 	}
 	aboutNS := func(line string) bool { return logLineNamespace(line) == ns }
 	for _, pod := range pods.Items {
+		// The lab's coordinator and the private ones (component coordinator-<name>).
+		if !strings.HasPrefix(pod.Labels["app.kubernetes.io/component"], "coordinator") {
+			continue
+		}
 		var b strings.Builder
 		writePodStatus(&b, pod)
 		writePodLogs(ctx, &b, pod, aboutNS)

@@ -91,7 +91,7 @@ func TestProbeLeavesOutTheNodesDependencyWatchdogLeavesOut(t *testing.T) {
 	s.setMachine(failed, "Failed")
 	s.start()
 
-	lines := s.waitLog(90*time.Second, map[string]string{"action": "scale-up"})
+	lines := s.waitLog(2*time.Minute, map[string]string{"action": "scale-up"})
 	l, _ := findLine(lines, map[string]string{"action": "scale-up"})
 	by := l.str("excluded_by_reason")
 	if !strings.Contains(by, "1 not-managed-by-mcm") || !strings.Contains(by, "1 machine-failed-or-terminating") {
@@ -127,7 +127,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 	}
 	created := time.Now()
 	applyYAML(t, shootCluster(s.ns, "Create", "Succeeded", ""))
-	s.waitLog(60*time.Second, map[string]string{"result": "healthy"})
+	s.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
 	t.Logf("first probe finished %.1fs after the Create succeeded", time.Since(created).Seconds())
 }
 
@@ -145,7 +145,7 @@ func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
 	waitClusterKindFound(t)
 
 	s.start()
-	s.waitLog(90*time.Second, map[string]string{"action": "scale-up", "node_monitor_grace": "10m0s"})
+	s.waitLog(2*time.Minute, map[string]string{"action": "scale-up", "node_monitor_grace": "10m0s"})
 	time.Sleep(10 * time.Second)
 	s.assertUntouched("the shoot's 10m grace has not passed")
 

@@ -76,7 +76,11 @@ func (s *probeScenario) probeTimes() []time.Time {
 // missing and one whose API server hangs fail on their own, and the healthy one is still
 // probed every interval meanwhile. Events go to the control-plane namespace, and
 // `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>` finds its Jobs.
+// It runs alone: the gaps it measures include the next Job's start, which a busy machine
+// stretches.
 func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
+	ensureCoordinator(t)
+	waitEarlierNamespacesGone(t)
 	down := newProbeScenario(t, "shard-down", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ok := newProbeScenario(t, "shard-ok", probeSetup{})
 	missing := newProbeScenario(t, "shard-nosecret", probeSetup{noWorkload: true})
@@ -94,8 +98,8 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 			t.Errorf("%s: no ScaledDown Event in the control-plane namespace %s", name, down.ns)
 		}
 	}
-	missing.waitLog(60*time.Second, map[string]string{"result": "error"})
-	hang.waitLog(60*time.Second, map[string]string{"result": "api-unreachable"})
+	missing.waitLog(2*time.Minute, map[string]string{"result": "error"})
+	hang.waitLog(2*time.Minute, map[string]string{"result": "api-unreachable"})
 	// The healthy namespace keeps being probed every interval (5s ± 20%) while the hanging
 	// one's probes each take their probeTimeout (5s) and the broken one fails at once.
 	time.Sleep(20 * time.Second)
@@ -142,9 +146,10 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 // its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
 // Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
 func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
+	t.Parallel()
 	first := newProbeScenario(t, "shard-first", probeSetup{})
 	first.start()
-	first.waitLog(60*time.Second, map[string]string{"result": "healthy"})
+	first.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
 	running := map[string]bool{}
 	for _, j := range first.probeJobs() {
 		if !jobs.Finished(&j) {
@@ -153,7 +158,7 @@ func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T)
 	}
 	added := newProbeScenario(t, "shard-added", probeSetup{})
 	selected := added.start()
-	added.waitLog(90*time.Second, map[string]string{"result": "healthy"})
+	added.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
 	t.Logf("first probe of the added namespace %.1fs after it was selected", time.Since(selected).Seconds())
 	for _, j := range added.probeJobs() {
 		if running[j.Name] {

@@ -20,11 +20,12 @@ import (
 // (1), then cluster-autoscaler (2) to 0, keeping replicas=2 in the annotation; renewed again
 // → cluster-autoscaler (level 0 up) then the other two (level 1) back to 2, annotations gone.
 func TestProbeScalesDependentsDownInLevelOrderAndBackUp(t *testing.T) {
+	t.Parallel()
 	s := newProbeScenario(t, "probe-cycle", probeSetup{})
 	started := s.start()
 
 	// Healthy leases: the first probe decides scale-up, finds everything up: "healthy".
-	lines := s.waitLog(60*time.Second, map[string]string{"result": "healthy", "msg": "Probe done: healthy."})
+	lines := s.waitLog(2*time.Minute, map[string]string{"result": "healthy", "msg": "Probe done: healthy."})
 	if _, ok := findLine(lines, map[string]string{"action": "scale-up"}); !ok {
 		t.Errorf("the healthy probe's log has no scale-up decision line")
 	}
@@ -105,6 +106,7 @@ func TestProbeScalesDependentsDownInLevelOrderAndBackUp(t *testing.T) {
 // machine-controller-manager down, keeps the stored 2 of kube-controller-manager and leaves
 // cluster-autoscaler alone; once the leases are renewed both come back to 2.
 func TestProbeConvergesAfterAHalfDoneScaleDownAndHonoursIgnoreScaling(t *testing.T) {
+	t.Parallel()
 	s := newProbeScenario(t, "probe-resume", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	mustKubectl(t, "-n", s.ns, "annotate", "deployment", ca, annIgnoreScaling+"=true")
 	mustKubectl(t, "-n", s.ns, "annotate", "deployment", kcm, annReplicas+"=2", annMeltdown+"=")
@@ -139,13 +141,14 @@ func TestProbeConvergesAfterAHalfDoneScaleDownAndHonoursIgnoreScaling(t *testing
 // closed loopback port; the leases say scale down, but without a reachable API server there
 // is no decision: nothing is scaled and the log says api-unreachable.
 func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
+	t.Parallel()
 	port := freePort(t) // nothing listens there
 	kc := strings.ReplaceAll(mustKubectl(t, "config", "view", "--raw", "--flatten", "--minify"),
 		"https://"+apiServerHost+":"+apiServerPort, fmt.Sprintf("https://127.0.0.1:%d", port))
 	s := newProbeScenario(t, "probe-unreach", probeSetup{kubeconfig: kc, expired: []string{"w1", "w2", "w3", "w4"}})
 	s.start()
 
-	lines := s.waitLog(60*time.Second, map[string]string{"result": "api-unreachable"})
+	lines := s.waitLog(2*time.Minute, map[string]string{"result": "api-unreachable"})
 	if l, ok := findLine(lines, map[string]string{"result": "api-unreachable"}); ok {
 		t.Logf("probe: %s (%s)", l.str("msg"), l.str("reason"))
 	}
@@ -175,6 +178,7 @@ func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
 // Cluster saying hibernation.enabled, no probe Job is launched; when hibernation ends,
 // probing starts.
 func TestProbeSkipsAHibernatedShoot(t *testing.T) {
+	t.Parallel()
 	s := newProbeScenario(t, "probe-hib", probeSetup{noWorkload: true})
 	found := func() int {
 		out, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator", "--tail=-1")

@@ -314,22 +314,3 @@ func removeCoordinator() {
 		_, _ = runKubectl("delete", "-k", repoRoot+"/manifests/overlays/local", "--ignore-not-found", "--wait=false")
 	}
 }
-
-// waitCoordinatorReplicas waits until the coordinator Deployment has exactly n ready pods
-// and no others.
-func waitCoordinatorReplicas(t *testing.T, n int) {
-	t.Helper()
-	waitFor(t, 90*time.Second, fmt.Sprintf("%d coordinator pods", n), func() (bool, error) {
-		pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
-		if err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, pod := range pods.Items {
-			if podReady(pod) {
-				ready++
-			}
-		}
-		return len(pods.Items) == n && ready == n, nil
-	})
-}

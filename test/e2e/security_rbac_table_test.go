@@ -200,6 +200,7 @@ func diffRights(t *testing.T, what string, got, want map[rightKey]bool) {
 }
 
 func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +219,7 @@ func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
 }
 
 func TestSecurityRBACManifestsGrantExactlyTheTable(t *testing.T) {
+	t.Parallel()
 	type role struct {
 		namespace string // "" for a ClusterRole
 		rules     []rbacv1.PolicyRule

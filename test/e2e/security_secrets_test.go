@@ -70,7 +70,7 @@ current-context: x
 		}
 		s.start()
 		want := map[string]string{"result": c.wantResult}
-		lines := s.waitLog(90*time.Second, want)
+		lines := s.waitLog(2*time.Minute, want)
 		if c.wantReason != "" {
 			reason := fmt.Sprintf(c.wantReason, s.ns)
 			l, _ := findLine(lines, want)

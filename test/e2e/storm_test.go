@@ -36,7 +36,7 @@ type usage struct {
 
 func coordinatorUsage(t *testing.T) usage {
 	t.Helper()
-	samples := scrapeCoordinator(t)
+	samples := lab.scrape(t)
 	if samples == nil {
 		t.Fatal("the coordinator's metrics cannot be read")
 	}
@@ -96,8 +96,11 @@ func createReadyService(t *testing.T, ns, name string) {
 // readiness flaps), half on a Service named like a configured one ("upstream") whose endpoints
 // churn while it stays Ready. No Job is launched; the coordinator's CPU and resident memory
 // stay flat (figures in the log; bounds: under half a core on average, under 32 MiB of growth).
+// It runs alone: it counts the lab coordinator's CPU and launches as a whole, and its storm
+// needs the API server's full rate.
 func TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat(t *testing.T) {
 	ensureCoordinator(t)
+	waitEarlierNamespacesGone(t)
 	ns := newNamespace(t, "storm")
 	ctx := context.Background()
 	names := []string{upstreamName}

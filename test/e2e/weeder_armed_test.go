@@ -44,6 +44,7 @@ func (p *pair) waitArmedJob(since time.Time, timeout time.Duration) batchv1.Job 
 }
 
 func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testing.T) {
+	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "armed")
 	p := newPair(t, ns)
@@ -96,6 +97,7 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 }
 
 func TestArmedWeederKeepsOneJobWhileTheUpstreamFlaps(t *testing.T) {
+	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "flap")
 	p := newPair(t, ns)

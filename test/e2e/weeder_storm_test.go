@@ -15,56 +15,27 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// setCoordinatorEnv sets (value) or removes ("") environment variables of the coordinator
-// Deployment, the way an operator changes a flag, and waits until the new pod leads. The
-// old values come back when the test ends.
-func setCoordinatorEnv(t *testing.T, env map[string]string) {
-	t.Helper()
-	d, err := kube.AppsV1().Deployments(depwatchNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading the coordinator deployment: %v", err)
-	}
-	old := map[string]string{}
-	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-		old[e.Name] = e.Value
-	}
-	apply := func(vals map[string]string) {
-		args := []string{"-n", depwatchNS, "set", "env", "deployment/depwatch-coordinator", "-c", "coordinator"}
-		for k, v := range vals {
-			if v == "" {
-				args = append(args, k+"-")
-			} else {
-				args = append(args, k+"="+v)
-			}
-		}
-		mustKubectl(t, args...)
-		mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=120s")
-		waitCoordinatorReplicas(t, 1)
-		waitFor(t, time.Minute, "the coordinator to lead", func() (bool, error) {
-			return coordinatorMetric(t, "depwatch_coordinator_leader") == 1, nil
-		})
-	}
-	restore := map[string]string{}
-	for k := range env {
-		restore[k] = old[k]
-	}
-	t.Cleanup(func() { apply(restore) })
-	apply(env)
-}
-
 // coveringJobs maps each service (<namespace>/<service>) to the weeder Jobs created since
-// `since` that cover it.
-func coveringJobs(t *testing.T, since time.Time) (map[string][]string, []batchv1.Job) {
+// `since` that cover it, counting only Jobs for services in the namespaces nss (the other
+// tests' Jobs are in the depwatch namespace too; nil: every namespace).
+func coveringJobs(t *testing.T, since time.Time, nss map[string]bool) (map[string][]string, []batchv1.Job) {
 	t.Helper()
 	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
 	if err != nil {
 		t.Fatalf("listing weeder Jobs: %v", err)
 	}
-	recent := jobsCreatedAfter(list.Items, since)
+	var recent []batchv1.Job
 	by := map[string][]string{}
-	for _, j := range recent {
+	for _, j := range jobsCreatedAfter(list.Items, since) {
+		ours := false
 		for _, k := range jobs.JobTargets(&j) {
-			by[k] = append(by[k], j.Name)
+			if ns, _, _ := strings.Cut(k, "/"); nss == nil || nss[ns] {
+				by[k] = append(by[k], j.Name)
+				ours = true
+			}
+		}
+		if ours {
+			recent = append(recent, j)
 		}
 	}
 	return by, recent
@@ -81,13 +52,16 @@ const stormPairs = 8
 // dependent is restarted by its weeder well before the kubelet's own restart. A lone outage
 // afterwards still gets a Job of its own.
 func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *testing.T) {
-	ensureCoordinator(t)
-	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": "2", "DEPWATCH_WEEDER_BATCH_WINDOW": "20s"})
+	t.Parallel()
+	// A private coordinator: its batching counts only this test's launches.
+	c := privateCoordinator(t, "wstorm", map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": "2", "DEPWATCH_WEEDER_BATCH_WINDOW": "20s"})
 	pairs := make([]*pair, stormPairs)
+	nss := map[string]bool{}
 	for i := range pairs {
-		pairs[i] = startPair(t, newNamespace(t, fmt.Sprintf("wstorm%d", i)), upstreamName)
+		pairs[i] = startPair(t, c.namespace(t, fmt.Sprintf("wstorm%d", i)), upstreamName)
+		nss[pairs[i].ns] = true
 	}
-	lone := startPair(t, newNamespace(t, "wstorm-lone"), upstreamName)
+	lone := startPair(t, c.namespace(t, "wstorm-lone"), upstreamName)
 	lone.waitServiceReady(true, 2*time.Minute)
 	for _, p := range pairs {
 		p.waitServiceReady(true, 2*time.Minute)
@@ -108,7 +82,7 @@ func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *tes
 	var by map[string][]string
 	var created []batchv1.Job
 	waitFor(t, 90*time.Second, "every service of the storm to be covered by an armed weeder Job", func() (bool, error) {
-		by, created = coveringJobs(t, stormStart)
+		by, created = coveringJobs(t, stormStart, nss)
 		for _, p := range pairs {
 			if len(by[p.ns+"/"+p.svc]) == 0 {
 				return false, nil
@@ -166,7 +140,7 @@ func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *tes
 		}
 	}
 	// The returns launched nothing: the armed Jobs covered them.
-	if _, after := coveringJobs(t, stormStart); len(after) != len(created) {
+	if _, after := coveringJobs(t, stormStart, nss); len(after) != len(created) {
 		t.Errorf("the returns launched %d more weeder Jobs", len(after)-len(created))
 	}
 	// A batch Job's log names the service on each of its lines.

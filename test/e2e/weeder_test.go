@@ -12,10 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The weeder scenarios share the one coordinator installed from manifests/overlays/local, so
-// they run one after the other (the reap tests run in parallel with each other).
+// The weeder scenarios share the one coordinator installed from manifests/overlays/local.
+// Each has its own namespace and finds its Jobs by their targets, so they run in parallel;
+// the one that stops its coordinator has a private one.
 
 func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) {
+	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "weeder")
 	p := newPair(t, ns)
@@ -59,6 +61,7 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 }
 
 func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
+	t.Parallel()
 	ensureCoordinator(t)
 	ns := newNamespace(t, "steady")
 	p := newPair(t, ns)
@@ -80,8 +83,9 @@ func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
 }
 
 func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) {
-	ensureCoordinator(t)
-	ns := newNamespace(t, "catchup")
+	t.Parallel()
+	c := privateCoordinator(t, "catchup", nil)
+	ns := c.namespace(t, "catchup")
 	p := newPair(t, ns)
 
 	// The outage begins with the coordinator up: it stops the weeder still running from the
@@ -91,12 +95,8 @@ func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) 
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
-	scaleDeployment(t, depwatchNS, "depwatch-coordinator", 0)
-	defer func() {
-		scaleDeployment(t, depwatchNS, "depwatch-coordinator", 1)
-		waitCoordinatorReplicas(t, 1)
-	}()
-	waitCoordinatorReplicas(t, 0)
+	c.scale(t, 0)
+	c.waitReplicas(t, 0)
 	mustKubectl(t, "-n", depwatchNS, "delete", "job", armed.Name, "--wait=true")
 	// After the return the coordinator's pod must start, take the Lease and launch the
 	// catch-up Job, and that Job's pod must start, all before the kubelet's own restart:
@@ -106,7 +106,7 @@ func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) 
 
 	p.scaleUpstream(1)
 	upAt := p.waitServiceReady(true, time.Minute)
-	scaleDeployment(t, depwatchNS, "depwatch-coordinator", 1)
+	c.scale(t, 1)
 
 	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
 	t.Logf("upstream Ready (coordinator down) → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
