@@ -139,7 +139,7 @@ func (c *deployedCoordinator) deploy(t *testing.T, env map[string]string) {
 		}
 	}
 	ct := &spec.Containers[0]
-	args := []string{fmt.Sprintf("--leader-election-namespace=%s", c.leaseNS)}
+	var args []string
 	for _, a := range ct.Args {
 		switch {
 		case strings.HasPrefix(a, "--metrics-bind-addr="):
@@ -151,7 +151,7 @@ func (c *deployedCoordinator) deploy(t *testing.T, env map[string]string) {
 		}
 		args = append(args, a)
 	}
-	ct.Args = args
+	ct.Args = append(args, "--leader-election-namespace="+c.leaseNS) // after the subcommand
 	for k, v := range env {
 		ct.Env = append(ct.Env, corev1.EnvVar{Name: k, Value: v})
 	}

@@ -315,6 +315,12 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	ensureCoordinator(t)
 	ns := newNamespace(t, "apirestart")
 	p := newPair(t, ns)
+	// The outage first: the rest is set up while the dependent's back-off grows.
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	armed := p.waitArmedJob(outageStart, time.Minute)
+
 	// Decoys: crash-looping like the dependent, but outside the weeder's selector (no
 	// dependent label) or outside its namespace (labelled, in a namespace with no Service).
 	decoyNS := newNamespace(t, "apirestart-decoy")
@@ -328,11 +334,6 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	defer cancel()
 	scaling := watchScaling(ctx, s.ns, dependents, want)
 	restartsBefore := lab.restarts(t)
-
-	outageStart := time.Now()
-	p.scaleUpstream(0)
-	p.waitServiceReady(false, time.Minute)
-	armed := p.waitArmedJob(outageStart, time.Minute)
 	// The dependent must still be crash-looping when the upstream returns, or the kubelet
 	// restarts it and the weeder has nothing to reap: its back-off must outlast the probe
 	// Job's start, the API server's restart (13 s on an idle machine, more under load), the

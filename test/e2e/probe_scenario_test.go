@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,9 +81,14 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 		_, _ = kubectl(t, "label", "namespace", ns, probeLabel+"-")
 		cancel()
 		wg.Wait()
-		_ = kube.BatchV1().Jobs(depwatchNS).DeleteCollection(context.Background(),
-			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
-			metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(ns)})
+		// Only the Jobs that probed this namespace alone: a shard's Job probes the other
+		// tests' namespaces too, and they read its log and rely on its scaling.
+		for _, j := range s.probeJobs() {
+			if covers := jobs.ReadFacts(&j).Namespaces; len(covers) == 0 || slices.Equal(covers, []string{ns}) {
+				_ = kube.BatchV1().Jobs(depwatchNS).Delete(context.Background(), j.Name,
+					metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+			}
+		}
 		for _, n := range s.nodes {
 			_ = kube.CoordinationV1().Leases(nodeLeaseNS).Delete(context.Background(), n, metav1.DeleteOptions{})
 			_ = kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
@@ -256,21 +262,20 @@ func (s *probeScenario) collectLogs(ctx context.Context) {
 				continue
 			}
 			var b strings.Builder
+			complete := true // every pod's log read whole: only then is a finished Job's log final
 			for _, p := range pods.Items {
-				rc, err := kube.CoreV1().Pods(depwatchNS).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
-				if err != nil {
-					continue
-				}
-				data, _ := io.ReadAll(rc)
-				rc.Close()
+				data, err := podLog(ctx, p.Name)
+				complete = complete && err == nil
 				b.Write(data)
 			}
 			s.mu.Lock()
 			if _, seen := s.logs[j.Name]; !seen {
 				s.order = append(s.order, j.Name)
 			}
-			s.logs[j.Name] = b.String()
-			s.final[j.Name] = finished
+			if b.Len() >= len(s.logs[j.Name]) { // a failed read does not shorten what was read before
+				s.logs[j.Name] = b.String()
+			}
+			s.final[j.Name] = finished && complete
 			s.mu.Unlock()
 		}
 		select {
@@ -278,6 +283,18 @@ func (s *probeScenario) collectLogs(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// podLog reads a depwatch pod's log as it is now, within 10 seconds.
+func podLog(ctx context.Context, pod string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := kube.CoreV1().Pods(depwatchNS).GetLogs(pod, &corev1.PodLogOptions{}).Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 func jobDone(j *batchv1.Job) bool {

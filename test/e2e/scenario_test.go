@@ -300,6 +300,16 @@ func ensureCoordinator(t *testing.T) {
 		out, err = kubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=90s")
 		if err != nil {
 			coordinatorErr = fmt.Errorf("the coordinator did not become available: %v\n%s", err, out)
+			return
+		}
+		// Available is not yet leading: a test must not begin before the coordinator acts.
+		deadline := time.Now().Add(time.Minute)
+		for lab.metric(t, "depwatch_coordinator_leader") != 1 {
+			if time.Now().After(deadline) {
+				coordinatorErr = fmt.Errorf("the coordinator did not take the lead within a minute of becoming available")
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 	if coordinatorErr != nil {
