@@ -49,7 +49,7 @@ cluster-down: ## Stop every process cluster-up started and remove its state (saf
 # Most e2e tests wait on the cluster, not the CPU: they run many at a time (Go's default is
 # GOMAXPROCS, 2 here). Tests that disrupt what others rely on do not call t.Parallel and so
 # run alone, before the rest.
-E2E_PARALLEL ?= 8
+E2E_PARALLEL ?= 4
 
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh
