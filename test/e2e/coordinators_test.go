@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,13 +57,16 @@ func privateCoordinator(t *testing.T, prefix string, env map[string]string) *dep
 	name := "dwc-" + strings.TrimPrefix(home, "e2e-")
 	c := &deployedCoordinator{name: name, component: "coordinator-" + name, leaseNS: home, home: home, config: name}
 
-	// Its Lease in its home namespace, with the lab's rights on it.
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "depwatch-coordinator", Namespace: home},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"depwatch-coordinator"}, Verbs: []string{"get", "update"}},
-		},
+	// Its Lease in its home namespace, with the rights the manifests' Role grants on the lab's.
+	labRole, err := kube.RbacV1().Roles(depwatchNS).Get(ctx, "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the lab coordinator's Role: %v", err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "depwatch-coordinator", Namespace: home}}
+	for _, r := range labRole.Rules {
+		if slices.Contains(r.Resources, "leases") {
+			role.Rules = append(role.Rules, r)
+		}
 	}
 	if _, err := kube.RbacV1().Roles(home).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Lease Role of %s: %v", c.name, err)
@@ -184,9 +188,22 @@ func (c *deployedCoordinator) namespace(t *testing.T, prefix string) string {
 // waitLeading waits until c's metrics say it leads.
 func (c *deployedCoordinator) waitLeading(t *testing.T) {
 	t.Helper()
-	waitFor(t, time.Minute, "coordinator "+c.name+" to lead", func() (bool, error) {
-		return c.metric(t, "depwatch_coordinator_leader") == 1, nil
-	})
+	if !c.leadsWithin(t, time.Minute) {
+		t.Fatalf("coordinator %s did not take the lead within a minute", c.name)
+	}
+}
+
+// leadsWithin tells whether c's metrics say it leads before d has passed.
+func (c *deployedCoordinator) leadsWithin(t *testing.T, d time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for c.metric(t, "depwatch_coordinator_leader") != 1 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return true
 }
 
 // scale sets c's Deployment's replicas.
@@ -213,7 +230,10 @@ func (c *deployedCoordinator) waitReplicas(t *testing.T, n int) {
 }
 
 // kill deletes c's pods at once, without a grace period: SIGKILL, nothing released.
-func (c *deployedCoordinator) kill(t *testing.T) { killPods(t, depwatchNS, c.selector()) }
+func (c *deployedCoordinator) kill(t *testing.T) {
+	t.Helper()
+	mustKubectl(t, "-n", depwatchNS, "delete", "pod", "-l", c.selector(), "--grace-period=0", "--force", "--wait=false")
+}
 
 // killProcess sends SIGKILL to c's process itself: its pod stays, its Lease is not released.
 func (c *deployedCoordinator) killProcess(t *testing.T) {

@@ -88,12 +88,6 @@ func (w *weederWatch) mostAtOnce(ns, svc string) int {
 	return w.most[ns+"/"+svc]
 }
 
-// killPods deletes pods at once, without a grace period: SIGKILL, nothing released.
-func killPods(t *testing.T, ns, selector string) {
-	t.Helper()
-	mustKubectl(t, "-n", ns, "delete", "pod", "-l", selector, "--grace-period=0", "--force", "--wait=false")
-}
-
 // TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce: 20 Services go down
 // and their dependents crash-loop; the Services come back together and the coordinator's pod
 // is killed (no grace period) as the first of them turns Ready. Whatever the old pod did not

@@ -303,13 +303,8 @@ func ensureCoordinator(t *testing.T) {
 			return
 		}
 		// Available is not yet leading: a test must not begin before the coordinator acts.
-		deadline := time.Now().Add(time.Minute)
-		for lab.metric(t, "depwatch_coordinator_leader") != 1 {
-			if time.Now().After(deadline) {
-				coordinatorErr = fmt.Errorf("the coordinator did not take the lead within a minute of becoming available")
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !lab.leadsWithin(t, time.Minute) {
+			coordinatorErr = fmt.Errorf("the coordinator did not take the lead within a minute of becoming available")
 		}
 	})
 	if coordinatorErr != nil {
