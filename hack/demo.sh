@@ -56,7 +56,8 @@ spec:
           image: $TESTAPP_IMAGE
           imagePullPolicy: Never
           command: $4
-          readinessProbe: {exec: {command: ["/testapp", "probe", "$addr"]}, periodSeconds: 1, failureThreshold: 1}
+          # Ready while the upstream accepts connections; the kubelet dials it itself.
+          readinessProbe: {tcpSocket: {host: 127.0.0.1, port: $port}, periodSeconds: 1, failureThreshold: 1}
 ---
 YAML
 }

@@ -377,12 +377,16 @@ func mustKubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// waitFor polls cond every 100ms until it holds or timeout passes.
+// waitFor polls cond until it holds or timeout passes: every 100ms while cond is cheap (an
+// API read), less often when it is not (a kubectl run, a big list), so that a test waiting
+// never spends more than about a fifth of its time checking. Dozens of tests wait at once on
+// a two-core machine that also runs the cluster.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
+		began := time.Now()
 		ok, err := cond()
 		if ok {
 			return
@@ -391,8 +395,14 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pollPause(time.Since(began)))
 	}
+}
+
+// pollPause is how long waitFor rests after a check that took took: four times as long, at
+// least 100ms and at most a second, which bounds how late a wait sees what it waits for.
+func pollPause(took time.Duration) time.Duration {
+	return min(max(4*took, 100*time.Millisecond), time.Second)
 }
 
 // logLine is one JSON line of depwatch's Logrus-format log.

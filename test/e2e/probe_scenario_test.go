@@ -153,10 +153,6 @@ func sleeper(name, ns string) *appsv1.Deployment {
 					Containers: []corev1.Container{{
 						Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever,
 						Command: []string{"/testapp", "sleep"},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/testapp", "exit", "0"}}},
-							PeriodSeconds: 1, FailureThreshold: 1,
-						},
 					}},
 				},
 			},

@@ -58,7 +58,10 @@ func freePort(t *testing.T) int {
 }
 
 // hostNetworkDeployment runs testapp on the host network; its pods carry labels plus app=name.
-func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]string, command, probe []string) *appsv1.Deployment {
+// A pod is Ready while readyAddr (on loopback) accepts TCP connections. The kubelet checks that
+// itself: an exec probe every second would start a process in the container each time, and
+// with dozens of such pods those execs alone kept both cores of the test machine busy.
+func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]string, command []string, readyAddr string) *appsv1.Deployment {
 	zero := int64(0)
 	withApp := map[string]string{"app": name}
 	for k, v := range labels {
@@ -77,7 +80,9 @@ func hostNetworkDeployment(name, ns string, replicas int32, labels map[string]st
 					Containers: []corev1.Container{{
 						Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever, Command: command,
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: probe}},
+							ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+								Host: "127.0.0.1", Port: intstr.FromInt32(int32(mustPort(readyAddr))),
+							}},
 							PeriodSeconds: 1, TimeoutSeconds: 2, FailureThreshold: 1,
 						},
 					}},
@@ -132,7 +137,7 @@ func startPair(t *testing.T, ns, svcName string) *pair {
 func (p *pair) startDependent() {
 	p.t.Helper()
 	dep := hostNetworkDeployment(dependentName, p.ns, 1, map[string]string{dependentLabel: "dependent"},
-		[]string{"/testapp", "depend", p.addr}, []string{"/testapp", "probe", p.addr})
+		[]string{"/testapp", "depend", p.addr}, p.addr)
 	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
 		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, dependentName, err)
 	}
@@ -143,7 +148,7 @@ func (p *pair) startDependent() {
 func (p *pair) addUpstream(name, addr string) {
 	p.t.Helper()
 	up := hostNetworkDeployment(name, p.ns, 1, map[string]string{"role": p.svc},
-		[]string{"/testapp", "serve", addr}, []string{"/testapp", "probe", addr})
+		[]string{"/testapp", "serve", addr}, addr)
 	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), up, metav1.CreateOptions{}); err != nil {
 		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, name, err)
 	}

@@ -7,7 +7,6 @@
 //	                             (FILE on an emptyDir, kept across restarts): run until SIGTERM.
 //	                             A container that exits exactly once, then runs.
 //	testapp serve ADDR           accept TCP connections on ADDR until SIGTERM (an upstream)
-//	testapp probe ADDR           exit 0 when ADDR accepts a connection, else 1 (exec probes)
 //	testapp depend ADDR          exit 1 unless ADDR accepts a connection; then check it every
 //	                             second and exit 1 when it stops (a dependent that crash-loops
 //	                             while its upstream is down)
@@ -25,7 +24,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: testapp exit CODE | sleep | once FILE | serve ADDR | probe ADDR | depend ADDR")
+		fmt.Fprintln(os.Stderr, "usage: testapp exit CODE | sleep | once FILE | serve ADDR | depend ADDR")
 		os.Exit(2)
 	}
 	arg := func() string {
@@ -76,10 +75,6 @@ func main() {
 		fmt.Printf("testapp: serving on %s\n", ln.Addr())
 		waitForSignal()
 		_ = ln.Close()
-	case "probe":
-		if !reachable(arg()) {
-			os.Exit(1)
-		}
 	case "depend":
 		addr := arg()
 		if !reachable(addr) {
