@@ -46,10 +46,12 @@ cluster-up: ## Install, build and start the local single-node cluster (kubeconfi
 cluster-down: ## Stop every process cluster-up started and remove its state (safe to call twice).
 	./hack/cluster-down.sh
 
-# Most e2e tests wait on the cluster, not the CPU: they run many at a time (Go's default is
-# GOMAXPROCS, 2 here). Tests that disrupt what others rely on do not call t.Parallel and so
-# run alone, before the rest.
-E2E_PARALLEL ?= 4
+# Most e2e tests wait on the cluster, not the CPU: E2E_PARALLEL of them run at once, the
+# longest first (test/e2e/sharing_test.go hands out these slots; 8 kept both cores saturated
+# for minutes). Tests that load the whole cluster or measure against a quiet one do not call
+# t.Parallel and so run alone, before the rest; the API-server restart sets up beside the
+# rest and restarts it after them.
+E2E_PARALLEL ?= 6
 
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh

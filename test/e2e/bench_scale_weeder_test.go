@@ -87,8 +87,8 @@ func setCoordinatorEnv(t *testing.T, env map[string]string) {
 	apply(env)
 }
 
-// parallel runs f for every item with 32 workers and returns the first error.
-func parallel[T any](items []T, f func(T) error) error {
+// concurrently runs f for every item with 32 workers and returns the first error.
+func concurrently[T any](items []T, f func(T) error) error {
 	var mu sync.Mutex
 	var first error
 	work := make(chan T)
@@ -132,12 +132,12 @@ func createBenchServices(t *testing.T, c kubernetes.Interface, prefix string, n 
 		svcs = append(svcs, benchService{ns, "etcd-main-client"}, benchService{ns, "kube-apiserver"})
 	}
 	t.Cleanup(func() { deleteNamespaces(nss) })
-	err := parallel(nss, func(ns string) error {
+	err := concurrently(nss, func(ns string) error {
 		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"depwatch.io/e2e": "true"}}}, metav1.CreateOptions{})
 		return err
 	})
 	if err == nil {
-		err = parallel(svcs, func(s benchService) error {
+		err = concurrently(svcs, func(s benchService) error {
 			created, err := c.CoreV1().Services(s.ns).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.ns},
 				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}},
@@ -283,7 +283,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	down := map[string]time.Time{}
 	var mu sync.Mutex
 	stormStart := time.Now()
-	if err := parallel(storm, func(s benchService) error {
+	if err := concurrently(storm, func(s benchService) error {
 		if err := setReady(c, s, false); err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	}
 
 	// Lone outages during a mass deletion of the namespaces.
-	if err := parallel(storm, func(s benchService) error { return setReady(c, s, true) }); err != nil {
+	if err := concurrently(storm, func(s benchService) error { return setReady(c, s, true) }); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Second)

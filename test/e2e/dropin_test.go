@@ -24,7 +24,7 @@ import (
 // RUN_DURATION ends long before the first tick lists and reaps nothing, even with a
 // crash-looping pod right there.
 func TestReapCronScheduleWhoseFirstTickIsMinutesAwayReapsNothingAtStart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "cronstart")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	waitCrashLoopBackOff(t, ns, "crasher")
@@ -60,7 +60,7 @@ func TestReapCronScheduleWhoseFirstTickIsMinutesAwayReapsNothingAtStart(t *testi
 // CrashLoopBackOff and a weeder-style run (WATCH, CONTAINER_STATUSES=CrashLoopBackOff) leaves
 // it alone, while a pod that really crash-loops, in the same run, is reaped.
 func TestReapLeavesAFreshPodsFirstExitAlone(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "firstexit")
 	suffix := applyExample(t, ns, reapExample, map[string]string{
 		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "WATCH": "true", "RUN_DURATION": "45s",
@@ -156,7 +156,7 @@ func createOncePod(t *testing.T, ns, name string, labels map[string]string) *cor
 // EXCLUDE_LABEL_VALUES runs (exit 0) with pod-reaper's meaning: the empty exclusion value keeps
 // a pod whose label is set to "", and the log is pod-reaper's Fluentd format.
 func TestReapRunsAPodReaperEnvWithTrailingCommasAndEmptyValues(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "prenv")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	kept := crashingPod(t, ns, "kept", map[string]string{"app": "crasher", "keep": ""})
@@ -207,7 +207,7 @@ func TestReapRunsAPodReaperEnvWithTrailingCommasAndEmptyValues(t *testing.T) {
 // full RUN_DURATION from that return. A dependent that starts crash-looping after the first
 // return's window would have ended, but inside the second's, is reaped.
 func TestWeederFlappingServiceSecondReturnGetsAFullRunDuration(t *testing.T) {
-	t.Parallel()
+	parallelLong(t)
 	const window = 60 * time.Second
 	ns := newNamespace(t, "flapwin")
 	p := startPair(t, ns, "flapsvc")

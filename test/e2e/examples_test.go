@@ -15,7 +15,7 @@ import (
 // Every example and both kustomizations must be accepted by a real API server as they are
 // (server-side dry run: admission, validation, defaulting), without changing anything.
 func TestExamplesAndManifestsApplyCleanlyOnTheServer(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ensureCoordinator(t) // the examples live in namespace depwatch
 	// reaper-namespaced.yaml targets a namespace of its own.
 	myApp := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "my-app"}}

@@ -94,7 +94,7 @@ func (w *weederWatch) mostAtOnce(ns, svc string) int {
 // launch, its replacement's catch-up does: every dependent is reaped by a weeder and becomes
 // Ready, and no Service ever has two unfinished weeder Jobs at once.
 func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *testing.T) {
-	t.Parallel()
+	parallelLong(t)
 	c := privateCoordinator(t, "kill", nil)
 	const n = 20
 	jobsSeen := watchWeederJobs(t)
@@ -172,7 +172,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 // launch the weeder within leaseDuration + retryPeriod (15 s + 2 s) plus the time a Job
 // takes to be created.
 func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
-	t.Parallel()
+	parallelLong(t)
 	c := privateCoordinator(t, "failover", nil)
 	standby := c.standby(t)
 	ns := c.namespace(t, "failover")
@@ -303,13 +303,15 @@ func (w *scaleWatch) report(t *testing.T) {
 // down. Jobs may fail, but nothing outside the weeder's selector is deleted, no Deployment is
 // ever at 0 without its replicas annotation or annotated with another count, the next runs
 // converge (the dependent recovers; the scale-down completes, and the scale-up restores 2),
-// and the coordinator works again on its own. It runs alone: every other test needs the API
-// server.
+// and the coordinator works again on its own. Every other test needs the API server: this
+// one sets up and waits beside them, and restarts it once they have all ended.
 func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
+	othersEnded := disruptsTheCluster(t)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "apirestart")
 	p := newPair(t, ns)
-	// The outage first: the rest is set up while the dependent's back-off grows.
+	// The outage first: the rest is set up, and the other tests run, while the dependent's
+	// back-off grows.
 	outageStart := time.Now()
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
@@ -323,17 +325,32 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 		crashingPod(t, decoyNS, "decoy-elsewhere", map[string]string{dependentLabel: "dependent"}),
 	}
 	s := newProbeScenario(t, "apirestart-probe", probeSetup{expired: []string{"w1", "w2", "w3"}})
+
+	// The dependent must still be crash-looping when the upstream returns, or the kubelet
+	// restarts it and the weeder has nothing to reap: its back-off must outlast the probe
+	// Job's start, the API server's restart (13 s on an idle machine, more under load), the
+	// upstream's return and the weeder's reconnect. Two minutes ahead takes the 160 s
+	// back-off; a 20 s one was used up by the first two steps alone. When the other tests
+	// end is not known in advance, and by then a dependent may wait the kubelet's longest
+	// back-off (5 min), with two minutes ahead only in its first three. A second dependent,
+	// whose crash loop starts 150 s later, has them in the other two.
+	crashLoops := []podsOf{p.dependent()}
+	select {
+	case <-othersEnded:
+	case <-time.After(time.Until(outageStart.Add(150 * time.Second))):
+		const late = "dependent-late"
+		p.startDependentNamed(late)
+		crashLoops = append(crashLoops, podsOf{ns, "app=" + late})
+		<-othersEnded
+	}
+	t.Logf("every test that shares the cluster has ended, %s after the outage began: the API server is this test's alone now",
+		time.Since(outageStart).Round(time.Second))
 	want := map[string]int32{kcm: dependentReplicas, mcm: dependentReplicas, ca: dependentReplicas}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scaling := watchScaling(ctx, s.ns, dependents, want)
 	restartsBefore := lab.restarts(t)
-	// The dependent must still be crash-looping when the upstream returns, or the kubelet
-	// restarts it and the weeder has nothing to reap: its back-off must outlast the probe
-	// Job's start, the API server's restart (13 s on an idle machine, more under load), the
-	// upstream's return and the weeder's reconnect. Two minutes ahead takes the 160 s
-	// back-off; a 20 s one was used up by the first two steps alone.
-	cl := p.waitCrashLoop(2*time.Minute, 5*time.Minute)
+	cl, crashLoop := waitForAnyBackOffAtLeast(t, 2*time.Minute, 5*time.Minute, crashLoops...)
 	crashing := cl.pod
 	s.start()
 	waitFor(t, time.Minute, "a probe Job to run", func() (bool, error) {
@@ -352,7 +369,7 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	p.scaleUpstream(1)
 	p.waitServiceReady(true, time.Minute)
 	waitReapedEvent(t, ns, crashing.Name, 3*time.Minute)
-	p.waitDependentReady(2*time.Minute, crashing.UID)
+	waitPodReady(t, crashLoop, 2*time.Minute, crashing.UID)
 	s.waitReplicas(kcm, 0, 3*time.Minute)
 	s.waitReplicas(mcm, 0, time.Minute)
 	s.waitReplicas(ca, 0, time.Minute)

@@ -109,17 +109,48 @@ type podsOf struct{ ns, selector string }
 // must allow for it.
 func waitForBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...podsOf) []crashLoop {
 	t.Helper()
+	found := waitForBackOffs(t, d, timeout, len(workloads), workloads)
+	for _, cl := range found {
+		t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
+			cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
+	}
+	return found
+}
+
+// waitForAnyBackOffAtLeast waits until the pod of one of the workloads is in crash-loop
+// back-off with at least d of it ahead, and returns it and its workload. Several dependents
+// whose crash loops started at different times leave no long gap in which none of them has
+// that much ahead, even once all of them wait the kubelet's longest back-off.
+func waitForAnyBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...podsOf) (crashLoop, podsOf) {
+	t.Helper()
+	found := waitForBackOffs(t, d, timeout, 1, workloads)
+	for i, cl := range found {
+		if cl.container != "" {
+			t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
+				cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
+			return cl, workloads[i]
+		}
+	}
+	t.Fatalf("waiting for %s of back-off: no crash loop among %v", d, workloads) // not reached: waitForBackOffs fails first
+	return crashLoop{}, podsOf{}
+}
+
+// waitForBackOffs waits until at least want of the workloads' pods are in crash-loop
+// back-off with d or more of it ahead at the same moment; the others' entries are zero.
+func waitForBackOffs(t *testing.T, d, timeout time.Duration, want int, workloads []podsOf) []crashLoop {
+	t.Helper()
 	if d >= maxKubeletBackoff {
-		t.Fatalf("waitForBackOffAtLeast(%s): the kubelet's back-off never exceeds %s", d, maxKubeletBackoff)
+		t.Fatalf("waiting for %s of back-off: the kubelet's back-off never exceeds %s", d, maxKubeletBackoff)
 	}
 	selectors := map[string]bool{}
 	for _, w := range workloads {
 		selectors[w.selector] = true
 	}
-	found := make([]crashLoop, len(workloads))
+	var found []crashLoop
 	var short []string
-	waitFor(t, timeout, fmt.Sprintf("%d dependent(s) in crash-loop back-off with at least %s of it ahead", len(workloads), d), func() (bool, error) {
-		// One list per selector across namespaces: many workloads, polled every 100 ms.
+	what := fmt.Sprintf("%d of %d dependent(s) in crash-loop back-off with at least %s of it ahead", want, len(workloads), d)
+	waitFor(t, timeout, what, func() (bool, error) {
+		// One list per selector across namespaces: many workloads, polled often.
 		pods := map[podsOf][]corev1.Pod{}
 		for sel := range selectors {
 			list, err := kube.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
@@ -133,6 +164,7 @@ func waitForBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...
 				}
 			}
 		}
+		found = make([]crashLoop, len(workloads))
 		short = short[:0]
 		for i, w := range workloads {
 			if len(pods[w]) != 1 {
@@ -146,15 +178,11 @@ func waitForBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...
 			}
 			found[i] = cl
 		}
-		if len(short) > 0 {
+		if len(workloads)-len(short) < want {
 			return false, fmt.Errorf("not yet: %s", strings.Join(short[:min(len(short), 5)], "; "))
 		}
 		return true, nil
 	})
-	for _, cl := range found {
-		t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
-			cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
-	}
 	return found
 }
 

@@ -77,6 +77,7 @@ func TestMain(m *testing.M) {
 	}
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
+	takeOverParallel()
 	code := m.Run()
 	removeCoordinator()
 	os.Exit(code)

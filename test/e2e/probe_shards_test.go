@@ -146,7 +146,7 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 // its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
 // Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
 func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	first := newProbeScenario(t, "shard-first", probeSetup{})
 	first.start()
 	first.waitLog(2*time.Minute, map[string]string{"result": "healthy"})

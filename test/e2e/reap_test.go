@@ -19,7 +19,7 @@ var reapExample = []string{"reaper-rbac.yaml", "reap-job.yaml"}
 const reapJobName = "reap-crashloop-once"
 
 func TestReapJobFromExampleDeletesCrashLoopingPodAndSparesHealthyOne(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "reap")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	bystander := sleepingPod(t, ns, "bystander", map[string]string{"app": "bystander"})
@@ -57,7 +57,7 @@ func TestReapJobFromExampleDeletesCrashLoopingPodAndSparesHealthyOne(t *testing.
 }
 
 func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "evict")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	// minAvailable (not maxUnavailable) works for a bare pod: the disruption controller needs
@@ -108,7 +108,7 @@ func TestReapJobWithEvictSkipsPodProtectedByDisruptionBudget(t *testing.T) {
 }
 
 func TestReapJobInDryRunDeletesNothingAndSaysWhatItWouldDo(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "dryrun")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart)
@@ -130,7 +130,7 @@ func TestReapJobInDryRunDeletesNothingAndSaysWhatItWouldDo(t *testing.T) {
 }
 
 func TestReapJobWithBadConfigurationExitsTwoWithClearErrorAndTouchesNothing(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "badcfg")
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	waitCrashLoopBackOff(t, ns, "crasher")

@@ -136,10 +136,17 @@ func startPair(t *testing.T, ns, svcName string) *pair {
 
 func (p *pair) startDependent() {
 	p.t.Helper()
-	dep := hostNetworkDeployment(dependentName, p.ns, 1, map[string]string{dependentLabel: "dependent"},
+	p.startDependentNamed(dependentName)
+}
+
+// startDependentNamed adds one more dependent Deployment, called name (its pods are labelled
+// app=name, and as dependents for the weeder's selector).
+func (p *pair) startDependentNamed(name string) {
+	p.t.Helper()
+	dep := hostNetworkDeployment(name, p.ns, 1, map[string]string{dependentLabel: "dependent"},
 		[]string{"/testapp", "depend", p.addr}, p.addr)
 	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, dependentName, err)
+		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, name, err)
 	}
 }
 
@@ -201,32 +208,24 @@ func scaleDeployment(t *testing.T, ns, name string, replicas int32) {
 	}
 }
 
-// dependentPods lists the dependent's pods that are not being deleted.
-func (p *pair) dependentPods() ([]corev1.Pod, error) {
-	list, err := kube.CoreV1().Pods(p.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + dependentName})
-	if err != nil {
-		return nil, err
-	}
-	var pods []corev1.Pod
-	for _, pod := range list.Items {
-		if pod.DeletionTimestamp == nil {
-			pods = append(pods, pod)
-		}
-	}
-	return pods, nil
-}
-
 // waitDependentReady waits for a Ready dependent pod other than notUID and returns it.
 func (p *pair) waitDependentReady(timeout time.Duration, notUID types.UID) (corev1.Pod, time.Time) {
 	p.t.Helper()
+	return waitPodReady(p.t, p.dependent(), timeout, notUID)
+}
+
+// waitPodReady waits for a Ready pod of the workload other than notUID (one not being
+// deleted) and returns it with the moment it was seen.
+func waitPodReady(t *testing.T, w podsOf, timeout time.Duration, notUID types.UID) (corev1.Pod, time.Time) {
+	t.Helper()
 	var ready corev1.Pod
-	waitFor(p.t, timeout, "a ready dependent pod", func() (bool, error) {
-		pods, err := p.dependentPods()
+	waitFor(t, timeout, fmt.Sprintf("a ready pod %s in %s", w.selector, w.ns), func() (bool, error) {
+		list, err := kube.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: w.selector})
 		if err != nil {
 			return false, err
 		}
-		for _, pod := range pods {
-			if pod.UID != notUID && podReady(pod) {
+		for _, pod := range list.Items {
+			if pod.DeletionTimestamp == nil && pod.UID != notUID && podReady(pod) {
 				ready = pod
 				return true, nil
 			}

@@ -69,7 +69,7 @@ type podCase struct {
 // network is taken away, and refused for nothing else before. Negative controls: the
 // coordinator's pod with one protection undone at a time is refused, naming it.
 func TestSecurityEveryDepwatchPodIsAdmittedUnderRestrictedPodSecurity(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newLabelledNamespace(t, "sec-psa", restrictedLabels)
 	for _, sa := range []string{"depwatch-coordinator", "depwatch-weeder", "depwatch-probe", "depwatch-reaper"} {
 		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(context.Background(),

@@ -200,7 +200,7 @@ func diffRights(t *testing.T, what string, got, want map[rightKey]bool) {
 }
 
 func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
 }
 
 func TestSecurityRBACManifestsGrantExactlyTheTable(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	type role struct {
 		namespace string // "" for a ClusterRole
 		rules     []rbacv1.PolicyRule

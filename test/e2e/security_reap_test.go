@@ -33,7 +33,7 @@ func refOf(p *corev1.Pod) podRef { return podRef{p.Namespace, p.Name, p.UID} }
 // get no Event, although they keep crashing (and so keep being reported to the watch) for the
 // whole run.
 func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ensureCoordinator(t)
 	nsA := newNamespace(t, "sec-scope")
 	nsB := newNamespace(t, "sec-scope-other")
@@ -110,7 +110,7 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 // DRY_RUN=true and WATCH=true over three crash-looping pods for 15 s reports each of them once
 // as dry-run, and changes nothing: same UIDs, not one Event from the reaper in the namespace.
 func TestSecurityReapDryRunInWatchModeChangesNothingAndRecordsNoEvent(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "sec-dryrun")
 	var pods []podRef
 	for _, name := range []string{"crasher-1", "crasher-2", "crasher-3"} {
@@ -163,7 +163,7 @@ func TestSecurityReapDryRunInWatchModeChangesNothingAndRecordsNoEvent(t *testing
 // exactly two; two more candidates that start crash-looping while it runs reach it through
 // the watch, are logged as waiting for the next cycle, and survive, as do the other three.
 func TestSecurityReapMaxPodsHoldsWhileCandidatesArriveConcurrently(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ns := newNamespace(t, "sec-maxpods")
 	var first []podRef
 	for i, name := range []string{"crasher-1", "crasher-2", "crasher-3", "crasher-4", "crasher-5"} {

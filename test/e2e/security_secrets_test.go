@@ -32,7 +32,7 @@ import (
 // In the last two, most node leases have expired: a probe that got past the Secret would
 // scale the dependents down, so "scaled nothing" is a real check.
 func TestSecurityProbeNeverLogsItsKubeconfigSecret(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	admin := mustKubectl(t, "config", "view", "--raw", "--flatten", "--minify")
 	token := "depwatch-e2e-bearer-" + rand.String(24)
 	working, secrets := withToken(t, admin, token)

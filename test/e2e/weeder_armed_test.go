@@ -98,7 +98,7 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 }
 
 func TestArmedWeederKeepsOneJobWhileTheUpstreamFlaps(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "flap")
 	p := newPair(t, ns)

@@ -28,7 +28,7 @@ import (
 // a service name the coordinator does not watch, so nothing else acts on it. The workload is a
 // 2-replica Deployment whose container always exits 1.
 func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	const (
 		replicas      = 2
 		watchDuration = 80 * time.Second

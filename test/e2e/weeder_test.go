@@ -17,7 +17,7 @@ import (
 // the one that stops its coordinator has a private one.
 
 func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "weeder")
 	p := newPair(t, ns)
@@ -61,7 +61,7 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 }
 
 func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "steady")
 	p := newPair(t, ns)
@@ -83,7 +83,7 @@ func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
 }
 
 func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) {
-	t.Parallel()
+	parallelLong(t)
 	c := privateCoordinator(t, "catchup", nil)
 	ns := c.namespace(t, "catchup")
 	p := newPair(t, ns)
