@@ -200,7 +200,6 @@ func diffRights(t *testing.T, what string, got, want map[rightKey]bool) {
 }
 
 func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
-	parallel(t)
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +218,6 @@ func TestSecurityDocRBACTableIsTheTestedTable(t *testing.T) {
 }
 
 func TestSecurityRBACManifestsGrantExactlyTheTable(t *testing.T) {
-	parallel(t)
 	type role struct {
 		namespace string // "" for a ClusterRole
 		rules     []rbacv1.PolicyRule
