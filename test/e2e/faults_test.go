@@ -332,8 +332,8 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	// upstream's return and the weeder's reconnect. Two minutes ahead takes the 160 s
 	// back-off; a 20 s one was used up by the first two steps alone. When the other tests
 	// end is not known in advance, and by then a dependent may wait the kubelet's longest
-	// back-off (5 min), with two minutes ahead only in its first three. A second dependent,
-	// whose crash loop starts 150 s later, has them in the other two.
+	// back-off (5 min), which leaves two minutes ahead only during its first three minutes.
+	// A second dependent, whose crash loop starts 150 s later, covers the other two.
 	crashLoops := []podsOf{p.dependent()}
 	select {
 	case <-othersEnded:

@@ -111,8 +111,7 @@ func waitForBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads ...
 	t.Helper()
 	found := waitForBackOffs(t, d, timeout, len(workloads), workloads)
 	for _, cl := range found {
-		t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
-			cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
+		logCrashLoop(t, cl)
 	}
 	return found
 }
@@ -126,13 +125,18 @@ func waitForAnyBackOffAtLeast(t *testing.T, d, timeout time.Duration, workloads 
 	found := waitForBackOffs(t, d, timeout, 1, workloads)
 	for i, cl := range found {
 		if cl.container != "" {
-			t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
-				cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
+			logCrashLoop(t, cl)
 			return cl, workloads[i]
 		}
 	}
 	t.Fatalf("waiting for %s of back-off: no crash loop among %v", d, workloads) // not reached: waitForBackOffs fails first
 	return crashLoop{}, podsOf{}
+}
+
+func logCrashLoop(t *testing.T, cl crashLoop) {
+	t.Helper()
+	t.Logf("pod %s/%s: %d restarts, back-off %s; the kubelet restarts it on its own at %s (in %s) or later",
+		cl.pod.Namespace, cl.pod.Name, cl.restarts, cl.backoff, clock(cl.kubeletRestart), cl.ahead().Round(100*time.Millisecond))
 }
 
 // waitForBackOffs waits until at least want of the workloads' pods are in crash-loop
