@@ -21,7 +21,7 @@ import (
 // The fault tests break things under depwatch on purpose: the coordinator's pod, the
 // leader, the API server. The coordinators they kill are private ones, so those tests run
 // beside the others; the API server's restart stops what every test relies on, so that test
-// runs alone.
+// disrupts the cluster only once every other test has ended.
 
 // unarmedService is the local config's Service whose weeder the coordinator launches on the
 // return (not armed when the outage begins): the path that depends on the coordinator.

@@ -76,9 +76,11 @@ func (s *probeScenario) probeTimes() []time.Time {
 // missing and one whose API server hangs fail on their own, and the healthy one is still
 // probed every interval meanwhile. Events go to the control-plane namespace, and
 // `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>` finds its Jobs.
-// It runs alone: the gaps it measures include the next Job's start, which a busy machine
-// stretches.
+// It runs in the quiet phase, beside only the armed weeder's "within seconds" test (one
+// upstream/dependent pair): the gaps it measures include the next Job's start, which a busy
+// machine stretches.
 func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
+	quiet(t, "timing")
 	ensureCoordinator(t)
 	waitEarlierNamespacesGone(t)
 	down := newProbeScenario(t, "shard-down", probeSetup{expired: []string{"w1", "w2", "w3"}})

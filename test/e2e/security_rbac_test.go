@@ -19,9 +19,11 @@ import (
 // rbacTable (docs/security.md) for that account: cluster-wide rows everywhere, a Role's rows
 // in its namespace only. Then explicit checks of what must be refused (the coordinator may not
 // delete pods, scale, or read Secrets), each next to a right that must be granted, so a check
-// that always says "no" cannot pass. It runs alone: it removes the examples' RBAC at its end,
-// which the reap tests apply and use meanwhile.
+// that always says "no" cannot pass. It runs in the quiet phase, beside the storm (which
+// measures only the coordinator): it removes the examples' RBAC at its end, which the reap
+// tests apply and use.
 func TestSecurityServiceAccountsHaveExactlyTheDocumentedRights(t *testing.T) {
+	quiet(t, "storm")
 	ensureCoordinator(t)
 	ns := newNamespace(t, "sec-rbac")
 	other := newNamespace(t, "sec-rbac-other")

@@ -15,33 +15,60 @@ import (
 	"time"
 )
 
-// Most tests share the cluster and run side by side. The one that restarts the API server
-// cannot run beside them, but it need not make them wait either: it sets up and waits out its
-// dependent's crash-loop back-off beside them, and disrupts the cluster only after they have
-// all ended.
+// Most tests share the cluster and run side by side. A few measure something a busy machine
+// stretches (a pod's start within seconds, the gaps between probes, the lab coordinator's
+// CPU under a storm): they run first, in the quiet phase, each beside only the tests of its
+// own quiet group. The one that restarts the API server cannot run beside anything, but it
+// need not make the others wait either: it sets up and waits out its dependent's crash-loop
+// back-off beside them, and disrupts the cluster only after they have all ended.
 //
-// Which tests run when is decided here, not by go test's -parallel: the longest tests (those
-// that wait minutes for a kubelet back-off) start first, so the suite does not end with one of
-// them running alone. go test releases its parallel tests in no fixed order.
+// Which tests run when is decided here, not by go test's -parallel: the quiet groups one after
+// another, then the longest tests (those that wait minutes for a kubelet back-off) first, so
+// the suite does not end with one of them running alone. go test releases its parallel tests
+// in no fixed order.
 
 // sharing counts the tests that run side by side and need the cluster as it is: a working
 // API server above all. Every one of them registers before the parallel tests are released
-// (parallel is called from the test's own goroutine while the sequential ones still run), so
-// once the parallel tests run, the count only falls.
+// (the registration happens in the test's own goroutine before t.Parallel, while go test is
+// still starting the top-level tests), so once the parallel tests run, the count only falls.
 var sharing sync.WaitGroup
 
-// slots admits the tests that share the cluster, at most n at once, long ones first.
+// slots admits the tests that share the cluster: the quiet groups one at a time, then at most
+// n at once, long ones first.
 var slots = struct {
 	mu         sync.Mutex
 	n          int // go test -parallel
 	notArrived int // registered tests whose t.Parallel has not returned yet
 	running    int
+	group      string // the quiet group running now, "" for the shared tests
+	quietLeft  int    // quiet tests not yet ended
+	quietEnded chan struct{}
 	queue      []admission
-}{n: 4}
+}{n: 4, quietEnded: make(chan struct{})}
 
 type admission struct {
+	group string // quiet group, "" for a test that shares the cluster with any other
 	long  bool
 	start chan struct{}
+}
+
+// before says whether a is admitted before b: the quiet groups first, in the order of their
+// names (so each is kept together, and the order does not depend on which test woke first),
+// then long tests; among equals, in the order they asked.
+func (a admission) before(b admission) bool {
+	if a.group != "" || b.group != "" {
+		return a.group != "" && (b.group == "" || a.group < b.group)
+	}
+	return a.long && !b.long
+}
+
+// enqueue puts a into the admission queue behind every test admitted before it.
+func enqueue(queue []admission, a admission) []admission {
+	i := len(queue)
+	for i > 0 && a.before(queue[i-1]) {
+		i--
+	}
+	return slices.Insert(queue, i, a)
 }
 
 // takeOverParallel makes the -parallel go test was given the number of slots, and lifts go
@@ -59,74 +86,105 @@ func takeOverParallel() {
 
 // parallel runs t beside the other tests that share the cluster once a slot is free, and
 // keeps the tests that disrupt the whole cluster waiting until it has ended. Top-level tests
-// call this (or parallelLong), never t.Parallel directly (TestEveryParallelTestSharesTheCluster
-// keeps it so).
+// call this (or parallelLong, or quiet), never t.Parallel directly
+// (TestEveryParallelTestSharesTheCluster keeps it so).
 func parallel(t *testing.T) {
 	t.Helper()
-	share(t, false)
+	share(t, admission{})
 }
 
 // parallelLong is parallel for a test that takes minutes: it gets a slot before the others.
 func parallelLong(t *testing.T) {
 	t.Helper()
-	share(t, true)
+	share(t, admission{long: true})
 }
 
-func share(t *testing.T, long bool) {
+// quiet runs t in the quiet phase, before the tests that share the cluster, beside only the
+// other tests of the same group: tests that neither disturb each other's measurements nor
+// count what the others do (the lab coordinator's Job launches, above all).
+func quiet(t *testing.T, group string) {
+	t.Helper()
+	if group == "" {
+		t.Fatal("quiet needs the name of a group")
+	}
+	share(t, admission{group: group})
+}
+
+func share(t *testing.T, a admission) {
 	t.Helper()
 	sharing.Add(1)
 	slots.mu.Lock()
 	slots.notArrived++
+	if a.group != "" {
+		slots.quietLeft++
+	}
 	slots.mu.Unlock()
 	t.Parallel()
 
-	a := admission{long: long, start: make(chan struct{})}
+	a.start = make(chan struct{})
 	slots.mu.Lock()
 	slots.notArrived--
-	// Long ones first; among equals, in the order they asked.
-	i := len(slots.queue)
-	for i > 0 && long && !slots.queue[i-1].long {
-		i--
-	}
-	slots.queue = slices.Insert(slots.queue, i, a)
+	slots.queue = enqueue(slots.queue, a)
 	admitLocked()
 	slots.mu.Unlock()
 	asked := time.Now()
 	<-a.start
 	// go test counts this wait in the test's time.
 	if waited := time.Since(asked); waited > time.Second {
-		t.Logf("started after %s waiting for one of the %d slots", waited.Round(time.Second), slots.n)
+		t.Logf("started after %s waiting for its turn (%d slots, quiet groups first)", waited.Round(time.Second), slots.n)
 	}
 	t.Cleanup(func() {
 		slots.mu.Lock()
 		slots.running--
+		if a.group != "" {
+			slots.quietLeft--
+		}
 		admitLocked()
 		slots.mu.Unlock()
 		sharing.Done()
 	})
 }
 
-// admitLocked starts queued tests while slots are free, but only once every registered test
-// has asked: go test releases them all at once, and a short test that woke first must not
-// take the slot of a long one that woke a moment later.
+// admitLocked starts queued tests while their turn has come, but only once every registered
+// test has asked: go test releases them all at once, and a short test that woke first must
+// not take the slot of a long one that woke a moment later. A quiet group starts when nothing
+// else runs and is admitted whole; the shared tests start when no quiet test is left.
 func admitLocked() {
 	if slots.notArrived > 0 {
 		return
 	}
-	for slots.running < slots.n && len(slots.queue) > 0 {
-		close(slots.queue[0].start)
+	for len(slots.queue) > 0 {
+		next := slots.queue[0]
+		if slots.running == 0 {
+			slots.group = next.group
+		}
+		if next.group != slots.group || (next.group == "" && slots.running >= slots.n) {
+			break
+		}
+		close(next.start)
 		slots.queue = slots.queue[1:]
 		slots.running++
 	}
+	if slots.quietLeft == 0 {
+		select {
+		case <-slots.quietEnded:
+		default:
+			close(slots.quietEnded)
+		}
+	}
 }
 
-// disruptsTheCluster runs t beside the others too, for its set-up (which may be long: it
-// waits out a kubelet back-off), and returns a channel that is closed once every test that
-// shares the cluster has ended: from then on t may disrupt the cluster (restart the API
-// server).
+// disruptsTheCluster runs t beside the shared tests, for its set-up (which may be long: it
+// waits out a kubelet back-off), once the quiet phase has ended, and returns a channel that is
+// closed once every other test has ended: from then on t may disrupt the cluster (restart the
+// API server).
 func disruptsTheCluster(t *testing.T) (othersEnded <-chan struct{}) {
 	t.Helper()
 	t.Parallel()
+	slots.mu.Lock()
+	admitLocked() // closes quietEnded when no test asked for the quiet phase
+	slots.mu.Unlock()
+	<-slots.quietEnded
 	ended := make(chan struct{})
 	go func() {
 		sharing.Wait()
@@ -134,7 +192,6 @@ func disruptsTheCluster(t *testing.T) (othersEnded <-chan struct{}) {
 	}()
 	return ended
 }
-
 // TestEveryParallelTestSharesTheCluster: a top-level test that called t.Parallel itself would
 // not be counted in sharing, and the API server could be restarted under it; a subtest that
 // called parallel would reach its slot only when its parent's function returned, and every
@@ -150,7 +207,7 @@ func TestEveryParallelTestSharesTheCluster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parsing %s: %v", name, err)
 		}
-		// The calls of parallel and parallelLong allowed: statements of a Test function's own body.
+		// The calls of parallel, parallelLong and quiet allowed: statements of a Test function's own body.
 		topLevel := map[*ast.CallExpr]bool{}
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
@@ -167,7 +224,7 @@ func TestEveryParallelTestSharesTheCluster(t *testing.T) {
 					continue
 				}
 				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Parallel" {
-					t.Errorf("%s: %s calls t.Parallel(); call parallel(t) or parallelLong(t) (or disruptsTheCluster(t)) so that a test restarting the API server waits for it",
+					t.Errorf("%s: %s calls t.Parallel(); call parallel(t), parallelLong(t) or quiet(t, group) (or disruptsTheCluster(t)) so that a test restarting the API server waits for it",
 						fset.Position(st.Pos()), fn.Name.Name)
 				}
 				topLevel[call] = true
@@ -178,11 +235,55 @@ func TestEveryParallelTestSharesTheCluster(t *testing.T) {
 			if !ok {
 				return true
 			}
-			if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "parallel" || id.Name == "parallelLong") && !topLevel[call] {
+			if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "parallel" || id.Name == "parallelLong" || id.Name == "quiet") && !topLevel[call] {
 				t.Errorf("%s: %s is called other than as a statement of a Test function's body (a subtest? use t.Parallel there)",
 					fset.Position(call.Pos()), id.Name)
 			}
 			return true
 		})
+	}
+}
+
+// TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests: whatever order the tests wake in,
+// the quiet groups come first, each whole and in the order of their names, then the long
+// shared tests, then the short ones, each kind in the order it asked.
+func TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests(t *testing.T) {
+	names := map[admission]string{}
+	arrivals := []admission{}
+	for _, a := range []struct {
+		name  string
+		group string
+		long  bool
+	}{
+		{"short1", "", false}, {"timingA", "timing", false}, {"long1", "", true},
+		{"stormA", "storm", false}, {"short2", "", false}, {"timingB", "timing", false},
+		{"long2", "", true}, {"stormB", "storm", false}, {"deletion", "deletion", false},
+	} {
+		adm := admission{group: a.group, long: a.long, start: make(chan struct{})}
+		names[adm] = a.name
+		arrivals = append(arrivals, adm)
+	}
+	want := "deletion stormA stormB timingA timingB long1 long2 short1 short2"
+	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 7, 6, 5, 4, 3, 2, 1, 0}, {4, 0, 6, 1, 8, 3, 7, 2, 5}} {
+		var queue []admission
+		for _, i := range order {
+			queue = enqueue(queue, arrivals[i])
+		}
+		var got []string
+		for _, a := range queue {
+			got = append(got, names[a])
+		}
+		// Within a kind, "the order it asked" is the arrival order: compare kinds, then
+		// the order of equals only for the arrival order as listed.
+		if order[0] == 0 && strings.Join(got, " ") != want {
+			t.Errorf("admission order %q, want %q", strings.Join(got, " "), want)
+		}
+		kinds := make([]string, len(got))
+		for i, n := range got {
+			kinds[i] = strings.TrimRight(n, "12AB")
+		}
+		if k := strings.Join(kinds, " "); k != "deletion storm storm timing timing long long short short" {
+			t.Errorf("arrivals %v: admitted as %q", order, strings.Join(got, " "))
+		}
 	}
 }

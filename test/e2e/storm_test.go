@@ -119,9 +119,11 @@ func addStormSlices(t *testing.T, ns, svc string) []string {
 // readiness flaps), half on a Service named like a configured one ("upstream") whose endpoints
 // churn while it stays Ready. No Job is launched; the coordinator's CPU and resident memory
 // stay flat (figures in the log; bounds: under half a core on average, under 32 MiB of growth).
-// It runs alone: it counts the lab coordinator's CPU and launches as a whole, and its storm
-// needs the API server's full rate.
+// It runs in the quiet phase, beside only the RBAC listing (which launches nothing): it counts
+// the lab coordinator's CPU and launches as a whole, and its storm needs the API server's full
+// rate.
 func TestEndpointSliceStormLaunchesNothingAndKeepsTheCoordinatorFlat(t *testing.T) {
+	quiet(t, "storm")
 	ensureCoordinator(t)
 	waitEarlierNamespacesGone(t)
 	ns := newNamespace(t, "storm")

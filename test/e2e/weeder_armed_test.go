@@ -43,9 +43,11 @@ func (p *pair) waitArmedJob(since time.Time, timeout time.Duration) batchv1.Job 
 	return job
 }
 
-// It runs alone: "within seconds" includes the replacement pod's start, which a machine
-// busy with the parallel tests stretches past 10 s.
+// It runs in the quiet phase, beside only the shard test (a few pods and probe Jobs):
+// "within seconds" includes the replacement pod's start, which a machine busy with the shared
+// tests stretches past 10 s.
 func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testing.T) {
+	quiet(t, "timing")
 	ensureCoordinator(t)
 	ns := newNamespace(t, "armed")
 	p := newPair(t, ns)

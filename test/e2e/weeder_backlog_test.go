@@ -66,8 +66,11 @@ func deleteNamespaces(names []string) {
 // CrashLoopBackOff. Each is armed within seconds of its outage (a deleted service without a
 // weeder costs the coordinator no API call, so the deletion queues nothing in front of it),
 // its dependent is restarted by the weeder when the upstream returns, well before the
-// kubelet's own restart, and the service's Events say so.
+// kubelet's own restart, and the service's Events say so. It runs in the quiet phase, in a
+// group of its own: deleting 100 namespaces loads the API server and the controller manager
+// for a minute, which would stretch the other quiet tests' measurements.
 func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
+	quiet(t, "deletion")
 	ensureCoordinator(t)
 	mass := createControlPlaneNamespaces(t, massDeletionNamespaces)
 	before := newPair(t, newNamespace(t, "mass-before"))
