@@ -192,6 +192,7 @@ func disruptsTheCluster(t *testing.T) (othersEnded <-chan struct{}) {
 	}()
 	return ended
 }
+
 // TestEveryParallelTestSharesTheCluster: a top-level test that called t.Parallel itself would
 // not be counted in sharing, and the API server could be restarted under it; a subtest that
 // called parallel would reach its slot only when its parent's function returned, and every
