@@ -89,7 +89,7 @@ func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 }
 
 func TestJobSettingsRoundTripForGeneratedValues(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
+	t.Parallel() // seconds of work or waiting, none of it timed: the others need not wait for it
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 500 {
 		s := genSettings(r)

@@ -188,7 +188,7 @@ func TestLoadOptionsReapCooldown(t *testing.T) {
 }
 
 func TestRunRejectsANegativeReapCooldownNotFromLoadOptions(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
+	t.Parallel() // seconds of work or waiting, none of it timed: the others need not wait for it
 	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff"})
 	o.ReapCooldown = -time.Second
 	client := fake.NewClientset(newPod("a", "p", crashLooping))

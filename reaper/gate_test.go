@@ -253,7 +253,6 @@ func TestGateListFailureFailsTheRun(t *testing.T) {
 // a pod that starts crash-looping after the first window would have ended is still reaped,
 // and the run ends one RUN_DURATION after the return.
 func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewClientset(endpointSlice("shoot", "etcd", ptr.To(true)))

@@ -366,7 +366,7 @@ func TestSlimDecodeKeepsEveryDecision(t *testing.T) {
 // the pager through protobuf pages, sends the selectors, the page size and the continue token,
 // asks for protobuf first, and gets the same slim pods from a server that only speaks JSON.
 func TestListPodsPagesRawProtobufAndJSON(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
+	t.Parallel() // seconds of work or waiting, none of it timed: the others need not wait for it
 	var pods []*corev1.Pod
 	base := wirePods()
 	for i := 0; i < 2*pageSize+3; i++ {
@@ -462,7 +462,7 @@ func TestListPodsReportsAPIErrors(t *testing.T) {
 // TestListPodsRetriesALostConnection: a page whose connection is cut before the answer is
 // fetched again, as the typed client's Do would.
 func TestListPodsRetriesALostConnection(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
+	t.Parallel() // seconds of work or waiting, none of it timed: the others need not wait for it
 	var mu sync.Mutex
 	calls := 0
 	page := podListOf(wirePods())

@@ -398,7 +398,6 @@ func TestRunLabelSelectorsAreORedAndEachPodJudgedOnce(t *testing.T) {
 // TestRunCyclesFollowTheSchedule: with REAP_AT_START the first cycle at start, the next on the
 // schedule, until RUN_DURATION.
 func TestRunCyclesFollowTheSchedule(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
 	client := fake.NewClientset(newPod("a", "p", crashLooping))
 	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms", "DRY_RUN": "true", "REAP_AT_START": "true"})
 	log, _ := quietLogger()
@@ -451,7 +450,6 @@ func TestSummaryString(t *testing.T) {
 // REAP_AT_START (or WATCH, or START_WHEN_READY) nothing is listed or reaped before SCHEDULE's
 // first tick, for a cron spec and for @every alike; a RUN_DURATION that ends first reaps nothing.
 func TestRunFirstCycleWaitsForTheScheduleFirstTick(t *testing.T) {
-	t.Parallel() // it waits on timers or decodes pages for seconds: the others need not wait for it
 	tests := []struct {
 		name       string
 		env        map[string]string

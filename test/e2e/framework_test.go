@@ -378,13 +378,14 @@ func mustKubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-// waitFor polls cond until it holds or timeout passes: every 100ms while cond is cheap (an
-// API read), less often when it is not (a kubectl run, a big list), so that a test waiting
-// never spends more than about a fifth of its time checking. Dozens of tests wait at once on
-// a two-core machine that also runs the cluster.
+// waitFor polls cond until it holds or timeout passes: every 100ms at first, while cond is
+// cheap (an API read), less often when it is not (a kubectl run, a big list) or once the wait
+// has gone on for a while. Dozens of tests wait at once on a two-core machine that also runs
+// the cluster: a test waiting must not become its load.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	var lastErr error
 	for {
 		began := time.Now()
@@ -396,14 +397,17 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
 		}
-		time.Sleep(pollPause(time.Since(began)))
+		time.Sleep(pollPause(time.Since(began), began.Sub(start)))
 	}
 }
 
-// pollPause is how long waitFor rests after a check that took took: four times as long, at
-// least 100ms and at most a second, which bounds how late a wait sees what it waits for.
-func pollPause(took time.Duration) time.Duration {
-	return min(max(4*took, 100*time.Millisecond), time.Second)
+// pollPause is how long waitFor rests after a check that took took, waited into the wait:
+// four times the check (so checking takes at most a fifth of the time), and a twentieth of
+// the wait so far (so a wait sees what it waits for at most 5 % late: what happens within
+// seconds is seen within a tenth of a second, a back-off minutes away is checked every
+// second, not ten times a second); at least 100ms and at most a second.
+func pollPause(took, waited time.Duration) time.Duration {
+	return min(max(4*took, waited/20, 100*time.Millisecond), time.Second)
 }
 
 // logLine is one JSON line of depwatch's Logrus-format log.
