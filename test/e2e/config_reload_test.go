@@ -27,7 +27,7 @@ import (
 const configSyncTimeout = 3 * time.Minute
 
 func TestInvalidConfigMapKeepsTheLastGoodConfigAndRecoversWhenFixed(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 80*time.Second)
 	c := privateCoordinator(t, "reload", nil)
 	cm, err := kube.CoreV1().ConfigMaps(depwatchNS).Get(context.Background(), c.config, metav1.GetOptions{})
 	if err != nil {

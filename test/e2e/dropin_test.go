@@ -60,7 +60,7 @@ func TestReapCronScheduleWhoseFirstTickIsMinutesAwayReapsNothingAtStart(t *testi
 // CrashLoopBackOff and a weeder-style run (WATCH, CONTAINER_STATUSES=CrashLoopBackOff) leaves
 // it alone, while a pod that really crash-loops, in the same run, is reaped.
 func TestReapLeavesAFreshPodsFirstExitAlone(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 55*time.Second)
 	ns := newNamespace(t, "firstexit")
 	suffix := applyExample(t, ns, reapExample, map[string]string{
 		"NAMESPACE": ns, "CONTAINER_STATUSES": "CrashLoopBackOff", "WATCH": "true", "RUN_DURATION": "45s",
@@ -207,7 +207,7 @@ func TestReapRunsAPodReaperEnvWithTrailingCommasAndEmptyValues(t *testing.T) {
 // full RUN_DURATION from that return. A dependent that starts crash-looping after the first
 // return's window would have ended, but inside the second's, is reaped.
 func TestWeederFlappingServiceSecondReturnGetsAFullRunDuration(t *testing.T) {
-	parallelLong(t)
+	parallelLong(t, 110*time.Second)
 	const window = 60 * time.Second
 	ns := newNamespace(t, "flapwin")
 	p := startPair(t, ns, "flapsvc")

@@ -94,7 +94,7 @@ func (w *weederWatch) mostAtOnce(ns, svc string) int {
 // launch, its replacement's catch-up does: every dependent is reaped by a weeder and becomes
 // Ready, and no Service ever has two unfinished weeder Jobs at once.
 func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *testing.T) {
-	parallelLong(t)
+	parallelLong(t, 5*time.Minute)
 	c := privateCoordinator(t, "kill", nil)
 	const n = 20
 	jobsSeen := watchWeederJobs(t)
@@ -176,7 +176,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 // launch the weeder within leaseDuration + retryPeriod (15 s + 2 s) plus the time a Job
 // takes to be created.
 func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
-	parallelLong(t)
+	parallelLong(t, 170*time.Second)
 	c := privateCoordinator(t, "failover", nil)
 	standby := c.standby(t)
 	ns := c.namespace(t, "failover")

@@ -24,7 +24,7 @@ import (
 // the leases are renewed the scale-up brings back exactly 3: never 1 or 2, never 0 without
 // the annotation.
 func TestProbeKilledBetweenLevelsIsFinishedByTheNextProbe(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 110*time.Second)
 	s := newProbeScenario(t, "probe-kill", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	scaleDeployment(t, s.ns, kcm, 3)
 	s.waitReplicas(kcm, 3, 90*time.Second)

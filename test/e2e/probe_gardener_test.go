@@ -113,7 +113,7 @@ func TestProbeLeavesOutTheNodesDependencyWatchdogLeavesOut(t *testing.T) {
 // TestProbeWaitsUntilTheShootIsCreated: a shoot whose Cluster says lastOperation Create
 // Processing is not probed at all; once the Create has Succeeded, it is.
 func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 90*time.Second)
 	s := newProbeScenario(t, "probe-create", probeSetup{})
 	ensureClusterCRD(t)
 	applyYAML(t, shootCluster(s.ns, "Create", "Processing", ""))
@@ -137,7 +137,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 // probe Job logs the grace it used. When the shoot's grace becomes 20s, the next probe Job
 // uses it and scales the dependents down.
 func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 70*time.Second)
 	s := newProbeScenario(t, "probe-grace", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ensureClusterCRD(t)
 	applyYAML(t, shootCluster(s.ns, "Reconcile", "Succeeded", "10m"))
@@ -196,7 +196,7 @@ const gardenletWeederConfig = `jobTemplate:
 // worker leases have expired. It runs outside the cluster (the local overlay's coordinator
 // has its own config), on this worktree's code.
 func TestCoordinatorRunsOnGardenletsProberConfigFile(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 75*time.Second)
 	s := newProbeScenario(t, "probe-gardenlet", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "depwatch")

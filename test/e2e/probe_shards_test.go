@@ -148,7 +148,7 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 // its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
 // Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
 func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 95*time.Second)
 	first := newProbeScenario(t, "shard-first", probeSetup{})
 	first.start()
 	first.waitLog(2*time.Minute, map[string]string{"result": "healthy"})

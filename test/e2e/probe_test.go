@@ -20,7 +20,7 @@ import (
 // (1), then cluster-autoscaler (2) to 0, keeping replicas=2 in the annotation; renewed again
 // → cluster-autoscaler (level 0 up) then the other two (level 1) back to 2, annotations gone.
 func TestProbeScalesDependentsDownInLevelOrderAndBackUp(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 110*time.Second)
 	s := newProbeScenario(t, "probe-cycle", probeSetup{})
 	started := s.start()
 

@@ -163,7 +163,7 @@ func TestSecurityReapDryRunInWatchModeChangesNothingAndRecordsNoEvent(t *testing
 // exactly two; two more candidates that start crash-looping while it runs reach it through
 // the watch, are logged as waiting for the next cycle, and survive, as do the other three.
 func TestSecurityReapMaxPodsHoldsWhileCandidatesArriveConcurrently(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 60*time.Second)
 	ns := newNamespace(t, "sec-maxpods")
 	var first []podRef
 	for i, name := range []string{"crasher-1", "crasher-2", "crasher-3", "crasher-4", "crasher-5"} {

@@ -47,19 +47,20 @@ var slots = struct {
 }{n: 4, quietEnded: make(chan struct{})}
 
 type admission struct {
-	group string // quiet group, "" for a test that shares the cluster with any other
-	long  bool
-	start chan struct{}
+	group  string        // quiet group, "" for a test that shares the cluster with any other
+	expect time.Duration // about how long the test runs beside the others; 0 for seconds
+	start  chan struct{}
 }
 
 // before says whether a is admitted before b: the quiet groups first, in the order of their
 // names (so each is kept together, and the order does not depend on which test woke first),
-// then long tests; among equals, in the order they asked.
+// then the longest tests first, so that the suite does not end with a long one running
+// alone; among equals, in the order they asked.
 func (a admission) before(b admission) bool {
 	if a.group != "" || b.group != "" {
 		return a.group != "" && (b.group == "" || a.group < b.group)
 	}
-	return a.long && !b.long
+	return a.expect > b.expect
 }
 
 // enqueue puts a into the admission queue behind every test admitted before it.
@@ -93,10 +94,12 @@ func parallel(t *testing.T) {
 	share(t, admission{})
 }
 
-// parallelLong is parallel for a test that takes minutes: it gets a slot before the others.
-func parallelLong(t *testing.T) {
+// parallelLong is parallel for a test that takes a minute or more beside the others (expect,
+// about how long: the "started after" and PASS lines of a make e2e log tell): the longest
+// tests get their slots first. A wrong figure costs the suite time, never a failure.
+func parallelLong(t *testing.T, expect time.Duration) {
 	t.Helper()
-	share(t, admission{long: true})
+	share(t, admission{expect: expect})
 }
 
 // quiet runs t in the quiet phase, before the tests that share the cluster, beside only the
@@ -225,7 +228,7 @@ func TestEveryParallelTestSharesTheCluster(t *testing.T) {
 					continue
 				}
 				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Parallel" {
-					t.Errorf("%s: %s calls t.Parallel(); call parallel(t), parallelLong(t) or quiet(t, group) (or disruptsTheCluster(t)) so that a test restarting the API server waits for it",
+					t.Errorf("%s: %s calls t.Parallel(); call parallel(t), parallelLong(t, d) or quiet(t, group) (or disruptsTheCluster(t)) so that a test restarting the API server waits for it",
 						fset.Position(st.Pos()), fn.Name.Name)
 				}
 				topLevel[call] = true
@@ -246,26 +249,27 @@ func TestEveryParallelTestSharesTheCluster(t *testing.T) {
 }
 
 // TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests: whatever order the tests wake in,
-// the quiet groups come first, each whole and in the order of their names, then the long
-// shared tests, then the short ones, each kind in the order it asked.
+// the quiet groups come first, each whole and in the order of their names, then the shared
+// tests, longest first, each kind in the order it asked.
 func TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests(t *testing.T) {
 	names := map[admission]string{}
 	arrivals := []admission{}
 	for _, a := range []struct {
-		name  string
-		group string
-		long  bool
+		name   string
+		group  string
+		expect time.Duration
 	}{
-		{"short1", "", false}, {"timingA", "timing", false}, {"long1", "", true},
-		{"stormA", "storm", false}, {"short2", "", false}, {"timingB", "timing", false},
-		{"long2", "", true}, {"stormB", "storm", false}, {"deletion", "deletion", false},
+		{"short1", "", 0}, {"timingA", "timing", 0}, {"long1", "", 2 * time.Minute},
+		{"stormA", "storm", 0}, {"short2", "", 0}, {"timingB", "timing", 0},
+		{"long2", "", 2 * time.Minute}, {"stormB", "storm", 0}, {"deletion", "deletion", 0},
+		{"longest", "", 5 * time.Minute},
 	} {
-		adm := admission{group: a.group, long: a.long, start: make(chan struct{})}
+		adm := admission{group: a.group, expect: a.expect, start: make(chan struct{})}
 		names[adm] = a.name
 		arrivals = append(arrivals, adm)
 	}
-	want := "deletion stormA stormB timingA timingB long1 long2 short1 short2"
-	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8}, {8, 7, 6, 5, 4, 3, 2, 1, 0}, {4, 0, 6, 1, 8, 3, 7, 2, 5}} {
+	want := "deletion stormA stormB timingA timingB longest long1 long2 short1 short2"
+	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, {4, 0, 6, 9, 1, 8, 3, 7, 2, 5}} {
 		var queue []admission
 		for _, i := range order {
 			queue = enqueue(queue, arrivals[i])
@@ -274,8 +278,8 @@ func TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests(t *testing.T) {
 		for _, a := range queue {
 			got = append(got, names[a])
 		}
-		// Within a kind, "the order it asked" is the arrival order: compare kinds, then
-		// the order of equals only for the arrival order as listed.
+		// Among equals the order is the arrival order: the whole order is known only for
+		// the arrivals as listed; for the others, compare the kinds.
 		if order[0] == 0 && strings.Join(got, " ") != want {
 			t.Errorf("admission order %q, want %q", strings.Join(got, " "), want)
 		}
@@ -283,7 +287,7 @@ func TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests(t *testing.T) {
 		for i, n := range got {
 			kinds[i] = strings.TrimRight(n, "12AB")
 		}
-		if k := strings.Join(kinds, " "); k != "deletion storm storm timing timing long long short short" {
+		if k := strings.Join(kinds, " "); k != "deletion storm storm timing timing longest long long short short" {
 			t.Errorf("arrivals %v: admitted as %q", order, strings.Join(got, " "))
 		}
 	}

@@ -28,7 +28,7 @@ import (
 // a service name the coordinator does not watch, so nothing else acts on it. The workload is a
 // 2-replica Deployment whose container always exits 1.
 func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 90*time.Second)
 	const (
 		replicas      = 2
 		watchDuration = 80 * time.Second

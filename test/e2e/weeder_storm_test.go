@@ -52,7 +52,7 @@ const stormPairs = 8
 // dependent is restarted by its weeder well before the kubelet's own restart. A lone outage
 // afterwards still gets a Job of its own.
 func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *testing.T) {
-	parallelLong(t)
+	parallelLong(t, 210*time.Second)
 	// A private coordinator: its batching counts only this test's launches.
 	c := privateCoordinator(t, "wstorm", map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": "2", "DEPWATCH_WEEDER_BATCH_WINDOW": "20s"})
 	pairs := make([]*pair, stormPairs)

@@ -83,7 +83,7 @@ func TestWeederLaunchesNothingWhenAReadyServiceStaysReady(t *testing.T) {
 }
 
 func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) {
-	parallelLong(t)
+	parallelLong(t, 2*time.Minute)
 	c := privateCoordinator(t, "catchup", nil)
 	ns := c.namespace(t, "catchup")
 	p := newPair(t, ns)
