@@ -86,3 +86,4 @@ echo "==> [fuzz] make fuzz, in the background beside e2e at nice 19 (log: $fuzz_
 fuzz_pid=$!
 stage e2e make --no-print-directory e2e
 stage fuzz fuzz_done
+report[-1]="${report[-1]}  (the wait after e2e; fuzzing ran $(cat "$fuzz_log.took" 2>/dev/null || echo '?')s beside it)"

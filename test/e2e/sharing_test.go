@@ -23,9 +23,9 @@ import (
 // back-off beside them, and disrupts the cluster only after they have all ended.
 //
 // Which tests run when is decided here, not by go test's -parallel: the quiet groups one after
-// another, then the longest tests (those that wait minutes for a kubelet back-off) first, so
-// the suite does not end with one of them running alone. go test releases its parallel tests
-// in no fixed order.
+// another, then the shared tests, the longest first (each that runs a minute or more says about
+// how long), so the suite does not end with a long one running alone. go test releases its
+// parallel tests in no fixed order.
 
 // sharing counts the tests that run side by side and need the cluster as it is: a working
 // API server above all. Every one of them registers before the parallel tests are released
@@ -34,7 +34,7 @@ import (
 var sharing sync.WaitGroup
 
 // slots admits the tests that share the cluster: the quiet groups one at a time, then at most
-// n at once, long ones first.
+// n at once, the longest first.
 var slots = struct {
 	mu         sync.Mutex
 	n          int // go test -parallel
