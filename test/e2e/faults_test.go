@@ -124,7 +124,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	// (some 150 s of crash-looping); the 80 s one could never leave that much. Each of the
 	// twenty has 100 s ahead during the first 60 s of its 160 s back-off; their crash loops
 	// drift apart by up to 40 s on a busy machine, which still leaves a common moment. With
-	// two minutes (20 s each) there mostly was none, and the wait went on to the 5-minute
+	// two minutes (40 s each) there mostly was none, and the wait went on to the 5-minute
 	// back-off: 160 s longer.
 	loops := waitForBackOffAtLeast(t, 100*time.Second, 8*time.Minute, dependents...)
 	crashing := make([]corev1.Pod, n)
