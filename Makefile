@@ -50,8 +50,8 @@ cluster-down: ## Stop every process cluster-up started and remove its state (saf
 
 # Most e2e tests wait on the cluster, not the CPU: E2E_PARALLEL of them run at once, the
 # longest first (test/e2e/sharing_test.go hands out these slots; 8 kept both cores saturated
-# for minutes). Tests that load the whole cluster or measure against a quiet one do not call
-# t.Parallel and so run alone, before the rest; the API-server restart sets up beside the
+# for minutes). Tests that load the whole cluster or measure against a quiet one run first,
+# in small groups that do not disturb each other; the API-server restart sets up beside the
 # rest and restarts it after them.
 E2E_PARALLEL ?= 6
 

@@ -4,11 +4,12 @@
 // real Job controller and real CrashLoopBackOff. Each test makes its own namespace and
 // removes it. Users drive depwatch with kubectl, so the tests do too.
 //
-// Tests run in parallel (make e2e sets -parallel) unless they break what the others rely on:
-// the API server, the lab coordinator's metrics as a whole, or RBAC the examples ship. Those
-// do not call t.Parallel, so Go runs them one by one before any parallel test starts. A test
-// that kills, stops or reconfigures a coordinator uses a private one (coordinators_test.go)
-// and runs in parallel too.
+// Tests run side by side (make e2e sets -parallel; sharing_test.go hands out the slots). Those
+// that measure against a quiet machine or count the lab coordinator as a whole run first, in
+// small groups of tests that do not disturb each other (quiet); the API-server restart sets up
+// beside the others and restarts it after them (disruptsTheCluster). A test that kills, stops
+// or reconfigures a coordinator uses a private one (coordinators_test.go) and runs beside the
+// others too.
 package e2e
 
 import (
