@@ -106,7 +106,7 @@ func TestProbeScalesDependentsDownInLevelOrderAndBackUp(t *testing.T) {
 // machine-controller-manager down, keeps the stored 2 of kube-controller-manager and leaves
 // cluster-autoscaler alone; once the leases are renewed both come back to 2.
 func TestProbeConvergesAfterAHalfDoneScaleDownAndHonoursIgnoreScaling(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 80*time.Second)
 	s := newProbeScenario(t, "probe-resume", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	mustKubectl(t, "-n", s.ns, "annotate", "deployment", ca, annIgnoreScaling+"=true")
 	mustKubectl(t, "-n", s.ns, "annotate", "deployment", kcm, annReplicas+"=2", annMeltdown+"=")
@@ -178,7 +178,7 @@ func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
 // Cluster saying hibernation.enabled, no probe Job is launched; when hibernation ends,
 // probing starts.
 func TestProbeSkipsAHibernatedShoot(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 75*time.Second)
 	s := newProbeScenario(t, "probe-hib", probeSetup{noWorkload: true})
 	found := func() int {
 		out, _ := kubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator", "--tail=-1")

@@ -17,7 +17,7 @@ import (
 // the one that stops its coordinator has a private one.
 
 func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 50*time.Second)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "weeder")
 	p := newPair(t, ns)
