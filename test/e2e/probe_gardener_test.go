@@ -73,7 +73,7 @@ func (s *probeScenario) assertUntouched(why string) {
 // line of the decision counts who was left out and why. Once the annotation is gone and the
 // Machine is Running again, 3 of 4 count as expired and the dependents are scaled down.
 func TestProbeLeavesOutTheNodesDependencyWatchdogLeavesOut(t *testing.T) {
-	parallel(t)
+	parallelLong(t, 80*time.Second)
 	s := newProbeScenario(t, "probe-mcm", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	unmanaged, failed := s.ns+"-w1", s.ns+"-w2"
 	annotate := func(v *string) {

@@ -96,7 +96,10 @@ func parallel(t *testing.T) {
 
 // parallelLong is parallel for a test that takes a minute or more beside the others (expect,
 // about how long: the "started after" and PASS lines of a make e2e log tell): the longest
-// tests get their slots first. A wrong figure costs the suite time, never a failure.
+// tests get their slots first. A test whose length varies gives its longer figure: the probe
+// tests wait for the lab coordinator's next shard Job, and took 30 s in one run and 85 s in
+// the next; left for last, the long case ran alone at the end. A wrong figure costs the suite
+// time, never a failure.
 func parallelLong(t *testing.T, expect time.Duration) {
 	t.Helper()
 	share(t, admission{expect: expect})
