@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 )
 
 // TestSecurityProbeNeverLogsItsKubeconfigSecret runs real probe Jobs (launched by the
@@ -114,19 +115,23 @@ current-context: x
 		text.WriteString(mustKubectl(t, "-n", depwatchNS, "logs", "deployment/depwatch-coordinator",
 			"--since-time="+since.UTC().Format(time.RFC3339)))
 		ours := text.String()
-		// Events go into the search for secrets whoever reported them; only depwatch's count
-		// for RBAC: under load the kubelet reports its own passing refusals (a pod's token
-		// asked for before the node authorizer has seen the pod's binding).
-		events := mustKubectl(t, "-n", s.ns, "get", "events", "-o", "yaml")
-		all := ours + events
+		// Events go into the search for secrets whoever reported them, whole (as kubectl get
+		// -o yaml shows them); only depwatch's count for RBAC: under load the kubelet reports
+		// its own passing refusals (a pod's token asked for before the node authorizer has
+		// seen the pod's binding).
+		list, err := kube.CoreV1().Events(s.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("listing the events of %s: %v", s.ns, err)
+		}
+		events, err := yaml.Marshal(list)
+		if err != nil {
+			t.Fatalf("writing the events of %s as YAML: %v", s.ns, err)
+		}
+		all := ours + string(events)
 		for _, secret := range c.secrets {
 			if i := strings.Index(all, secret); i >= 0 {
 				t.Errorf("secret content %q… found in what the probe left behind, after: …%s", secret[:min(12, len(secret))], all[max(0, i-200):i])
 			}
-		}
-		list, err := kube.CoreV1().Events(s.ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatalf("listing the events of %s: %v", s.ns, err)
 		}
 		for _, e := range list.Items {
 			if e.Source.Component != "kubelet" && e.ReportingController != "kubelet" {
