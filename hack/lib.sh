@@ -7,7 +7,9 @@ K8S_VERSION="v1.36.3"
 K8S_BIN="${K8S_BIN:-$ROOT/_output/k8s-$K8S_VERSION/bin}"
 # A machine without kubectl gets one built by hack/build-k8s.sh next to the cluster's binaries.
 command -v kubectl >/dev/null || PATH="$PATH:$K8S_BIN"
-CLUSTER_DIR="$ROOT/_output/cluster"
+# CLUSTER_DIR may name another checkout's cluster: a git worktree then builds and imports its
+# own images into the one running cluster instead of starting a second one.
+CLUSTER_DIR="${CLUSTER_DIR:-$ROOT/_output/cluster}"
 PKI_DIR="$CLUSTER_DIR/pki"
 PID_DIR="$CLUSTER_DIR/pids"
 LOG_DIR="$CLUSTER_DIR/logs"
