@@ -59,6 +59,7 @@ type Controller struct {
 	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
 	jobInf cache.SharedIndexInformer // probe Jobs in the Job namespace
 	podInf cache.SharedIndexInformer // their pods (termination messages)
+	cmInf  cache.SharedIndexInformer // the shards' membership ConfigMaps
 	queue  workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
@@ -79,8 +80,12 @@ type Controller struct {
 	stuck map[int]string
 	// shards is the shard count last seen.
 	shards int
-	// shardTurn serialises shard turns (see reconcileShard).
-	shardTurn sync.Mutex
+	// starting: the namespaces listed when this replica began to lead that it has not
+	// decided about yet. Until none is left, the members it knows are only part of the truth,
+	// so it does not change the membership of a shard whose Job is running (a new leader
+	// would otherwise take namespaces away from the Jobs the previous one launched).
+	starting map[string]bool
+	settled  bool
 	// recorder returns the coordinator's Event recorder (it is replaced when Run starts).
 	recorder func() record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
@@ -96,8 +101,6 @@ type clusterWatch struct {
 
 const (
 	jobTargetIndex = "depwatch-target"
-	// jobCoversIndex: the namespaces a probe Job probes.
-	jobCoversIndex = "depwatch-covers"
 )
 
 // jobCovers is the namespaces a probe Job probes: its shard's namespaces, or the one
@@ -154,18 +157,21 @@ func New(d Deps) (*Controller, error) {
 				return nil, nil
 			}
 			return []string{jobTarget(j)}, nil
-		}, jobCoversIndex: func(obj any) ([]string, error) {
-			j, ok := obj.(*batchv1.Job)
-			if !ok {
-				return nil, nil
-			}
-			return jobCovers(j), nil
 		}},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
 	_ = p.jobInf.SetTransform(ctrl.StripManagedFields)
 	p.podInf = coreinformers.NewFilteredPodInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
 	_ = p.podInf.SetTransform(ctrl.StripManagedFields)
+	p.cmInf = coreinformers.NewFilteredConfigMapInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
+	_ = p.cmInf.SetTransform(ctrl.StripManagedFields)
+	if _, err := p.cmInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: p.onMembership,
+		DeleteFunc: func(obj any) { p.onMembership(obj, nil) },
+	}); err != nil {
+		return nil, err
+	}
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
 	p.Apply(cfg, d.Template)
 
@@ -200,7 +206,7 @@ func New(d Deps) (*Controller, error) {
 			p.queue.Add(shardKey(i))
 		}
 		// Its namespaces: one that moved to another shard while it ran joins that shard's next Job.
-		for _, ns := range jobCovers(j) {
+		for _, ns := range p.covers(j) {
 			p.queue.Add(ns)
 		}
 	}
@@ -273,7 +279,7 @@ func (p *Controller) enqueue(key string, ok bool) {
 }
 
 func (p *Controller) Informers() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{p.nsInf, p.jobInf, p.podInf}
+	return []cache.SharedIndexInformer{p.nsInf, p.jobInf, p.podInf, p.cmInf}
 }
 
 // onPod reads a finished probe pod's report once (leader only, pods that ended after this
@@ -552,10 +558,13 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 			p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
 		}
 		p.mu.Unlock()
+		p.decided(ns)
 		if had {
 			p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
-			log.WithField("reason", why).Info("Not probing this namespace (any more): the next probe Job of its shard leaves it out.")
-			p.noteShardCount()
+			log.WithField("reason", why).Info("Not probing this namespace any more: its shard's running probe Job stops probing it at once.")
+			// Its shard takes it out of the running Job's membership (every shard looks again
+			// when the count changed).
+			p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
 		}
 		return nil
 	case ProbeDeferred:
@@ -573,14 +582,37 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
 		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
 	}
-	i := ShardOf(ns, p.noteShardCount())
-	if err := p.reconcileShard(ctx, i); err != nil {
-		// The shard's key retries with its own back-off: a launch that keeps failing (no Job
-		// namespace, quota, API errors) is tried once per back-off step, not once per member.
-		p.log.WithError(err).WithFields(logrus.Fields{"namespace": ns, "shard": p.shardName(i)}).Debug("The shard's turn failed; it is retried on its own.")
-		p.queue.AddRateLimited(shardKey(i))
-	}
+	p.decided(ns)
+	// The shard is a key of its own: its turn adds the namespace to the running Job's
+	// membership, or launches the shard's Job once a member is due.
+	p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
 	return nil
+}
+
+// decided notes that ns was decided about since this replica began to lead; when every
+// namespace listed then has been, the shards' memberships are complete, and each shard looks
+// at its running Job's membership again.
+func (p *Controller) decided(ns string) {
+	p.mu.Lock()
+	delete(p.starting, ns)
+	settle := !p.settled && len(p.starting) == 0
+	if settle {
+		p.settled = true
+	}
+	shards := p.shards
+	p.mu.Unlock()
+	if settle {
+		for i := range shards {
+			p.queue.Add(shardKey(i))
+		}
+	}
+}
+
+// memberships reports whether the shards' memberships are complete (see starting).
+func (p *Controller) membershipsComplete() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
 }
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
@@ -608,18 +640,31 @@ func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) 
 // shard's next Job once that one ends, so no namespace is ever probed by two Jobs at once.
 func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
 	out := map[string]bool{}
-	for _, ns := range list {
-		objs, err := p.jobInf.GetIndexer().ByIndex(jobCoversIndex, ns)
-		if err != nil {
+	for _, o := range p.jobInf.GetIndexer().List() {
+		j, ok := o.(*batchv1.Job)
+		if !ok || j.DeletionTimestamp != nil || jobs.Finished(j) || jobTarget(j) == target {
 			continue
 		}
-		for _, o := range objs {
-			if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) && jobTarget(j) != target {
+		for _, ns := range p.covers(j) {
+			if slices.Contains(list, ns) {
 				out[ns] = true
 			}
 		}
 	}
 	return out
+}
+
+// dissolve ends a shard that has no members any more: its running Job's membership is emptied
+// (its namespaces are free for their new shards at once), and the ConfigMap goes with the
+// last Job.
+func (p *Controller) dissolve(ctx context.Context, target string, active *batchv1.Job, now time.Time) error {
+	if active == nil {
+		return p.deleteMembership(ctx, target)
+	}
+	if follows(active) && p.membershipsComplete() {
+		return p.syncMembership(ctx, target, nil, nil, now, p.log.WithField("shard", target))
+	}
+	return nil
 }
 
 // activeJob is the shard target's probe Job that has not finished (nil: none).
@@ -633,12 +678,9 @@ func (p *Controller) activeJob(target string) *batchv1.Job {
 	return nil
 }
 
-// reconcileShard: history clean-up, DecideShard and its one action. Shard turns run one at a
-// time: the workers reconcile namespaces concurrently, and two members of one shard must not
-// both find it due and launch two Jobs before either has recorded the launch.
+// reconcileShard: history clean-up, the membership of its running Job, DecideShard and its
+// one action. A shard is a key of the queue, so no two workers run one shard's turn at once.
 func (p *Controller) reconcileShard(ctx context.Context, i int) error {
-	p.shardTurn.Lock()
-	defer p.shardTurn.Unlock()
 	target := p.shardName(i)
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
@@ -649,9 +691,17 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	active := p.activeJob(target)
 	p.checkStuck(i, active, now)
 	if !exists {
-		return nil // the shard count went down: its last Job runs out, nothing follows
+		// The shard count went down: its members belong to other shards now. Its running
+		// Job lets them go; with no Job left, its ConfigMap goes.
+		return p.dissolve(ctx, target, active, now)
 	}
 	elsewhere := p.coveredElsewhere(target, members)
+	var mine []string // the members no other shard's Job probes
+	for _, ns := range members {
+		if !elsewhere[ns] {
+			mine = append(mine, ns)
+		}
+	}
 	in := ShardInput{Active: active != nil, Now: now}
 	p.mu.Lock()
 	in.NextAt = p.shardNext[i]
@@ -675,8 +725,16 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	in.Due = len(due)
 	action, why := DecideShard(in)
 	log := p.log.WithFields(logrus.Fields{"shard": target, "action": string(action), "reason": why, "namespaces": in.Members})
+	if follows(active) && p.membershipsComplete() {
+		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
+			return err
+		}
+	}
 	switch action {
 	case ShardIdle:
+		if active == nil {
+			return p.deleteMembership(ctx, target)
+		}
 		return nil
 	case ShardKeep:
 		p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(jobs.ResultKept)).Inc()
@@ -691,6 +749,14 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 		}
 		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
 		return nil
+	}
+	if cfg.RunDuration() > 0 {
+		// The Job follows the shard's membership from its start: every member, each from its
+		// own notBefore on.
+		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
+			return err
+		}
+		due = mine
 	}
 	if err := p.launch(ctx, i, due, notBefore, now, log); err != nil {
 		return err
@@ -708,27 +774,25 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
 	cur := p.conf()
 	cfg := cur.cfg
-	settings := map[string]probe.NamespaceSettings{}
-	for _, ns := range namespaces {
-		cluster, _ := p.clusterFor(ns)
-		shoot := ShootSettingsOf(cluster)
-		grace := shoot.Grace(cfg.KCMGrace())
-		p.noteShootSettings(ns, shoot, grace, p.log.WithField("namespace", ns))
-		var s probe.NamespaceSettings
-		if grace != cfg.KCMGrace() {
-			s.NodeMonitorGrace = grace
-		}
-		s.NodeConditions = shoot.NodeConditions
+	settings := p.memberSettings(namespaces)
+	for ns, s := range settings {
 		if at := notBefore[ns]; at.After(now) {
 			s.NotBefore = at
+			settings[ns] = s
 		}
-		settings[ns] = s
+	}
+	// Each namespace its own slot, so a hanging one delays no other; a Job that follows its
+	// membership has room for the namespaces that join while it runs.
+	concurrency, membershipIn := len(namespaces), ""
+	if cfg.RunDuration() > 0 {
+		concurrency, membershipIn = MaxNamespacesPerProbeJob, cur.launcher.Template.Namespace
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Shard:                     p.shardName(i),
 		Namespaces:                namespaces,
 		NamespaceSettings:         settings,
-		Concurrency:               len(namespaces), // each namespace its own slot: a hanging one delays no other
+		MembershipIn:              membershipIn,
+		Concurrency:               concurrency,
 		Jitter:                    cfg.Jitter(),
 		KubeconfigSecretName:      cfg.KubeConfigSecretName,
 		ProbeTimeout:              cfg.Timeout(),
@@ -821,6 +885,13 @@ func (p *Controller) GiveUp(key string, err error) {
 func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.leading.Store(true)
 	defer p.leading.Store(false)
+	p.mu.Lock()
+	p.starting = map[string]bool{}
+	for _, k := range p.nsInf.GetIndexer().ListKeys() {
+		p.starting[k] = true
+	}
+	p.settled = len(p.starting) == 0
+	p.mu.Unlock()
 	cfg := p.conf().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
