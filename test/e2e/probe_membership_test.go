@@ -114,7 +114,7 @@ func (s *probeScenario) startFor(home string) {
 // before; (d) a shoot whose hibernation starts, and whose leases then expire, is never
 // scaled or annotated once the change is seen. No Job is launched for any of it.
 func TestProbeFollowsShootsJoiningAndLeavingWhileTheShardsJobRuns(t *testing.T) {
-	parallelLong(t, 100*time.Second)
+	parallelLong(t, 110*time.Second)
 	const runFor = 10 * time.Minute
 	c, home := privateProber(t, "probe-follow", runFor)
 	ensureClusterCRD(t)
