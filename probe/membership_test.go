@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,37 +53,6 @@ func TestMembershipDiffStartsJoinersStopsLeaversAndRestartsChangedSettings(t *te
 			start, stop := membershipDiff(running, tc.m)
 			if !slices.Equal(start, tc.start) || !slices.Equal(stop, tc.stop) {
 				t.Errorf("start %v stop %v, want start %v stop %v", start, stop, tc.start, tc.stop)
-			}
-		})
-	}
-}
-
-func TestNamespacesConfigMapRefusesBadInputNamingTheVariable(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		set  map[string]string
-		want string
-	}{
-		{"no slash", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "shard"}, `NAMESPACES_CONFIGMAP="shard": must be <namespace>/<name>`},
-		{"a bad name", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "depwatch/Not_A_Name"}, `NAMESPACES_CONFIGMAP="depwatch/Not_A_Name"`},
-		{"one namespace", map[string]string{"SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "depwatch/shard"}, "only valid with NAMESPACES and SCHEDULE"},
-		{"one probe", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "NAMESPACES_CONFIGMAP": "depwatch/shard"}, "only valid with NAMESPACES and SCHEDULE"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := validEnv()
-			for k, v := range tc.set {
-				if v == "" {
-					delete(env, k)
-				} else {
-					env[k] = v
-				}
-			}
-			_, err := LoadOptions(lookupFrom(env))
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if p := strings.Join(problemsOf(t, err), "\n"); !strings.Contains(p, tc.want) {
-				t.Errorf("problems %q, want one containing %q", p, tc.want)
 			}
 		})
 	}

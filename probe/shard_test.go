@@ -60,6 +60,10 @@ func TestNamespacesRefusesBadInputNamingTheVariable(t *testing.T) {
 		{"an unknown settings field", map[string]string{"NAMESPACE_SETTINGS": `{"` + testNS + `":{"grace":"1m"}}`}, `NAMESPACE_SETTINGS=`},
 		{"concurrency 0", map[string]string{"PROBE_CONCURRENCY": "0"}, `PROBE_CONCURRENCY="0": must be an integer greater than 0`},
 		{"jitter 1", map[string]string{"BACKOFF_JITTER_FACTOR": "1"}, `BACKOFF_JITTER_FACTOR="1"`},
+		{"a membership ConfigMap without its namespace", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "shard"}, `NAMESPACES_CONFIGMAP="shard": must be <namespace>/<name>`},
+		{"a membership ConfigMap with a bad name", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "depwatch/Not_A_Name"}, `NAMESPACES_CONFIGMAP="depwatch/Not_A_Name"`},
+		{"a membership ConfigMap for one namespace", map[string]string{"SCHEDULE": "@every 10s", "RUN_DURATION": "1m", "NAMESPACES_CONFIGMAP": "depwatch/shard"}, "only valid with NAMESPACES and SCHEDULE"},
+		{"a membership ConfigMap for one probe", map[string]string{"NAMESPACE": "", "NAMESPACES": "a", "NAMESPACES_CONFIGMAP": "depwatch/shard"}, "only valid with NAMESPACES and SCHEDULE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := validEnv()

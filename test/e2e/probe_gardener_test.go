@@ -23,12 +23,24 @@ import (
 // once and kept), each fake node has a Machine in the control-plane namespace, and a shoot's
 // Cluster says whether it is probed and with which grace period.
 
-// shootCluster is a Cluster whose shoot has one worker pool, the given last operation and,
-// when grace is not empty, its own nodeMonitorGracePeriod.
-func shootCluster(ns, opType, opState, grace string) string {
+// shoot is a Gardener shoot's state as its Cluster resource tells the prober.
+type shoot struct {
+	hibernated bool   // spec.hibernation.enabled and status.isHibernated
+	noWorkers  bool   // spec.provider.workers empty; else one pool
+	opType     string // status.lastOperation
+	opState    string
+	grace      string // spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod; "" = not set
+}
+
+// cluster is the shoot's Cluster resource for namespace ns.
+func (s shoot) cluster(ns string) string {
+	workers := "[{name: pool-a, minimum: 1, maximum: 3}]"
+	if s.noWorkers {
+		workers = "[]"
+	}
 	kcm := ""
-	if grace != "" {
-		kcm = fmt.Sprintf("\n      kubernetes: {kubeControllerManager: {nodeMonitorGracePeriod: %q}}", grace)
+	if s.grace != "" {
+		kcm = fmt.Sprintf("\n      kubernetes: {kubeControllerManager: {nodeMonitorGracePeriod: %q}}", s.grace)
 	}
 	return fmt.Sprintf(`apiVersion: extensions.gardener.cloud/v1alpha1
 kind: Cluster
@@ -41,11 +53,13 @@ spec:
     apiVersion: core.gardener.cloud/v1beta1
     kind: Shoot
     spec:%s
+      hibernation: {enabled: %t}
       provider:
-        workers: [{name: pool-a, minimum: 1, maximum: 3}]
+        workers: %s
     status:
+      isHibernated: %t
       lastOperation: {type: %s, state: %s}
-`, ns, kcm, opType, opState)
+`, ns, kcm, s.hibernated, workers, s.hibernated, s.opType, s.opState)
 }
 
 // waitClusterKindFound waits until the in-cluster coordinator watches Cluster resources.
@@ -116,7 +130,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 	parallelLong(t, 90*time.Second)
 	s := newProbeScenario(t, "probe-create", probeSetup{})
 	ensureClusterCRD(t)
-	applyYAML(t, shootCluster(s.ns, "Create", "Processing", ""))
+	applyYAML(t, shoot{opType: "Create", opState: "Processing"}.cluster(s.ns))
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
 	waitClusterKindFound(t)
 
@@ -126,7 +140,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 		t.Fatalf("%d probe Jobs launched for a shoot being created, first %s", len(jobs), jobs[0].Name)
 	}
 	created := time.Now()
-	applyYAML(t, shootCluster(s.ns, "Create", "Succeeded", ""))
+	applyYAML(t, shoot{opType: "Create", opState: "Succeeded"}.cluster(s.ns))
 	s.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
 	t.Logf("first probe finished %.1fs after the Create succeeded", time.Since(created).Seconds())
 }
@@ -140,7 +154,7 @@ func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
 	parallelLong(t, 70*time.Second)
 	s := newProbeScenario(t, "probe-grace", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ensureClusterCRD(t)
-	applyYAML(t, shootCluster(s.ns, "Reconcile", "Succeeded", "10m"))
+	applyYAML(t, shoot{opType: "Reconcile", opState: "Succeeded", grace: "10m"}.cluster(s.ns))
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
 	waitClusterKindFound(t)
 
@@ -150,7 +164,7 @@ func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
 	s.assertUntouched("the shoot's 10m grace has not passed")
 
 	changed := time.Now()
-	applyYAML(t, shootCluster(s.ns, "Reconcile", "Succeeded", "20s"))
+	applyYAML(t, shoot{opType: "Reconcile", opState: "Succeeded", grace: "20s"}.cluster(s.ns))
 	s.waitReplicas(kcm, 0, 120*time.Second)
 	s.waitLog(30*time.Second, map[string]string{"action": "scale-down", "node_monitor_grace": "20s"})
 	t.Logf("scaled down %.1fs after the shoot's grace became 20s", time.Since(changed).Seconds())

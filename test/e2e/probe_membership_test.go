@@ -19,39 +19,6 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// shoot is a Gardener shoot's state as its Cluster resource tells the prober.
-type shoot struct {
-	hibernated bool   // spec.hibernation.enabled and status.isHibernated
-	noWorkers  bool   // spec.provider.workers empty
-	opType     string // status.lastOperation
-	opState    string
-}
-
-func (s shoot) cluster(ns string) string {
-	workers := "[{name: pool-a, minimum: 1, maximum: 3}]"
-	if s.noWorkers {
-		workers = "[]"
-	}
-	return fmt.Sprintf(`apiVersion: extensions.gardener.cloud/v1alpha1
-kind: Cluster
-metadata:
-  name: %s
-spec:
-  cloudProfile: {}
-  seed: {}
-  shoot:
-    apiVersion: core.gardener.cloud/v1beta1
-    kind: Shoot
-    spec:
-      hibernation: {enabled: %t}
-      provider:
-        workers: %s
-    status:
-      isHibernated: %t
-      lastOperation: {type: %s, state: %s}
-`, ns, s.hibernated, workers, s.hibernated, s.opType, s.opState)
-}
-
 var activeShoot = shoot{opType: "Reconcile", opState: "Succeeded"}
 
 // privateProber is a private coordinator that probes the namespaces labelled

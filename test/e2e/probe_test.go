@@ -186,7 +186,7 @@ func TestProbeSkipsAHibernatedShoot(t *testing.T) {
 	}
 	ensureClusterCRD(t) // kept afterwards: other tests use it
 	writeCluster := func(hibernated bool) {
-		applyYAML(t, fmt.Sprintf(clusterObject, s.ns, hibernated))
+		applyYAML(t, shoot{hibernated: hibernated, opType: "Reconcile", opState: "Succeeded"}.cluster(s.ns))
 	}
 	writeCluster(true)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
@@ -226,21 +226,3 @@ func assertOrder(t *testing.T, what string, lines []logLine, steps []step) {
 		last = i
 	}
 }
-
-const clusterObject = `apiVersion: extensions.gardener.cloud/v1alpha1
-kind: Cluster
-metadata:
-  name: %s
-spec:
-  cloudProfile: {}
-  seed: {}
-  shoot:
-    apiVersion: core.gardener.cloud/v1beta1
-    kind: Shoot
-    spec:
-      hibernation: {enabled: %t}
-      provider:
-        workers: [{name: pool-a, minimum: 1, maximum: 3}]
-    status:
-      lastOperation: {type: Reconcile, state: Succeeded}
-`
