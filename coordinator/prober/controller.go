@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
@@ -65,29 +64,8 @@ type Controller struct {
 
 	leading atomic.Bool
 
-	mu      sync.Mutex
-	next    map[string]time.Time // namespace → next probe due
-	paused  map[string]string    // namespace → why it is not probed (selected but skipped)
-	counted map[types.UID]bool   // pods whose summary was counted
-	// throttled counts each namespace's probe Jobs in a row that reported throttled (429).
-	throttled map[string]int
-	// shootNotes: per namespace, the last shoot settings logged (logged again on change).
-	shootNotes map[string]string
-	// lastProbe: per probed namespace, its last probe as the last report said.
-	lastProbe map[string]time.Time
-	// shardNext: per shard, no Job is launched before this.
-	shardNext map[int]time.Time
-	// stuck: per shard, why its active Job has no running pod (cannot start).
-	stuck map[int]string
-	// shards is the shard count last seen.
-	shards int
-	// starting: the namespaces listed when this replica began to lead that it has not
-	// decided about yet. Until none is left, the members it knows are only part of the truth,
-	// so it does not change the membership of a shard whose Job is running (a new leader
-	// would otherwise take namespaces away from the Jobs the previous one launched).
-	starting map[string]bool
-	settled  bool
-	// recorder returns the coordinator's Event recorder (it is replaced when Run starts).
+	probeState
+	// recorder returns the coordinator's Event recorder; nil: Events are dropped.
 	recorder func() record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
 	clusterW sync.WaitGroup
@@ -125,14 +103,7 @@ func New(d Deps) (*Controller, error) {
 		metrics:    d.Metrics,
 		now:        d.Now,
 		started:    d.Now(),
-		next:       map[string]time.Time{},
-		paused:     map[string]string{},
-		counted:    map[types.UID]bool{},
-		throttled:  map[string]int{},
-		shootNotes: map[string]string{},
-		lastProbe:  map[string]time.Time{},
-		shardNext:  map[int]time.Time{},
-		stuck:      map[int]string{},
+		probeState: newProbeState(),
 		recorder:   d.Recorder,
 		queue:      ctrl.NewQueue("depwatch-prober"),
 	}
