@@ -6,10 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -26,11 +23,8 @@ func TestMeltdownSeriesFollowsTheNamespacesLastDecision(t *testing.T) {
 	p.mu.Unlock()
 	finished := time.Now().Add(time.Hour).Truncate(time.Second)
 	pod := func(name, last string, dryRun bool) *corev1.Pod {
-		msg := probe.EncodeReport(probe.Report{End: finished, DryRun: dryRun, Results: map[string]int{last: 1},
+		return finishedProbePod(name, probe.Report{End: finished, DryRun: dryRun, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last)}}})
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "shard-0-000000"}},
-			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: finished}, Message: msg}}}}}}
 	}
 	active := func() int {
 		r := prometheus.NewRegistry()

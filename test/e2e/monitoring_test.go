@@ -3,15 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,8 +34,9 @@ const (
 
 // monitoringCoordinatorConfig: the weeder for the namespaces labelled
 // privateCoordinatorLabel=<home> (the lab's coordinator leaves them alone) and a prober for
-// those labelled monitoringProbeLabel=<home>, on the lab's Job template; image and
-// backoffLimit are the test's to change.
+// those labelled monitoringProbeLabel=<home> (gardenlet's prober config, probing every 5 s,
+// with the lab's timings), on the lab's Job template; image and backoffLimit are the test's
+// to change.
 func monitoringCoordinatorConfig(home, image string, backoffLimit int) string {
 	return fmt.Sprintf(`watchDuration: 30s
 servicesAndDependantSelectors:
@@ -60,26 +57,13 @@ jobTemplate:
     - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
     - {name: LOG_FORMAT, value: Logrus}
 prober:
-  kubeConfigSecretName: shoot-kubeconfig
-  probeInterval: 5s
   initialDelay: 2s
   probeTimeout: 5s
   kcmNodeMonitorGraceDuration: 20s
   namespaceSelector: {matchLabels: {%[5]s: %[2]s}}
   failedJobsHistoryLimit: 3
   probeJobRunDuration: 20s
-  dependentResourceInfos:
-    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
-      scaleUp: {level: 1}
-      scaleDown: {level: 0}
-    - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
-      scaleUp: {level: 1}
-      scaleDown: {level: 1}
-    - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
-      optional: true
-      scaleUp: {level: 0}
-      scaleDown: {level: 2}
-`, privateCoordinatorLabel, home, image, backoffLimit, monitoringProbeLabel)
+%[6]s`, privateCoordinatorLabel, home, image, backoffLimit, monitoringProbeLabel, indent(gardenletProberConfig, "  "))
 }
 
 // testRules is the shipped rules file with its durations scaled down as the comment above
@@ -124,55 +108,6 @@ func testRules(t *testing.T) string {
 	return string(out)
 }
 
-// hostCoordinator is a coordinator run as a process of this test, from this tree's code.
-type hostCoordinator struct {
-	config  string // its config file: rewrite it and the coordinator reloads it within 10 s
-	metrics int
-}
-
-func startHostCoordinator(t *testing.T, config string) *hostCoordinator {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "depwatch")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/depwatch")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	c := &hostCoordinator{config: filepath.Join(dir, "config.yaml"), metrics: freePort(t)}
-	if err := os.WriteFile(c.config, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "coordinator", "--config-file", c.config,
-		"--metrics-bind-addr", fmt.Sprintf("127.0.0.1:%d", c.metrics), "--health-bind-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	var mu sync.Mutex
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if t.Failed() {
-			t.Logf("coordinator output:\n%s", out.String())
-		}
-	})
-	return c
-}
-
-func (c *hostCoordinator) rewrite(t *testing.T, config string) {
-	t.Helper()
-	if err := os.WriteFile(c.config, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestMonitoringAlertsAndDashboard: a real Prometheus scrapes a coordinator and evaluates
 // the shipped alert rules (scaled as testRules says) while it handles a weeder outage and a
 // meltdown: the meltdown alert fires for the shoot's namespace and clears after the
@@ -185,7 +120,16 @@ func TestMonitoringAlertsAndDashboard(t *testing.T) {
 	ensureCoordinator(t)
 	start := time.Now()
 	home := "mon-" + rand.String(5)
-	coord := startHostCoordinator(t, monitoringCoordinatorConfig(home, depwatchImage, 2))
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	writeConfig := func(image string, backoffLimit int) {
+		if err := os.WriteFile(config, []byte(monitoringCoordinatorConfig(home, image, backoffLimit)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(depwatchImage, 2)
+	metricsPort := freePort(t)
+	startHostCoordinator(t, []string{"--config-file", config, "--metrics-bind-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		"--health-bind-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, nil)
 	prom := startPrometheus(t, fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -194,7 +138,7 @@ scrape_configs:
   - job_name: depwatch-coordinator
     honor_labels: true
     static_configs: [{targets: ["127.0.0.1:%d"]}]
-`, coord.metrics), map[string]string{"depwatch.rules.yaml": testRules(t)})
+`, metricsPort), map[string]string{"depwatch.rules.yaml": testRules(t)})
 	waitFor(t, time.Minute, "Prometheus to scrape the leading coordinator", func() (bool, error) {
 		res, err := prom.query(`sum by (job, namespace) (depwatch_coordinator_leader) == 1`)
 		return len(res) == 1, err
@@ -271,9 +215,9 @@ scrape_configs:
 		t.Errorf("DepwatchProbeLastProbeTooOld fired for %s while it was probed, at %v", s.ns, lastProbeFired)
 	}
 
-	// Its shard's Jobs fail from now on.
+	// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
 	broken := time.Now()
-	coord.rewrite(t, monitoringCoordinatorConfig(home, testappImage, 0))
+	writeConfig(testappImage, 0)
 	prom.waitAlert(3*time.Minute, "DepwatchProbeLastProbeTooOld", selector, true)
 	t.Logf("last-probe alert firing %.0fs after the shard's Jobs were broken", time.Since(broken).Seconds())
 	prom.waitAlert(time.Minute, "DepwatchJobsFailing", `kind="probe"`, true)
@@ -298,4 +242,15 @@ scrape_configs:
 		}
 	}
 	t.Logf("the flows and checks took %s", time.Since(start).Round(time.Second))
+}
+
+// indent puts prefix before every line of doc that is not empty.
+func indent(doc, prefix string) string {
+	lines := strings.SplitAfter(doc, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }
