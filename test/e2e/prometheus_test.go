@@ -34,15 +34,13 @@ func startPrometheus(t *testing.T, config string, rules map[string]string) *prom
 	if err != nil {
 		t.Fatalf("no prometheus binary (Debian's prometheus package; hack/install-prometheus.sh installs it): %v", err)
 	}
-	dir, err := os.MkdirTemp(filepath.Join(repoRoot, "_output"), "e2e-prometheus-")
+	out := filepath.Join(repoRoot, "_output")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(out, "e2e-prometheus-")
 	if err != nil {
-		// _output may not exist in a fresh checkout that never built anything.
-		if err := os.MkdirAll(filepath.Join(repoRoot, "_output"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if dir, err = os.MkdirTemp(filepath.Join(repoRoot, "_output"), "e2e-prometheus-"); err != nil {
-			t.Fatal(err)
-		}
+		t.Fatal(err)
 	}
 	for name, doc := range rules {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
