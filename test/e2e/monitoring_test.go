@@ -163,6 +163,15 @@ scrape_configs:
 	// A meltdown in a probed namespace.
 	s := newProbeScenario(t, "mon-probe", probeSetup{})
 	mustKubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"="+home)
+	t.Cleanup(func() {
+		// The coordinator stops probing it before the scenario's clean-up removes its
+		// Jobs, so no new Job follows them.
+		_, _ = kubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"-")
+		waitFor(t, 30*time.Second, "the coordinator to stop probing "+s.ns, func() (bool, error) {
+			res, err := prom.query(`sum(depwatch_coordinator_probe_namespaces{state="probed"}) == 0`)
+			return len(res) == 1, err
+		})
+	})
 	selector := fmt.Sprintf("namespace=%q", s.ns)
 	waitFor(t, 2*time.Minute, "the namespace's first probe in Prometheus", func() (bool, error) {
 		res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_probe_last_probe_timestamp_seconds{%s}`, selector))
