@@ -26,7 +26,9 @@ type Facts struct {
 	// Targets are a batch weeder's services, <namespace>/<service> (AnnotationTargets).
 	Targets []string
 	// Namespaces a probe Job of a shard probes, in order (AnnotationNamespaces).
-	Namespaces  []string
+	Namespaces []string
+	// Membership is the ConfigMap whose membership a shard's Job follows (AnnotationMembership).
+	Membership  string
 	Trigger     string    // AnnotationTrigger; "" = not said
 	TriggerTime time.Time // AnnotationTriggerTime
 	// Armed (AnnotationArmed, AnnotationArmedAt): launched when the outage began, at ArmedAt.
@@ -36,7 +38,7 @@ type Facts struct {
 
 // facts are the Facts Build writes for s.
 func (s Spec) facts() Facts {
-	f := Facts{Target: s.Target(), Targets: s.Batch, Namespaces: s.Namespaces, Trigger: s.Trigger, TriggerTime: s.TriggerTime, Armed: s.Armed}
+	f := Facts{Target: s.Target(), Targets: s.Batch, Namespaces: s.Namespaces, Membership: s.Membership, Trigger: s.Trigger, TriggerTime: s.TriggerTime, Armed: s.Armed}
 	if s.Armed {
 		f.ArmedAt = s.TriggerTime // the outage began when the coordinator saw it
 	}
@@ -44,7 +46,7 @@ func (s Spec) facts() Facts {
 }
 
 // factKeys are the annotations Facts are written to.
-var factKeys = []string{AnnotationTarget, AnnotationTargets, AnnotationNamespaces, AnnotationTrigger,
+var factKeys = []string{AnnotationTarget, AnnotationTargets, AnnotationNamespaces, AnnotationMembership, AnnotationTrigger,
 	AnnotationTriggerTime, AnnotationArmed, AnnotationArmedAt}
 
 func (f Facts) annotations() map[string]string {
@@ -57,6 +59,9 @@ func (f Facts) annotations() map[string]string {
 	}
 	if len(f.Namespaces) > 0 {
 		a[AnnotationNamespaces] = strings.Join(f.Namespaces, ",")
+	}
+	if f.Membership != "" {
+		a[AnnotationMembership] = f.Membership
 	}
 	if f.Trigger != "" {
 		a[AnnotationTrigger] = f.Trigger
@@ -72,7 +77,7 @@ func (f Facts) annotations() map[string]string {
 // zero (a Job made by hand may carry none of them).
 func ReadFacts(j *batchv1.Job) Facts {
 	a := j.Annotations
-	f := Facts{Target: a[AnnotationTarget], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime])}
+	f := Facts{Target: a[AnnotationTarget], Membership: a[AnnotationMembership], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime])}
 	if v := a[AnnotationTargets]; v != "" {
 		f.Targets = strings.Split(v, ",")
 	}

@@ -35,6 +35,7 @@ func TestFactsRoundTripThroughAJobsAnnotations(t *testing.T) {
 		"armed at the zero time is still armed": {Target: "a/b", Armed: true},
 		"batch":                                 {Target: "batch-0123abcd", Targets: []string{"a/etcd", "b/etcd"}, Trigger: TriggerOutage, TriggerTime: at, Armed: true, ArmedAt: at},
 		"probe shard":                           {Target: "shard-3", Namespaces: []string{"shoot--a", "shoot--b"}, Trigger: TriggerSchedule, TriggerTime: at},
+		"probe shard following its membership":  {Target: "shard-3", Namespaces: []string{"shoot--a"}, Membership: "depwatch-probe-shard-3", Trigger: TriggerSchedule, TriggerTime: at},
 	}
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 300 {

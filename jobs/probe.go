@@ -40,6 +40,10 @@ type ProbeSpec struct {
 	// NamespaceSettings are each namespace's own settings over the Job-wide ones (a
 	// namespace with nothing of its own may be left out or given the zero value).
 	NamespaceSettings map[string]probe.NamespaceSettings
+	// MembershipIn, for a shard's Job that runs on a schedule, is the namespace of the shard's
+	// membership ConfigMap (MembershipName, in the Jobs' namespace): the Job follows it while
+	// it runs (NAMESPACES_CONFIGMAP). "" = the Job probes Namespaces and nothing else.
+	MembershipIn string
 	// Concurrency (PROBE_CONCURRENCY): namespaces probed at the same moment; 0 = the probe's default.
 	Concurrency int
 	// Jitter (BACKOFF_JITTER_FACTOR) spreads each namespace's probes, in [0,1).
@@ -101,6 +105,8 @@ func Probe(p ProbeSpec) (Spec, error) {
 		return Spec{}, fmt.Errorf("probe %s: durations must not be negative", target)
 	case p.RunDuration > 0 && p.Interval <= 0:
 		return Spec{}, fmt.Errorf("probe %s: a run duration needs a positive interval", target)
+	case p.MembershipIn != "" && (p.Shard == "" || p.RunDuration <= 0):
+		return Spec{}, fmt.Errorf("probe %s: only a shard's Job with a run duration follows a membership", target)
 	}
 	run := probe.JobSettings{
 		Namespace: p.Namespace, Namespaces: p.Namespaces, NamespaceSettings: p.NamespaceSettings,
@@ -110,6 +116,11 @@ func Probe(p ProbeSpec) (Spec, error) {
 		DryRun: p.DryRun, NodeConditions: p.NodeConditions, RunDuration: p.RunDuration, Interval: p.Interval,
 	}
 	var labels map[string]string
+	membership := ""
+	if p.MembershipIn != "" {
+		membership = MembershipName(p.Shard)
+		run.Membership = probe.MembershipRef(p.MembershipIn, membership)
+	}
 	if p.Shard != "" {
 		run.Concurrency = p.Concurrency // a single namespace needs no more than one slot
 		labels = map[string]string{}
@@ -125,6 +136,7 @@ func Probe(p ProbeSpec) (Spec, error) {
 		Namespace:   target,
 		ExtraLabels: labels,
 		Namespaces:  p.Namespaces,
+		Membership:  membership,
 		Trigger:     TriggerSchedule,
 		TriggerTime: p.TriggerTime,
 		RunDuration: p.RunDuration + 3*p.ProbeTimeout + p.ScaleChain,

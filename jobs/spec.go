@@ -141,8 +141,10 @@ type Spec struct {
 	// Batch lists the <namespace>/<service> targets of a weeder Job that covers several
 	// services (WeederBatch); empty for a Job of one target.
 	Batch []string
-	// Namespaces a probe Job of a shard probes (AnnotationNamespaces).
+	// Namespaces a probe Job of a shard probes (AnnotationNamespaces): at its start, when
+	// it follows Membership (AnnotationMembership), the ConfigMap it follows.
 	Namespaces []string
+	Membership string
 	// Armed: a weeder launched when its service went down, to wait for its return
 	// (AnnotationArmed, and AnnotationArmedAt = TriggerTime).
 	Armed bool

@@ -12,21 +12,22 @@ import (
 // The variables of a probe run: the settings table (Usage, defaults), LoadOptions and
 // JobSettings.Env all use these names, so the writer and the reader cannot disagree.
 const (
-	envNamespace          = "NAMESPACE"
-	envNamespaces         = "NAMESPACES"
-	envNamespaceSettings  = "NAMESPACE_SETTINGS"
-	envConcurrency        = "PROBE_CONCURRENCY"
-	envJitter             = "BACKOFF_JITTER_FACTOR"
-	envKubeconfigSecret   = "KUBECONFIG_SECRET_NAME"
-	envProbeTimeout       = "PROBE_TIMEOUT"
-	envNodeMonitorGrace   = "KCM_NODE_MONITOR_GRACE_DURATION"
-	envLeaseFailure       = "NODE_LEASE_FAILURE_FRACTION"
-	envLeaseExpiryBuffer  = "LEASE_EXPIRY_BUFFER_FRACTION"
-	envDependentResources = "DEPENDENT_RESOURCES"
-	envNodeConditions     = "NODE_CONDITIONS"
-	envDryRun             = "DRY_RUN"
-	envSchedule           = "SCHEDULE"
-	envRunDuration        = "RUN_DURATION"
+	envNamespace           = "NAMESPACE"
+	envNamespaces          = "NAMESPACES"
+	envNamespaceSettings   = "NAMESPACE_SETTINGS"
+	envNamespacesConfigMap = "NAMESPACES_CONFIGMAP"
+	envConcurrency         = "PROBE_CONCURRENCY"
+	envJitter              = "BACKOFF_JITTER_FACTOR"
+	envKubeconfigSecret    = "KUBECONFIG_SECRET_NAME"
+	envProbeTimeout        = "PROBE_TIMEOUT"
+	envNodeMonitorGrace    = "KCM_NODE_MONITOR_GRACE_DURATION"
+	envLeaseFailure        = "NODE_LEASE_FAILURE_FRACTION"
+	envLeaseExpiryBuffer   = "LEASE_EXPIRY_BUFFER_FRACTION"
+	envDependentResources  = "DEPENDENT_RESOURCES"
+	envNodeConditions      = "NODE_CONDITIONS"
+	envDryRun              = "DRY_RUN"
+	envSchedule            = "SCHEDULE"
+	envRunDuration         = "RUN_DURATION"
 )
 
 // everyPrefix starts the SCHEDULE of a run that probes every Interval.
@@ -42,8 +43,11 @@ type JobSettings struct {
 	// NamespaceSettings (NAMESPACE_SETTINGS): a namespace's own settings over the Job-wide
 	// ones; namespaces with nothing to say are left out.
 	NamespaceSettings map[string]NamespaceSettings
-	Concurrency       int     // PROBE_CONCURRENCY, written when > 0
-	Jitter            float64 // BACKOFF_JITTER_FACTOR, written when > 0
+	// Membership (NAMESPACES_CONFIGMAP), "<namespace>/<name>": the ConfigMap the run follows
+	// for its namespaces (a shard's, written by the coordinator); "" = the list is fixed.
+	Membership  string
+	Concurrency int     // PROBE_CONCURRENCY, written when > 0
+	Jitter      float64 // BACKOFF_JITTER_FACTOR, written when > 0
 
 	KubeconfigSecretName      string        // KUBECONFIG_SECRET_NAME
 	ProbeTimeout              time.Duration // PROBE_TIMEOUT
@@ -74,6 +78,9 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	}
 	if v := NamespaceSettingsEnv(s.NamespaceSettings); v != "" {
 		w.Set(envNamespaceSettings, v)
+	}
+	if s.Membership != "" {
+		w.Set(envNamespacesConfigMap, s.Membership)
 	}
 	if s.Concurrency > 0 {
 		w.Set(envConcurrency, envconf.FormatInt(s.Concurrency))

@@ -28,10 +28,14 @@ type Options struct {
 
 	// Namespaces (NAMESPACES) are probed concurrently, each on its own, when set; Namespace
 	// is then empty. Settings (NAMESPACE_SETTINGS) override the Job-wide ones per namespace.
-	Namespaces  []string
-	Settings    map[string]NamespaceSettings
-	Concurrency int     // PROBE_CONCURRENCY
-	Jitter      float64 // BACKOFF_JITTER_FACTOR, in [0,1)
+	Namespaces []string
+	Settings   map[string]NamespaceSettings
+	// MembershipNamespace and MembershipName (NAMESPACES_CONFIGMAP): the ConfigMap whose
+	// membership the run follows while it runs; empty = Namespaces stay as they are.
+	MembershipNamespace string
+	MembershipName      string
+	Concurrency         int     // PROBE_CONCURRENCY
+	Jitter              float64 // BACKOFF_JITTER_FACTOR, in [0,1)
 
 	ScheduleSpec string        // "" = a single probe
 	Schedule     cron.Schedule // nil = a single probe
@@ -139,6 +143,9 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 	} else if hasSchedule {
 		e.Add("RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
+	}
+	if v, ok := e.optional(envNamespacesConfigMap); ok {
+		o.MembershipNamespace, o.MembershipName = parseMembershipRef(e, v, o.Namespaces != nil, hasSchedule)
 	}
 
 	if len(e.Problems) > 0 {
@@ -331,21 +338,27 @@ func (o Options) targets() []nsTarget {
 	}
 	out := make([]nsTarget, 0, len(names))
 	for _, ns := range names {
-		t := o
-		t.Namespace, t.Namespaces, t.Settings = ns, nil, nil
-		s := o.Settings[ns]
-		if s.NodeMonitorGrace > 0 {
-			t.NodeMonitorGrace = s.NodeMonitorGrace
-		}
-		if len(s.NodeConditions) > 0 {
-			t.NodeConditions = s.NodeConditions
-		}
-		out = append(out, nsTarget{opts: t, notBefore: s.NotBefore})
+		out = append(out, o.target(ns, o.Settings[ns]))
 	}
 	return out
+}
+
+// target is the options of namespace ns of the run, with its own settings s applied.
+func (o Options) target(ns string, s NamespaceSettings) nsTarget {
+	t := o
+	t.Namespace, t.Namespaces, t.Settings = ns, nil, nil
+	t.MembershipNamespace, t.MembershipName = "", ""
+	if s.NodeMonitorGrace > 0 {
+		t.NodeMonitorGrace = s.NodeMonitorGrace
+	}
+	if len(s.NodeConditions) > 0 {
+		t.NodeConditions = s.NodeConditions
+	}
+	return nsTarget{opts: t, notBefore: s.NotBefore, settings: s}
 }
 
 type nsTarget struct {
 	opts      Options
 	notBefore time.Time
+	settings  NamespaceSettings // as given, to tell a change of them (membership)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -104,6 +105,8 @@ type runner struct {
 	// control plane must not hold its whole shard's Job, and so the hand-over to the next
 	// Job, for up to three probe timeouts. A probe that is scaling is finished.
 	stop context.Context
+	// left: the namespace left the shard's membership (its contexts are cancelled for that).
+	left atomic.Bool
 }
 
 // Run is RunAll for a run of one namespace (NAMESPACE): its summary and error.
@@ -152,6 +155,9 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 		"node_lease_failure_fraction": opts.NodeLeaseFailureFraction, "lease_expiry_buffer_fraction": opts.LeaseExpiryBufferFraction,
 		"resources": len(opts.Resources), "dry_run": opts.DryRun, "schedule": opts.ScheduleSpec, "run_duration": opts.RunDuration.String(),
 	}
+	if opts.MembershipName != "" {
+		fields["membership"] = MembershipRef(opts.MembershipNamespace, opts.MembershipName)
+	}
 	if multi {
 		fields["namespace"] = NamespacesEnv(opts.Namespaces)
 		fields["namespaces"] = len(opts.Namespaces)
@@ -169,21 +175,23 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	}
 	defer cancel()
 
-	runners := make([]*runner, len(targets))
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		r := &runner{deps: deps, opts: t.opts, log: log.WithField("namespace", t.opts.Namespace), slots: slots, stop: stop,
-			sum: Summary{Namespace: t.opts.Namespace, DryRun: opts.DryRun, Results: map[Result]int{}}}
-		runners[i] = r
-		var spread time.Duration
-		if multi && opts.Schedule != nil && opts.Jitter > 0 {
-			now := time.Now()
-			spread = time.Duration(rand.Float64() * opts.Jitter * float64(opts.Schedule.Next(now).Sub(now)))
-		}
-		wg.Go(func() { errs[i] = r.run(ctx, stop, t.notBefore, spread) })
+	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: slots, multi: multi, live: map[string]*member{}}
+	for _, t := range targets {
+		f.start(t)
 	}
-	wg.Wait()
+	if opts.MembershipName != "" {
+		// The membership is followed until the schedule ends; then no runner starts any more
+		// and the fleet's runners are waited for.
+		var following sync.WaitGroup
+		following.Go(func() {
+			if err := followMembership(stop, deps.Seed, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
+				log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
+			}
+		})
+		<-stop.Done()
+		following.Wait()
+	}
+	members := f.close()
 
 	why := "done"
 	switch {
@@ -192,35 +200,28 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	case opts.Schedule != nil:
 		why = "RUN_DURATION elapsed"
 	}
-	end := time.Now()
-	rep := Report{End: end, DryRun: opts.DryRun, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
-	sums := make([]Summary, len(runners))
-	for i, r := range runners {
-		sums[i] = r.sum
-		e := NamespaceResult{Last: r.sum.Last, Throttled: r.throttled}
-		if r.sum.Probes == 0 {
-			e.Last = ResultNotProbed
+	rep := report(members, time.Now(), opts.DryRun)
+	sums := make([]Summary, len(members))
+	var firstErr error
+	for i, m := range members {
+		sums[i] = m.r.sum
+		if i == 0 {
+			firstErr = m.err
+		}
+		line := m.r.log.WithFields(logrus.Fields{"probes": m.r.sum.Probes, "result": string(rep.Namespaces[m.r.opts.Namespace].Last), "stop_reason": why})
+		if m.r.left.Load() {
+			line = line.WithField("stop_reason", "left the shard's membership")
+		}
+		if m.err != nil {
+			line.WithField("error", m.err.Error()).Errorf("Probe run finished (%s) with an error: %s", why, m.r.sum)
 		} else {
-			e.Ago = max(end.Sub(r.lastAt), 0)
-		}
-		rep.Namespaces[r.opts.Namespace] = e
-		for res, n := range r.sum.Results {
-			rep.Results[string(res)] += n
-		}
-		for op, n := range r.sum.Ops() {
-			rep.Ops[op] += n
-		}
-		line := r.log.WithFields(logrus.Fields{"probes": r.sum.Probes, "result": string(e.Last), "stop_reason": why})
-		if errs[i] != nil {
-			line.WithField("error", errs[i].Error()).Errorf("Probe run finished (%s) with an error: %s", why, r.sum)
-		} else {
-			line.Infof("Probe run finished (%s): %s", why, r.sum)
+			line.Infof("Probe run finished (%s): %s", why, m.r.sum)
 		}
 	}
 	if multi {
 		return rep, sums, nil
 	}
-	return rep, sums, errs[0]
+	return rep, sums, firstErr
 }
 
 // run is one namespace's part of a run: its first probe at notBefore (or after spread), then
@@ -236,6 +237,9 @@ func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time
 		select {
 		case <-stop.Done():
 			t.Stop()
+			if r.left.Load() {
+				return nil // said when it left
+			}
 			r.log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended before the first probe was due"}).
 				Info("Not probed in this run: its first probe was not due yet; the next probe Job of its shard probes it.")
 			return nil
@@ -314,6 +318,11 @@ func (r *runner) probe(ctx context.Context) error {
 // probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx.
 func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
 	noDecision := func(res Result, pe *probeError) (Result, string, error) {
+		if r.left.Load() {
+			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "left the shard's membership during the probe"}).
+				Info("This namespace left the shard while its probe was still reading; the probe is abandoned and nothing was changed.")
+			return ResultNotProbed, "", nil
+		}
 		if ctx.Err() == nil && readCtx.Err() != nil {
 			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended during the probe's reads"}).
 				Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
@@ -370,7 +379,11 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 	}
 	log.WithFields(fields).Infof("Decision: %s: %s.", d.Action, d.Reason)
 	if ctx.Err() != nil {
-		log.WithField("action", string(OutcomeNotStarted)).Info("The run is stopping: nothing is scaled.")
+		why := "The run is stopping: nothing is scaled."
+		if r.left.Load() {
+			why = "This namespace left the shard: nothing is scaled."
+		}
+		log.WithField("action", string(OutcomeNotStarted)).Info(why)
 		for range r.opts.Resources {
 			r.sum.add(OutcomeNotStarted)
 		}

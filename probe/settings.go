@@ -25,6 +25,7 @@ const (
 var settings = []setting{
 	{name: envNamespace, desc: "the control-plane namespace: holds the kubeconfig Secret and the dependents to scale (one namespace; set this or NAMESPACES)"},
 	{name: envNamespaces, desc: "comma-separated control-plane namespaces, probed concurrently, each on its own (a shard of the coordinator's; set this or NAMESPACE)"},
+	{name: envNamespacesConfigMap, desc: "<namespace>/<name> of a ConfigMap whose NAMESPACES and NAMESPACE_SETTINGS keys the run follows while it runs (with NAMESPACES and SCHEDULE): a namespace added there is probed from its notBefore on, one removed gets no further probe or scaling (the coordinator's shards)"},
 	{name: envNamespaceSettings, desc: "JSON object of namespace → {\"nodeMonitorGrace\": Go duration, \"nodeConditions\": {pool: [conditions]}, \"notBefore\": RFC 3339 time of its first probe}, each field optional: a namespace's own settings over the Job-wide ones"},
 	{name: envConcurrency, def: DefaultProbeConcurrency, desc: "at most this many namespaces are probed (or scaled) at the same moment, an integer > 0; each probe is bounded by PROBE_TIMEOUT, so a hanging control plane holds one slot, never the others"},
 	{name: envJitter, def: "0", desc: "with SCHEDULE: each namespace waits its interval × (1 + this × random) between probes, and its first probe of a multi-namespace run is spread over the same fraction of the interval, in [0,1)"},

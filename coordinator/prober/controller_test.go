@@ -203,7 +203,12 @@ prober:
 
 func newProbeHarness(t *testing.T) *probeHarness {
 	t.Helper()
-	cfg, err := parseFile([]byte(probeOnlyConfig))
+	return newProbeHarnessWith(t, probeOnlyConfig)
+}
+
+func newProbeHarnessWith(t *testing.T, config string) *probeHarness {
+	t.Helper()
+	cfg, err := parseFile([]byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +234,23 @@ func (h *probeHarness) namespace(name string, lbls map[string]string) {
 	}
 }
 
-// reconcile runs one turn for ns and copies the fake API's probe Jobs into the cache.
-func (h *probeHarness) reconcile(ns string) {
+// reconcile runs one turn for key and then for the keys it queued for now (its shard), as the
+// workers would, copying the fake API's probe Jobs and ConfigMaps into the caches after each.
+func (h *probeHarness) reconcile(key string) {
 	h.t.Helper()
-	if err := h.c.Reconcile(context.Background(), ns); err != nil {
-		h.t.Fatalf("reconcile: %v", err)
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		h.t.Fatalf("reconcile %s: %v", key, err)
 	}
 	h.syncJobs()
+	for h.c.queue.Len() > 0 {
+		next, _ := h.c.queue.Get()
+		err := h.c.Reconcile(context.Background(), next)
+		h.c.queue.Done(next)
+		if err != nil {
+			h.t.Fatalf("reconcile %s: %v", next, err)
+		}
+		h.syncJobs()
+	}
 }
 
 func (h *probeHarness) syncJobs() {
@@ -246,6 +261,17 @@ func (h *probeHarness) syncJobs() {
 	}
 	for i := range list {
 		_ = idx.Add(&list[i])
+	}
+	cms, err := h.client.CoreV1().ConfigMaps("depwatch").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cmIdx := h.c.cmInf.GetIndexer()
+	for _, o := range cmIdx.List() {
+		_ = cmIdx.Delete(o)
+	}
+	for i := range cms.Items {
+		_ = cmIdx.Add(&cms.Items[i])
 	}
 }
 

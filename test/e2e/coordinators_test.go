@@ -51,6 +51,13 @@ func (c *deployedCoordinator) selector() string { return "app.kubernetes.io/comp
 // ends.
 func privateCoordinator(t *testing.T, prefix string, env map[string]string) *deployedCoordinator {
 	t.Helper()
+	return privateCoordinatorWith(t, prefix, env, nil)
+}
+
+// privateCoordinatorWith is privateCoordinator whose config, the lab's without the prober,
+// edit may change (give it a prober of its own, say) before it starts.
+func privateCoordinatorWith(t *testing.T, prefix string, env map[string]string, edit func(home string, cfg map[string]any)) *deployedCoordinator {
+	t.Helper()
 	ensureCoordinator(t)
 	ctx := context.Background()
 	home := newNamespace(t, prefix+"-home")
@@ -87,6 +94,9 @@ func privateCoordinator(t *testing.T, prefix string, env map[string]string) *dep
 	}
 	cfg["namespaces"] = map[string]any{"selector": map[string]any{"matchLabels": map[string]any{privateCoordinatorLabel: home}}}
 	delete(cfg, "prober")
+	if edit != nil {
+		edit(home, cfg)
+	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)

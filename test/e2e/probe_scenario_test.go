@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // The probe scenarios treat the local cluster as the "shoot" of itself: a Secret holds a
@@ -58,6 +59,8 @@ type probeScenario struct {
 	logs  map[string]string
 	final map[string]bool // Jobs whose log was read after they finished
 	order []string        // Job names in the order their logs were first collected
+	// joined: running shard Jobs the namespace joined (their membership listed it)
+	joined map[string]bool
 }
 
 type probeSetup struct {
@@ -72,7 +75,7 @@ func newProbeScenario(t *testing.T, prefix string, setup probeSetup) *probeScena
 	t.Helper()
 	ensureCoordinator(t)
 	ns := newNamespace(t, prefix)
-	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}, final: map[string]bool{}}
+	s := &probeScenario{t: t, ns: ns, renew: map[string]bool{}, logs: map[string]string{}, final: map[string]bool{}, joined: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -230,13 +233,35 @@ func (s *probeScenario) start() time.Time {
 	return time.Now()
 }
 
+// probeJobs are the probe Jobs that probe (or probed) the namespace: those launched with it
+// (their label names it), and a shard's running Job it joined later (its membership
+// ConfigMap lists it), kept once seen so that its log is collected to the end.
 func (s *probeScenario) probeJobs() []batchv1.Job {
-	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(s.ns)})
+	ctx := context.Background()
+	list, err := kube.BatchV1().Jobs(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe"})
 	if err != nil {
 		return nil
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) })
-	return list.Items
+	member := map[string]bool{} // membership ConfigMaps that list the namespace now
+	if cms, err := kube.CoreV1().ConfigMaps(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe"}); err == nil {
+		for _, cm := range cms.Items {
+			if m, err := probe.ParseMembership(cm.Data); err == nil && slices.Contains(m.Namespaces, s.ns) {
+				member[cm.Name] = true
+			}
+		}
+	}
+	var out []batchv1.Job
+	s.mu.Lock()
+	for _, j := range list.Items {
+		follows := member[jobs.ReadFacts(&j).Membership] && !jobDone(&j)
+		if j.Labels[jobs.ProbeLabel(s.ns)] == "true" || follows || s.joined[j.Name] {
+			out = append(out, j)
+			s.joined[j.Name] = s.joined[j.Name] || follows
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp) })
+	return out
 }
 
 // collectLogs keeps the log of every probe Job of the namespace: a running one's is read

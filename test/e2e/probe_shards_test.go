@@ -143,31 +143,3 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 		t.Errorf("kubectl logs -l ...,%s shows no line naming the namespace", jobs.ProbeLabel(ok.ns))
 	}
 }
-
-// TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext: a namespace selected while
-// its shard's Job runs is not probed by that Job (its environment is fixed) but by the next
-// Job of the shard, which follows when the running one ends (probeJobRunDuration 20s here).
-func TestProbeNamespaceAddedWhileItsShardsJobRunsIsProbedByTheNext(t *testing.T) {
-	parallelLong(t, 95*time.Second)
-	first := newProbeScenario(t, "shard-first", probeSetup{})
-	first.start()
-	first.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
-	running := map[string]bool{}
-	for _, j := range first.probeJobs() {
-		if !jobs.Finished(&j) {
-			running[j.Name] = true
-		}
-	}
-	added := newProbeScenario(t, "shard-added", probeSetup{})
-	selected := added.start()
-	added.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
-	t.Logf("first probe of the added namespace %.1fs after it was selected", time.Since(selected).Seconds())
-	for _, j := range added.probeJobs() {
-		if running[j.Name] {
-			t.Errorf("Job %s, already running when the namespace was selected, probes it", j.Name)
-		}
-		if j.CreationTimestamp.Time.Before(selected.Add(-time.Second)) {
-			t.Errorf("Job %s was created %s before the namespace was selected", j.Name, selected.Sub(j.CreationTimestamp.Time))
-		}
-	}
-}

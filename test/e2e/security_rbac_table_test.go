@@ -64,6 +64,8 @@ var rbacTable = []rbacGrant{
 		"its own pod for the Jobs' image (`ResolveTemplate`); informer on the probe Jobs' pods"},
 	{saCoordinator, "depwatch", "jobs.batch", "", []string{"create", "delete", "get", "list", "watch"},
 		"weeder and probe Jobs (`jobs/launch.go`: Launch, Delete, Active; the prober's Job informer)"},
+	{saCoordinator, "depwatch", "configmaps", "", []string{"create", "delete", "list", "update", "watch"},
+		"each probe shard's membership ConfigMap, which its running Job follows (`jobs/membership.go`; the prober's informer in `coordinator/prober/controller.go`)"},
 	{saCoordinator, "depwatch", "leases.coordination.k8s.io", "", []string{"create"},
 		"leader election: the first replica creates the Lease"},
 	{saCoordinator, "depwatch", "leases.coordination.k8s.io", "depwatch-coordinator", []string{"get", "update"},
@@ -92,6 +94,8 @@ var rbacTable = []rbacGrant{
 		"ScaledDown / ScaledUp Events, created once each (`probe/scale.go`)"},
 	{saProbe, scopeCluster, "machines.machine.sapcloud.io", "", []string{"get", "list", "watch"},
 		"MCM's Machines in the probed namespace: which node leases count, as dependency-watchdog counts them (`probe/shoot.go` listMachines)"},
+	{saProbe, "depwatch", "configmaps", "", []string{"get", "list", "watch"},
+		"a shard's Job follows its membership ConfigMap (NAMESPACES_CONFIGMAP; a watch on it by name, `probe/membership.go`)"},
 
 	{saReaper, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
 		"`examples/reaper-rbac.yaml`: list and delete (watch: WATCH=true)"},

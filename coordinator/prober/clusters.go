@@ -1,0 +1,136 @@
+package prober
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+)
+
+// clusterWatch is the dynamic informer of Gardener's Cluster resources, started when
+// discovery shows the kind and stopped when it disappears.
+type clusterWatch struct {
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+}
+
+// watchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
+// when it appears the Cluster informer starts, when it goes the informer stops; either way
+// every namespace is reconciled again.
+func (p *Controller) WatchClusters(ctx context.Context) {
+	defer func() {
+		p.mu.Lock()
+		if p.cluster != nil {
+			p.cluster.cancel()
+			p.cluster = nil
+		}
+		p.mu.Unlock()
+		p.clusterW.Wait()
+	}()
+	// A timer, not a ticker: each wait reads the running config (a reload may change it).
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.checkClusterKind(ctx)
+		t.Reset(p.conf().cfg.DiscoveryInterval())
+	}
+}
+
+// clusterKindInstalled asks discovery whether extensions.gardener.cloud/v1alpha1 serves clusters.
+func (p *Controller) clusterKindInstalled() (bool, error) {
+	if p.dyn == nil {
+		return false, nil
+	}
+	list, err := p.disco.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == ClusterGVR.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (p *Controller) checkClusterKind(ctx context.Context) {
+	installed, err := p.clusterKindInstalled()
+	if err != nil {
+		p.log.WithError(err).Warn("Cannot tell whether Gardener's Cluster resources exist; keeping the current view.")
+		return
+	}
+	p.mu.Lock()
+	running := p.cluster != nil
+	switch {
+	case installed && !running:
+		cctx, cancel := context.WithCancel(ctx)
+		inf := dynamicinformer.NewFilteredDynamicInformer(p.dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		_ = inf.SetTransform(ctrl.StripManagedFields)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { p.enqueue(clusterKey(obj)) },
+			UpdateFunc: func(_, obj any) { p.enqueue(clusterKey(obj)) },
+			DeleteFunc: func(obj any) { p.enqueue(clusterKey(obj)) },
+		})
+		p.cluster = &clusterWatch{inf: inf, cancel: cancel}
+		p.clusterW.Add(1)
+		go func() {
+			defer p.clusterW.Done()
+			inf.RunWithContext(cctx)
+		}()
+		p.log.Info("Gardener Cluster resources found: watching them; shoots that are hibernated, waking up, being created, restored, migrated or deleted, or have no workers, are not probed; a shoot's nodeMonitorGracePeriod and per-pool nodeConditions apply to its probes.")
+	case !installed && running:
+		p.cluster.cancel()
+		p.cluster = nil
+		p.log.Info("Gardener Cluster resources are gone: probing by namespace labels alone.")
+	default:
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.enqueueAll()
+}
+
+func clusterKey(obj any) (string, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Key, true
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return "", false
+	}
+	return u.GetName(), true
+}
+
+// clusterFor returns the namespace's Cluster (nil if none or the kind is not installed) and
+// whether the Cluster cache is still syncing.
+func (p *Controller) clusterFor(ns string) (*unstructured.Unstructured, bool) {
+	p.mu.Lock()
+	cw := p.cluster
+	p.mu.Unlock()
+	if cw == nil {
+		return nil, false
+	}
+	if !cw.inf.HasSynced() {
+		return nil, true
+	}
+	obj, exists, err := cw.inf.GetIndexer().GetByKey(ns)
+	if err != nil || !exists {
+		return nil, false
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u, false
+}

@@ -1,0 +1,169 @@
+package prober
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+)
+
+// A shard's probe Job runs for probeJobRunDuration, while shoots are created, woken up and
+// hibernated at any moment. So each shard's membership lives in a ConfigMap that the
+// coordinator keeps equal to the shard's members, and the running Job follows it: a shoot
+// that becomes probe-able is probed from its initialDelay on, one that stops being so is
+// neither probed nor scaled any more, in the time a watch event takes, and at no Job's cost.
+
+// ShardMembership is the membership shard members should have, given the one its
+// ConfigMap holds now (current; nil: none). Each member carries its own settings as they are
+// now; its notBefore is the one current gives it when it is a member already (a running Job
+// reads notBefore only when a namespace joins, so rewriting it would change nothing but cost
+// a write per probe interval), else its own notBefore when that is still ahead.
+func ShardMembership(members []string, notBefore map[string]time.Time, settings map[string]probe.NamespaceSettings, current *probe.Membership, now time.Time) probe.Membership {
+	m := probe.Membership{Namespaces: slices.Clone(members), Settings: map[string]probe.NamespaceSettings{}}
+	slices.Sort(m.Namespaces)
+	for _, ns := range m.Namespaces {
+		s := settings[ns]
+		s.NotBefore = time.Time{}
+		switch {
+		case current != nil && slices.Contains(current.Namespaces, ns):
+			s.NotBefore = current.Settings[ns].NotBefore
+		case notBefore[ns].After(now):
+			s.NotBefore = notBefore[ns]
+		}
+		m.Settings[ns] = s
+	}
+	return m
+}
+
+// follows: the Job follows its shard's membership ConfigMap (it was launched with one).
+func follows(j *batchv1.Job) bool { return j != nil && jobs.ReadFacts(j).Membership != "" }
+
+// membershipOf is the membership ConfigMap name holds, as the cache has it (nil: none, or
+// unreadable).
+func (p *Controller) membershipOf(name string) (*corev1.ConfigMap, *probe.Membership) {
+	obj, exists, err := p.cmInf.GetIndexer().GetByKey(p.conf().launcher.Template.Namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, nil
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil
+	}
+	m, err := probe.ParseMembership(cm.Data)
+	if err != nil {
+		return cm, nil
+	}
+	return cm, &m
+}
+
+// covers is the namespaces a probe Job probes now: its shard's membership when it follows
+// one, else the namespaces it was launched with.
+func (p *Controller) covers(j *batchv1.Job) []string {
+	if f := jobs.ReadFacts(j); f.Membership != "" {
+		if _, m := p.membershipOf(f.Membership); m != nil {
+			return m.Namespaces
+		}
+	}
+	return jobCovers(j)
+}
+
+// syncMembership makes shard target's ConfigMap hold members, with their settings as they
+// are now.
+func (p *Controller) syncMembership(ctx context.Context, target string, members []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
+	cm, current := p.membershipOf(jobs.MembershipName(target))
+	settings := p.memberSettings(members)
+	want := ShardMembership(members, notBefore, settings, current, now)
+	changed, err := p.conf().launcher.SyncMembership(ctx, target, want, cm)
+	if err != nil {
+		return err
+	}
+	if changed {
+		var joined, left []string
+		if current != nil {
+			joined, left = diffNamespaces(current.Namespaces, want.Namespaces)
+		} else {
+			joined = want.Namespaces
+		}
+		log.WithFields(logrus.Fields{"action": "membership", "joined": joined, "left": left, "configmap": jobs.MembershipName(target)}).
+			Info("The shard's membership changed; its running probe Job follows it at once.")
+	}
+	return nil
+}
+
+// deleteMembership removes the ConfigMap of a shard that has neither members nor a Job.
+func (p *Controller) deleteMembership(ctx context.Context, target string) error {
+	if cm, _ := p.membershipOf(jobs.MembershipName(target)); cm == nil {
+		return nil
+	}
+	return p.conf().launcher.DeleteMembership(ctx, target)
+}
+
+// diffNamespaces: what is in b and not in a (joined), and in a and not in b (left).
+func diffNamespaces(a, b []string) (joined, left []string) {
+	for _, ns := range b {
+		if !slices.Contains(a, ns) {
+			joined = append(joined, ns)
+		}
+	}
+	for _, ns := range a {
+		if !slices.Contains(b, ns) {
+			left = append(left, ns)
+		}
+	}
+	return joined, left
+}
+
+// onMembership: namespaces that left a shard's ConfigMap may be waiting to join another
+// shard (theirs changed with the shard count): they are looked at again now that no Job
+// probes them.
+func (p *Controller) onMembership(oldObj, newObj any) {
+	names := func(obj any) []string {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return nil
+		}
+		m, err := probe.ParseMembership(cm.Data)
+		if err != nil {
+			return nil
+		}
+		return m.Namespaces
+	}
+	var after []string
+	if newObj != nil {
+		after = names(newObj)
+	}
+	_, left := diffNamespaces(names(oldObj), after)
+	for _, ns := range left {
+		p.queue.Add(ns)
+	}
+}
+
+// memberSettings are each namespace's own probe settings as its Cluster says now (its shoot's
+// nodeMonitorGracePeriod and node conditions), noted in the log when they change.
+func (p *Controller) memberSettings(namespaces []string) map[string]probe.NamespaceSettings {
+	cfg := p.conf().cfg
+	out := make(map[string]probe.NamespaceSettings, len(namespaces))
+	for _, ns := range namespaces {
+		cluster, _ := p.clusterFor(ns)
+		shoot := ShootSettingsOf(cluster)
+		grace := shoot.Grace(cfg.KCMGrace())
+		p.noteShootSettings(ns, shoot, grace, p.log.WithField("namespace", ns))
+		var s probe.NamespaceSettings
+		if grace != cfg.KCMGrace() {
+			s.NodeMonitorGrace = grace
+		}
+		s.NodeConditions = shoot.NodeConditions
+		out[ns] = s
+	}
+	return out
+}

@@ -1,0 +1,129 @@
+package prober
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// input reads the caches for one namespace.
+func (p *Controller) input(ns string) (ProbeInput, error) {
+	in := ProbeInput{Now: p.now()}
+	obj, exists, err := p.nsInf.GetIndexer().GetByKey(ns)
+	if err != nil {
+		return in, err
+	}
+	if exists {
+		n, ok := obj.(*corev1.Namespace)
+		in.Watched = ok && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
+			p.conf().cfg.Selector().Matches(labels.Set(n.Labels))
+	}
+	in.Cluster, in.ClusterPending = p.clusterFor(ns)
+	p.mu.Lock()
+	_, in.Probed = p.next[ns]
+	p.mu.Unlock()
+	return in, nil
+}
+
+// reconcile handles one queue key: a shard ("shard:<i>") or a namespace.
+func (p *Controller) Reconcile(ctx context.Context, key string) error {
+	if i, ok := parseShardKey(key); ok {
+		return p.reconcileShard(ctx, i)
+	}
+	return p.reconcileNamespace(ctx, key)
+}
+
+// reconcileNamespace decides whether ns is probed (DecideProbe), keeps its membership, and
+// queues its shard, whose turn brings the change to the shard's running Job or launches one.
+func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
+	// Probe Jobs of one namespace alone (a manual one, or from before shards) keep their limits.
+	if err := p.cleanHistory(ctx, ns); err != nil {
+		p.log.WithError(err).WithField("namespace", ns).Warn("Could not remove old probe Jobs; will retry.")
+	}
+	in, err := p.input(ns)
+	if err != nil {
+		return err
+	}
+	action, why := DecideProbe(in)
+	cfg := p.conf().cfg
+	log := p.log.WithFields(logrus.Fields{"namespace": ns, "action": string(action)})
+	switch action {
+	case ProbeForget:
+		p.mu.Lock()
+		_, had := p.next[ns]
+		delete(p.next, ns)
+		delete(p.throttled, ns)
+		delete(p.shootNotes, ns)
+		if _, ok := p.lastProbe[ns]; ok {
+			delete(p.lastProbe, ns)
+			p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
+		}
+		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
+		_, wasPaused := p.paused[ns]
+		if in.Watched && !wasPaused {
+			p.paused[ns] = why
+			p.metrics.ProbeNamespaces.WithLabelValues("paused").Inc()
+		} else if !in.Watched && wasPaused {
+			delete(p.paused, ns)
+			p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
+		}
+		p.mu.Unlock()
+		p.decided(ns)
+		if had {
+			p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
+			log.WithField("reason", why).Info("Not probing this namespace any more: its shard's running probe Job stops probing it at once.")
+			// Its shard takes it out of the running Job's membership (every shard looks again
+			// when the count changed).
+			p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
+		}
+		return nil
+	case ProbeDeferred:
+		p.queue.AddAfter(ns, time.Second)
+		return nil
+	case ProbeFirst:
+		at := in.Now.Add(cfg.Delay())
+		p.mu.Lock()
+		p.next[ns] = at
+		if _, wasPaused := p.paused[ns]; wasPaused {
+			delete(p.paused, ns)
+			p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
+		}
+		p.mu.Unlock()
+		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
+		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
+	}
+	p.decided(ns)
+	// The shard is a key of its own: its turn adds the namespace to the running Job's
+	// membership, or launches the shard's Job once a member is due.
+	p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
+	return nil
+}
+
+// decided notes that ns was decided about since this replica began to lead; when every
+// namespace listed then has been, the shards' memberships are complete, and each shard looks
+// at its running Job's membership again.
+func (p *Controller) decided(ns string) {
+	p.mu.Lock()
+	delete(p.starting, ns)
+	settle := !p.settled && len(p.starting) == 0
+	if settle {
+		p.settled = true
+	}
+	shards := p.shards
+	p.mu.Unlock()
+	if settle {
+		for i := range shards {
+			p.queue.Add(shardKey(i))
+		}
+	}
+}
+
+// memberships reports whether the shards' memberships are complete (see starting).
+func (p *Controller) membershipsComplete() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
+}

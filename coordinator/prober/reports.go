@@ -1,0 +1,120 @@
+package prober
+
+import (
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+)
+
+// onPod reads a finished probe pod's report once (leader only, pods that ended after this
+// coordinator started, so a restart does not count old ones again): the totals feed the
+// metrics, each namespace's entry its last-probe time and its throttling back-off.
+func (p *Controller) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !p.leading.Load() {
+		return
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != string(jobs.KindProbe) || cs.State.Terminated == nil {
+			continue
+		}
+		term := cs.State.Terminated
+		if term.FinishedAt.Time.Before(p.started) {
+			return
+		}
+		p.mu.Lock()
+		done := p.counted[pod.UID]
+		p.counted[pod.UID] = true
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		rep, err := probe.DecodeReport(term.Message)
+		if err != nil {
+			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
+			p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
+				Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
+			return
+		}
+		for r, n := range rep.Results {
+			p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
+		}
+		for r, n := range rep.Ops {
+			p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
+		}
+		for ns, e := range rep.Namespaces {
+			if e.Last == probe.ResultNotProbed {
+				continue
+			}
+			at := rep.End.Add(-e.Ago)
+			p.noteLastProbe(ns, at)
+			if !rep.DryRun {
+				p.noteMeltdown(ns, e.Last)
+			}
+			p.noteThrottling(ns, e, at)
+		}
+		return
+	}
+}
+
+// noteLastProbe sets the namespace's last-probe time (only while it is probed: a forgotten
+// namespace's series is gone for good).
+func (p *Controller) noteLastProbe(ns string, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, probed := p.next[ns]; !probed {
+		return
+	}
+	if at.After(p.lastProbe[ns]) {
+		p.lastProbe[ns] = at
+		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
+	}
+}
+
+// noteMeltdown keeps the namespace's meltdown series as its last decision left it: set by a
+// scale-down, gone after a scale-up (or a probe that found everything up); a probe without
+// a decision changes nothing.
+func (p *Controller) noteMeltdown(ns string, last probe.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, probed := p.next[ns]; !probed {
+		return
+	}
+	switch last {
+	case probe.ResultScaleDown:
+		p.metrics.ProbeMeltdown.WithLabelValues(ns).Set(1)
+	case probe.ResultScaleUp, probe.ResultHealthy:
+		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
+	}
+}
+
+// noteThrottling: a namespace whose last probe was throttled (an API server answered 429)
+// gets its next probe pushed out by the back-off, doubling with each throttled probe in a
+// row, across Jobs, so a throttled API server is not probed again at full rate; the next Job
+// of its shard is told (NAMESPACE_SETTINGS notBefore). Any other result ends the back-off.
+func (p *Controller) noteThrottling(ns string, e probe.NamespaceResult, last time.Time) {
+	p.mu.Lock()
+	if e.Last != probe.ResultThrottled {
+		delete(p.throttled, ns)
+		p.mu.Unlock()
+		return
+	}
+	p.throttled[ns] += max(e.Throttled, 1)
+	n := p.throttled[ns]
+	next, scheduled := p.next[ns]
+	if scheduled {
+		next = NextAfterThrottle(next, last, n)
+		p.next[ns] = next
+	}
+	p.mu.Unlock()
+	if !scheduled {
+		return
+	}
+	p.log.WithFields(logrus.Fields{"namespace": ns, "action": "back-off", "reason": "throttled", "backoff": probe.ThrottleBackoff(n).String(), "nextProbe": next.UTC().Format(time.RFC3339)}).
+		Warnf("The probe was throttled (HTTP 429) %d time(s) in a row: the next probe of this namespace waits until %s.", n, next.UTC().Format(time.RFC3339))
+	p.queue.Add(ns)
+}

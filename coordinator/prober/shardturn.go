@@ -1,0 +1,263 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
+func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	count := ShardCount(len(p.next), p.conf().cfg.PerJob())
+	if i >= count {
+		return nil, nil, false
+	}
+	var members []string
+	notBefore := map[string]time.Time{}
+	for ns, at := range p.next {
+		if ShardOf(ns, count) == i {
+			members = append(members, ns)
+			notBefore[ns] = at
+		}
+	}
+	slices.Sort(members)
+	return members, notBefore, true
+}
+
+// coveredElsewhere: the namespaces of list that an active probe Job of another target probes
+// (their shard changed while it runs, or a Job of one namespace alone): they join their new
+// shard's next Job once that one ends, so no namespace is ever probed by two Jobs at once.
+func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range p.jobInf.GetIndexer().List() {
+		j, ok := o.(*batchv1.Job)
+		if !ok || j.DeletionTimestamp != nil || jobs.Finished(j) || jobTarget(j) == target {
+			continue
+		}
+		for _, ns := range p.covers(j) {
+			if slices.Contains(list, ns) {
+				out[ns] = true
+			}
+		}
+	}
+	return out
+}
+
+// dissolve ends a shard that has no members any more: its running Job's membership is emptied
+// (its namespaces are free for their new shards at once), and the ConfigMap goes with the
+// last Job.
+func (p *Controller) dissolve(ctx context.Context, target string, active *batchv1.Job, now time.Time) error {
+	if active == nil {
+		return p.deleteMembership(ctx, target)
+	}
+	if follows(active) && p.membershipsComplete() {
+		return p.syncMembership(ctx, target, nil, nil, now, p.log.WithField("shard", target))
+	}
+	return nil
+}
+
+// activeJob is the shard target's probe Job that has not finished (nil: none).
+func (p *Controller) activeJob(target string) *batchv1.Job {
+	objs, _ := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
+	for _, o := range objs {
+		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
+			return j
+		}
+	}
+	return nil
+}
+
+// reconcileShard: history clean-up, the membership of its running Job, DecideShard and its
+// one action. A shard is a key of the queue, so no two workers run one shard's turn at once.
+func (p *Controller) reconcileShard(ctx context.Context, i int) error {
+	target := p.shardName(i)
+	if err := p.cleanHistory(ctx, target); err != nil {
+		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
+	}
+	cfg := p.conf().cfg
+	now := p.now()
+	members, notBefore, exists := p.shardMembers(i)
+	active := p.activeJob(target)
+	p.checkStuck(i, active, now)
+	if !exists {
+		// The shard count went down: its members belong to other shards now. Its running
+		// Job lets them go; with no Job left, its ConfigMap goes.
+		return p.dissolve(ctx, target, active, now)
+	}
+	elsewhere := p.coveredElsewhere(target, members)
+	var mine []string // the members no other shard's Job probes
+	for _, ns := range members {
+		if !elsewhere[ns] {
+			mine = append(mine, ns)
+		}
+	}
+	in := ShardInput{Active: active != nil, Now: now}
+	p.mu.Lock()
+	in.NextAt = p.shardNext[i]
+	p.mu.Unlock()
+	var due []string
+	for _, ns := range members {
+		if elsewhere[ns] {
+			continue
+		}
+		in.Members++
+		at := notBefore[ns]
+		if !at.After(now.Add(cfg.RunDuration())) {
+			due = append(due, ns)
+		}
+		if !at.After(now) {
+			in.DueNow = true
+		} else if in.EarliestDue.IsZero() || at.Before(in.EarliestDue) {
+			in.EarliestDue = at
+		}
+	}
+	in.Due = len(due)
+	action, why := DecideShard(in)
+	log := p.log.WithFields(logrus.Fields{"shard": target, "action": string(action), "reason": why, "namespaces": in.Members})
+	if follows(active) && p.membershipsComplete() {
+		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
+			return err
+		}
+	}
+	switch action {
+	case ShardIdle:
+		if active == nil {
+			return p.deleteMembership(ctx, target)
+		}
+		return nil
+	case ShardKeep:
+		p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(jobs.ResultKept)).Inc()
+		// Looked at again when the Job ends (its informer event), and meanwhile for a Job that
+		// cannot start.
+		p.queue.AddAfter(shardKey(i), stuckAfter(cfg))
+		return nil
+	case ShardWait:
+		at := in.NextAt
+		if !now.Before(at) {
+			at = in.EarliestDue
+		}
+		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
+		return nil
+	}
+	if cfg.RunDuration() > 0 {
+		// The Job follows the shard's membership from its start: every member, each from its
+		// own notBefore on.
+		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
+			return err
+		}
+		due = mine
+	}
+	if err := p.launch(ctx, i, due, notBefore, now, log); err != nil {
+		return err
+	}
+	d := Jittered(cfg.Interval(), cfg.Jitter())
+	p.mu.Lock()
+	p.shardNext[i] = now.Add(d)
+	p.mu.Unlock()
+	p.queue.AddAfter(shardKey(i), d)
+	return nil
+}
+
+// launch launches shard i's probe Job for its due namespaces with each shoot's own settings
+// as they are now; a Job that follows its membership ConfigMap picks up later changes.
+func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
+	cur := p.conf()
+	cfg := cur.cfg
+	settings := p.memberSettings(namespaces)
+	for ns, s := range settings {
+		if at := notBefore[ns]; at.After(now) {
+			s.NotBefore = at
+			settings[ns] = s
+		}
+	}
+	// Each namespace its own slot, so a hanging one delays no other; a Job that follows its
+	// membership has room for the namespaces that join while it runs.
+	concurrency, membershipIn := len(namespaces), ""
+	if cfg.RunDuration() > 0 {
+		concurrency, membershipIn = MaxNamespacesPerProbeJob, cur.launcher.Template.Namespace
+	}
+	spec, err := jobs.Probe(jobs.ProbeSpec{
+		Shard:                     p.shardName(i),
+		Namespaces:                namespaces,
+		NamespaceSettings:         settings,
+		MembershipIn:              membershipIn,
+		Concurrency:               concurrency,
+		Jitter:                    cfg.Jitter(),
+		KubeconfigSecretName:      cfg.KubeConfigSecretName,
+		ProbeTimeout:              cfg.Timeout(),
+		NodeMonitorGrace:          cfg.KCMGrace(),
+		NodeLeaseFailureFraction:  cfg.LeaseFailure(),
+		LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
+		DependentResources:        cfg.ResourcesJSON(),
+		ScaleChain:                cfg.ScaleChain(),
+		DryRun:                    cfg.DryRun,
+		RunDuration:               cfg.RunDuration(),
+		Interval:                  cfg.Interval(),
+		TriggerTime:               now,
+	})
+	if err != nil {
+		return err // validated at load
+	}
+	out, err := cur.launcher.Launch(ctx, spec)
+	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
+	if err != nil {
+		log.WithError(err).Error("Could not launch the shard's probe Job; will retry. The other shards are not affected.")
+		return err
+	}
+	log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "result": string(out.Result)}).
+		Debugf("Launched a probe Job for %d namespace(s).", len(namespaces))
+	return nil
+}
+
+// noteShootSettings logs a namespace's shoot-specific settings when they change (not on every
+// probe: a seed has up to a thousand namespaces probed every few seconds).
+func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
+	note := fmt.Sprintf("grace=%s conditions=%s problems=%v", grace, s.NodeConditionsJSON(), s.Problems)
+	p.mu.Lock()
+	changed := p.shootNotes[ns] != note
+	p.shootNotes[ns] = note
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	fields := logrus.Fields{"nodeMonitorGrace": grace.String(), "nodeConditions": s.NodeConditionsJSON(), "reason": "shoot settings"}
+	if s.NodeMonitorGrace > 0 {
+		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from the next probe Job on.")
+	} else {
+		log.WithFields(fields).Debug("Probe settings of this namespace from the next probe Job on.")
+	}
+	for _, pr := range s.Problems {
+		log.WithFields(logrus.Fields{"reason": pr}).Warnf("The shoot's Cluster has a probe setting depwatch cannot use; the default applies: %s.", pr)
+	}
+}
+
+// shardName is shard i's Job target under the running config's namespace selector.
+func (p *Controller) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
+
+// noteShardCount returns the shard count for the probed namespaces now; when it changed,
+// namespaces move between shards, so every shard looks at its members again.
+func (p *Controller) noteShardCount() int {
+	per := p.conf().cfg.PerJob()
+	p.mu.Lock()
+	count := ShardCount(len(p.next), per)
+	before := p.shards
+	p.shards = count
+	p.mu.Unlock()
+	if count != before {
+		p.metrics.ProbeShards.WithLabelValues("total").Set(float64(count))
+		p.log.WithFields(logrus.Fields{"shards": count, "before": before, "reason": "probed namespaces changed"}).
+			Infof("The probed namespaces now form %d shard(s) of about %d: one probe Job each at a time.", count, per)
+		for i := range max(count, before) {
+			p.queue.Add(shardKey(i))
+		}
+	}
+	return count
+}

@@ -1,0 +1,94 @@
+package prober
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// stuckAfter is how long a shard's probe Job may go without a running pod before the shard
+// counts as stuck: a pod normally runs seconds after its Job is created.
+func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interval()) }
+
+// checkStuck notes whether shard i's active Job cannot start (no pod, or a pod that stays
+// Pending: no node fits, quota, admission): its namespaces are then not probed. It is made
+// visible, once per Job, as a Warning log line and Event on the Job, in the metric
+// depwatch_coordinator_probe_shards{state="stuck"} and in /readyz's detail. The other shards
+// carry on: each has its own Job.
+func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
+	why := ""
+	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.conf().cfg) {
+		why = p.whyNotRunning(active)
+	}
+	p.mu.Lock()
+	before := p.stuck[i]
+	if why == "" {
+		delete(p.stuck, i)
+	} else {
+		p.stuck[i] = why
+	}
+	n := len(p.stuck)
+	p.mu.Unlock()
+	p.metrics.ProbeShards.WithLabelValues("stuck").Set(float64(n))
+	if why == "" || why == before {
+		return
+	}
+	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
+		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, strings.Join(jobs.ReadFacts(active).Namespaces, ","))
+	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
+	if p.recorder != nil {
+		p.recorder().Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
+	}
+}
+
+// whyNotRunning is why the Job has no running (or finished) pod, "" when it has one.
+func (p *Controller) whyNotRunning(j *batchv1.Job) string {
+	var pending []string
+	for _, o := range p.podInf.GetIndexer().List() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || pod.Labels[batchv1.JobNameLabel] != j.Name {
+			continue
+		}
+		if pod.Status.Phase != corev1.PodPending {
+			return ""
+		}
+		why := "pod " + pod.Name + " Pending"
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				why += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+			}
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				if w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
+					continue
+				}
+				why += fmt.Sprintf(" (%s: %s)", w.Reason, w.Message)
+			}
+		}
+		pending = append(pending, why)
+	}
+	if len(pending) == 0 {
+		return "no pod was created (a ResourceQuota or an admission webhook refusing it? see the Job's Events)"
+	}
+	return strings.Join(pending, "; ")
+}
+
+// stuckShards is /readyz's detail: one line per shard whose Job cannot start.
+func (p *Controller) StuckShards() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for i, why := range p.stuck {
+		out = append(out, fmt.Sprintf("probe %s: its Job has no running pod: %s", p.shardName(i), why))
+	}
+	slices.Sort(out)
+	return out
+}
