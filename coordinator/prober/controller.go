@@ -196,7 +196,7 @@ func New(d Deps) (*Controller, error) {
 		if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
 			p.queue.Add(shardKey(i))
 		}
-		// Its namespaces: one that moved to another shard while it ran joins that shard's next Job.
+		// Its namespaces: one that moved to another shard while it ran joins that shard now.
 		for _, ns := range p.covers(j) {
 			p.queue.Add(ns)
 		}

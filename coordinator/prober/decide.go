@@ -166,7 +166,7 @@ type ProbeInput struct {
 type ProbeAction string
 
 const (
-	ProbeForget   ProbeAction = "forget"   // not probed (any more): its shard's next Job leaves it out
+	ProbeForget   ProbeAction = "forget"   // not probed (any more): it leaves its shard's membership
 	ProbeFirst    ProbeAction = "first"    // first sighting: joins its shard, first probe after initialDelay
 	ProbeMember   ProbeAction = "member"   // probed already: its shard's Jobs probe it
 	ProbeDeferred ProbeAction = "deferred" // cannot tell yet (Cluster cache not synced): look again soon

@@ -93,8 +93,9 @@ func TestShardKeysAndTargetsReadBack(t *testing.T) {
 	}
 }
 
-// Several namespaces of one shard share one Job, which names them all; one added while that
-// Job runs is probed by the shard's next Job, not by a second one at the same time.
+// Several namespaces of one shard share one Job, which names them all; with one probe per Job
+// (probeJobRunDuration 0s: nothing to follow), one added while that Job runs is probed by the
+// shard's next Job, not by a second one at the same time.
 func TestOneProbeJobCoversTheShardAndANewNamespaceJoinsTheNext(t *testing.T) {
 	h := newProbeHarness(t)
 	shoot := map[string]string{"gardener.cloud/role": "shoot"}

@@ -34,7 +34,8 @@ func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) 
 
 // coveredElsewhere: the namespaces of list that an active probe Job of another target probes
 // (their shard changed while it runs, or a Job of one namespace alone): they join their new
-// shard's next Job once that one ends, so no namespace is ever probed by two Jobs at once.
+// shard once that Job no longer probes them (its membership let them go, or it ended), so no
+// namespace is ever probed by two Jobs at once.
 func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
 	out := map[string]bool{}
 	for _, o := range p.jobInf.GetIndexer().List() {
@@ -230,9 +231,9 @@ func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Du
 	}
 	fields := logrus.Fields{"nodeMonitorGrace": grace.String(), "nodeConditions": s.NodeConditionsJSON(), "reason": "shoot settings"}
 	if s.NodeMonitorGrace > 0 {
-		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from the next probe Job on.")
+		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from now on.")
 	} else {
-		log.WithFields(fields).Debug("Probe settings of this namespace from the next probe Job on.")
+		log.WithFields(fields).Debug("Probe settings of this namespace from now on.")
 	}
 	for _, pr := range s.Problems {
 		log.WithFields(logrus.Fields{"reason": pr}).Warnf("The shoot's Cluster has a probe setting depwatch cannot use; the default applies: %s.", pr)
