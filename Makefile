@@ -36,12 +36,13 @@ test: ## Everything CI runs: lint, unit tests, then e2e on a fresh local cluster
 unit: ## Unit tests (race detector on).
 	$(RACE) test -race -count=1 -p 4 ./...
 
-lint: ## gofmt check, go vet, and the Kubernetes module's versions kept equal to go.mod's.
+lint: ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, and promtool on the alert rules.
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(RACE) vet -race ./...
 	$(RACE) vet -race -tags e2e ./test/...
 	./hack/check-k8s-modules.sh
+	./hack/check-rules.sh
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)
@@ -67,6 +68,7 @@ E2E_PARALLEL ?= 6
 
 e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh
+	./hack/install-prometheus.sh
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./test/e2e
 
 OUTAGES ?= 5

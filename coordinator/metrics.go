@@ -19,6 +19,7 @@ import (
 //
 //	depwatch_coordinator_triggers_total{kind,reason}           triggers seen (reason: ready, outage, catch-up)
 //	depwatch_coordinator_jobs_launched_total{kind,result}      launches (result: created, replaced, kept, stopped, error)
+//	depwatch_coordinator_jobs_failed_total{kind}               Jobs that failed after creation (their Failed condition)
 //	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
 //	depwatch_coordinator_weeder_edge_to_action_seconds{trigger}  a service's edge seen → its weeder action done (created, kept or stopped)
 //	depwatch_coordinator_weeder_edges_overtaken_total{edge}  edges (outage, ready, gone) over before the queue reached them: acted on by the next one
@@ -30,6 +31,7 @@ import (
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
 //	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
 //	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)
+//	depwatch_coordinator_probe_meltdown_protection_active{namespace}  1 while the namespace's dependents are held scaled down
 //	depwatch_coordinator_probe_jobs_cleaned_up_total           finished probe Jobs removed beyond the history limits
 //	depwatch_coordinator_config_valid                          1 while the config file is valid, 0 while it is invalid (the last good config runs)
 //	depwatch_coordinator_config_reloads_total{result}          new config file contents read (result: success, failure, restart-required)

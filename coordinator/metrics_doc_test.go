@@ -22,7 +22,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	}
 	m := NewMetrics("test")
 	// Vectors appear in Gather only once a child exists: give each one.
-	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.ConfigReloads, m.Weeder.EdgesOvertaken} {
+	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.ConfigReloads, m.Weeder.EdgesOvertaken, m.JobsFailed} {
 		v.WithLabelValues(make([]string, labelCount(t, v))...).Inc()
 	}
 	m.TriggerToJob.WithLabelValues("x").Observe(1)
@@ -30,6 +30,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	m.Prober.ProbeNamespaces.WithLabelValues("x").Set(1)
 	m.Prober.ProbeLastProbe.WithLabelValues("x").Set(1)
 	m.Prober.ProbeShards.WithLabelValues("x").Set(1)
+	m.Prober.ProbeMeltdown.WithLabelValues("x").Set(1)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -162,4 +162,7 @@ func Finished(j *batchv1.Job) bool {
 	return false
 }
 
+// Failed is true once the Job has its Failed condition: it ran out of retries or its deadline.
+func Failed(j *batchv1.Job) bool { return conditionTrue(j, batchv1.JobFailed) }
+
 func ptrTo[T any](v T) *T { return &v }

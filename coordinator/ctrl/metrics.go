@@ -1,11 +1,18 @@
 package ctrl
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+)
 
 // JobMetrics are the series both controllers report under their Job kind (weeder, probe).
 type JobMetrics struct {
 	Triggers     *prometheus.CounterVec
 	JobsLaunched *prometheus.CounterVec
+	// JobsFailed is what a launch count cannot show: Jobs that were created but then failed.
+	JobsFailed   *prometheus.CounterVec
 	TriggerToJob *prometheus.HistogramVec
 }
 
@@ -20,6 +27,10 @@ func NewJobMetrics() *JobMetrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "jobs_launched_total",
 			Help: "Job launches by kind and result (created, replaced, kept: an active Job handles it, stopped, error).",
 		}, []string{"kind", "result"}),
+		JobsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "jobs_failed_total",
+			Help: "Jobs of this kind that failed (their Failed condition: every retry of the pod failed, or the deadline passed), counted by the leading coordinator when it sees the condition appear.",
+		}, []string{"kind"}),
 		TriggerToJob: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "trigger_to_job_created_seconds",
 			Help:    "Time from the coordinator seeing a trigger to the Job's creation being acknowledged by the API server.",
@@ -30,5 +41,16 @@ func NewJobMetrics() *JobMetrics {
 
 // Collectors are the series to register.
 func (m *JobMetrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Triggers, m.JobsLaunched, m.TriggerToJob}
+	return []prometheus.Collector{m.Triggers, m.JobsLaunched, m.JobsFailed, m.TriggerToJob}
+}
+
+// CountFailed counts a Job of this kind that has just failed, given an informer update's old
+// and new object: each Job counts once, when its Failed condition appears (a resync or a
+// restart sees no transition).
+func (m *JobMetrics) CountFailed(kind string, old, cur any) {
+	o, ok1 := old.(*batchv1.Job)
+	n, ok2 := cur.(*batchv1.Job)
+	if ok1 && ok2 && !jobs.Failed(o) && jobs.Failed(n) {
+		m.JobsFailed.WithLabelValues(kind).Inc()
+	}
 }

@@ -173,8 +173,13 @@ func New(d Deps) (*Controller, error) {
 		}
 	}
 	if _, err := p.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onJob,
-		UpdateFunc: func(_, obj any) { onJob(obj) },
+		AddFunc: onJob,
+		UpdateFunc: func(old, obj any) {
+			if p.leading.Load() {
+				p.metrics.CountFailed(string(jobs.KindProbe), old, obj)
+			}
+			onJob(obj)
+		},
 		DeleteFunc: onJob,
 	}); err != nil {
 		return nil, err

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -310,11 +309,8 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 		if last == "throttled" {
 			throttled = 1
 		}
-		msg := probe.EncodeReport(probe.Report{End: at, Results: map[string]int{last: 1},
+		return finishedProbePod(name, probe.Report{End: at, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last), Throttled: throttled}}})
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "shard-0-000000"}},
-			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: at}, Message: msg}}}}}}
 	}
 	next := func() time.Time { p.mu.Lock(); defer p.mu.Unlock(); return p.next[ns] }
 	finished := time.Now().Add(time.Hour).Truncate(time.Second) // after the coordinator started; reports carry seconds

@@ -15,6 +15,8 @@ type Metrics struct {
 	ProbeJobsCleaned prometheus.Counter
 	ProbeLastProbe   *prometheus.GaugeVec
 	ProbeShards      *prometheus.GaugeVec
+	// ProbeMeltdown names the shoots whose dependents meltdown protection holds scaled down.
+	ProbeMeltdown *prometheus.GaugeVec
 }
 
 // NewMetrics makes the prober's series (not registered: see Collectors).
@@ -41,6 +43,10 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_shards",
 			Help: "Shards of the probed namespaces (one probe Job each at a time): state=total, and state=stuck for those whose probe Job has had no running pod for a minute or more (unschedulable, quota): their namespaces are not probed; the other shards are not affected.",
 		}, []string{"state"}),
+		ProbeMeltdown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_meltdown_protection_active",
+			Help: "1 per probed namespace whose last probe with a decision scaled its dependents down (too many node leases expired), until a probe scales them up again or the namespace is no longer probed; as its shard's last finished probe Job reports it. A dry run sets nothing.",
+		}, []string{"namespace"}),
 		ProbeJobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
 			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
@@ -51,7 +57,7 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 // Collectors are the prober's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards}
+	return []prometheus.Collector{m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards, m.ProbeMeltdown}
 }
 
 // initProbe shows the probe series from the start (only when a prober is configured), so
@@ -60,6 +66,7 @@ func (m *Metrics) initProbe() {
 	for _, r := range []string{"created", "kept", "error"} {
 		m.JobsLaunched.WithLabelValues("probe", r)
 	}
+	m.JobsFailed.WithLabelValues("probe")
 	for _, r := range []string{"healthy", "scale-down", "scale-up", "skipped", "api-unreachable", "error"} {
 		m.ProbeDecisions.WithLabelValues(r)
 	}

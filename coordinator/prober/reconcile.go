@@ -61,6 +61,7 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 			delete(p.lastProbe, ns)
 			p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
 		}
+		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
 		_, wasPaused := p.paused[ns]
 		if in.Watched && !wasPaused {
 			p.paused[ns] = why

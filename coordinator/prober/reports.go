@@ -52,6 +52,9 @@ func (p *Controller) onPod(obj any) {
 			}
 			at := rep.End.Add(-e.Ago)
 			p.noteLastProbe(ns, at)
+			if !rep.DryRun {
+				p.noteMeltdown(ns, e.Last)
+			}
 			p.noteThrottling(ns, e, at)
 		}
 		return
@@ -69,6 +72,23 @@ func (p *Controller) noteLastProbe(ns string, at time.Time) {
 	if at.After(p.lastProbe[ns]) {
 		p.lastProbe[ns] = at
 		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
+	}
+}
+
+// noteMeltdown keeps the namespace's meltdown series as its last decision left it: set by a
+// scale-down, gone after a scale-up (or a probe that found everything up); a probe without
+// a decision changes nothing.
+func (p *Controller) noteMeltdown(ns string, last probe.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, probed := p.next[ns]; !probed {
+		return
+	}
+	switch last {
+	case probe.ResultScaleDown:
+		p.metrics.ProbeMeltdown.WithLabelValues(ns).Set(1)
+	case probe.ResultScaleUp, probe.ResultHealthy:
+		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
 	}
 }
 

@@ -91,10 +91,12 @@ type Controller struct {
 	// base is the config the informers were built from: what a reload cannot change.
 	base *Config
 
-	src   source                    // the configured services' endpoints
-	deps  *dependents               // the configured dependents' pods
-	wjobs *weederJobs               // weeder Jobs
-	nsInf cache.SharedIndexInformer // is a namespace going away, does it match
+	src   source      // the configured services' endpoints
+	deps  *dependents // the configured dependents' pods
+	wjobs *weederJobs // weeder Jobs
+	// leading: only the leader counts failed Jobs, so replicas do not count each one twice.
+	leading atomic.Bool
+	nsInf   cache.SharedIndexInformer // is a namespace going away, does it match
 	// nsSelect: namespaces are chosen by their labels (namespaces.selector).
 	nsSelect bool
 	batch    *batcher
@@ -204,8 +206,13 @@ func New(d Deps) (*Controller, error) {
 	c.wjobs = newWeederJobs(d.Client, d.Template.Namespace)
 	// A weeder Job that finishes or goes frees a place under --max-weeder-jobs.
 	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.jobSeen(obj) },
-		UpdateFunc: func(_, _ any) { c.batch.poke() },
+		AddFunc: func(obj any) { c.jobSeen(obj) },
+		UpdateFunc: func(old, obj any) {
+			if c.leading.Load() {
+				c.metrics.CountFailed(string(jobs.KindWeeder), old, obj)
+			}
+			c.batch.poke()
+		},
 		DeleteFunc: func(any) { c.batch.poke() },
 	}); err != nil {
 		return nil, err
@@ -816,6 +823,8 @@ func (c *Controller) GiveUp(key string, err error) {
 
 // Lead runs the batcher, the catch-up and the workers until ctx ends, then waits for them.
 func (c *Controller) Lead(ctx context.Context) {
+	c.leading.Store(true)
+	defer c.leading.Store(false)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runBatches(ctx) })
 	n := c.CatchUp()

@@ -59,6 +59,7 @@ func (m *Metrics) Init() {
 	for _, r := range []string{"created", "replaced", "kept", "error"} {
 		m.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), r)
 	}
+	m.JobsFailed.WithLabelValues(string(jobs.KindWeeder))
 	for _, r := range []string{"ready", "catch-up"} {
 		m.Triggers.WithLabelValues(string(jobs.KindWeeder), r)
 	}

@@ -3,15 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -213,38 +209,15 @@ func TestCoordinatorRunsOnGardenletsProberConfigFile(t *testing.T) {
 	parallelLong(t, 75*time.Second)
 	s := newProbeScenario(t, "probe-gardenlet", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "depwatch")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/depwatch")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	cfgFile, proberFile := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "dep-config.yaml")
 	for f, doc := range map[string]string{cfgFile: gardenletWeederConfig, proberFile: gardenletProberConfig} {
 		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "coordinator", "--config-file", cfgFile, "--metrics-bind-addr", "0", "--health-bind-addr", "0")
-	cmd.Env = append(os.Environ(), "DEPWATCH_PROBER_CONFIG_FILE="+proberFile) // the flag's variable
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	var mu sync.Mutex
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &out}, lockedWriter{&mu, &out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = kubectl(t, "label", "namespace", s.ns, "gardener.cloud/role-")
-		cancel()
-		_ = cmd.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		if t.Failed() {
-			t.Logf("coordinator output:\n%s", out.String())
-		}
-	})
+	coord := startHostCoordinator(t, []string{"--config-file", cfgFile, "--metrics-bind-addr", "0", "--health-bind-addr", "0"},
+		[]string{"DEPWATCH_PROBER_CONFIG_FILE=" + proberFile}) // the flag's variable
+	t.Cleanup(func() { _, _ = kubectl(t, "label", "namespace", s.ns, "gardener.cloud/role-") })
 	started := time.Now()
 	mustKubectl(t, "label", "namespace", s.ns, "gardener.cloud/role=shoot")
 
@@ -259,21 +232,7 @@ func TestCoordinatorRunsOnGardenletsProberConfigFile(t *testing.T) {
 	if l, ok := findLine(down, map[string]string{"action": "scale-down"}); !ok || l.str("node_monitor_grace") != "40s" {
 		t.Errorf("the probe's grace is %q, want dependency-watchdog's default 40s", l.str("node_monitor_grace"))
 	}
-	mu.Lock()
-	log := out.String()
-	mu.Unlock()
-	if strings.Contains(log, "does not know") {
+	if log := coord.output(); strings.Contains(log, "does not know") {
 		t.Errorf("gardenlet's own config produced unknown-field warnings:\n%s", log)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,0 +1,267 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/yaml"
+
+	"github.com/depwatch/depwatch/monitoring"
+)
+
+// The monitoring test runs a coordinator of its own as a process on this machine (this
+// tree's code, with its metrics; a prober whose Jobs it can break without touching the lab's
+// shards) and a real Prometheus that scrapes it every second and evaluates the shipped
+// alert rules every second. The rules are a test copy: the expressions are the shipped ones,
+// except the last-probe threshold, which is the same formula for this coordinator's settings
+// (probeJobRunDuration 20s + 2 × probeInterval 5s = 30 s instead of the defaults' 140 s);
+// every `for` is a quarter of the shipped one (1m → 15s) so the test does not wait minutes.
+const (
+	monitoringProbeLabel = "depwatch.io/e2e-monitoring"
+	// The shipped threshold and this test's, both probeJobRunDuration + 2 × probeInterval.
+	shippedLastProbeThreshold = "> 140"
+	testLastProbeThreshold    = "> 30"
+	forScale                  = 4
+)
+
+// monitoringCoordinatorConfig: the weeder for the namespaces labelled
+// privateCoordinatorLabel=<home> (the lab's coordinator leaves them alone) and a prober for
+// those labelled monitoringProbeLabel=<home> (gardenlet's prober config, probing every 5 s,
+// with the lab's timings), on the lab's Job template; image and backoffLimit are the test's
+// to change.
+func monitoringCoordinatorConfig(home, image string, backoffLimit int) string {
+	return fmt.Sprintf(`watchDuration: 30s
+servicesAndDependantSelectors:
+  upstream:
+    podSelectors: [{matchLabels: {depwatch.io/e2e: dependent}}]
+armWeeder: true
+namespaces:
+  selector: {matchLabels: {%[1]s: %[2]s}}
+jobTemplate:
+  namespace: depwatch
+  image: %[3]s
+  imagePullPolicy: Never
+  hostNetwork: true
+  backoffLimit: %[4]d
+  ttlSecondsAfterFinished: 600
+  env:
+    - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
+    - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
+    - {name: LOG_FORMAT, value: Logrus}
+prober:
+  initialDelay: 2s
+  probeTimeout: 5s
+  kcmNodeMonitorGraceDuration: 20s
+  namespaceSelector: {matchLabels: {%[5]s: %[2]s}}
+  failedJobsHistoryLimit: 3
+  probeJobRunDuration: 20s
+%[6]s`, privateCoordinatorLabel, home, image, backoffLimit, monitoringProbeLabel, indent(gardenletProberConfig, "  "))
+}
+
+// testRules is the shipped rules file with its durations scaled down as the comment above
+// says, and nothing else changed.
+func testRules(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "manifests/components/monitoring/depwatch.rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f monitoring.RulesFile
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	replaced := 0
+	for gi := range f.Groups {
+		for ri := range f.Groups[gi].Rules {
+			r := &f.Groups[gi].Rules[ri]
+			if r.For != "" {
+				d, err := time.ParseDuration(r.For)
+				if err != nil {
+					t.Fatalf("%s: for %q: %v", r.Alert, r.For, err)
+				}
+				r.For = fmt.Sprintf("%dms", (d / forScale).Milliseconds())
+			}
+			if r.Alert == "DepwatchProbeLastProbeTooOld" {
+				if strings.Count(r.Expr, shippedLastProbeThreshold) != 1 {
+					t.Fatalf("%s: expression %q has not exactly one %q", r.Alert, r.Expr, shippedLastProbeThreshold)
+				}
+				r.Expr = strings.Replace(r.Expr, shippedLastProbeThreshold, testLastProbeThreshold, 1)
+				replaced++
+			}
+		}
+	}
+	if replaced != 1 {
+		t.Fatal("the rules file has no DepwatchProbeLastProbeTooOld alert")
+	}
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// TestMonitoringAlertsAndDashboard: a real Prometheus scrapes a coordinator and evaluates
+// the shipped alert rules (scaled as testRules says) while it handles a weeder outage and a
+// meltdown: the meltdown alert fires for the shoot's namespace and clears after the
+// scale-up; the last-probe alert stays quiet while that namespace is probed and fires once
+// its shard's Jobs fail (the Job template's image made one without depwatch: the test app,
+// which exits 2), with the failing-Jobs alert; the coordinator's own alerts never fire; and
+// every dashboard query has data over the test's time range.
+func TestMonitoringAlertsAndDashboard(t *testing.T) {
+	parallelLong(t, 3*time.Minute)
+	ensureCoordinator(t)
+	start := time.Now()
+	home := "mon-" + rand.String(5)
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	writeConfig := func(image string, backoffLimit int) {
+		if err := os.WriteFile(config, []byte(monitoringCoordinatorConfig(home, image, backoffLimit)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(depwatchImage, 2)
+	metricsPort := freePort(t)
+	// No cap on weeder Jobs: the cap counts every weeder Job in the namespace, the other
+	// tests' too, and this one's outage must not wait for theirs.
+	startHostCoordinator(t, []string{"--config-file", config, "--metrics-bind-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		"--health-bind-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--max-weeder-jobs=0"}, nil)
+	prom := startPrometheus(t, fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [depwatch.rules.yaml]
+scrape_configs:
+  - job_name: depwatch-coordinator
+    honor_labels: true
+    static_configs: [{targets: ["127.0.0.1:%d"]}]
+`, metricsPort), map[string]string{"depwatch.rules.yaml": testRules(t)})
+	waitFor(t, time.Minute, "Prometheus to scrape the leading coordinator", func() (bool, error) {
+		res, err := prom.query(`sum by (job, namespace) (depwatch_coordinator_leader) == 1`)
+		return len(res) == 1, err
+	})
+
+	// A weeder outage: armed on the outage, and the return.
+	wns := newNamespaceLabelled(t, "mon-weeder", map[string]string{privateCoordinatorLabel: home})
+	p := newPair(t, wns)
+	outage := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	p.waitArmedJob(outage, 90*time.Second)
+	p.scaleUpstream(1)
+	p.waitServiceReady(true, time.Minute)
+	waitFor(t, time.Minute, "both edges' weeder actions in Prometheus", func() (bool, error) {
+		res, err := prom.query(`sum(depwatch_coordinator_weeder_edge_to_action_seconds_count) >= 2`)
+		return len(res) == 1, err
+	})
+
+	// A meltdown in a probed namespace.
+	s := newProbeScenario(t, "mon-probe", probeSetup{})
+	mustKubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"="+home)
+	t.Cleanup(func() {
+		// The coordinator stops probing it before the scenario's clean-up removes its
+		// Jobs, so no new Job follows them.
+		_, _ = kubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"-")
+		waitFor(t, 30*time.Second, "the coordinator to stop probing "+s.ns, func() (bool, error) {
+			res, err := prom.query(`sum(depwatch_coordinator_probe_namespaces{state="probed"}) == 0`)
+			return len(res) == 1, err
+		})
+	})
+	selector := fmt.Sprintf("namespace=%q", s.ns)
+	waitFor(t, 2*time.Minute, "the namespace's first probe in Prometheus", func() (bool, error) {
+		res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_probe_last_probe_timestamp_seconds{%s}`, selector))
+		return len(res) == 1, err
+	})
+	// From here until its shard is broken the namespace is probed: the last-probe alert
+	// must not fire.
+	watchFrom := time.Now()
+	healthy, stopWatching := context.WithCancel(context.Background())
+	var lastProbeFired []string
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for healthy.Err() == nil {
+			if a := prom.alerts("DepwatchProbeLastProbeTooOld", "firing", selector); len(a) > 0 {
+				lastProbeFired = append(lastProbeFired, time.Now().Format(time.TimeOnly))
+			}
+			select {
+			case <-healthy.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+
+	s.setRenewing(false, "w1", "w2", "w3")
+	for _, d := range dependents {
+		s.waitReplicas(d, 0, 2*time.Minute)
+	}
+	down := time.Now()
+	firedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, true)
+	a := prom.alerts("DepwatchMeltdownProtectionActive", "firing", selector)
+	if len(a) != 1 || a[0].Metric["severity"] != "info" {
+		t.Errorf("the meltdown alert: %s, want one, severity info, for namespace %s", describe(a), s.ns)
+	}
+	t.Logf("meltdown alert firing %.0fs after the dependents reached 0", firedAt.Sub(down).Seconds())
+	s.setRenewing(true, "w1", "w2", "w3")
+	for _, d := range dependents {
+		s.waitReplicas(d, dependentReplicas, 2*time.Minute)
+	}
+	up := time.Now()
+	clearedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, false)
+	t.Logf("meltdown alert cleared %.0fs after the dependents were back", clearedAt.Sub(up).Seconds())
+
+	// At least three of the shard's Job runs (20 s each) watched, so the alert had its chances.
+	if rest := time.Minute - time.Since(watchFrom); rest > 0 {
+		time.Sleep(rest)
+	}
+	stopWatching()
+	<-watched
+	t.Logf("the last-probe alert was watched for %.0fs while the namespace was probed", time.Since(watchFrom).Seconds())
+	if len(lastProbeFired) > 0 {
+		t.Errorf("DepwatchProbeLastProbeTooOld fired for %s while it was probed, at %v", s.ns, lastProbeFired)
+	}
+
+	// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
+	broken := time.Now()
+	writeConfig(testappImage, 0)
+	prom.waitAlert(3*time.Minute, "DepwatchProbeLastProbeTooOld", selector, true)
+	t.Logf("last-probe alert firing %.0fs after the shard's Jobs were broken", time.Since(broken).Seconds())
+	prom.waitAlert(time.Minute, "DepwatchJobsFailing", `kind="probe"`, true)
+
+	// The coordinator's own alerts never fired.
+	res, err := prom.queryRange(`ALERTS{alertstate="firing", alertname=~"DepwatchCoordinatorDown|DepwatchNoLeader|DepwatchConfigInvalid|DepwatchConfigRestartRequired|DepwatchProbeShardStuck"}`, start, 2*time.Second)
+	if err != nil || len(res) > 0 {
+		t.Errorf("alerts that should have stayed quiet fired:%s (%v)", describe(res), err)
+	}
+
+	// Every panel of the dashboard shows data for the time of the flows.
+	d, err := monitoring.LoadDashboard(filepath.Join(repoRoot, "manifests/components/monitoring/depwatch-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, panel := range d.Panels {
+		for _, q := range panel.Targets {
+			res, err := prom.queryRange(q.Expr, start, 2*time.Second)
+			if err != nil || len(res) == 0 {
+				t.Errorf("dashboard panel %q: %s returned nothing over the test (%v)", panel.Title, q.Expr, err)
+			}
+		}
+	}
+	t.Logf("the flows and checks took %s", time.Since(start).Round(time.Second))
+}
+
+// indent puts prefix before every line of doc that is not empty.
+func indent(doc, prefix string) string {
+	lines := strings.SplitAfter(doc, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
+}
