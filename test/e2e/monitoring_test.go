@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/monitoring"
+	"github.com/depwatch/depwatch/internal/monitoring"
 )
 
 // The monitoring test runs a coordinator of its own as a process on this machine (this

@@ -70,7 +70,7 @@ func TestPrometheusRuleIsTheRulesFile(t *testing.T) {
 // summary, a description, and a runbook_url whose anchor is a section of docs/operating.md.
 func TestEveryAlertHasSeverityAnnotationsAndARunbookSection(t *testing.T) {
 	f, _ := rulesFile(t)
-	doc := string(read(t, "../docs/operating.md"))
+	doc := string(read(t, "../../docs/operating.md"))
 	const base = "https://github.com/depwatch/depwatch/blob/main/docs/operating.md#"
 	n := 0
 	for _, g := range f.Groups {
@@ -138,7 +138,7 @@ func TestEveryAlertIsUnitTestedFiringAndQuiet(t *testing.T) {
 // test (test/e2e/monitoring_test.go) evaluates each one against a real Prometheus.
 func TestDashboardQueriesAreTheDocumentedOnes(t *testing.T) {
 	_, rules := rulesFile(t)
-	doc := string(read(t, "../docs/operating.md"))
+	doc := string(read(t, "../../docs/operating.md"))
 	d, err := LoadDashboard(filepath.Join(Dir, "depwatch-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,17 +199,17 @@ func TestComponentBuildsOnTheBase(t *testing.T) {
 		t.Skip("no kubectl on PATH")
 	}
 	dir := t.TempDir()
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// kustomize takes only relative paths to other folders; the overlay sits in the tree.
-	ov, err := os.MkdirTemp(filepath.Join(root, "monitoring"), "overlay-")
+	ov, err := os.MkdirTemp(filepath.Join(root, "internal", "monitoring"), "overlay-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(ov) })
-	doc := "resources: [../../manifests/base]\ncomponents: [../../manifests/components/monitoring]\n"
+	doc := "resources: [../../../manifests/base]\ncomponents: [../../../manifests/components/monitoring]\n"
 	if err := os.WriteFile(filepath.Join(ov, "kustomization.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,4 +7,4 @@
 package monitoring
 
 // Dir is the monitoring component's folder, from this package's.
-const Dir = "../manifests/components/monitoring"
+const Dir = "../../manifests/components/monitoring"
