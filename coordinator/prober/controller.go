@@ -22,13 +22,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
@@ -107,97 +102,10 @@ func New(d Deps) (*Controller, error) {
 		recorder:   d.Recorder,
 		queue:      ctrl.NewQueue("depwatch-prober"),
 	}
-	sel := cfg.Selector().String()
-	p.nsInf = coreinformers.NewFilteredNamespaceInformer(d.Client, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = p.nsInf.SetTransform(ctrl.StripManagedFields)
-	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
-	p.jobInf = batchinformers.NewFilteredJobInformer(d.Client, d.Template.Namespace, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, jobTargetIndex: func(obj any) ([]string, error) {
-			j, ok := obj.(*batchv1.Job)
-			if !ok {
-				return nil, nil
-			}
-			return []string{jobTarget(j)}, nil
-		}},
-		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
-	_ = p.jobInf.SetTransform(ctrl.StripManagedFields)
-	p.podInf = coreinformers.NewFilteredPodInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
-	_ = p.podInf.SetTransform(ctrl.StripManagedFields)
-	p.cmInf = coreinformers.NewFilteredConfigMapInformer(d.Client, d.Template.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = kindSel })
-	_ = p.cmInf.SetTransform(ctrl.StripManagedFields)
-	if _, err := p.cmInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: p.onMembership,
-		DeleteFunc: func(obj any) { p.onMembership(obj, nil) },
-	}); err != nil {
-		return nil, err
-	}
+	p.newInformers(d.Client, cfg.Selector().String(), d.Template.Namespace)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
 	p.Apply(cfg, d.Template)
-
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		key func(any) (string, bool)
-	}{
-		{p.nsInf, func(obj any) (string, bool) {
-			k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-			return k, err == nil
-		}},
-	}
-	for _, h := range handlers {
-		key := h.key
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { p.enqueue(key(obj)) },
-			UpdateFunc: func(_, obj any) { p.enqueue(key(obj)) },
-			DeleteFunc: func(obj any) { p.enqueue(key(obj)) },
-		}); err != nil {
-			return nil, err
-		}
-	}
-	onJob := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		j, ok := obj.(*batchv1.Job)
-		if !ok || !jobs.Finished(j) {
-			return // only a finished Job changes anything: history, or the shard's next Job
-		}
-		if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
-			p.queue.Add(shardKey(i))
-		}
-		// Its namespaces: one that moved to another shard while it ran joins that shard now.
-		for _, ns := range p.covers(j) {
-			p.queue.Add(ns)
-		}
-	}
-	if _, err := p.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: onJob,
-		UpdateFunc: func(old, obj any) {
-			if p.leading.Load() {
-				p.metrics.CountFailed(string(jobs.KindProbe), old, obj)
-			}
-			onJob(obj)
-		},
-		DeleteFunc: onJob,
-	}); err != nil {
-		return nil, err
-	}
-	if _, err := p.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.onPod,
-		UpdateFunc: func(_, obj any) { p.onPod(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				p.mu.Lock()
-				delete(p.counted, pod.UID)
-				p.mu.Unlock()
-			}
-		},
-	}); err != nil {
+	if err := p.addHandlers(); err != nil {
 		return nil, err
 	}
 	p.metrics.initProbe()

@@ -1,0 +1,103 @@
+package prober
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// newInformers makes the prober's informers: the selected namespaces (cluster-wide), and from
+// one factory for the Jobs' namespace, filtered to depwatch.io/kind=probe, the probe Jobs,
+// their pods (reports) and the shards' membership ConfigMaps. The coordinator runs them.
+func (p *Controller) newInformers(client kubernetes.Interface, selector, jobNamespace string) {
+	p.nsInf = coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(jobNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kindSel }))
+	p.jobInf = f.Batch().V1().Jobs().Informer()
+	p.podInf = f.Core().V1().Pods().Informer()
+	p.cmInf = f.Core().V1().ConfigMaps().Informer()
+	_ = p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			return []string{jobTarget(j)}, nil
+		}
+		return nil, nil
+	}})
+	for _, inf := range p.Informers() {
+		_ = inf.SetTransform(ctrl.StripManagedFields)
+	}
+}
+
+// addHandlers queues what each event changes: a namespace's key for its own events; for a
+// probe Job that finished, its shard and its namespaces; a probe pod's report is read at once;
+// a namespace that left a shard's membership is looked at again.
+func (p *Controller) addHandlers() error {
+	nsKey := func(obj any) {
+		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		p.enqueue(k, err == nil)
+	}
+	regs := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandlerFuncs
+	}{
+		{p.nsInf, cache.ResourceEventHandlerFuncs{AddFunc: nsKey, UpdateFunc: func(_, obj any) { nsKey(obj) }, DeleteFunc: nsKey}},
+		{p.jobInf, cache.ResourceEventHandlerFuncs{
+			AddFunc: p.onJob,
+			UpdateFunc: func(old, obj any) {
+				if p.leading.Load() {
+					p.metrics.CountFailed(string(jobs.KindProbe), old, obj)
+				}
+				p.onJob(obj)
+			},
+			DeleteFunc: p.onJob,
+		}},
+		{p.podInf, cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPodGone}},
+		{p.cmInf, cache.ResourceEventHandlerFuncs{UpdateFunc: p.onMembership, DeleteFunc: func(obj any) { p.onMembership(obj, nil) }}},
+	}
+	for _, r := range regs {
+		if _, err := r.inf.AddEventHandler(r.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onJob: only a finished Job changes anything: the history, or its shard's next Job. Its
+// namespaces are looked at again: one that moved to another shard while it ran joins that
+// shard now.
+func (p *Controller) onJob(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	j, ok := obj.(*batchv1.Job)
+	if !ok || !jobs.Finished(j) {
+		return
+	}
+	if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
+		p.queue.Add(shardKey(i))
+	}
+	for _, ns := range p.covers(j) {
+		p.queue.Add(ns)
+	}
+}
+
+// onPodGone forgets that a deleted probe pod's report was counted.
+func (p *Controller) onPodGone(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		p.mu.Lock()
+		delete(p.counted, pod.UID)
+		p.mu.Unlock()
+	}
+}
