@@ -113,6 +113,26 @@ type ShardInput struct {
 	Now    time.Time
 }
 
+// ShardInputOf is the shard's ShardInput from its members (those no other shard's Job
+// probes) and their notBefore, and the members due within the next Job's run.
+func ShardInputOf(members []string, notBefore map[string]time.Time, active bool, nextAt time.Time, run time.Duration, now time.Time) (ShardInput, []string) {
+	in := ShardInput{Members: len(members), Active: active, NextAt: nextAt, Now: now}
+	var due []string
+	for _, ns := range members {
+		at := notBefore[ns]
+		if !at.After(now.Add(run)) {
+			due = append(due, ns)
+		}
+		if !at.After(now) {
+			in.DueNow = true
+		} else if in.EarliestDue.IsZero() || at.Before(in.EarliestDue) {
+			in.EarliestDue = at
+		}
+	}
+	in.Due = len(due)
+	return in, due
+}
+
 // ShardAction is what the coordinator does for one shard now.
 type ShardAction string
 

@@ -2,6 +2,7 @@ package prober
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,30 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	h.reconcile(shardKey(0))
 	if got := h.c.StuckShards(); len(got) != 0 {
 		t.Errorf("stuck shards %q once its pod runs", got)
+	}
+}
+
+func TestShardInputOfCountsWhoIsDueNowAndWithinTheRun(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	nb := map[string]time.Time{"past": now.Add(-time.Minute), "soon": now.Add(20 * time.Second), "later": now.Add(10 * time.Minute)}
+	for _, tc := range []struct {
+		name        string
+		members     []string
+		run         time.Duration
+		due         []string
+		dueNow      bool
+		earliestDue time.Time
+	}{
+		{"one due now, one within the run, one after it", []string{"later", "past", "soon"}, 2 * time.Minute, []string{"past", "soon"}, true, now.Add(20 * time.Second)},
+		{"one probe per Job: only those due now", []string{"past", "soon"}, 0, []string{"past"}, true, now.Add(20 * time.Second)},
+		{"none due now", []string{"soon", "later"}, 2 * time.Minute, []string{"soon"}, false, now.Add(20 * time.Second)},
+		{"no members", nil, 2 * time.Minute, nil, false, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, due := ShardInputOf(tc.members, nb, false, now, tc.run, now)
+			if !slices.Equal(due, tc.due) || in.DueNow != tc.dueNow || !in.EarliestDue.Equal(tc.earliestDue) || in.Members != len(tc.members) || in.Due != len(tc.due) {
+				t.Errorf("got %+v due %v", in, due)
+			}
+		})
 	}
 }

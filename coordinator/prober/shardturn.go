@@ -100,27 +100,10 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 			mine = append(mine, ns)
 		}
 	}
-	in := ShardInput{Active: active != nil, Now: now}
 	p.mu.Lock()
-	in.NextAt = p.shardNext[i]
+	nextAt := p.shardNext[i]
 	p.mu.Unlock()
-	var due []string
-	for _, ns := range members {
-		if elsewhere[ns] {
-			continue
-		}
-		in.Members++
-		at := notBefore[ns]
-		if !at.After(now.Add(cfg.RunDuration())) {
-			due = append(due, ns)
-		}
-		if !at.After(now) {
-			in.DueNow = true
-		} else if in.EarliestDue.IsZero() || at.Before(in.EarliestDue) {
-			in.EarliestDue = at
-		}
-	}
-	in.Due = len(due)
+	in, due := ShardInputOf(mine, notBefore, active != nil, nextAt, cfg.RunDuration(), now)
 	action, why := DecideShard(in)
 	log := p.log.WithFields(logrus.Fields{"shard": target, "action": string(action), "reason": why, "namespaces": in.Members})
 	if follows(active) && p.membershipsComplete() {
@@ -148,9 +131,15 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
 		return nil
 	}
+	return p.launchShard(ctx, i, target, due, mine, notBefore, now, log)
+}
+
+// launchShard launches shard i's Job: for its due members, or, when Jobs run a while and so
+// follow their membership, for all of them (each from its own notBefore on) once the
+// membership ConfigMap holds them. The shard's next Job is no earlier than one interval on.
+func (p *Controller) launchShard(ctx context.Context, i int, target string, due, mine []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
+	cfg := p.conf().cfg
 	if cfg.RunDuration() > 0 {
-		// The Job follows the shard's membership from its start: every member, each from its
-		// own notBefore on.
 		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
 			return err
 		}
