@@ -3,7 +3,11 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The one version: `depwatch version`, the image's tag and the chart's appVersion all come
+# from the VERSION file (TestVersionIsOneSource in manifests/ checks the chart and manifests).
+VERSION ?= $(shell cat VERSION)
+# The image users run; manifests/base/kustomization.yaml and the chart's values name it.
+IMAGE_REPO ?= ghcr.io/depwatch/depwatch
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := _output/bin/depwatch
 FUZZTIME ?= 20000x
@@ -20,7 +24,7 @@ RACE := CGO_ENABLED=1 $(GO)
 # kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none.
 export PATH := $(PATH):$(CURDIR)/_output/k8s-v1.36.3/bin
 
-.PHONY: help build test unit lint fuzz bench image cluster-up cluster-down e2e demo bench-recovery bench-probe bench-scale clean
+.PHONY: help build test unit lint fuzz bench image image-local helm cluster-up cluster-down e2e demo bench-recovery bench-probe bench-scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -33,16 +37,27 @@ test: ## Everything CI runs: lint, unit tests, then e2e on a fresh local cluster
 
 # The unit test packages mostly wait (timers, test servers), not compute: four at a time
 # instead of one per core takes about two thirds of the time.
-unit: ## Unit tests (race detector on).
-	$(RACE) test -race -count=1 -p 4 ./...
+unit: helm ## Unit tests (race detector on).
+	DEPWATCH_HELM=$(HELM) $(RACE) test -race -count=1 -p 4 ./...
 
-lint: ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, and promtool on the alert rules.
+# helm, built from its Go module at the version hack/helm/go.mod pins (cached per user in
+# ~/.cache/depwatch, like the local cluster's Kubernetes binaries).
+HELM := _output/bin/helm
+CHART := manifests/charts/depwatch
+helm: ## Build the pinned helm CLI into _output/bin/helm (reused; a copy per user in ~/.cache/depwatch).
+	@./hack/build-helm.sh >/dev/null
+
+lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, promtool on the alert rules, helm lint and render of the chart.
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(RACE) vet -race ./...
 	$(RACE) vet -race -tags e2e ./test/...
 	./hack/check-k8s-modules.sh
 	./hack/check-rules.sh
+	$(HELM) lint --strict $(CHART)
+	$(HELM) template depwatch $(CHART) --namespace depwatch >/dev/null
+	$(HELM) template depwatch $(CHART) --namespace depwatch --set service.enabled=true \
+	  --set serviceMonitor.enabled=true --api-versions monitoring.coreos.com/v1/ServiceMonitor >/dev/null
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)
@@ -50,7 +65,10 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not sec
 bench: ## Go benchmarks (selection over 10,000 pods, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-image: build ## Pack the binary into localhost/depwatch:dev without Docker (imported when the local cluster runs).
+image: ## Write the release image _output/images/depwatch-$(VERSION).tar ($(IMAGE_REPO):$(VERSION)), without Docker.
+	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) ./hack/image.sh release
+
+image-local: ## Pack localhost/depwatch:dev and the test images and import them into the running local cluster.
 	./hack/image.sh
 
 cluster-up: ## Install, build and start the local single-node cluster (kubeconfig: _output/cluster/kubeconfig).
@@ -66,10 +84,10 @@ cluster-down: ## Stop every process cluster-up started and remove its state (saf
 # rest and restarts it after them.
 E2E_PARALLEL ?= 6
 
-e2e: ## End-to-end tests against the running local cluster (make cluster-up first).
+e2e: helm ## End-to-end tests against the running local cluster (make cluster-up first).
 	./hack/image.sh
 	./hack/install-prometheus.sh
-	KUBECONFIG=$(KUBECONFIG_LOCAL) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./test/e2e
+	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_HELM=$(CURDIR)/$(HELM) $(GO) test -tags e2e -count=1 -timeout 40m -parallel $(E2E_PARALLEL) -v ./test/e2e
 
 OUTAGES ?= 5
 bench-recovery: ## Recovery benchmark on the local cluster (started if needed): floor, unarmed weeder, no watchdog, armed weeder.

@@ -7,7 +7,11 @@
 # Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
 # change is not packed again.
 #
-# Usage: hack/image.sh [pause|depwatch|testapp]...   (default: all three)
+# `release` (make image) writes the image users run instead, and imports nothing:
+#   $IMAGE_REPO:$VERSION     (ghcr.io/depwatch/depwatch:<VERSION file>) in
+#                            _output/images/depwatch-$VERSION.tar, with how to load it.
+#
+# Usage: hack/image.sh [pause|depwatch|testapp|release]...   (default: the first three)
 # DEPWATCH_BIN=/path/to/static/binary packs that binary instead of building ./cmd/depwatch.
 set -euo pipefail
 LOG_PREFIX=image
@@ -21,14 +25,17 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   [[ -d ./test/e2e/testapp ]] && targets+=(testapp)
 fi
 mkdir -p "$IMAGES_DIR" "$TOOLS_BIN"
+VERSION=${VERSION:-$(<"$ROOT/VERSION")}
+IMAGE_REPO=${IMAGE_REPO:-ghcr.io/depwatch/depwatch}
+release_tar=
 
 log "building hack/imgpack"
 go build -C "$ROOT/hack/imgpack" -o "$TOOLS_BIN/imgpack" .
 
-# pack NAME REF BINARY: packs BINARY as /NAME into $IMAGES_DIR/NAME.tar tagged REF,
-# unless the tarball already holds this exact binary.
+# pack NAME REF BINARY [TAR]: packs BINARY as /NAME into $IMAGES_DIR/TAR.tar (default NAME)
+# tagged REF, unless the tarball already holds this exact binary.
 pack() {
-  local name=$1 ref=$2 binary=$3 tar="$IMAGES_DIR/$1.tar" sum
+  local name=$1 ref=$2 binary=$3 tar="$IMAGES_DIR/${4:-$1}.tar" sum
   sum="$(sha256sum "$binary" | cut -d' ' -f1) $ref"
   if [[ -s $tar && -s $tar.src && "$(<"$tar.src")" == "$sum" ]]; then
     log "$ref: binary unchanged, reusing $tar"
@@ -60,9 +67,16 @@ for t in "${targets[@]}"; do
       pack depwatch "$DEPWATCH_IMAGE" "$DEPWATCH_BIN"
       continue
     fi
-    version=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
-    build_static depwatch ./cmd/depwatch "-s -w -X main.version=$version"
+    build_static depwatch ./cmd/depwatch "-s -w -X main.version=$VERSION"
     pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch"
+    ;;
+  release)
+    ref="$IMAGE_REPO:$VERSION"
+    build_static depwatch-release ./cmd/depwatch "-s -w -X main.version=$VERSION"
+    got="$("$TOOLS_BIN/depwatch-release" version)"
+    [[ $got == "depwatch $VERSION "* ]] || die "the binary says '$got', not version $VERSION"
+    pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION"
+    release_tar="${IMAGES_DIR#"$ROOT"/}/depwatch-$VERSION.tar"
     ;;
   testapp)
     build_static testapp ./test/e2e/testapp
@@ -72,8 +86,24 @@ for t in "${targets[@]}"; do
   esac
 done
 
+if [[ -n $release_tar ]]; then
+  cat <<EOF
+[image] wrote $release_tar ($(du -h "$release_tar" | cut -f1)), image $ref
+[image] get it onto your cluster's nodes, one of:
+    kind load image-archive $release_tar                   # kind
+    ctr -n k8s.io images import $release_tar               # containerd, on every node (k3s: k3s ctr ...)
+    crane push $release_tar <registry>/depwatch:$VERSION   # your registry
+    skopeo copy docker-archive:$release_tar docker://<registry>/depwatch:$VERSION
+[image] with your registry, name it there when you install (README, "Install"):
+    cd manifests && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
+    helm install depwatch manifests/charts/depwatch -n depwatch --create-namespace --set image.repository=<registry>/depwatch
+EOF
+  [[ ${#targets[@]} -eq 1 ]] && exit 0
+fi
+
 if containerd_up; then
   for t in "${targets[@]}"; do
+    [[ $t == release ]] && continue
     log "importing $IMAGES_DIR/$t.tar into containerd ($CONTAINERD_SOCK, namespace k8s.io)"
     ctr_local images import "$IMAGES_DIR/$t.tar" >/dev/null
   done

@@ -98,6 +98,16 @@ type pair struct {
 	ns   string
 	svc  string // the upstream Service; the local config watches "upstream" only
 	addr string
+	// jobsNS is where the coordinator that weeds this pair runs its Jobs: "" for the lab's
+	// namespace (depwatch); a Helm release's own namespace in the chart's test.
+	jobsNS string
+}
+
+func (p *pair) jobsNamespace() string {
+	if p.jobsNS != "" {
+		return p.jobsNS
+	}
+	return depwatchNS
 }
 
 func newPair(t *testing.T, ns string) *pair {
@@ -248,7 +258,7 @@ func podReady(pod corev1.Pod) bool {
 // that list it), oldest first.
 func (p *pair) weederJobs() []batchv1.Job {
 	p.t.Helper()
-	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	list, err := kube.BatchV1().Jobs(p.jobsNamespace()).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
 	if err != nil {
 		p.t.Fatalf("listing weeder jobs: %v", err)
 	}

@@ -37,7 +37,7 @@ func (p *pair) waitArmedJob(since time.Time, timeout time.Duration) batchv1.Job 
 			return false, nil
 		}
 		job = armed[len(armed)-1]
-		out, err := runKubectl("-n", depwatchNS, "logs", "job/"+job.Name)
+		out, err := runKubectl("-n", p.jobsNamespace(), "logs", "job/"+job.Name)
 		return err == nil && strings.Contains(out, "Reaper armed at"), nil
 	})
 	return job

@@ -1,0 +1,87 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "depwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: the release name when it contains the chart's name
+(release "depwatch" gives depwatch-coordinator, depwatch-weeder, ... as manifests/ does),
+else <release>-<chart>. Cluster-wide objects carry it too, so releases never collide.
+*/}}
+{{- define "depwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "depwatch.coordinator" -}}{{ include "depwatch.fullname" . }}-coordinator{{- end }}
+{{- define "depwatch.configName" -}}{{ include "depwatch.fullname" . }}-coordinator-config{{- end }}
+
+{{/*
+The service accounts keep depwatch's own names whatever the release is called: the
+coordinator launches its Jobs under depwatch-weeder and depwatch-probe (unless the config's
+jobTemplate.serviceAccounts says otherwise), and its Lease is depwatch-coordinator. So one
+release per namespace; cluster-wide objects carry the release's name.
+*/}}
+{{- define "depwatch.coordinatorSA" -}}depwatch-coordinator{{- end }}
+{{- define "depwatch.weederSA" -}}depwatch-weeder{{- end }}
+{{- define "depwatch.probeSA" -}}depwatch-probe{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "depwatch.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "depwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: depwatch
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The coordinator's pods: the Deployment's selector, the PDB's, the Service's. Never changed after a release (a Deployment's selector is immutable). */}}
+{{- define "depwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "depwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: coordinator
+{{- end }}
+
+{{/* The coordinator's image: one image for it and its Jobs. */}}
+{{- define "depwatch.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The config as a map: values.config is a YAML string or a map. */}}
+{{- define "depwatch.configMap" -}}
+{{- $cfg := dict }}
+{{- if kindIs "string" .Values.config }}
+{{- $cfg = fromYaml .Values.config }}
+{{- if hasKey $cfg "Error" }}
+{{- fail (printf "values.config is not valid YAML: %s" (get $cfg "Error")) }}
+{{- end }}
+{{- else }}
+{{- $cfg = deepCopy (.Values.config | default dict) }}
+{{- end }}
+{{- $cfg | toYaml }}
+{{- end }}
+
+{{/* The config file's text: the string as given (comments kept), else the map as YAML. */}}
+{{- define "depwatch.configText" -}}
+{{- if kindIs "string" .Values.config }}
+{{- .Values.config }}
+{{- else }}
+{{- toYaml .Values.config }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the probe Jobs may read: the prober section's kubeConfigSecretName (dependency-watchdog's default when unset). */}}
+{{- define "depwatch.probeSecret" -}}
+{{- $cfg := include "depwatch.configMap" . | fromYaml }}
+{{- $prober := get $cfg "prober" | default dict }}
+{{- get $prober "kubeConfigSecretName" | default "shoot-access-dependency-watchdog-probe" }}
+{{- end }}

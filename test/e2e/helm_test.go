@@ -1,0 +1,184 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The Helm chart (manifests/charts/depwatch) as a user runs it: helm install of a release in
+// a namespace of its own, a weeder flow through that release, helm upgrade with a changed
+// config, and helm uninstall, which must leave none of the release's objects behind,
+// cluster-wide RBAC included. The release is a coordinator of its own beside the lab's: its
+// own ports and Lease (in its namespace), and it weeds only namespaces labelled for it, which
+// the lab's config leaves alone.
+func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
+	parallelLong(t, 3*time.Minute)
+	helm := helmBinary(t)
+	releaseNS := newNamespace(t, "helm")
+	release := "dwh-" + strings.TrimPrefix(releaseNS, "e2e-helm-")
+	c := &deployedCoordinator{name: release + "-depwatch-coordinator", component: "coordinator", leaseNS: releaseNS,
+		metrics: freePort(t), health: freePort(t)}
+	work := newNamespaceLabelled(t, "helm-app", map[string]string{privateCoordinatorLabel: releaseNS})
+
+	services := map[string]any{"upstream": weederDependents()}
+	values := helmValues(c, releaseNS, "1m", services)
+	start := time.Now()
+	helmRun(t, helm, "install", release, filepath.Join(repoRoot, "manifests/charts/depwatch"), "-n", releaseNS,
+		"-f", writeValues(t, values), "--wait", "--timeout=2m")
+	t.Cleanup(func() { _, _ = helmOut(helm, "uninstall", release, "-n", releaseNS, "--wait", "--timeout=1m") })
+	c.waitLeading(t)
+	t.Logf("helm install → coordinator leading: %s", time.Since(start).Round(100*time.Millisecond))
+
+	// A service goes down and comes back; its crash-looping dependent is restarted by the
+	// release's weeder Job, which runs in the release's namespace.
+	p := newPair(t, work)
+	p.jobsNS = releaseNS
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	armed := p.waitArmedJob(outageStart, time.Minute)
+	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
+	p.scaleUpstream(1)
+	upAt := p.waitServiceReady(true, time.Minute)
+	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	t.Logf("upstream Ready → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
+	if !readyAt.Before(cl.kubeletRestart) {
+		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s: the release's weeder did not help",
+			readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
+	}
+	waitJobLogLine(t, releaseNS, armed.Name, map[string]string{"namespace": work, "pod": cl.pod.Name, "action": "deleted"}, 30*time.Second)
+	if got := jobEnvValue(armed, "RUN_DURATION"); got != "1m0s" && got != "1m" {
+		t.Errorf("weeder Job %s has RUN_DURATION=%q; the release's watchDuration is 1m", armed.Name, got)
+	}
+
+	// helm upgrade with another config: a second service and a shorter watchDuration. Its
+	// outage gets an armed weeder that runs for the new watchDuration.
+	services["other"] = weederDependents()
+	helmRun(t, helm, "upgrade", release, filepath.Join(repoRoot, "manifests/charts/depwatch"), "-n", releaseNS,
+		"-f", writeValues(t, helmValues(c, releaseNS, "50s", services)), "--wait", "--timeout=2m")
+	c.waitLeading(t)
+	other := newPairNamed(t, newNamespaceLabelled(t, "helm-other", map[string]string{privateCoordinatorLabel: releaseNS}), "other")
+	other.jobsNS = releaseNS
+	outageStart = time.Now()
+	other.scaleUpstream(0)
+	job := other.waitArmedJob(outageStart, time.Minute)
+	if got := jobEnvValue(job, "RUN_DURATION"); got != "50s" {
+		t.Errorf("after helm upgrade, weeder Job %s has RUN_DURATION=%q; want the new watchDuration 50s", job.Name, got)
+	}
+
+	// helm uninstall removes every object of the release, the cluster-wide ones included.
+	manifest := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(manifest, []byte(helmRun(t, helm, "get", "manifest", release, "-n", releaseNS)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	helmRun(t, helm, "uninstall", release, "-n", releaseNS, "--wait", "--timeout=2m")
+	if left := mustKubectl(t, "get", "-f", manifest, "--ignore-not-found", "-o", "name"); strings.TrimSpace(left) != "" {
+		t.Errorf("helm uninstall left objects of the release behind:\n%s", left)
+	}
+	sel := "app.kubernetes.io/instance=" + release
+	if left := mustKubectl(t, "get", "clusterroles,clusterrolebindings", "-l", sel, "-o", "name"); strings.TrimSpace(left) != "" {
+		t.Errorf("helm uninstall left cluster-wide RBAC behind:\n%s", left)
+	}
+	waitFor(t, time.Minute, "the release's coordinator pods to be gone", func() (bool, error) {
+		pods, err := kube.CoreV1().Pods(releaseNS).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+		return err == nil && len(pods.Items) == 0, err
+	})
+}
+
+// weederDependents is a service's entry in the weeder config: the pair's dependent pods.
+func weederDependents() map[string]any {
+	return map[string]any{"podSelectors": []any{map[string]any{"matchLabels": map[string]any{dependentLabel: "dependent"}}}}
+}
+
+// helmValues are the chart's values for a release on the local cluster, as
+// manifests/overlays/local sets the lab up: the local image, never pulled; the host network
+// (no kube-proxy here) with the API server on loopback; c's own loopback ports; and a config
+// that weeds services only in namespaces labelled for this release.
+func helmValues(c *deployedCoordinator, releaseNS, watchDuration string, services map[string]any) map[string]any {
+	apiEnv := []any{
+		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiServerHost},
+		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiServerPort},
+	}
+	return map[string]any{
+		"image":       map[string]any{"repository": "localhost/depwatch", "tag": "dev", "pullPolicy": "Never"},
+		"replicas":    1,
+		"strategy":    map[string]any{"type": "Recreate"},
+		"hostNetwork": true,
+		"listen":      map[string]any{"host": "127.0.0.1", "metricsPort": c.metrics, "healthPort": c.health},
+		"env":         apiEnv,
+		"config": map[string]any{
+			"watchDuration":                 watchDuration,
+			"servicesAndDependantSelectors": services,
+			"namespaces":                    map[string]any{"selector": map[string]any{"matchLabels": map[string]any{privateCoordinatorLabel: releaseNS}}},
+			"armWeeder":                     true,
+			"jobTemplate": map[string]any{
+				"hostNetwork":             true,
+				"ttlSecondsAfterFinished": 600,
+				"env":                     append(slices.Clone(apiEnv), map[string]any{"name": "LOG_FORMAT", "value": "Logrus"}),
+			},
+		},
+	}
+}
+
+func writeValues(t *testing.T, values map[string]any) string {
+	t.Helper()
+	b, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "values-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// helmBinary is the helm `make helm` builds (make e2e passes it as DEPWATCH_HELM).
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("DEPWATCH_HELM")
+	if p == "" {
+		p = "_output/bin/helm"
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(repoRoot, p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no helm at %s: `make helm` builds it (make e2e does so first)", p)
+	}
+	return p
+}
+
+func helmOut(helm string, args ...string) (string, error) {
+	cmd := exec.Command(helm, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func helmRun(t *testing.T, helm string, args ...string) string {
+	t.Helper()
+	out, err := helmOut(helm, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
