@@ -30,8 +30,18 @@ if containerd_up; then
 fi
 
 log "installing depwatch: kubectl apply -k manifests/overlays/local"
-kubectl apply -k manifests/overlays/local >/dev/null
-kubectl -n depwatch rollout status deployment/depwatch-coordinator --timeout=120s
+# quiet OUTPUT-FILE COMMAND...: runs COMMAND; its output is shown only when it fails. (The
+# local overlay's host network draws a pod-security warning on every apply: expected here,
+# see manifests/overlays/local.)
+quiet() {
+  local out=$1; shift
+  "$@" >"$out" 2>&1 || { cat "$out" >&2; die "failed: $*"; }
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+quiet "$tmp/apply" kubectl apply -k manifests/overlays/local
+quiet "$tmp/rollout" kubectl -n depwatch rollout status deployment/depwatch-coordinator --timeout=120s
+log "the coordinator runs (kubectl -n depwatch get deployment depwatch-coordinator)"
 
 port=$(free_port 23456)
 addr="127.0.0.1:$port"
@@ -76,9 +86,10 @@ kubectl -n "$NS" rollout status deployment/dependent --timeout=120s >/dev/null
 log "both are Ready"
 kubectl -n "$NS" get pods -o wide
 
+# dependent_state: "<pod> restarts=N ready=B <state>", state the container's waiting or
+# terminated reason, or Running.
 dependent_state() {
-  kubectl -n "$NS" get pods -l app=dependent -o \
-    jsonpath='{range .items[*]}{.metadata.name} restarts={.status.containerStatuses[0].restartCount} ready={.status.containerStatuses[0].ready} {.status.containerStatuses[0].state.waiting.reason}{.status.containerStatuses[0].state.terminated.reason}{.status.containerStatuses[0].state.running.startedAt}{"\n"}{end}'
+  kubectl -n "$NS" get pods -l app=dependent -o go-template='{{range .items}}{{.metadata.name}}{{range .status.containerStatuses}} restarts={{.restartCount}} ready={{.ready}} {{with .state.waiting}}{{.reason}}{{end}}{{with .state.terminated}}{{.reason}}{{end}}{{with .state.running}}Running{{end}}{{end}}{{"\n"}}{{end}}'
 }
 backoff_of() { # restarts -> the kubelet's next back-off in seconds
   local r=$1 d=10
@@ -92,7 +103,9 @@ log "OUTAGE: scaling the upstream to 0; the dependent starts crash-looping"
 kubectl -n "$NS" scale deployment/upstream --replicas=0 >/dev/null
 while :; do
   state="$(dependent_state)"
-  echo "    $state"
+  # Each change once, not every poll.
+  [[ $state != "${last_state:-}" ]] && echo "    $state"
+  last_state=$state
   restarts=$(grep -oE 'restarts=[0-9]+' <<<"$state" | head -1 | cut -d= -f2 || true)
   if [[ ${restarts:-0} -ge $RESTARTS && ($state == *CrashLoopBackOff* || $state == *Error*) ]]; then break; fi
   sleep 3
@@ -102,7 +115,13 @@ log "the dependent is in back-off; the kubelet waits ${secs}s before it retries 
 
 log "RECOVERY: scaling the upstream back to 1"
 kubectl -n "$NS" scale deployment/upstream --replicas=1 >/dev/null
-until [[ -n "$(kubectl -n "$NS" get endpointslices -l kubernetes.io/service-name=upstream -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]]; do sleep 0.2; done
+# A go-template, not a jsonpath filter: an EndpointSlice without endpoints has
+# "endpoints": null, which a jsonpath filter refuses with a dump of the whole object.
+ready_endpoints() {
+  kubectl -n "$NS" get endpointslices -l kubernetes.io/service-name=upstream \
+    -o go-template='{{range .items}}{{range .endpoints}}{{if .conditions.ready}}ready {{end}}{{end}}{{end}}'
+}
+until [[ -n "$(ready_endpoints)" ]]; do sleep 0.2; done
 up=$(date +%s.%N)
 log "upstream is Ready; the coordinator's weeder Job (armed when the outage began, waiting for this moment) restarts the dependent"
 job=""
@@ -114,9 +133,13 @@ log "weeder Job depwatch/$job; its log (kubectl -n depwatch logs job/$job):"
 until kubectl -n "$NS" get pods -l app=dependent -o jsonpath='{.items[*].status.containerStatuses[0].ready}' | grep -q true; do sleep 0.2; done
 ready=$(date +%s.%N)
 sleep 1
-kubectl -n depwatch logs "job/$job" 2>/dev/null | sed 's/^/    /' || true
+# Each JSON line's time and its sentence for people (a pod's "detail", else the message); the
+# full lines are one `kubectl logs` away.
+kubectl -n depwatch logs "job/$job" 2>/dev/null | sed -nE \
+  -e 's/.*"detail":"(([^"\\]|\\.)*)".*"time":"[0-9-]+T([0-9:]+)Z?".*/    \3  \1/p' -e t \
+  -e 's/.*"msg":"(([^"\\]|\\.)*)".*"time":"[0-9-]+T([0-9:]+)Z?".*/    \3  \1/p' | sed 's/\\"/"/g' || true
 log "the dependent is Ready $(awk "BEGIN{printf \"%.1f\", $ready - $up}")s after the upstream came back (the kubelet alone: up to ${secs}s)"
 kubectl -n "$NS" get pods -o wide
 echo
-log "explore: KUBECONFIG=$KUBECONFIG kubectl -n depwatch get jobs,pods; kubectl -n $NS get events"
+log "explore: export KUBECONFIG=$KUBECONFIG; kubectl -n depwatch get jobs,pods; kubectl -n $NS get events"
 log "clean up: kubectl delete namespace $NS; make cluster-down"

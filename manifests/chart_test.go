@@ -234,6 +234,20 @@ func TestChartValues(t *testing.T) {
 		}
 	}
 
+	// dependency-watchdog's two ConfigMaps as they are: the prober's beside the config.
+	weeder := `{"watchDuration":"2m","servicesAndDependantSelectors":{"etcd-main-client":{"podSelectors":[{"matchLabels":{"role":"apiserver"}}]}}}`
+	objs = render("--set-json", "config="+weeder, "--set", "proberConfig=kubeConfigSecretName: dwd-probe\nprobeInterval: 20s\n")
+	dep, _ := yaml.Marshal(objs["Deployment ops/dw-depwatch-coordinator"])
+	if !strings.Contains(string(dep), "--prober-config-file=/etc/depwatch/prober-config.yaml") {
+		t.Errorf("proberConfig set: the coordinator is not given --prober-config-file:\n%s", dep)
+	}
+	if rules, _ := yaml.Marshal(objs["ClusterRole <nil>/dw-depwatch-probe"]["rules"]); !strings.Contains(string(rules), "dwd-probe") {
+		t.Errorf("the probe role does not grant proberConfig's Secret dwd-probe:\n%s", rules)
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "proberConfig.probeInterval=20s"); err == nil || !strings.Contains(err.Error(), "no prober section") {
+		t.Errorf("proberConfig beside a config with a prober section: want it refused, got %v", err)
+	}
+
 	if _, err := runErr(helm, "template", "dw", chart, "--set", "service.enabled=true", "--set", "serviceMonitor.enabled=true"); err == nil || !strings.Contains(err.Error(), "monitoring.coreos.com/v1") {
 		t.Errorf("a ServiceMonitor without its CRD: want an error naming monitoring.coreos.com/v1, got %v", err)
 	}
@@ -247,7 +261,7 @@ func TestChartValues(t *testing.T) {
 	if !strings.Contains(string(pdb), "minAvailable: 1") || strings.Contains(string(pdb), "maxUnavailable") {
 		t.Errorf("minAvailable set: want it instead of maxUnavailable, got\n%s", pdb)
 	}
-	dep, _ := yaml.Marshal(objs["Deployment ops/dw-depwatch-coordinator"])
+	dep, _ = yaml.Marshal(objs["Deployment ops/dw-depwatch-coordinator"])
 	if !strings.Contains(string(dep), "priorityClassName: system-cluster-critical") {
 		t.Errorf("priorityClassName not on the pods:\n%s", dep)
 	}

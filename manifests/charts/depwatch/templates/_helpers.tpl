@@ -56,32 +56,40 @@ app.kubernetes.io/component: coordinator
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* The config as a map: values.config is a YAML string or a map. */}}
-{{- define "depwatch.configMap" -}}
-{{- $cfg := dict }}
-{{- if kindIs "string" .Values.config }}
-{{- $cfg = fromYaml .Values.config }}
-{{- if hasKey $cfg "Error" }}
-{{- fail (printf "values.config is not valid YAML: %s" (get $cfg "Error")) }}
+{{/* A config value as a map: YAML text or a map. Call with (list "values.config" .Values.config). */}}
+{{- define "depwatch.asMap" -}}
+{{- $name := index . 0 }}{{ $v := index . 1 }}
+{{- if kindIs "string" $v }}
+{{- $m := fromYaml $v }}
+{{- if hasKey $m "Error" }}
+{{- fail (printf "%s is not valid YAML: %s" $name (get $m "Error")) }}
 {{- end }}
+{{- $m | toYaml }}
 {{- else }}
-{{- $cfg = deepCopy (.Values.config | default dict) }}
-{{- end }}
-{{- $cfg | toYaml }}
-{{- end }}
-
-{{/* The config file's text: the string as given (comments kept), else the map as YAML. */}}
-{{- define "depwatch.configText" -}}
-{{- if kindIs "string" .Values.config }}
-{{- .Values.config }}
-{{- else }}
-{{- toYaml .Values.config }}
+{{- $v | default dict | toYaml }}
 {{- end }}
 {{- end }}
 
-{{/* The Secret the probe Jobs may read: the prober section's kubeConfigSecretName (dependency-watchdog's default when unset). */}}
+{{/* A config file's text: the string as given (comments kept), else the map as YAML. */}}
+{{- define "depwatch.asText" -}}
+{{- if kindIs "string" . }}
+{{- . }}
+{{- else }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The Secret the probe Jobs may read: the kubeConfigSecretName of proberConfig, else of the
+config's prober section; dependency-watchdog's default when unset.
+*/}}
 {{- define "depwatch.probeSecret" -}}
-{{- $cfg := include "depwatch.configMap" . | fromYaml }}
-{{- $prober := get $cfg "prober" | default dict }}
+{{- $prober := dict }}
+{{- if not (kindIs "invalid" .Values.proberConfig) }}
+{{- $prober = include "depwatch.asMap" (list "values.proberConfig" .Values.proberConfig) | fromYaml }}
+{{- else }}
+{{- $cfg := include "depwatch.asMap" (list "values.config" .Values.config) | fromYaml }}
+{{- $prober = get $cfg "prober" | default dict }}
+{{- end }}
 {{- get $prober "kubeConfigSecretName" | default "shoot-access-dependency-watchdog-probe" }}
 {{- end }}
