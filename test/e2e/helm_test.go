@@ -24,7 +24,7 @@ import (
 // own ports and Lease (in its namespace), and it weeds only namespaces labelled for it, which
 // the lab's config leaves alone.
 func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
-	parallelLong(t, 3*time.Minute)
+	parallelLong(t, 90*time.Second)
 	helm := helmBinary(t)
 	releaseNS := newNamespace(t, "helm")
 	release := "dwh-" + strings.TrimPrefix(releaseNS, "e2e-helm-")
