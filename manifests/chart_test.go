@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,19 +155,9 @@ func TestChartDefaultsRenderTheKustomizeBase(t *testing.T) {
 	delete(kustomized, "Namespace <nil>/depwatch")
 	rendered := parseObjects(t, run(t, helm, "template", "depwatch", chart, "--namespace", "depwatch"))
 
-	keys := map[string]bool{}
-	for k := range kustomized {
-		keys[k] = true
-	}
-	for k := range rendered {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	all := maps.Clone(kustomized)
+	maps.Copy(all, rendered)
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		want, inBase := kustomized[k]
 		got, inChart := rendered[k]
 		switch {
@@ -218,7 +209,7 @@ func TestChartValues(t *testing.T) {
 	objs := render("--set-json", `config={"servicesAndDependantSelectors":{"db":{"podSelectors":[{"matchLabels":{"app":"web"}}]}},"prober":{"kubeConfigSecretName":"my-kubeconfig"}}`)
 	role := objs["ClusterRole <nil>/dw-depwatch-probe"]
 	if role == nil {
-		t.Fatalf("no ClusterRole dw-depwatch-probe among %v", keysOf(objs))
+		t.Fatalf("no ClusterRole dw-depwatch-probe among %v", slices.Sorted(maps.Keys(objs)))
 	}
 	if rules, _ := yaml.Marshal(role["rules"]); !strings.Contains(string(rules), "my-kubeconfig") {
 		t.Errorf("the probe role does not grant the config's Secret my-kubeconfig:\n%s", rules)
@@ -253,7 +244,7 @@ func TestChartValues(t *testing.T) {
 	}
 	objs = render("--set", "service.enabled=true", "--set", "serviceMonitor.enabled=true", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
 	if objs["ServiceMonitor ops/dw-depwatch-coordinator"] == nil || objs["Service ops/dw-depwatch-coordinator"] == nil {
-		t.Errorf("serviceMonitor.enabled: want a Service and a ServiceMonitor, got %v", keysOf(objs))
+		t.Errorf("serviceMonitor.enabled: want a Service and a ServiceMonitor, got %v", slices.Sorted(maps.Keys(objs)))
 	}
 
 	objs = render("--set", "podDisruptionBudget.minAvailable=1", "--set", "priorityClassName=system-cluster-critical")
@@ -265,15 +256,6 @@ func TestChartValues(t *testing.T) {
 	if !strings.Contains(string(dep), "priorityClassName: system-cluster-critical") {
 		t.Errorf("priorityClassName not on the pods:\n%s", dep)
 	}
-}
-
-func keysOf(m map[string]object) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // `depwatch version`, the image's tag and the chart's appVersion come from the VERSION file:

@@ -31,15 +31,7 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 	t.Logf("dependent %s is in CrashLoopBackOff (back-off %s); the kubelet would restart it at %s",
 		cl.pod.Name, cl.backoff, cl.kubeletRestart.Format(time.RFC3339))
 
-	p.scaleUpstream(1)
-	upAt := p.waitServiceReady(true, time.Minute)
-	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
-	t.Logf("upstream Ready → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
-
-	if !readyAt.Before(cl.kubeletRestart) {
-		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s: the weeder did not help",
-			readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
-	}
+	p.returnBeforeTheKubelet(cl)
 	jobs := jobsCreatedAfter(p.weederJobs(), outageStart)
 	if len(jobs) != 1 {
 		t.Fatalf("got %d weeder jobs for %s/%s since the outage began, want exactly 1", len(jobs), ns, upstreamName)
@@ -57,6 +49,21 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 	ev := eventsFor(t, ns, upstreamName)
 	if len(ev["WeederArmed"])+len(ev["WeederStarted"]) == 0 {
 		t.Errorf("no WeederArmed or WeederStarted event was recorded on service %s/%s", ns, upstreamName)
+	}
+}
+
+// returnBeforeTheKubelet brings the pair's upstream back and waits for a fresh Ready
+// dependent in place of cl's pod; it fails the test unless the weeder restarted it before the
+// kubelet's own restart was due.
+func (p *pair) returnBeforeTheKubelet(cl crashLoop) {
+	p.t.Helper()
+	p.scaleUpstream(1)
+	upAt := p.waitServiceReady(true, time.Minute)
+	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	p.t.Logf("upstream Ready → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
+	if !readyAt.Before(cl.kubeletRestart) {
+		p.t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s: the weeder did not help",
+			readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
 	}
 }
 
