@@ -94,7 +94,7 @@ if [[ -n $release_tar ]]; then
     ctr -n k8s.io images import $release_tar               # containerd, on every node (k3s: k3s ctr ...)
     crane push $release_tar <registry>/depwatch:$VERSION   # your registry
     skopeo copy docker-archive:$release_tar docker://<registry>/depwatch:$VERSION
-[image] with your registry, name it there when you install (README, "Install"):
+[image] with your registry, name it there when you install (README, "Install on your cluster"):
     cd manifests && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
     helm install depwatch manifests/charts/depwatch -n depwatch --create-namespace --set image.repository=<registry>/depwatch
 EOF
