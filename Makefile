@@ -68,7 +68,7 @@ bench: ## Go benchmarks (selection over 10,000 pods, ...).
 image: ## Write the release image _output/images/depwatch-$(VERSION).tar ($(IMAGE_REPO):$(VERSION)), without Docker.
 	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) ./hack/image.sh release
 
-image-local: ## Pack localhost/depwatch:dev and the test images and import them into the running local cluster.
+image-local: ## Pack localhost/depwatch:dev, the release image and the test images, and import them into the running local cluster.
 	./hack/image.sh
 
 cluster-up: ## Install, build and start the local single-node cluster (kubeconfig: _output/cluster/kubeconfig).

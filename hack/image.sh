@@ -7,11 +7,13 @@
 # Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
 # change is not packed again.
 #
-# `release` (make image) writes the image users run instead, and imports nothing:
-#   $IMAGE_REPO:$VERSION     (ghcr.io/depwatch/depwatch:<VERSION file>) in
-#                            _output/images/depwatch-$VERSION.tar, with how to load it.
+#   $IMAGE_REPO:$VERSION     the image users run (ghcr.io/depwatch/depwatch:<VERSION file>),
+#                            in _output/images/depwatch-$VERSION.tar; the chart's e2e test
+#                            installs it with the chart's default image.
+# `hack/image.sh release` alone (make image) writes only that one, imports nothing, and says
+# how to load it elsewhere.
 #
-# Usage: hack/image.sh [pause|depwatch|testapp|release]...   (default: the first three)
+# Usage: hack/image.sh [pause|depwatch|testapp|release]...   (default: all four)
 # DEPWATCH_BIN=/path/to/static/binary packs that binary instead of building ./cmd/depwatch.
 set -euo pipefail
 LOG_PREFIX=image
@@ -21,7 +23,7 @@ cd "$ROOT"
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(pause depwatch)
+  targets=(pause depwatch release)
   [[ -d ./test/e2e/testapp ]] && targets+=(testapp)
 fi
 mkdir -p "$IMAGES_DIR" "$TOOLS_BIN"
@@ -69,10 +71,16 @@ for t in "${targets[@]}"; do
     fi
     build_static depwatch ./cmd/depwatch "-s -w -X main.version=$VERSION"
     pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch"
+    built_depwatch=1
     ;;
   release)
     ref="$IMAGE_REPO:$VERSION"
-    build_static depwatch-release ./cmd/depwatch "-s -w -X main.version=$VERSION"
+    # The same binary as localhost/depwatch:dev: built once when both are packed.
+    if [[ -n ${built_depwatch:-} ]]; then
+      cp "$TOOLS_BIN/depwatch" "$TOOLS_BIN/depwatch-release"
+    else
+      build_static depwatch-release ./cmd/depwatch "-s -w -X main.version=$VERSION"
+    fi
     got="$("$TOOLS_BIN/depwatch-release" version)"
     [[ $got == "depwatch $VERSION "* ]] || die "the binary says '$got', not version $VERSION"
     pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION"
@@ -86,7 +94,7 @@ for t in "${targets[@]}"; do
   esac
 done
 
-if [[ -n $release_tar ]]; then
+if [[ ${targets[*]} == release ]]; then
   cat <<EOF
 [image] wrote $release_tar ($(du -h "$release_tar" | cut -f1)), image $ref
 [image] get it onto your cluster's nodes, one of:
@@ -98,16 +106,17 @@ if [[ -n $release_tar ]]; then
     cd manifests && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
     helm install depwatch manifests/charts/depwatch -n depwatch --create-namespace --set image.repository=<registry>/depwatch
 EOF
-  [[ ${#targets[@]} -eq 1 ]] && exit 0
+  exit 0
 fi
 
 if containerd_up; then
   for t in "${targets[@]}"; do
-    [[ $t == release ]] && continue
-    log "importing $IMAGES_DIR/$t.tar into containerd ($CONTAINERD_SOCK, namespace k8s.io)"
-    ctr_local images import "$IMAGES_DIR/$t.tar" >/dev/null
+    tar="$IMAGES_DIR/$t.tar"
+    [[ $t == release ]] && tar="$ROOT/$release_tar"
+    log "importing $tar into containerd ($CONTAINERD_SOCK, namespace k8s.io)"
+    ctr_local images import "$tar" >/dev/null
   done
-  ctr_local images ls -q | grep -E '^localhost/' | sed "s/^/[image] in containerd: /"
+  ctr_local images ls -q | grep -E "^(localhost/|$IMAGE_REPO:)" | sed "s/^/[image] in containerd: /"
 else
   log "the local cluster's containerd is not running: images packed, not imported"
 fi

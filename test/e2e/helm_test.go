@@ -40,6 +40,7 @@ func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 	t.Cleanup(func() { _, _ = helmOut(helm, "uninstall", release, "-n", releaseNS, "--wait", "--timeout=1m") })
 	c.waitLeading(t)
 	t.Logf("helm install → coordinator leading: %s", time.Since(start).Round(100*time.Millisecond))
+	requireChartVersion(t, c, releaseNS)
 
 	// A service goes down and comes back; its crash-looping dependent is restarted by the
 	// release's weeder Job, which runs in the release's namespace.
@@ -90,6 +91,34 @@ func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 	})
 }
 
+// requireChartVersion checks that the release runs the image the chart names by default,
+// tagged with the VERSION file, and that the binary in it says that version: the three come
+// from one source.
+func requireChartVersion(t *testing.T, c *deployedCoordinator, ns string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(b))
+	pods, err := kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=coordinator"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("listing the release's coordinator pods: %v (%d found)", err, len(pods.Items))
+	}
+	if got, want := pods.Items[0].Spec.Containers[0].Image, "ghcr.io/depwatch/depwatch:"+version; got != want {
+		t.Errorf("the release runs image %s; the chart's default with VERSION %s is %s", got, version, want)
+	}
+	var info []string
+	for k := range c.scrape(t) {
+		if strings.HasPrefix(k, "depwatch_build_info{") {
+			info = append(info, k)
+		}
+	}
+	if len(info) != 1 || !strings.Contains(info[0], `version="`+version+`"`) {
+		t.Errorf("the coordinator's depwatch_build_info is %v; want version=%q (VERSION)", info, version)
+	}
+}
+
 // weederDependents is a service's entry in the weeder config: the pair's dependent pods.
 func weederDependents() map[string]any {
 	return map[string]any{"podSelectors": []any{map[string]any{"matchLabels": map[string]any{dependentLabel: "dependent"}}}}
@@ -105,7 +134,9 @@ func helmValues(c *deployedCoordinator, releaseNS, watchDuration string, service
 		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiServerPort},
 	}
 	return map[string]any{
-		"image":       map[string]any{"repository": "localhost/depwatch", "tag": "dev", "pullPolicy": "Never"},
+		// The chart's own image (ghcr.io/depwatch/depwatch:<appVersion>), which hack/image.sh
+		// packs and imports as make image builds it; never pulled here.
+		"image":       map[string]any{"pullPolicy": "Never"},
 		"replicas":    1,
 		"strategy":    map[string]any{"type": "Recreate"},
 		"hostNetwork": true,
