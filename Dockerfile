@@ -6,8 +6,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/depwatch ./cmd/depwatch
+# The version is the VERSION file's unless --build-arg VERSION=... says otherwise.
+ARG VERSION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION:-$(cat VERSION)}" -o /out/depwatch ./cmd/depwatch
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/depwatch /depwatch

@@ -5,8 +5,9 @@
 #
 # - installs etcd-server containerd runc containernetworking-plugins openssl from Debian
 #   when missing; builds the Kubernetes binaries once (hack/build-k8s.sh, reused after);
-# - packs and imports localhost/pause:local, localhost/depwatch:dev and
-#   localhost/depwatch-testapp:dev (hack/image.sh), the pause image before the kubelet starts;
+# - packs and imports localhost/pause:local, localhost/depwatch:dev,
+#   localhost/depwatch-testapp:dev and the release image ghcr.io/depwatch/depwatch:<VERSION>
+#   (hack/image.sh), the pause image before the kubelet starts;
 # - everything lives in _output/cluster: pki/, pids/<name>.pid, logs/<name>.log, kubeconfig.
 # Idempotent: if the recorded cluster is up and healthy it says so, refreshes the images
 # and returns. Stop it with hack/cluster-down.sh; hack/e2e-env.sh prints what tests need.

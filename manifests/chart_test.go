@@ -235,6 +235,12 @@ func TestChartValues(t *testing.T) {
 	if rules, _ := yaml.Marshal(objs["ClusterRole <nil>/dw-depwatch-probe"]["rules"]); !strings.Contains(string(rules), "dwd-probe") {
 		t.Errorf("the probe role does not grant proberConfig's Secret dwd-probe:\n%s", rules)
 	}
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "leaderElection.enabled=false"); err == nil || !strings.Contains(err.Error(), "leaderElection.enabled=false") {
+		t.Errorf("two replicas without leader election: want it refused, got %v", err)
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "leaderElection.enabled=false", "--set", "replicas=1"); err != nil {
+		t.Errorf("one replica without leader election: %v", err)
+	}
 	if _, err := runErr(helm, "template", "dw", chart, "--set", "proberConfig.probeInterval=20s"); err == nil || !strings.Contains(err.Error(), "no prober section") {
 		t.Errorf("proberConfig beside a config with a prober section: want it refused, got %v", err)
 	}
