@@ -65,7 +65,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not sec
 bench: ## Go benchmarks (selection over 10,000 pods, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-image: ## Write the release image _output/images/depwatch-$(VERSION).tar ($(IMAGE_REPO):$(VERSION)), without Docker.
+image: ## Write the release image _output/images/depwatch-<VERSION>.tar, tagged ghcr.io/depwatch/depwatch:<VERSION>, without Docker, and say how to load it.
 	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) ./hack/image.sh release
 
 image-local: ## Pack localhost/depwatch:dev, the release image and the test images, and import them into the running local cluster.

@@ -39,6 +39,12 @@ quiet() {
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# An earlier run's removal (make e2e removes the lab when it ends) may still be under way:
+# nothing can be created in a namespace being deleted.
+if [[ -n "$(kubectl get namespace depwatch -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)" ]]; then
+  log "waiting for namespace depwatch, being deleted by an earlier run, to be gone"
+  quiet "$tmp/wait" kubectl wait --for=delete namespace/depwatch --timeout=180s
+fi
 quiet "$tmp/apply" kubectl apply -k manifests/overlays/local
 quiet "$tmp/rollout" kubectl -n depwatch rollout status deployment/depwatch-coordinator --timeout=120s
 log "the coordinator runs (kubectl -n depwatch get deployment depwatch-coordinator)"
