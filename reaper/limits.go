@@ -41,4 +41,3 @@ func (l ClientLimits) write(w *envconf.Writer) {
 	l.API.Write(w, envKubeAPIQPS, envKubeAPIBurst)
 	l.Events.Write(w, envKubeAPIEventsQPS, envKubeAPIEventsBurst)
 }
-
