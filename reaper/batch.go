@@ -292,15 +292,6 @@ func (r *runner) drainPods(stop context.Context, pods []*corev1.Pod) {
 		if stop.Err() != nil {
 			return
 		}
-		m, ok := r.sel.evaluate(pod, r.clock())
-		if !ok {
-			continue
-		}
-		r.sum.Matched++
-		if r.quota.full() {
-			r.maxPodsLine(pod, m.reasons)
-			continue
-		}
-		r.handle(m)
+		r.judge(pod)
 	}
 }

@@ -166,13 +166,7 @@ func newPodCache(client kubernetes.Interface, selectors []labels.Selector, field
 				lo.LabelSelector = labelSelector
 				lo.FieldSelector = fieldSelector
 			}))
-		inf := f.Core().V1().Pods().Informer()
-		_ = inf.SetTransform(func(obj any) (any, error) {
-			if pod, ok := obj.(*corev1.Pod); ok {
-				return slimPod(pod), nil
-			}
-			return obj, nil
-		})
+		inf := slimPodInformer(f)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { onPodObj(obj, onPod) },
 			UpdateFunc: func(_, obj any) { onPodObj(obj, onPod) },

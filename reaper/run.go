@@ -389,17 +389,22 @@ func (r *runner) drainWatched(stop context.Context, q *podQueue) {
 		if !ok {
 			return
 		}
-		m, ok := r.sel.evaluate(pod, r.clock())
-		if !ok {
-			continue
-		}
-		r.sum.Matched++
-		if r.quota.full() {
-			r.maxPodsLine(pod, m.reasons)
-			continue
-		}
-		r.handle(m)
+		r.judge(pod)
 	}
+}
+
+// judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
+func (r *runner) judge(pod *corev1.Pod) {
+	m, ok := r.sel.evaluate(pod, r.clock())
+	if !ok {
+		return
+	}
+	r.sum.Matched++
+	if r.quota.full() {
+		r.maxPodsLine(pod, m.reasons)
+		return
+	}
+	r.handle(m)
 }
 
 func (r *runner) startFields() logrus.Fields {

@@ -236,7 +236,7 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	sampler.Go(func() { rssPeak, rssProcs = weederRSS(stopRSS) })
 	req0, use0 := apiRequests(t), coordinatorUsage(t)
 	stormStart := time.Now()
-	if err := concurrently(svcs, func(s benchService) error { return setReady(c, s, false) }); err != nil {
+	if _, err := setAllReady(c, svcs, false); err != nil {
 		t.Fatalf("taking the services down: %v", err)
 	}
 	if err := crashLoopDependents(c, svcs); err != nil {
@@ -255,17 +255,8 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	time.Sleep(time.Until(stormStart.Add(recoveryOutage)))
 	early := len(deletes.snapshot())
 
-	back := map[string]time.Time{}
-	var mu sync.Mutex
-	if err := concurrently(svcs, func(s benchService) error {
-		if err := setReady(c, s, true); err != nil {
-			return err
-		}
-		mu.Lock()
-		back[s.key()] = time.Now()
-		mu.Unlock()
-		return nil
-	}); err != nil {
+	back, err := setAllReady(c, svcs, true)
+	if err != nil {
 		t.Fatalf("bringing the services back: %v", err)
 	}
 	waitFor(t, 3*time.Minute, "every dependent to be deleted", func() (bool, error) {

@@ -185,6 +185,23 @@ func armedEvents(t *testing.T, c kubernetes.Interface, stamped, seen map[string]
 	}
 }
 
+// setAllReady patches every service's slice (setReady), 32 at a time, and says when each was
+// patched.
+func setAllReady(c kubernetes.Interface, svcs []benchService, ready bool) (map[string]time.Time, error) {
+	at := map[string]time.Time{}
+	var mu sync.Mutex
+	err := concurrently(svcs, func(s benchService) error {
+		if err := setReady(c, s, ready); err != nil {
+			return err
+		}
+		mu.Lock()
+		at[s.key()] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	return at, err
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -280,18 +297,9 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 			}
 		}
 	})
-	down := map[string]time.Time{}
-	var mu sync.Mutex
 	stormStart := time.Now()
-	if err := concurrently(storm, func(s benchService) error {
-		if err := setReady(c, s, false); err != nil {
-			return err
-		}
-		mu.Lock()
-		down[s.key()] = time.Now()
-		mu.Unlock()
-		return nil
-	}); err != nil {
+	down, err := setAllReady(c, storm, false)
+	if err != nil {
 		t.Fatalf("taking the storm's services down: %v", err)
 	}
 	sent := time.Since(stormStart)
