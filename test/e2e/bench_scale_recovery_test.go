@@ -101,7 +101,16 @@ func createDependents(t *testing.T, c kubernetes.Interface, svcs []benchService)
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, // the node is NotReady: never evicted
 			},
 		}
-		created, err := c.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{})
+		var created *corev1.Pod
+		var err error
+		// A new namespace's default ServiceAccount comes a moment after it; admission waits for it.
+		for try := 0; ; try++ {
+			created, err = c.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err == nil || try == 100 || !strings.Contains(err.Error(), "serviceaccount") {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
 		if err != nil {
 			return err
 		}
