@@ -1,7 +1,10 @@
 package reaper
 
 import (
+	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sirupsen/logrus"
 )
@@ -41,4 +44,56 @@ func (r *runner) resumedLine(ref ServiceRef) {
 // finishLine is the run's last line (a batch target's own last line).
 func (r *runner) finishLine(why string) {
 	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)
+}
+
+func (r *runner) startFields() logrus.Fields {
+	rules := make([]string, len(r.opts.Rules))
+	for i, rule := range r.opts.Rules {
+		rules[i] = rule.Name()
+	}
+	selectors := make([]string, len(r.opts.Selectors))
+	for i, s := range r.opts.Selectors {
+		selectors[i] = s.String()
+		if s.Empty() {
+			selectors[i] = "(every pod)"
+		}
+	}
+	scope := r.opts.Namespace
+	if scope == "" {
+		scope = "(all namespaces)"
+	}
+	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
+	return logrus.Fields{
+		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
+		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
+		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
+		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
+		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
+	}
+}
+
+func (r *runner) summaryFields() logrus.Fields {
+	s := r.sum
+	return logrus.Fields{
+		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
+		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
+		"never_started": s.NotStarted,
+	}
+}
+
+func startWhenReady(ref *ServiceRef) string {
+	if ref == nil {
+		return ""
+	}
+	return ref.String()
+}
+
+// maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
+// reaped already: it waits for the next cycle.
+func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
+	r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
+		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
+		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
+	}).Info(MsgMaxPods)
 }

@@ -407,48 +407,6 @@ func (r *runner) judge(pod *corev1.Pod) {
 	r.handle(m)
 }
 
-func (r *runner) startFields() logrus.Fields {
-	rules := make([]string, len(r.opts.Rules))
-	for i, rule := range r.opts.Rules {
-		rules[i] = rule.Name()
-	}
-	selectors := make([]string, len(r.opts.Selectors))
-	for i, s := range r.opts.Selectors {
-		selectors[i] = s.String()
-		if s.Empty() {
-			selectors[i] = "(every pod)"
-		}
-	}
-	scope := r.opts.Namespace
-	if scope == "" {
-		scope = "(all namespaces)"
-	}
-	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
-	return logrus.Fields{
-		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
-		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
-		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
-		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
-		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
-	}
-}
-
-func (r *runner) summaryFields() logrus.Fields {
-	s := r.sum
-	return logrus.Fields{
-		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
-		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
-		"never_started": s.NotStarted,
-	}
-}
-
-func startWhenReady(ref *ServiceRef) string {
-	if ref == nil {
-		return ""
-	}
-	return ref.String()
-}
-
 // runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart
 // starts a full window afresh from now.
 type runWindow struct {
@@ -481,14 +439,4 @@ func (w *runWindow) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-}
-
-// maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
-// reaped already: it waits for the next cycle.
-func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
-	r.log.WithFields(logrus.Fields{
-		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
-		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
-		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
-	}).Info(MsgMaxPods)
 }
