@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,15 @@ func TestBenchScaleWeederRecovery(t *testing.T) {
 		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
 	})
 	c := benchClient(t)
+	// An earlier run's namespaces still count in the coordinator's services-Ready gauge, which
+	// this run waits on; they go once their dependents are gone (with the node, PodGC).
+	waitFor(t, 5*time.Minute, "namespaces of an earlier recovery run to be gone", func() (bool, error) {
+		list, err := c.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/e2e=true"})
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(list.Items, func(ns corev1.Namespace) bool { return strings.HasPrefix(ns.Name, "benchr-") }), nil
+	})
 	createNoKubeletNode(t, c)
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("services=%d", min(2*n, 1000)), func(t *testing.T) { benchRecoveryAt(t, c, min(n, 500)) })
