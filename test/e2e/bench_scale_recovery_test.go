@@ -278,9 +278,11 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	if err != nil {
 		t.Fatalf("bringing the services back: %v", err)
 	}
-	waitFor(t, 3*time.Minute, "every dependent to be deleted", func() (bool, error) {
-		return len(deletes.snapshot()) >= len(svcs), nil
-	})
+	// A benchmark reports what it measured: dependents still there after 3 minutes are
+	// counted as not reaped, not a reason to stop before the figures.
+	for end := time.Now().Add(3 * time.Minute); len(deletes.snapshot()) < len(svcs) && time.Now().Before(end); {
+		time.Sleep(time.Second)
+	}
 	got := deletes.snapshot()
 	var took []time.Duration
 	missing := 0
@@ -296,7 +298,7 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 
 	// The weeders end a minute after their return; their last line says what they cost.
 	_, made := coveringJobs(t, stormStart, nil)
-	waitFor(t, 4*time.Minute, "the storm's weeder Jobs to finish", func() (bool, error) {
+	waitFor(t, 2*time.Minute, "the storm's weeder Jobs to finish", func() (bool, error) {
 		_, made = coveringJobs(t, stormStart, nil)
 		for _, j := range made {
 			if j.Status.CompletionTime == nil && j.Status.Failed == 0 {
