@@ -54,16 +54,8 @@ func TestBenchScaleWeederRecovery(t *testing.T) {
 	counts := benchScaleCounts(t)
 	ensureCoordinator(t)
 	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""}) // the shipped defaults
-	base, err := os.ReadFile(repoRoot + "/manifests/overlays/local/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := strings.Replace(string(base), "watchDuration: 5m0s\n", "watchDuration: "+recoveryWatch.String()+"\n", 1)
-	reloads := lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
-	lab.applyConfig(t, short)
-	t.Cleanup(func() { lab.applyConfig(t, string(base)) })
-	waitFor(t, 2*time.Minute, "the coordinator to reload the short watchDuration", func() (bool, error) {
-		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
+	applyLabConfig(t, "the short watchDuration", func(base string) string {
+		return strings.Replace(base, "watchDuration: 5m0s\n", "watchDuration: "+recoveryWatch.String()+"\n", 1)
 	})
 	c := benchClient(t)
 	// An earlier run's namespaces still count in the coordinator's services-Ready gauge, which
