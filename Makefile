@@ -102,10 +102,10 @@ bench-probe: ## Probe Job benchmark on the local cluster: create → complete, a
 	  -run '^TestBenchProbe$$' -v ./test/e2e
 
 SCALE ?= 250,1000
-bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): weeder storm and probe shards at SCALE namespaces.
+bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): weeder storm (arming, then recovery with real weeder Jobs) and probe shards at SCALE namespaces.
 	./hack/cluster-up.sh
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) $(GO) test -tags e2e -count=1 -timeout 80m \
-	  -run '^TestBenchScale(Weeder|Probe)$$' -v ./test/e2e
+	  -run '^TestBenchScale(Weeder|WeederRecovery|Probe)$$' -v ./test/e2e
 
 demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
 	./hack/demo.sh

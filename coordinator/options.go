@@ -81,6 +81,8 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", weeder.DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
 	fs.IntVar(&o.Batching.Size, "weeder-batch-size", weeder.DefaultBatchSize, "services one batch weeder Job covers, at most")
 	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", weeder.DefaultBatchLinger, "how long the first service of a batch waits for others before its batch Job is launched")
+	fs.Float64Var(&o.Batching.MaxQPS, "weeder-batch-max-qps", weeder.DefaultBatchMaxQPS, fmt.Sprintf("cap of a batch weeder Job's API rate limit (its KUBE_API_QPS and KUBE_API_EVENTS_QPS), which grows by %d requests a second per service it covers (%d for Events), never below a lone weeder's 5", weeder.QPSPerService, weeder.EventsQPSPerService))
+	fs.IntVar(&o.Batching.MaxBurst, "weeder-batch-max-burst", weeder.DefaultBatchMaxBurst, fmt.Sprintf("cap of a batch weeder Job's API burst (KUBE_API_BURST, KUBE_API_EVENTS_BURST), which grows by %d per service (%d for Events), never below a lone weeder's 10", weeder.BurstPerService, weeder.EventsBurstPerService))
 	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", weeder.DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers of each controller: services (weeder) and namespaces or shards (prober) handled at the same time (at least 1)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
@@ -179,6 +181,12 @@ func (o *Options) validate() []string {
 	}
 	if o.Batching.Linger < 0 || o.Batching.Linger > time.Minute {
 		bad("weeder-batch-linger", o.Batching.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")
+	}
+	if !(o.Batching.MaxQPS > 0) || o.Batching.MaxQPS > 100000 {
+		bad("weeder-batch-max-qps", fmtFloat(o.Batching.MaxQPS), "must be greater than 0 and at most 100000 (requests a second)")
+	}
+	if o.Batching.MaxBurst < 1 || o.Batching.MaxBurst > 100000 {
+		bad("weeder-batch-max-burst", strconv.Itoa(o.Batching.MaxBurst), "must be 1 to 100000")
 	}
 	if o.Batching.MaxJobs < 0 {
 		bad("max-weeder-jobs", strconv.Itoa(o.Batching.MaxJobs), "must not be negative (0: no cap)")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -18,7 +19,8 @@ func TestBatchWeederJobNamesEveryTargetOnceAndForTheReaper(t *testing.T) {
 		{Namespace: "shoot--b", Service: "etcd-main", Selectors: apiserverSelectors()},
 		{Namespace: "shoot--b", Service: "kube-apiserver", Selectors: apiserverSelectors()},
 	}
-	s, err := WeederBatch(WeederSpec{WatchDuration: 5 * time.Minute, Trigger: TriggerOutage, TriggerTime: at, Armed: true}, targets)
+	limits := reaper.ClientLimits{API: apilimit.Limit{QPS: 6, Burst: 15}, Events: apilimit.Limit{QPS: 5, Burst: 10}}
+	s, err := WeederBatch(WeederSpec{WatchDuration: 5 * time.Minute, Trigger: TriggerOutage, TriggerTime: at, Armed: true, Client: limits}, targets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +39,9 @@ func TestBatchWeederJobNamesEveryTargetOnceAndForTheReaper(t *testing.T) {
 		if v, ok := env[name]; ok {
 			t.Errorf("a batch Job sets %s=%q beside TARGETS", name, v)
 		}
+	}
+	if env["KUBE_API_QPS"] != "6" || env["KUBE_API_BURST"] != "15" || env["KUBE_API_EVENTS_QPS"] != "5" {
+		t.Errorf("the batch's client limits: %v", env)
 	}
 	if env["MAX_WAIT"] != DefaultArmedMaxWait.String() || env["RUN_DURATION"] != "5m0s" {
 		t.Errorf("shared settings: MAX_WAIT=%q RUN_DURATION=%q", env["MAX_WAIT"], env["RUN_DURATION"])

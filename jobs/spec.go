@@ -170,6 +170,9 @@ type WeederSpec struct {
 	// ReapCooldown is REAP_COOLDOWN: nil = DefaultWeederReapCooldown; 0 = off (every
 	// crash-looping pod on every event, pod-reaper's behaviour); negative is refused.
 	ReapCooldown *time.Duration
+	// Client is the run's API rate limits (KUBE_API_*); zero: the run's defaults, which fit
+	// one service. A batch Job's are sized by its number of services.
+	Client reaper.ClientLimits
 }
 
 // Weeder turns a WeederSpec into a Spec for a `depwatch reap` run in WATCH mode restarting
@@ -242,6 +245,7 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 		ReapCooldown:      cooldown,
 		StartWhenReady:    &reaper.ServiceRef{Namespace: w.Namespace, Name: w.Service},
 		MaxWait:           gateWait,
+		Client:            w.Client,
 	}, trigger, nil
 }
 

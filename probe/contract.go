@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 )
 
@@ -65,6 +66,8 @@ type JobSettings struct {
 	// (RUN_DURATION); 0: probe once, neither written.
 	RunDuration time.Duration
 	Interval    time.Duration
+	// Client: KUBE_API_QPS and KUBE_API_BURST, each written when set.
+	Client apilimit.Limit
 }
 
 // Env is the environment that LoadOptions reads back as s.
@@ -102,6 +105,7 @@ func (s JobSettings) Env() []corev1.EnvVar {
 		w.Set(envSchedule, everyPrefix+envconf.FormatDuration(s.Interval))
 		w.Set(envRunDuration, envconf.FormatDuration(s.RunDuration))
 	}
+	writeClientLimit(&w, s.Client)
 	return w.Env()
 }
 

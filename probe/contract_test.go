@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 )
 
@@ -21,7 +22,7 @@ func settingsOf(t *testing.T, o Options) JobSettings {
 		ProbeTimeout: o.ProbeTimeout, NodeMonitorGrace: o.NodeMonitorGrace,
 		NodeLeaseFailureFraction: o.NodeLeaseFailureFraction, LeaseExpiryBufferFraction: o.LeaseExpiryBufferFraction,
 		DependentResources: EncodeDependentResources(o.Resources), DryRun: o.DryRun,
-		NodeConditions: o.NodeConditions, RunDuration: o.RunDuration,
+		NodeConditions: o.NodeConditions, RunDuration: o.RunDuration, Client: o.Client,
 	}
 	if spec, ok := strings.CutPrefix(o.ScheduleSpec, everyPrefix); ok {
 		d, err := time.ParseDuration(spec)
@@ -65,6 +66,7 @@ func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 	for name, mutate := range map[string]func(*JobSettings){
 		"probe with one namespace": func(*JobSettings) {},
 		"dry run":                  func(s *JobSettings) { s.DryRun = true },
+		"a client rate limit":      func(s *JobSettings) { s.Client = apilimit.Limit{QPS: 20.5, Burst: 40} },
 		"every interval for a while": func(s *JobSettings) {
 			s.RunDuration, s.Interval, s.Jitter = 2*time.Minute, 10*time.Second, 0.2
 		},

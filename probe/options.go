@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -40,6 +41,8 @@ type Options struct {
 	ScheduleSpec string        // "" = a single probe
 	Schedule     cron.Schedule // nil = a single probe
 	RunDuration  time.Duration // > 0 exactly when Schedule is set
+
+	Client apilimit.Limit // KUBE_API_QPS, KUBE_API_BURST as set; zero: DefaultClientLimit
 }
 
 // ConfigError lists every configuration problem, one per line and nothing else (like the
@@ -120,6 +123,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		o.Resources = res
 	}
 	o.DryRun = e.boolean(envDryRun)
+	o.Client = loadClientLimit(e)
 	if v, ok := e.optional(envNodeConditions); ok {
 		m, err := ParseNodeConditions(v)
 		if err != nil {

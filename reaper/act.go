@@ -12,8 +12,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/depwatch/depwatch/internal/event"
 )
 
 // apiTimeout bounds one delete/evict/Event call. These calls run without the run's
@@ -80,13 +78,13 @@ func (r *runner) reap(m match) outcome {
 	case err == nil:
 		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why)
 		line.WithFields(logrus.Fields{"action": action, "detail": msg}).Info(MsgReaping)
-		r.recordEvent(ctx, pod, corev1.EventTypeNormal, ReasonReaped, msg)
+		r.recordEvent(pod, corev1.EventTypeNormal, ReasonReaped, msg)
 		return outcomeReaped
 	case r.opts.Evict && apierrors.IsTooManyRequests(err):
 		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
 			pod.Namespace, pod.Name, apiMessage(err), why)
 		line.WithFields(logrus.Fields{"action": ActionSkipped, "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
-		r.recordEvent(ctx, pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
+		r.recordEvent(pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
 		return outcomeSkipped
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
@@ -121,15 +119,10 @@ func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
 	return pods.Delete(ctx, pod.Name, opts)
 }
 
-// recordEvent creates a core/v1 Event on the pod synchronously, so it exists before the run
-// exits (an asynchronous recorder would drop it on a one-shot run). A failure is only a
-// warning: the pod was handled either way.
-func (r *runner) recordEvent(ctx context.Context, pod *corev1.Pod, eventType, reason, message string) {
-	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion}
-	if err := event.Write(ctx, r.client, ref, eventComponent, eventType, reason, message); err != nil {
-		r.log.WithFields(logrus.Fields{"namespace": pod.Namespace, "pod": pod.Name, "error": err.Error()}).
-			Warnf("Could not record the %s Event on pod %s/%s: %v", reason, pod.Namespace, pod.Name, err)
-	}
+// recordEvent queues a core/v1 Event on the pod (events: its own client and rate limit, so the
+// next delete never waits for it). A failure is only counted: the pod was handled either way.
+func (r *runner) recordEvent(pod *corev1.Pod, eventType, reason, message string) {
+	r.events.record(pod, eventType, reason, message)
 }
 
 // apiMessage is the server's own explanation (e.g. "Cannot evict pod as it would violate the

@@ -47,6 +47,8 @@ type JobSettings struct {
 	MaxWait        time.Duration // MAX_WAIT, written when > 0 (only valid with a gate)
 	Targets        []Target      // TARGETS, a JSON list
 	DryRun         bool          // DRY_RUN, written when true
+	// Client: the run's API rate limits (KUBE_API_*), each written when set.
+	Client ClientLimits
 }
 
 // Env is the environment that LoadOptions reads back as s.
@@ -83,6 +85,7 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	if s.DryRun {
 		w.Set(envDryRun, envconf.FormatBool(true))
 	}
+	s.Client.write(&w)
 	return w.Env()
 }
 

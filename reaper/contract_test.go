@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 )
 
@@ -20,7 +21,7 @@ import (
 func settingsOf(o Options) JobSettings {
 	s := JobSettings{
 		Watch: o.Watch, Namespace: o.Namespace, RunDuration: o.RunDuration, ReapCooldown: o.ReapCooldown,
-		StartWhenReady: o.StartWhenReady, Targets: o.Targets, DryRun: o.DryRun,
+		StartWhenReady: o.StartWhenReady, Targets: o.Targets, DryRun: o.DryRun, Client: o.Client,
 	}
 	if o.StartWhenReady != nil || len(o.Targets) > 0 {
 		s.MaxWait = o.MaxWait
@@ -68,10 +69,14 @@ func weederSettings() JobSettings {
 
 func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 	for name, mutate := range map[string]func(*JobSettings){
-		"armed weeder":             func(*JobSettings) {},
-		"unarmed weeder":           func(s *JobSettings) { s.MaxWait = time.Minute; s.GracePeriod = nil },
-		"weeder without cooldown":  func(s *JobSettings) { s.ReapCooldown = 0 },
-		"dry run":                  func(s *JobSettings) { s.DryRun = true },
+		"armed weeder":            func(*JobSettings) {},
+		"unarmed weeder":          func(s *JobSettings) { s.MaxWait = time.Minute; s.GracePeriod = nil },
+		"weeder without cooldown": func(s *JobSettings) { s.ReapCooldown = 0 },
+		"dry run":                 func(s *JobSettings) { s.DryRun = true },
+		"a batch's client limits": func(s *JobSettings) {
+			s.Client = ClientLimits{API: apilimit.Limit{QPS: 200, Burst: 500}, Events: apilimit.Limit{QPS: 100.5, Burst: 200}}
+		},
+		"only a QPS":               func(s *JobSettings) { s.Client.API.QPS = 0.5 },
 		"several selectors, OR-ed": func(s *JobSettings) { s.Selectors = []string{"app=a", "tier in (x,y)", "!gone"} },
 		"no gate, forever":         func(s *JobSettings) { s.StartWhenReady, s.MaxWait, s.RunDuration, s.Watch = nil, 0, 0, false },
 		"batch TARGETS weeder": func(s *JobSettings) {
@@ -120,6 +125,12 @@ func genSettings(r *rand.Rand) JobSettings {
 	}
 	if r.IntN(2) == 0 {
 		s.RunDuration = dur(time.Second)
+	}
+	if r.IntN(2) == 0 {
+		s.Client.API = apilimit.Limit{QPS: float64(1+r.IntN(1000)) / 4, Burst: 1 + r.IntN(1000)}
+	}
+	if r.IntN(2) == 0 {
+		s.Client.Events.QPS = float64(1 + r.IntN(100))
 	}
 	if r.IntN(2) == 0 {
 		g := dur(time.Second)

@@ -281,7 +281,7 @@ func TestRunReapsAForeverCrashLoopingOwnerAtMostOncePerCooldown(t *testing.T) {
 		return false, nil, nil
 	})
 	log, hook := quietLogger()
-	r := newRunner(context.Background(), client, o, log)
+	r := newRunner(context.Background(), client, newEvents(client, log), o, log)
 
 	for elapsed := time.Duration(0); elapsed <= runDuration; elapsed += every {
 		clock.set(t0.Add(elapsed))
@@ -330,7 +330,7 @@ func TestRunCooldownOffKeepsPodReaperBehaviour(t *testing.T) {
 	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "NAMESPACE": "shoot"})
 	o.now = clock.now
 	log, hook := quietLogger()
-	r := newRunner(context.Background(), client, o, log)
+	r := newRunner(context.Background(), client, newEvents(client, log), o, log)
 	for i := 0; i < 5; i++ {
 		clock.add(10 * time.Second)
 		r.runCycle(context.Background())
@@ -353,7 +353,7 @@ func TestRunDeferredPodsDoNotUseUpMaxPods(t *testing.T) {
 	})
 	o.now = clock.now
 	log, _ := quietLogger()
-	r := newRunner(context.Background(), client, o, log)
+	r := newRunner(context.Background(), client, newEvents(client, log), o, log)
 	r.runCycle(context.Background()) // reaps kcm-1, opens the round
 	rs.reconcile(t, client, "shoot", clock.now())
 	// A bare pod that sorts after kcm-2 (namespace/name order) starts crash-looping too.

@@ -44,6 +44,10 @@ type Options struct {
 	// Targets (TARGETS): a run per service, each gated on its own service (runTargets).
 	Targets []Target
 
+	// Client: the run's API rate limits (KUBE_API_*), as set; ClientLimits.Effective fills
+	// in the defaults.
+	Client ClientLimits
+
 	// Warnings are accepted values worth a word (pod-reaper accepts them with the same
 	// meaning, but they look like slips): Run logs each at start.
 	Warnings []string
@@ -134,6 +138,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
 		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
 	}
+	o.Client = loadClientLimits(e)
 	o.Rules = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet(e) {
 		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")

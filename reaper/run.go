@@ -18,6 +18,7 @@ import (
 type runner struct {
 	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
 	client kubernetes.Interface
+	events *events
 	opts   Options
 	log    logrus.FieldLogger
 	sel    selector
@@ -44,13 +45,32 @@ type runner struct {
 // and no error. After the gate opened, reaping pauses while the service is down again and
 // resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
 func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
+	return RunWith(ctx, Clients{API: client, Events: client}, opts, log)
+}
+
+// Clients are a run's API clients: API for pods and EndpointSlices, Events for its Events, each
+// with its own rate limit (ClientLimits), so that Events never delay a delete.
+type Clients struct {
+	API, Events kubernetes.Interface
+}
+
+// RunWith is Run with the Events written through a client of their own. A TARGETS run is one
+// run over all its services (runBatch); anything else is one run (runOne).
+func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
+	ev := newEvents(c.Events, log)
+	defer ev.close(log)
 	if len(opts.Targets) > 0 {
-		return runTargets(ctx, client, opts, log)
+		return runBatch(ctx, c.API, ev, opts, log)
 	}
-	r := newRunner(ctx, client, opts, log)
+	return runOne(ctx, c.API, ev, opts, log)
+}
+
+// runOne is the run of one service, or of a plain pod-reaper configuration.
+func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
+	r := newRunner(ctx, client, ev, opts, log)
 	for _, w := range opts.Warnings {
 		r.log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
 	}
@@ -63,16 +83,12 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	var g *gate
 	armedAt := time.Now()
 	if opts.StartWhenReady != nil {
-		r.log.WithFields(r.startFields()).WithFields(logrus.Fields{
-			"armed_at": armedAt.UTC().Format(time.RFC3339Nano), "wait_for": opts.StartWhenReady.String(), "max_wait": opts.MaxWait.String(),
-		}).Infof("Reaper armed at %s: waiting for service %s to be Ready (at most %s); nothing is reaped before.",
-			armedAt.UTC().Format(time.RFC3339), opts.StartWhenReady, opts.MaxWait)
+		r.armedLine(armedAt)
 		var err error
 		if g, err = startGate(bg, client, *opts.StartWhenReady, opts.onGateSynced); err != nil {
 			r.sum.NotStarted = true
 			if ctx.Err() != nil {
-				why := "asked to stop while waiting for service " + opts.StartWhenReady.String() + " (SIGTERM or context cancelled); nothing was reaped"
-				r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)
+				r.finishLine("asked to stop while waiting for service " + opts.StartWhenReady.String() + " (SIGTERM or context cancelled); nothing was reaped")
 				return r.sum, nil
 			}
 			r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
@@ -100,8 +116,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 		if opened, why := r.waitForGate(ctx, g, armedAt); !opened {
 			shutdown()
 			r.sum.NotStarted = true
-			r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).
-				Infof("Reaper run finished (%s): %s", why, r.sum)
+			r.finishLine(why)
 			return r.sum, nil
 		}
 	}
@@ -171,14 +186,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 			switch ready := g.Ready(); {
 			case !ready && !paused:
 				paused = true
-				r.log.WithField("service", g.ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", g.ref)
+				r.pausedLine(g.ref)
 			case ready && paused:
 				paused = false
 				if !window.restart() {
 					continue // the window ended just now: the run is over
 				}
-				r.log.WithFields(logrus.Fields{"service": g.ref.String(), "run_duration": opts.RunDuration.String()}).
-					Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", g.ref, opts.RunDuration, r.cooldownResumeNote())
+				r.resumedLine(g.ref)
 				r.cool.reset() // a new return of the service is a new recovery
 				r.runCycle(stop)
 				if w != nil {
@@ -194,8 +208,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, log log
 	}
 	cancelStop()
 	shutdown()
-	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).
-		Infof("Reaper run finished (%s): %s", why, r.sum)
+	r.finishLine(why)
 	if r.lastErr != nil {
 		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
 	}
@@ -209,13 +222,7 @@ func (r *runner) waitForGate(ctx context.Context, g *gate, armedAt time.Time) (o
 	defer timer.Stop()
 	for {
 		if g.Ready() {
-			readyAt := time.Now()
-			waited := readyAt.Sub(armedAt)
-			r.log.WithFields(logrus.Fields{
-				"service": g.ref.String(), "ready_at": readyAt.UTC().Format(time.RFC3339Nano), "waited_seconds": waited.Seconds(),
-				"run_duration": r.opts.RunDuration.String(),
-			}).Infof("Service %s is Ready at %s (waited %.1f s): reaping starts now, for RUN_DURATION %s.",
-				g.ref, readyAt.UTC().Format(time.RFC3339), waited.Seconds(), r.opts.RunDuration)
+			r.readyLine(g.ref, time.Now(), armedAt)
 			return true, ""
 		}
 		select {
@@ -237,13 +244,13 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
-func newRunner(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) *runner {
+func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
 	clock := opts.now
 	if clock == nil {
 		clock = time.Now
 	}
 	return &runner{
-		ctx: ctx, client: client, opts: opts, log: log, clock: clock,
+		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
 		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
 		fields: opts.fieldSelector(),
 		quota:  quota{max: opts.MaxPods},
@@ -253,13 +260,16 @@ func newRunner(ctx context.Context, client kubernetes.Interface, opts Options, l
 }
 
 // runCycle lists, selects and reaps once. stop is checked between pods only.
-func (r *runner) runCycle(stop context.Context) {
+func (r *runner) runCycle(stop context.Context) { r.cycleOver(stop, r.collect) }
+
+// cycleOver is one cycle over the matches collect finds (a list, or a batch's cache).
+func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
 	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	before := r.sum
 	log := r.log.WithField("cycle", r.cycle)
 	log.Debug(msgCycleStarting)
-	matches, err := r.collect(stop)
+	matches, err := collect(stop)
 	if err != nil {
 		if stop.Err() != nil {
 			return // stopped while listing: not a failure
@@ -379,59 +389,22 @@ func (r *runner) drainWatched(stop context.Context, q *podQueue) {
 		if !ok {
 			return
 		}
-		m, ok := r.sel.evaluate(pod, r.clock())
-		if !ok {
-			continue
-		}
-		r.sum.Matched++
-		if r.quota.full() {
-			r.maxPodsLine(pod, m.reasons)
-			continue
-		}
-		r.handle(m)
+		r.judge(pod)
 	}
 }
 
-func (r *runner) startFields() logrus.Fields {
-	rules := make([]string, len(r.opts.Rules))
-	for i, rule := range r.opts.Rules {
-		rules[i] = rule.Name()
+// judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
+func (r *runner) judge(pod *corev1.Pod) {
+	m, ok := r.sel.evaluate(pod, r.clock())
+	if !ok {
+		return
 	}
-	selectors := make([]string, len(r.opts.Selectors))
-	for i, s := range r.opts.Selectors {
-		selectors[i] = s.String()
-		if s.Empty() {
-			selectors[i] = "(every pod)"
-		}
+	r.sum.Matched++
+	if r.quota.full() {
+		r.maxPodsLine(pod, m.reasons)
+		return
 	}
-	scope := r.opts.Namespace
-	if scope == "" {
-		scope = "(all namespaces)"
-	}
-	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
-	return logrus.Fields{
-		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
-		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
-		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
-		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
-		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
-	}
-}
-
-func (r *runner) summaryFields() logrus.Fields {
-	s := r.sum
-	return logrus.Fields{
-		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
-		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
-		"never_started": s.NotStarted,
-	}
-}
-
-func startWhenReady(ref *ServiceRef) string {
-	if ref == nil {
-		return ""
-	}
-	return ref.String()
+	r.handle(m)
 }
 
 // runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart
@@ -466,14 +439,4 @@ func (w *runWindow) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-}
-
-// maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
-// reaped already: it waits for the next cycle.
-func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
-	r.log.WithFields(logrus.Fields{
-		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
-		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
-		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
-	}).Info(MsgMaxPods)
 }

@@ -36,6 +36,12 @@ var settings = []setting{
 	{envGracePeriod, "", "termination grace period, Go duration rounded down to whole seconds; unset = the pod's own"},
 	{"MAX_PODS", "0", "reap at most this many pods per cycle (failed and skipped pods do not count); 0 or negative = unlimited"},
 	{envReapCooldown, "0s", "bound per owner (the pod's controller, e.g. its ReplicaSet; a bare pod is its own): once its pods were reaped, its pods created since (their replacements) are not reaped until this Go duration has passed; pods it already had are still reaped with that round. At most 1 + floor(RUN_DURATION / REAP_COOLDOWN) rounds per owner (per return of START_WHEN_READY's service: each return starts the cooldown and RUN_DURATION afresh), each pod of the owner reaped at most once per round; 0s = off (pod-reaper)"},
+	// The client's rate limits: their defaults are applied by ClientLimits.Effective, not
+	// read from this table, so what a Job's environment leaves unset reads back as unset.
+	{envKubeAPIQPS, "5", "client-side rate limit of the run's API requests (lists, watches, deletes, evictions), requests a second, > 0; the coordinator raises it for a batch weeder Job by its number of services"},
+	{envKubeAPIBurst, "10", "requests sent at once before KUBE_API_QPS applies, an integer >= 1"},
+	{envKubeAPIEventsQPS, "5", "the Events' own rate limit (Reaped, ReapSkipped), requests a second, > 0: an Event never delays a delete; an Event that cannot be written is counted, logged once per run, and not retried"},
+	{envKubeAPIEventsBurst, "10", "Events sent at once before KUBE_API_EVENTS_QPS applies, an integer >= 1"},
 	{"POD_SORTING_STRATEGY", "", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (lowest first; pods without a start time go last in the age orders); unset = by namespace and name, the API's list order (as pod-reaper)"},
 	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
 	{envContainerStatuses, "", "rule: comma-separated waiting/terminated reasons of any container or init container, e.g. CrashLoopBackOff,OOMKilled; CrashLoopBackOff also matches a container that exited after at least one restart and will be restarted"},

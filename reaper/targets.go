@@ -1,17 +1,13 @@
 package reaper
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
-	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
@@ -120,31 +116,6 @@ func (o Options) forTarget(t Target) Options {
 		one.Selectors = append(one.Selectors, labels.NewSelector().Add(base...).Add(reqs...))
 	}
 	return one
-}
-
-// runTargets runs every target as its own gated run, concurrently: each follows its own
-// service, opens when that service is Ready, and gets its own RUN_DURATION and MAX_WAIT, so
-// one service's outage never holds back another's recovery. The summary adds them up.
-func runTargets(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
-	for _, w := range opts.Warnings {
-		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
-	log.WithField("targets", len(opts.Targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(opts.Targets))
-	sums := make([]Summary, len(opts.Targets))
-	errs := make([]error, len(opts.Targets))
-	var wg sync.WaitGroup
-	for i, t := range opts.Targets {
-		wg.Go(func() {
-			tl := log.WithFields(logrus.Fields{"target": t.ref().String()})
-			sums[i], errs[i] = Run(ctx, client, opts.forTarget(t), tl)
-		})
-	}
-	wg.Wait()
-	total := Summary{NotStarted: true, DryRun: opts.DryRun}
-	for _, s := range sums {
-		total.add(s)
-	}
-	return total, errors.Join(errs...)
 }
 
 // add counts s into the run's total; the total never started only if no target did.

@@ -34,15 +34,7 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 				lo.LabelSelector = labelSelector
 				lo.FieldSelector = fieldSelector
 			}))
-		inf := f.Core().V1().Pods().Informer()
-		// The cache keeps only what the run reads (slimPod): a WATCH run over many pods stays
-		// small.
-		_ = inf.SetTransform(func(obj any) (any, error) {
-			if pod, ok := obj.(*corev1.Pod); ok {
-				return slimPod(pod), nil
-			}
-			return obj, nil
-		})
+		inf := slimPodInformer(f)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.offer(obj) },
 			UpdateFunc: func(_, obj any) { w.offer(obj) },
@@ -147,4 +139,17 @@ func (q *podQueue) pop() (*corev1.Pod, bool) {
 	}
 	q.order = nil // let the backing array go
 	return nil, false
+}
+
+// slimPodInformer is the factory's pod informer, whose cache keeps only what the run reads
+// (slimPod): a WATCH run over many pods stays small.
+func slimPodInformer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	inf := f.Core().V1().Pods().Informer()
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return slimPod(pod), nil
+		}
+		return obj, nil
+	})
+	return inf
 }

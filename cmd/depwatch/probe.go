@@ -30,7 +30,7 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 	if !ok {
 		return code
 	}
-	deps, err := probe.NewDeps(cfg)
+	deps, err := probe.NewDeps(opts.Client.Or(probe.DefaultClientLimit).Apply(cfg))
 	if err != nil {
 		return setup.cannotStart(log, "Cannot build the Kubernetes clients", err)
 	}

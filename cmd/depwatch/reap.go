@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -43,14 +44,23 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	client, err := kubernetes.NewForConfig(cfg)
+	// Two clients, each with its rate limit: Events never delay a delete. Both count their
+	// requests, so the last line says what the run cost the API server.
+	limits := opts.Client.Effective()
+	var requests atomic.Int64
+	client, err := kubernetes.NewForConfig(countRequests(limits.API.Apply(cfg), &requests))
+	if err != nil {
+		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
+	}
+	events, err := kubernetes.NewForConfig(countRequests(limits.Events.Apply(cfg), &requests))
 	if err != nil {
 		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
 	}
 
-	summary, runErr := reaper.Run(ctx, client, opts, log)
+	summary, runErr := reaper.RunWith(ctx, reaper.Clients{API: client, Events: events}, opts, log)
 	writeTerminationMessage(summary.String())
-	log.Info("pod reaper is exiting") // pod-reaper's last line, which log alerts may wait for
+	// pod-reaper's last line, which log alerts may wait for.
+	log.WithField("api_requests", requests.Load()).Info("pod reaper is exiting")
 	if runErr != nil {
 		log.WithError(runErr).Error("The reaper run did not complete its job.")
 		return exitFailure

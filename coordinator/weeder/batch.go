@@ -46,11 +46,16 @@ type Batching struct {
 	Linger time.Duration
 	// MaxJobs: weeder Jobs active at once, at most (0: no cap).
 	MaxJobs int
+	// MaxQPS and MaxBurst cap a batch Job's API rate limit, which grows with its services
+	// (BatchClientLimits); 0: DefaultBatchMaxQPS, DefaultBatchMaxBurst.
+	MaxQPS   float64
+	MaxBurst int
 }
 
 // DefaultBatching is the shipped storm settings (the flags' defaults).
 func DefaultBatching() Batching {
-	return Batching{After: DefaultBatchAfter, Window: DefaultBatchWindow, Size: DefaultBatchSize, Linger: DefaultBatchLinger, MaxJobs: DefaultMaxWeeders}
+	return Batching{After: DefaultBatchAfter, Window: DefaultBatchWindow, Size: DefaultBatchSize, Linger: DefaultBatchLinger, MaxJobs: DefaultMaxWeeders,
+		MaxQPS: DefaultBatchMaxQPS, MaxBurst: DefaultBatchMaxBurst}
 }
 
 // LaunchMode is how one weeder launch is done.
@@ -307,7 +312,7 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 		c.batch.done(items)
 		return true, nil
 	}
-	spec, err := weederBatchSpec(l, first, armed, targets)
+	spec, err := c.weederBatchSpec(l, first, armed, targets)
 	if err != nil {
 		c.batch.done(items) // validated at load; cannot happen
 		return true, err
@@ -345,6 +350,8 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 }
 
 // weederBatchSpec builds a batch weeder Job's spec from config l.
-func weederBatchSpec(l *live, p *pendingLaunch, armed bool, targets []jobs.WeederTarget) (jobs.Spec, error) {
-	return jobs.WeederBatch(weederSettings(l, p, armed), targets)
+func (c *Controller) weederBatchSpec(l *live, p *pendingLaunch, armed bool, targets []jobs.WeederTarget) (jobs.Spec, error) {
+	base := weederSettings(l, p, armed)
+	base.Client = BatchClientLimits(len(targets), c.opts.Batching)
+	return jobs.WeederBatch(base, targets)
 }

@@ -185,6 +185,39 @@ func armedEvents(t *testing.T, c kubernetes.Interface, stamped, seen map[string]
 	}
 }
 
+// applyLabConfig gives the lab coordinator its config as edit changes it, waits until it has
+// reloaded it, and restores the config when the test ends.
+func applyLabConfig(t *testing.T, what string, edit func(string) string) {
+	t.Helper()
+	base, err := os.ReadFile(repoRoot + "/manifests/overlays/local/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloads := lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
+	lab.applyConfig(t, edit(string(base)))
+	t.Cleanup(func() { lab.applyConfig(t, string(base)) })
+	waitFor(t, 2*time.Minute, "the coordinator to reload "+what, func() (bool, error) {
+		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
+	})
+}
+
+// setAllReady patches every service's slice (setReady), 32 at a time, and says when each was
+// patched.
+func setAllReady(c kubernetes.Interface, svcs []benchService, ready bool) (map[string]time.Time, error) {
+	at := map[string]time.Time{}
+	var mu sync.Mutex
+	err := concurrently(svcs, func(s benchService) error {
+		if err := setReady(c, s, ready); err != nil {
+			return err
+		}
+		mu.Lock()
+		at[s.key()] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	return at, err
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -216,16 +249,8 @@ func TestBenchScaleWeeder(t *testing.T) {
 	counts := benchScaleCounts(t)
 	ensureCoordinator(t)
 	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""}) // the shipped defaults
-	base, err := os.ReadFile(repoRoot + "/manifests/overlays/local/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned := strings.Replace(string(base), "jobTemplate:\n", "jobTemplate:\n  nodeSelector: {kubernetes.io/hostname: depwatch-bench-no-such-node}\n", 1)
-	reloads := lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
-	lab.applyConfig(t, pinned)
-	t.Cleanup(func() { lab.applyConfig(t, string(base)) })
-	waitFor(t, 2*time.Minute, "the coordinator to reload the pinned jobTemplate", func() (bool, error) {
-		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
+	applyLabConfig(t, "the pinned jobTemplate", func(base string) string {
+		return strings.Replace(base, "jobTemplate:\n", "jobTemplate:\n  nodeSelector: {kubernetes.io/hostname: depwatch-bench-no-such-node}\n", 1)
 	})
 	c := benchClient(t)
 	waitFor(t, 20*time.Minute, "namespaces of an earlier bench run to be gone", func() (bool, error) {
@@ -280,18 +305,9 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 			}
 		}
 	})
-	down := map[string]time.Time{}
-	var mu sync.Mutex
 	stormStart := time.Now()
-	if err := concurrently(storm, func(s benchService) error {
-		if err := setReady(c, s, false); err != nil {
-			return err
-		}
-		mu.Lock()
-		down[s.key()] = time.Now()
-		mu.Unlock()
-		return nil
-	}); err != nil {
+	down, err := setAllReady(c, storm, false)
+	if err != nil {
 		t.Fatalf("taking the storm's services down: %v", err)
 	}
 	sent := time.Since(stormStart)

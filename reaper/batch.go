@@ -1,0 +1,297 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// A batch run (TARGETS) is one run over many services, not many runs in one pod: one
+// EndpointSlice informer and one pod informer for all of them (no list per target), and each
+// target's gate and window decided from those caches (stepGate). A target's turn comes on a
+// workqueue keyed by the target, whenever its service's readiness changes, a pod in its
+// namespace changes, a SCHEDULE tick comes or its window or MAX_WAIT ends; the queue never
+// hands one target to two workers at once, so a target's state needs no lock, and a few
+// workers reap different targets' pods side by side, so the hundredth return is served as
+// fast as the first.
+
+// maxBatchWorkers bounds the targets handled at the same moment: enough that a storm's returns
+// are not served one delete after the other, few enough to stay inside the client's limits.
+const maxBatchWorkers = 10
+
+// batchTarget is one target. Only the worker holding its key touches run and gate.
+type batchTarget struct {
+	ref      ServiceRef
+	run      *runner
+	gate     gateState
+	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
+	ended    bool
+}
+
+type batch struct {
+	opts     Options
+	log      logrus.FieldLogger
+	clock    func() time.Time
+	rules    gateRules
+	targets  []*batchTarget
+	byRef    map[ServiceRef]int
+	byNS     map[string][]int
+	queue    workqueue.TypedDelayingInterface[int]
+	services *serviceTracker
+	pods     *podCache
+	synced   atomic.Bool // both caches have synced: the services' readiness means something
+	left     atomic.Int64
+	allEnded chan struct{}
+}
+
+func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
+	for _, w := range opts.Warnings {
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
+	b := newBatch(ctx, client, ev, opts, log)
+	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.targets))
+	for _, t := range b.targets {
+		t.run.armedLine(b.rules.armedAt)
+	}
+	// One small list up front, so that a missing right fails the run at once rather than
+	// leaving the informers retrying while every target waits out MAX_WAIT.
+	if _, err := client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{LabelSelector: b.services.selector, Limit: 1}); err != nil {
+		sum := b.total()
+		if ctx.Err() != nil {
+			return sum, nil
+		}
+		log.WithError(err).Error("Cannot follow the services' readiness; nothing was reaped.")
+		return sum, fmt.Errorf("listing the EndpointSlices of the targets' services (TARGETS): %w", err)
+	}
+
+	bg, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	b.services.factory.Start(bg.Done())
+	for _, f := range b.pods.factories {
+		f.Start(bg.Done())
+	}
+	wg.Go(func() { b.whenSynced(bg) })
+	wg.Go(func() { b.tick(bg) })
+	for i := range b.targets {
+		b.queue.Add(i) // MAX_WAIT counts before the caches sync too
+	}
+	for range min(len(b.targets), maxBatchWorkers) {
+		wg.Go(func() {
+			for b.next(ctx) {
+			}
+		})
+	}
+	select {
+	case <-ctx.Done():
+	case <-b.allEnded:
+	}
+	cancel()
+	b.queue.ShutDown()
+	b.services.factory.Shutdown()
+	for _, f := range b.pods.factories {
+		f.Shutdown()
+	}
+	wg.Wait()
+	for _, t := range b.targets {
+		if !t.ended {
+			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
+			why := "asked to stop (SIGTERM or context cancelled)"
+			if t.run.sum.NotStarted {
+				why = fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", t.ref)
+			}
+			t.run.finishLine(why)
+		}
+	}
+	sum := b.total()
+	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
+		Infof("Weeder run for %d services finished: %s", len(b.targets), sum)
+	return sum, nil
+}
+
+func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {
+	b := &batch{
+		opts: opts, log: log, clock: time.Now,
+		byRef: map[ServiceRef]int{}, byNS: map[string][]int{},
+		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
+		allEnded: make(chan struct{}),
+	}
+	if opts.now != nil {
+		b.clock = opts.now
+	}
+	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: b.clock()}
+	refs := make([]ServiceRef, len(opts.Targets))
+	var selectors = opts.Selectors[:0:0]
+	for i, t := range opts.Targets {
+		one := opts.forTarget(t)
+		refs[i] = t.ref()
+		b.targets = append(b.targets, &batchTarget{ref: refs[i], run: newRunner(ctx, client, ev, one, log.WithField("target", refs[i].String()))})
+		b.byRef[refs[i]] = i
+		b.byNS[t.Namespace] = append(b.byNS[t.Namespace], i)
+		selectors = append(selectors, one.Selectors...)
+	}
+	b.left.Store(int64(len(b.targets)))
+	b.services = newServiceTracker(client, refs, b.clock, func(ref ServiceRef) { b.queue.Add(b.byRef[ref]) })
+	b.pods = newPodCache(client, selectors, opts.fieldSelector(), func(ns string) {
+		for _, i := range b.byNS[ns] {
+			b.queue.Add(i)
+		}
+	})
+	return b
+}
+
+// whenSynced opens the gates' eyes once both caches hold the world: before, a service without
+// a ready endpoint in a half-listed cache may only be unlisted yet, and a cycle over a
+// half-listed pod cache would miss dependents.
+func (b *batch) whenSynced(ctx context.Context) {
+	synced := append([]cache.InformerSynced{b.services.informer.HasSynced}, b.pods.synced()...)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	b.synced.Store(true)
+	b.services.resync()
+	b.log.WithField("pod_label_selectors", b.pods.String()).
+		Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.targets))
+	for i := range b.targets {
+		b.queue.Add(i)
+	}
+	for _, f := range []func(){b.opts.onGateSynced, b.opts.onWatchSynced} {
+		if f != nil {
+			f()
+		}
+	}
+}
+
+// tick asks every target for a cycle on each SCHEDULE tick (over the cache: no list).
+func (b *batch) tick(ctx context.Context) {
+	for {
+		next := b.opts.Schedule.Next(time.Now())
+		if next.IsZero() {
+			return
+		}
+		timer := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		for i, t := range b.targets {
+			t.cycleDue.Store(true)
+			b.queue.Add(i)
+		}
+	}
+}
+
+// next handles one target's turn; false once the queue is shut down.
+func (b *batch) next(stop context.Context) bool {
+	i, shutdown := b.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer b.queue.Done(i)
+	b.turn(stop, i)
+	return true
+}
+
+// turn moves target i's gate by what the caches say now, logs what changed and reaps while
+// its gate is open.
+func (b *batch) turn(stop context.Context, i int) {
+	t := b.targets[i]
+	if t.ended {
+		return
+	}
+	now := b.clock()
+	v := b.services.view(t.ref)
+	v.Known = v.Known && b.synced.Load()
+	gate, st := stepGate(t.gate, b.rules, v, now)
+	t.gate = gate
+	r := t.run
+	if st.opened {
+		r.readyLine(t.ref, st.returnAt, b.rules.armedAt)
+	}
+	if st.resumed {
+		r.resumedLine(t.ref)
+		r.cool.reset() // a new return of the service is a new recovery
+	}
+	if st.paused {
+		r.pausedLine(t.ref)
+	}
+	if st.ended {
+		b.end(t, st)
+		return
+	}
+	switch {
+	case !gate.reaping():
+		t.cycleDue.Store(false) // a paused target's cycle comes with its return
+	case st.opened || st.resumed || t.cycleDue.Swap(false):
+		r.cycleOver(stop, func(context.Context) ([]match, error) {
+			return r.collectCached(b.pods.inNamespace(t.ref.Namespace)), nil
+		})
+	default:
+		r.drainPods(stop, b.pods.inNamespace(t.ref.Namespace))
+	}
+	if !st.wakeAt.IsZero() {
+		b.queue.AddAfter(i, st.wakeAt.Sub(now))
+	}
+}
+
+// end finishes target t: its own last line, as a run of its own would log it.
+func (b *batch) end(t *batchTarget, st gateStep) {
+	t.ended = true
+	why := "RUN_DURATION elapsed"
+	if st.gaveUp {
+		t.run.sum.NotStarted = true
+		why = fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", b.opts.MaxWait, t.ref)
+		t.run.log.WithFields(logrus.Fields{"service": t.ref.String(), "max_wait": b.opts.MaxWait.String()}).Warnf("%s.", why)
+	}
+	t.run.finishLine(why)
+	if b.left.Add(-1) == 0 {
+		close(b.allEnded)
+	}
+}
+
+// total adds up the targets' summaries; the run never started only if no target did.
+func (b *batch) total() Summary {
+	total := Summary{NotStarted: true, DryRun: b.opts.DryRun}
+	for _, t := range b.targets {
+		total.add(t.run.sum)
+	}
+	return total
+}
+
+// collectCached is collect over pods from a cache: no list, the same judgement.
+func (r *runner) collectCached(pods []*corev1.Pod) []match {
+	now := r.clock()
+	var matches []match
+	for _, p := range pods {
+		r.sum.Seen++
+		if _, done := r.sel.done[p.UID]; done {
+			r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+			continue
+		}
+		if m, ok := r.sel.evaluate(p, now); ok {
+			matches = append(matches, m)
+			r.sum.Matched++
+		}
+	}
+	return matches
+}
+
+// drainPods judges the cached pods of a target's namespace after one of them changed.
+func (r *runner) drainPods(stop context.Context, pods []*corev1.Pod) {
+	for _, pod := range pods {
+		if stop.Err() != nil {
+			return
+		}
+		r.judge(pod)
+	}
+}

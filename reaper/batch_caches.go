@@ -1,0 +1,286 @@
+package reaper
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The shared caches of a batch run: one EndpointSlice informer for every target's service and
+// one pod informer for every target's dependents, each cluster-wide and filtered server-side
+// as far as a label selector can (a namespace set cannot be; the target set is checked here).
+// Their handlers only record and enqueue: all reaping happens on the run's workers.
+
+// byService indexes EndpointSlices by <namespace>/<service>.
+const byService = "service"
+
+func sliceServiceKey(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{ServiceRef{Namespace: s.Namespace, Name: name}.String()}, nil
+}
+
+// serviceTracker follows the readiness of the targets' services and records each return (not
+// Ready → Ready) with the time it was seen: a fact the target's gate acts on however late its
+// turn comes.
+type serviceTracker struct {
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+	selector string // server-side: the targets' service names
+	synced   atomic.Bool
+	onChange func(ServiceRef) // the target's turn; called without the lock held
+	clock    func() time.Time
+
+	mu    sync.Mutex
+	views map[ServiceRef]*serviceView
+}
+
+// newServiceTracker builds the informer: every namespace, label kubernetes.io/service-name in
+// the targets' service names (a storm's targets share a few names: etcd-main-client, ...).
+func newServiceTracker(client kubernetes.Interface, refs []ServiceRef, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
+	names := sets.New[string]()
+	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, onChange: onChange, clock: clock}
+	for _, r := range refs {
+		names.Insert(r.Name)
+		t.views[r] = &serviceView{}
+	}
+	req, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, sets.List(names)) // names are valid: ParseTargets checked them
+	sel := labels.NewSelector().Add(*req).String()
+	t.selector = sel
+	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
+	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
+	_ = t.informer.AddIndexers(cache.Indexers{byService: sliceServiceKey})
+	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    t.changed,
+		UpdateFunc: func(_, obj any) { t.changed(obj) },
+		DeleteFunc: t.changed,
+	})
+	return t
+}
+
+func (t *serviceTracker) changed(obj any) {
+	if !t.synced.Load() {
+		return // a partial store during the first list says nothing; resync decides
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	keys, _ := sliceServiceKey(obj)
+	for _, k := range keys {
+		ns, name, _ := cutRef(k)
+		t.evaluate(ServiceRef{Namespace: ns, Name: name})
+	}
+}
+
+// resync evaluates every target once the cache has synced.
+func (t *serviceTracker) resync() {
+	t.synced.Store(true)
+	for ref := range t.views {
+		t.evaluate(ref)
+	}
+}
+
+// evaluate records the service's readiness now, and a return if it just became Ready.
+func (t *serviceTracker) evaluate(ref ServiceRef) {
+	objs, _ := t.informer.GetIndexer().ByIndex(byService, ref.String())
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			slices = append(slices, s)
+		}
+	}
+	ready := SlicesReady(slices)
+	t.mu.Lock()
+	v, ours := t.views[ref]
+	changed := ours && (!v.Known || v.Ready != ready)
+	if changed {
+		if ready {
+			v.Returns++
+			v.LastReturn = t.clock()
+		}
+		v.Known, v.Ready = true, ready
+	}
+	t.mu.Unlock()
+	if changed {
+		t.onChange(ref)
+	}
+}
+
+// view is what is known of the service now.
+func (t *serviceTracker) view(ref ServiceRef) serviceView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.views[ref]; ok {
+		return *v
+	}
+	return serviceView{}
+}
+
+func cutRef(key string) (ns, name string, ok bool) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", key, false
+}
+
+// podCache is the batch's pod informers: one cluster-wide informer whose label selector every
+// target's dependents pass (podSelectors), or, when the targets' selectors share no label, one
+// per distinct selector (a storm's targets have the few selectors of a few configured
+// services). Pods are kept slim. Handlers hand the pod's namespace to onPod.
+type podCache struct {
+	factories []informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer
+	selectors []string // server-side, for the log
+}
+
+func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector string, onPod func(namespace string)) *podCache {
+	c := &podCache{}
+	for _, sel := range podSelectors(selectors) {
+		labelSelector := sel.String()
+		c.selectors = append(c.selectors, labelSelector)
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+				lo.LabelSelector = labelSelector
+				lo.FieldSelector = fieldSelector
+			}))
+		inf := slimPodInformer(f)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { onPodObj(obj, onPod) },
+			UpdateFunc: func(_, obj any) { onPodObj(obj, onPod) },
+		})
+		c.factories = append(c.factories, f)
+		c.informers = append(c.informers, inf)
+	}
+	return c
+}
+
+func onPodObj(obj any, onPod func(string)) {
+	if pod, ok := podFrom(obj); ok {
+		onPod(pod.Namespace)
+	}
+}
+
+// inNamespace lists the cached pods of a namespace, each once, in name order (the API's list
+// order, which the default sorting keeps).
+func (c *podCache) inNamespace(ns string) []*corev1.Pod {
+	seen := sets.New[string]()
+	var out []*corev1.Pod
+	for _, inf := range c.informers {
+		objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok && !seen.Has(string(p.UID)) {
+				seen.Insert(string(p.UID))
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (c *podCache) synced() []cache.InformerSynced {
+	out := make([]cache.InformerSynced, len(c.informers))
+	for i, inf := range c.informers {
+		out[i] = inf.HasSynced
+	}
+	return out
+}
+
+func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }
+
+// podSelectors is the server-side filter of the batch's pod informers: one selector every
+// dependent passes (commonSelector) when the selectors share a label, else the distinct
+// selectors themselves.
+func podSelectors(selectors []labels.Selector) []labels.Selector {
+	if common := commonSelector(selectors); !common.Empty() {
+		return []labels.Selector{common}
+	}
+	distinct := map[string]labels.Selector{}
+	for _, s := range selectors {
+		distinct[s.String()] = s
+	}
+	out := make([]labels.Selector, 0, len(distinct))
+	for _, k := range slices.Sorted(maps.Keys(distinct)) {
+		out = append(out, distinct[k])
+	}
+	return out
+}
+
+// commonSelector is the narrowest single selector that every pod matching any of the OR-ed
+// selectors also matches, built from the keys every selector requires: a key each requires
+// with values (=, ==, in) becomes `key in (all their values)`; a key one of them only
+// requires to exist becomes `key`. Negative requirements (!=, notin, !) are left to the
+// client-side check. Empty when no key is required by all of them.
+func commonSelector(selectors []labels.Selector) labels.Selector {
+	out := labels.NewSelector()
+	if len(selectors) == 0 {
+		return out
+	}
+	type need struct {
+		values sets.Set[string]
+		exists bool // some selector only asks for the key to exist
+		count  int  // selectors that require the key
+	}
+	needs := map[string]*need{}
+	for _, s := range selectors {
+		reqs, _ := s.Requirements()
+		inThis := sets.New[string]()
+		for _, r := range reqs {
+			if inThis.Has(r.Key()) {
+				continue // the key's first positive requirement is enough of a superset
+			}
+			n := needs[r.Key()]
+			if n == nil {
+				n = &need{values: sets.New[string]()}
+				needs[r.Key()] = n
+			}
+			switch r.Operator() {
+			case selection.Equals, selection.DoubleEquals, selection.In:
+				n.values.Insert(r.ValuesUnsorted()...)
+			case selection.Exists:
+				n.exists = true
+			default:
+				continue // not a positive requirement
+			}
+			inThis.Insert(r.Key())
+			n.count++
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(needs)) {
+		n := needs[key]
+		if n.count < len(selectors) {
+			continue
+		}
+		op, values := selection.In, sets.List(n.values)
+		if n.exists {
+			op, values = selection.Exists, nil
+		}
+		if r, err := labels.NewRequirement(key, op, values); err == nil {
+			out = out.Add(*r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package reaper
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/internal/event"
+)
+
+// eventFlushWait bounds how long the end of a run waits for its Events still queued: within
+// a pod's termination grace period, and never a reason for a run to hang.
+const eventFlushWait = 10 * time.Second
+
+// events records the run's Events through client-go's event broadcaster, on a client (and so a
+// rate limit) of their own: a delete never waits behind an Event, and a storm's Events never
+// block the reaping. The sink does not retry: an Event that cannot be written (throttled,
+// forbidden, the API server busy) is counted and the first failure logged, once per run, not
+// once per pod; retrying every ten seconds, as client-go's sink would, is load an incident does
+// not need. close waits (bounded) for what is queued, so a one-shot run's Events exist
+// before it exits.
+type events struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+	sink        *countingSink
+	sent        atomic.Int64
+}
+
+func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
+	sink := &countingSink{client: client, log: log, done: make(chan struct{}, 1)}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(sink)
+	return &events{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent}),
+		sink:        sink,
+	}
+}
+
+// record queues one Event on the pod; it never blocks.
+func (e *events) record(pod *corev1.Pod, eventType, reason, message string) {
+	e.sent.Add(1)
+	e.recorder.Event(pod, eventType, reason, event.Truncate(message, event.MaxMessage))
+}
+
+// close waits until every queued Event was written or failed (at most eventFlushWait; an
+// Event the broadcaster's spam filter drops is never written), stops the broadcaster and
+// says how many could not be written.
+func (e *events) close(log logrus.FieldLogger) {
+	deadline := time.NewTimer(eventFlushWait)
+	defer deadline.Stop()
+	for e.sink.finished.Load() < e.sent.Load() {
+		select {
+		case <-e.sink.done:
+		case <-deadline.C:
+			log.WithField("events_pending", e.sent.Load()-e.sink.finished.Load()).
+				Warnf("Stopped waiting for %d Events after %s; they may be missing.", e.sent.Load()-e.sink.finished.Load(), eventFlushWait)
+			e.sent.Store(e.sink.finished.Load())
+		}
+	}
+	e.broadcaster.Shutdown()
+	if n := e.sink.failed.Load(); n > 0 {
+		log.WithFields(logrus.Fields{"events_failed": n, "events": e.sent.Load()}).
+			Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
+	}
+}
+
+// countingSink writes Events with the Events client, counts what it could not write and logs
+// the first failure only.
+type countingSink struct {
+	client   kubernetes.Interface
+	log      logrus.FieldLogger
+	finished atomic.Int64 // written or failed
+	failed   atomic.Int64
+	once     sync.Once
+	done     chan struct{} // signalled (never blocking) when one finished
+}
+
+func (s *countingSink) Create(ev *corev1.Event) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	out, err := s.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return s.finish(ev, out, err)
+}
+
+// Update and Patch: the broadcaster merges repeats of one Event into a count; depwatch's
+// Events are one per pod and round, so a repeat is written as a new Event rather than
+// needing a right to patch.
+func (s *countingSink) Update(ev *corev1.Event) (*corev1.Event, error) { return s.Create(ev) }
+
+func (s *countingSink) Patch(ev *corev1.Event, _ []byte) (*corev1.Event, error) {
+	fresh := ev.DeepCopy()
+	fresh.ResourceVersion = ""
+	return s.Create(fresh)
+}
+
+// finish never returns an error: client-go would retry, sleeping ten seconds between tries.
+func (s *countingSink) finish(ev, out *corev1.Event, err error) (*corev1.Event, error) {
+	if err != nil {
+		s.failed.Add(1)
+		s.once.Do(func() {
+			o := ev.InvolvedObject
+			s.log.WithFields(logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}).
+				Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
+		})
+		out = ev
+	}
+	s.finished.Add(1)
+	select {
+	case s.done <- struct{}{}:
+	default:
+	}
+	return out, nil
+}

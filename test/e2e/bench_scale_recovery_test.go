@@ -1,0 +1,341 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// The recovery half of make bench-scale: a storm that comes back. The weeder Jobs run for
+// real; the dependents are kubelet-less pods (bound to a Node object no kubelet serves, so
+// nothing runs them and their status is what the test writes) in CrashLoopBackOff.
+
+const (
+	noKubeletNode     = "depwatch-bench-no-kubelet"
+	benchDependentKey = "depwatch.io/bench-dependent"
+	recoveryOutage    = 60 * time.Second
+	// recoveryWatch is the weeders' watchDuration in this run: they exit (and log what they
+	// cost) a minute after their return rather than after the shipped 5 minutes.
+	recoveryWatch = time.Minute
+)
+
+// dependentLabels are the labels the lab config's selectors give each service's dependent.
+var dependentLabels = map[string]map[string]string{
+	"etcd-main-client": {"app": "kubernetes", "role": "apiserver"},
+	"kube-apiserver":   {"app": "kubernetes", "role": "controller-manager"},
+}
+
+// TestBenchScaleWeederRecovery: at each count N of DEPWATCH_BENCH_SCALE, min(2N, 1,000)
+// services (two per namespace), each with one crash-looping dependent, go down at once, stay
+// down 60 s and come back at once, with the lab coordinator on the shipped defaults. It
+// reports, per dependent, its service's return → its delete (p50/p99/max), deletes during the
+// outage and dependents never reaped (both must be 0), weeder pods, the API requests of the
+// coordinator and of the weeder pods (their last log line), and RSS.
+func TestBenchScaleWeederRecovery(t *testing.T) {
+	counts := benchScaleCounts(t)
+	ensureCoordinator(t)
+	setCoordinatorEnv(t, map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""}) // the shipped defaults
+	applyLabConfig(t, "the short watchDuration", func(base string) string {
+		return strings.Replace(base, "watchDuration: 5m0s\n", "watchDuration: "+recoveryWatch.String()+"\n", 1)
+	})
+	c := benchClient(t)
+	// An earlier run's namespaces still count in the coordinator's services-Ready gauge, which
+	// this run waits on; they go once their dependents are gone (with the node, PodGC).
+	waitFor(t, 5*time.Minute, "namespaces of an earlier recovery run to be gone", func() (bool, error) {
+		list, err := c.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/e2e=true"})
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(list.Items, func(ns corev1.Namespace) bool { return strings.HasPrefix(ns.Name, "benchr-") }), nil
+	})
+	createNoKubeletNode(t, c)
+	for _, n := range counts {
+		t.Run(fmt.Sprintf("services=%d", min(2*n, 1000)), func(t *testing.T) { benchRecoveryAt(t, c, min(n, 500)) })
+	}
+}
+
+func createNoKubeletNode(t *testing.T, c kubernetes.Interface) {
+	t.Helper()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: noKubeletNode, Labels: map[string]string{"depwatch.io/e2e": "true"}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{
+			{Key: "depwatch.io/bench", Value: "no-kubelet", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if _, err := c.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("creating the kubelet-less node: %v", err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), noKubeletNode, metav1.DeleteOptions{}) })
+}
+
+// createDependents makes one bare pod per service on the kubelet-less node, running.
+func createDependents(t *testing.T, c kubernetes.Interface, svcs []benchService) {
+	t.Helper()
+	ctx := context.Background()
+	err := concurrently(svcs, func(s benchService) error {
+		lbl := map[string]string{benchDependentKey: "true"}
+		for k, v := range dependentLabels[s.name] {
+			lbl[k] = v
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: s.name + "-dependent", Namespace: s.ns, Labels: lbl},
+			Spec: corev1.PodSpec{
+				NodeName:    noKubeletNode,
+				Containers:  []corev1.Container{{Name: "app", Image: "localhost/none:never"}},
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, // the node is NotReady: never evicted
+			},
+		}
+		var created *corev1.Pod
+		var err error
+		// A new namespace's default ServiceAccount comes a moment after it; admission waits for it.
+		for try := 0; ; try++ {
+			created, err = c.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err == nil || try == 100 || !strings.Contains(err.Error(), "serviceaccount") {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if err != nil {
+			return err
+		}
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", Image: "localhost/none:never", Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		}}}
+		_, err = c.CoreV1().Pods(s.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("creating the dependents: %v", err)
+	}
+}
+
+// crashLoopDependents writes what a kubelet would after the sixth crash.
+func crashLoopDependents(c kubernetes.Interface, svcs []benchService) error {
+	ctx := context.Background()
+	return concurrently(svcs, func(s benchService) error {
+		pod, err := c.CoreV1().Pods(s.ns).Get(ctx, s.name+"-dependent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "app", Image: "localhost/none:never", RestartCount: 6, Started: ptr.To(false),
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", StartedAt: now, FinishedAt: now}},
+		}}
+		_, err = c.CoreV1().Pods(s.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// deleteWatch notes when the test first sees each dependent deleted (a deletion timestamp or
+// the delete itself): the weeder's delete call, give or take the watch's latency.
+type deleteWatch struct {
+	mu      sync.Mutex
+	deleted map[string]time.Time
+	w       watch.Interface
+	done    chan struct{}
+}
+
+func watchDeletes(t *testing.T, c kubernetes.Interface) *deleteWatch {
+	t.Helper()
+	w, err := c.CoreV1().Pods("").Watch(context.Background(), metav1.ListOptions{LabelSelector: benchDependentKey + "=true"})
+	if err != nil {
+		t.Fatalf("watching the dependents: %v", err)
+	}
+	d := &deleteWatch{deleted: map[string]time.Time{}, w: w, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || (ev.Type != watch.Deleted && pod.DeletionTimestamp == nil) {
+				continue
+			}
+			d.mu.Lock()
+			if _, ok := d.deleted[pod.Namespace+"/"+pod.Name]; !ok {
+				d.deleted[pod.Namespace+"/"+pod.Name] = time.Now()
+			}
+			d.mu.Unlock()
+		}
+	}()
+	return d
+}
+
+func (d *deleteWatch) snapshot() map[string]time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]time.Time, len(d.deleted))
+	for k, v := range d.deleted {
+		out[k] = v
+	}
+	return out
+}
+
+func (d *deleteWatch) stop() { d.w.Stop(); <-d.done }
+
+// weederRSS samples the resident memory of every `depwatch reap` process on this machine (the
+// weeder pods run here) every second until stop; it returns the largest seen and how many
+// processes it saw.
+func weederRSS(stop <-chan struct{}) (peak float64, procs int) {
+	seen := map[string]bool{}
+	for {
+		select {
+		case <-stop:
+			return peak, len(seen)
+		case <-time.After(time.Second):
+		}
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, dir := range dirs {
+			cmd, err := os.ReadFile(dir + "/cmdline")
+			if err != nil || !strings.HasSuffix(strings.SplitN(string(cmd), "\x00", 2)[0], "depwatch") || !strings.Contains(string(cmd), "\x00reap") {
+				continue
+			}
+			seen[dir] = true
+			f, err := os.Open(dir + "/status")
+			if err != nil {
+				continue
+			}
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+					kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+					peak = max(peak, kb*1024)
+				}
+			}
+			_ = f.Close()
+		}
+	}
+}
+
+func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
+	ctx := context.Background()
+	readyBefore := lab.metric(t, "depwatch_coordinator_services_ready")
+	prefix := "benchr-" + rand.String(4)
+	svcs := createBenchServices(t, c, prefix, namespaces)
+	waitFor(t, 3*time.Minute, "the coordinator to see every service Ready", func() (bool, error) {
+		return lab.metric(t, "depwatch_coordinator_services_ready") >= readyBefore+float64(len(svcs)), nil
+	})
+	createDependents(t, c, svcs)
+	t.Logf("%d namespaces, %d services, %d kubelet-less dependents", namespaces, len(svcs), len(svcs))
+	deletes := watchDeletes(t, c)
+	defer deletes.stop()
+
+	stopRSS := make(chan struct{})
+	var rssPeak float64
+	var rssProcs int
+	var sampler sync.WaitGroup
+	sampler.Go(func() { rssPeak, rssProcs = weederRSS(stopRSS) })
+	req0, use0 := apiRequests(t), coordinatorUsage(t)
+	stormStart := time.Now()
+	if _, err := setAllReady(c, svcs, false); err != nil {
+		t.Fatalf("taking the services down: %v", err)
+	}
+	if err := crashLoopDependents(c, svcs); err != nil {
+		t.Fatalf("crash-looping the dependents: %v", err)
+	}
+	waitFor(t, 3*time.Minute, "every service to be covered by a weeder Job", func() (bool, error) {
+		by, _ := coveringJobs(t, stormStart, nil)
+		for _, s := range svcs {
+			if len(by[s.key()]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("armed: every service covered %s after the outage began", time.Since(stormStart).Round(100*time.Millisecond))
+	time.Sleep(time.Until(stormStart.Add(recoveryOutage)))
+	early := len(deletes.snapshot())
+
+	back, err := setAllReady(c, svcs, true)
+	if err != nil {
+		t.Fatalf("bringing the services back: %v", err)
+	}
+	// A benchmark reports what it measured: dependents still there after 3 minutes are
+	// counted as not reaped, not a reason to stop before the figures.
+	for end := time.Now().Add(3 * time.Minute); len(deletes.snapshot()) < len(svcs) && time.Now().Before(end); {
+		time.Sleep(time.Second)
+	}
+	got := deletes.snapshot()
+	var took []time.Duration
+	missing := 0
+	for _, s := range svcs {
+		at, ok := got[s.ns+"/"+s.name+"-dependent"]
+		if !ok {
+			missing++
+			continue
+		}
+		took = append(took, at.Sub(back[s.key()]))
+	}
+	req1, use1 := apiRequests(t), coordinatorUsage(t)
+
+	// The weeders end a minute after their return; their last line says what they cost.
+	_, made := coveringJobs(t, stormStart, nil)
+	waitFor(t, 2*time.Minute, "the storm's weeder Jobs to finish", func() (bool, error) {
+		_, made = coveringJobs(t, stormStart, nil)
+		for _, j := range made {
+			if j.Status.CompletionTime == nil && j.Status.Failed == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	close(stopRSS)
+	sampler.Wait()
+	weederReqs, batches := 0.0, 0
+	for _, j := range made {
+		if j.Labels[jobs.LabelBatch] == "true" {
+			batches++
+		}
+		out := mustKubectl(t, "-n", depwatchNS, "logs", "job/"+j.Name, "--tail=5")
+		for _, l := range parseLogLines(out) {
+			if l.str("msg") == "pod reaper is exiting" {
+				if n, ok := l["api_requests"].(float64); ok {
+					weederReqs += n
+				}
+			}
+		}
+	}
+	pods, err := c.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weederPods := 0
+	for _, p := range pods.Items {
+		if !p.CreationTimestamp.Time.Before(stormStart.Truncate(time.Second)) {
+			weederPods++
+		}
+	}
+	t.Logf("recovery at %d services (%d namespaces), outage %s: return → delete p50 %s p99 %s max %s; deletes during the outage %d; dependents not reaped %d",
+		len(svcs), namespaces, recoveryOutage, percentile(took, .5).Round(10*time.Millisecond), percentile(took, .99).Round(10*time.Millisecond),
+		percentile(took, 1).Round(10*time.Millisecond), early, missing)
+	t.Logf("recovery at %d services: weeder Jobs %d (%d batch), weeder pods %d; API requests: coordinator %.0f (storm → all deleted), weeder pods %.0f (whole runs); RSS: coordinator peak %.1f MiB, weeder pods' largest %.1f MiB (%d processes seen); coordinator CPU %.1f s",
+		len(svcs), len(made), batches, weederPods, req1-req0, weederReqs, max(use0.rss, use1.rss)/(1<<20), rssPeak/(1<<20), rssProcs, use1.cpu-use0.cpu)
+	if early > 0 || missing > 0 {
+		t.Errorf("%d dependents deleted while their service was down, %d never deleted", early, missing)
+	}
+	if weederPods > 25 {
+		t.Errorf("%d weeder pods for the storm; the budget is 25", weederPods)
+	}
+	_ = c.BatchV1().Jobs(depwatchNS).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)},
+		metav1.ListOptions{LabelSelector: "depwatch.io/kind=weeder"})
+}

@@ -1,0 +1,160 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// recoveryPairs is how many real pairs share the one batch Job: as many as the storm test's.
+const recoveryPairs = stormPairs
+
+// TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn: 8 real upstreams go down at
+// once and are covered by ONE batch weeder Job (a private coordinator that always batches and
+// lingers long enough for all 8). They come back one after the other, a second apart; each
+// crash-looping dependent must be Ready within seconds of its own upstream's return, as a
+// lone pair's is (about 1 s here), not after the batch's other services: the batch's run is
+// one run over all of them (shared caches, a client sized to 8 services).
+func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
+	parallelLong(t, 180*time.Second)
+	c := privateCoordinator(t, "wrecov", map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": "0", "DEPWATCH_WEEDER_BATCH_LINGER": "15s"})
+	pairs := make([]*pair, recoveryPairs)
+	nss := map[string]bool{}
+	for i := range pairs {
+		pairs[i] = startPair(t, c.namespace(t, fmt.Sprintf("wrecov%d", i)), upstreamName)
+		nss[pairs[i].ns] = true
+	}
+	for _, p := range pairs {
+		p.waitServiceReady(true, 2*time.Minute)
+		p.startDependent()
+	}
+	for _, p := range pairs {
+		p.waitDependentReady(2*time.Minute, "")
+	}
+
+	stormStart := time.Now()
+	for _, p := range pairs {
+		p.scaleUpstream(0)
+	}
+	var by map[string][]string
+	waitFor(t, 90*time.Second, "every service to be covered by the one batch weeder Job", func() (bool, error) {
+		by, _ = coveringJobs(t, stormStart, nss)
+		for _, p := range pairs {
+			if len(by[p.ns+"/"+p.svc]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	_, created := coveringJobs(t, stormStart, nss)
+	if len(created) != 1 || created[0].Labels[jobs.LabelBatch] != "true" || !jobs.Armed(&created[0]) {
+		t.Fatalf("%d weeder Jobs cover the storm (%v); want one armed batch Job for all %d services", len(created), by, len(pairs))
+	}
+	job := created[0]
+	t.Logf("%d services down: covered by batch Job %s (%s after the storm began)", len(pairs), job.Name, time.Since(stormStart).Round(time.Second))
+
+	deps := make([]podsOf, len(pairs))
+	for i, p := range pairs {
+		deps[i] = p.dependent()
+	}
+	cls := waitForBackOffAtLeast(t, 30*time.Second, 5*time.Minute, deps...)
+	for i := range pairs {
+		requireBackOffAhead(t, cls[i], 25*time.Second, "bringing the upstreams back")
+	}
+
+	// The returns, a second apart, and one poller that notes when each upstream is Ready and
+	// when each dependent has a new Ready pod (the test's own waits would note later pairs late).
+	upAt, readyAt := make([]time.Time, len(pairs)), make([]time.Time, len(pairs))
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		pollReturns(pairs, cls, upAt, readyAt, stop)
+	}()
+	for _, p := range pairs {
+		p.scaleUpstream(1)
+		time.Sleep(time.Second)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && slices.ContainsFunc(readyAt, func(at time.Time) bool { return at.IsZero() }) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	close(stop)
+	<-polled
+
+	var took []time.Duration
+	for i, p := range pairs {
+		if upAt[i].IsZero() || readyAt[i].IsZero() {
+			t.Errorf("%s: upstream Ready at %v, dependent Ready at %v: not both within a minute", p.ns, upAt[i], readyAt[i])
+			continue
+		}
+		d := readyAt[i].Sub(upAt[i])
+		took = append(took, d)
+		t.Logf("%s: upstream Ready %s → new dependent Ready in %s", p.ns, upAt[i].Format("15:04:05.0"), d.Round(10*time.Millisecond))
+		// A lone pair takes about 1 s; 10 s leaves room for 8 pods starting on 2 busy cores,
+		// and is still far below the kubelet's own restart (25 s or more ahead, checked above).
+		if d > 10*time.Second {
+			t.Errorf("%s: the dependent was Ready %s after its upstream's return; want it within seconds, as a lone pair's", p.ns, d.Round(100*time.Millisecond))
+		}
+	}
+	t.Logf("upstream Ready → dependent Ready over %d pairs in one batch Job: p50 %s, max %s", len(took), percentile(took, .5).Round(10*time.Millisecond), percentile(took, 1).Round(10*time.Millisecond))
+
+	// The Job's log tells each target's story on its own.
+	out := mustKubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
+	opened := map[string]bool{}
+	for _, l := range parseLogLines(out) {
+		if l.str("msg") == "reaping pod" {
+			opened[l.str("target")] = true
+		}
+	}
+	for _, p := range pairs {
+		if !opened[p.ns+"/"+p.svc] {
+			t.Errorf("batch Job %s's log has no reaping line for %s/%s", job.Name, p.ns, p.svc)
+		}
+	}
+}
+
+// pollReturns notes, every 200 ms until stop, when each pair's upstream is first seen Ready and
+// when its dependent first has a Ready pod other than the crash-looping one.
+func pollReturns(pairs []*pair, cls []crashLoop, upAt, readyAt []time.Time, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		for i, p := range pairs {
+			now := time.Now()
+			if upAt[i].IsZero() {
+				if ok, err := p.serviceReady(); err == nil && ok {
+					upAt[i] = now
+				}
+			}
+			if readyAt[i].IsZero() && newReadyPod(p, cls[i].pod.UID) {
+				readyAt[i] = now
+			}
+		}
+	}
+}
+
+func newReadyPod(p *pair, old types.UID) bool {
+	list, err := kube.CoreV1().Pods(p.ns).List(context.Background(), metav1.ListOptions{LabelSelector: p.dependent().selector})
+	if err != nil {
+		return false
+	}
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil && pod.UID != old && podReady(pod) {
+			return true
+		}
+	}
+	return false
+}
