@@ -22,13 +22,17 @@ import (
 // shards) and a real Prometheus that scrapes it every second and evaluates the shipped
 // alert rules every second. The rules are a test copy: the expressions are the shipped ones,
 // except the last-probe threshold, which is the same formula for this coordinator's settings
-// (probeJobRunDuration 20s + 2 × probeInterval 5s = 30 s instead of the defaults' 140 s);
+// (probeJobRunDuration 20s + 2 × probeInterval 5s = 30 s instead of the defaults' 140 s) plus
+// 30 s for a shard Job's pod to start on this 2-core machine while the rest of the suite runs
+// (the shipped 20 s of margin is for pods that start in seconds; in make test, beside the
+// storm tests, a hand-over once took 25 s and the 30 s copy fired while probing was healthy);
 // every `for` is a quarter of the shipped one (1m → 15s) so the test does not wait minutes.
 const (
 	monitoringProbeLabel = "depwatch.io/e2e-monitoring"
-	// The shipped threshold and this test's, both probeJobRunDuration + 2 × probeInterval.
+	// The shipped threshold, probeJobRunDuration + 2 × probeInterval, and this test's: the same
+	// formula plus the pod start allowance above.
 	shippedLastProbeThreshold = "> 140"
-	testLastProbeThreshold    = "> 30"
+	testLastProbeThreshold    = "> 60"
 	forScale                  = 4
 )
 
