@@ -24,11 +24,3 @@ func loadClientLimit(e *env) apilimit.Limit {
 func writeClientLimit(w *envconf.Writer, l apilimit.Limit) {
 	l.Write(w, envKubeAPIQPS, envKubeAPIBurst)
 }
-
-// The limit's rows join the settings table here, so that this concern stays in one file.
-func init() {
-	settings = append(settings,
-		setting{name: envKubeAPIQPS, def: envconf.FormatFloat(DefaultClientLimit.QPS), desc: "client-side rate limit of the run's requests to this cluster (Secrets, the dependents' scale and annotations, Events), requests a second, > 0; each shoot's own client has its own"},
-		setting{name: envKubeAPIBurst, def: envconf.FormatInt(DefaultClientLimit.Burst), desc: "requests sent at once before KUBE_API_QPS applies, an integer >= 1"},
-	)
-}

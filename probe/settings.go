@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // setting is one environment variable of `depwatch probe`. The table is the single source for
@@ -39,6 +41,8 @@ var settings = []setting{
 	{name: envDryRun, def: "false", desc: "probe and decide, log what would be scaled; change nothing, record no Events"},
 	{name: envSchedule, desc: "cron spec (optional seconds field; descriptors such as @every 10s): probe now, then on this schedule until RUN_DURATION; probes never overlap; unset or empty = a single probe"},
 	{name: envRunDuration, desc: "with SCHEDULE: stop starting probes after this Go duration (> 0; a probe that is scaling is finished, one still reading is abandoned: nothing was changed yet); only valid with SCHEDULE"},
+	{name: envKubeAPIQPS, def: envconf.FormatFloat(DefaultClientLimit.QPS), desc: "client-side rate limit of the run's requests to this cluster (Secrets, the dependents' scale and annotations, Events), requests a second, > 0; each shoot's own client has its own"},
+	{name: envKubeAPIBurst, def: envconf.FormatInt(DefaultClientLimit.Burst), desc: "requests sent at once before KUBE_API_QPS applies, an integer >= 1"},
 }
 
 // Usage writes every setting with its default and a one-line description.
