@@ -264,6 +264,36 @@ func (s *probeScenario) probeJobs() []batchv1.Job {
 	return out
 }
 
+// report waits for a finished probe Job whose termination message reports the namespace and
+// returns that message, the newest Job's first. A running Job has no message yet, a shard's
+// Job the namespace joined near its end may have ended before its first probe, and the
+// coordinator keeps few finished Jobs (the lab one successful Job), so a Job listed a moment
+// ago may be gone with its pod: that is waited past, not an error.
+func (s *probeScenario) report(timeout time.Duration) string {
+	s.t.Helper()
+	var msg string
+	waitFor(s.t, timeout, "a finished probe Job's termination message naming "+s.ns, func() (bool, error) {
+		probeJobs := s.probeJobs()
+		for i := len(probeJobs) - 1; i >= 0; i-- {
+			if !jobs.Finished(&probeJobs[i]) {
+				continue
+			}
+			pods, err := kube.CoreV1().Pods(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + probeJobs[i].Name})
+			if err != nil {
+				continue
+			}
+			for _, pod := range pods.Items {
+				if m := podTerminationMessage(pod); strings.Contains(m, `"`+s.ns+`"`) {
+					msg = m
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	return msg
+}
+
 // collectLogs keeps the log of every probe Job of the namespace: a running one's is read
 // again on every round (a shard's Job probes for probeJobRunDuration, its lines come as it
 // goes), a finished one's once more and then kept: the coordinator removes finished Jobs

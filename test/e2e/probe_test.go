@@ -11,8 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/depwatch/depwatch/jobs"
 )
 
 // TestProbeScalesDependentsDownInLevelOrderAndBackUp: most worker leases stop being renewed
@@ -160,22 +158,8 @@ func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
 			t.Errorf("%s was touched with the API server unreachable: replicas %d, annotations %v", name, *d.Spec.Replicas, d.Annotations)
 		}
 	}
-	// The newest finished probe Job that reports the namespace: the one launched last may
-	// still be running, with no termination message yet, and a shard's Job the namespace
-	// joined near its end may have ended before its first probe.
-	probeJobs := s.probeJobs()
-	for i := len(probeJobs) - 1; i >= 0; i-- {
-		if !jobs.Finished(&probeJobs[i]) {
-			continue
-		}
-		msg := terminationMessage(t, depwatchNS, probeJobs[i].Name)
-		if !strings.Contains(msg, `"`+s.ns+`"`) {
-			continue
-		}
-		if !strings.Contains(msg, `"`+s.ns+`":["api-unreachable"`) {
-			t.Errorf("termination message does not say api-unreachable for %s: %q", s.ns, msg)
-		}
-		break
+	if msg := s.report(2 * time.Minute); !strings.Contains(msg, `"`+s.ns+`":["api-unreachable"`) {
+		t.Errorf("termination message does not say api-unreachable for %s: %q", s.ns, msg)
 	}
 }
 

@@ -167,11 +167,5 @@ func TestReapJobWithBadConfigurationExitsTwoWithClearErrorAndTouchesNothing(t *t
 // terminationMessage is what `kubectl describe` shows as the Job pod's termination message.
 func terminationMessage(t *testing.T, ns, job string) string {
 	t.Helper()
-	pod := jobPod(t, ns, job)
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.State.Terminated != nil {
-			return cs.State.Terminated.Message
-		}
-	}
-	return ""
+	return podTerminationMessage(jobPod(t, ns, job))
 }

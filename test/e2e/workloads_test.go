@@ -146,6 +146,16 @@ func jobPod(t *testing.T, ns, job string) corev1.Pod {
 	return pods.Items[len(pods.Items)-1]
 }
 
+// podTerminationMessage is what the pod's terminated container wrote to its termination log.
+func podTerminationMessage(pod corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			return cs.State.Terminated.Message
+		}
+	}
+	return ""
+}
+
 // eventsFor lists the Events recorded on one object, by reason.
 func eventsFor(t *testing.T, ns, name string) map[string][]corev1.Event {
 	t.Helper()
