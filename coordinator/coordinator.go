@@ -16,6 +16,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +115,7 @@ func New(d Deps) (*Coordinator, error) {
 		c.recorder = &record.FakeRecorder{} // replaced in Run
 	}
 	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
+	c.logIgnored(nil, d.Config)
 	c.metrics.configLoaded(d.Now())
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
@@ -130,13 +133,26 @@ func New(d Deps) (*Coordinator, error) {
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
 		Template: d.Template, Recorder: c.recorder, Now: d.Now,
-		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles, UseEndpoints: d.Options.UseEndpoints},
+		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles},
 	})
 	if err != nil {
 		return nil, err
 	}
 	c.weeder = w
 	return c, nil
+}
+
+// logIgnored logs each field outside the prober section that cfg ignored, unless the running
+// config ignored the same ones (before); the prober logs its section's own.
+func (c *Coordinator) logIgnored(before []string, cfg *Config) {
+	if slices.Equal(before, cfg.Warnings()) {
+		return
+	}
+	for _, w := range cfg.Warnings() {
+		field, _, _ := strings.Cut(w, ":")
+		c.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
+			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
+	}
 }
 
 // lead runs both controllers until ctx ends, then waits for them.

@@ -38,8 +38,8 @@ const DefaultConfigReloadInterval = 10 * time.Second
 
 // RestartReasons lists what a reload to next cannot apply, because the informers were built
 // from base (the config at start) for something else; each entry names the field. Empty:
-// next can be swapped in live. useEndpointsFlag is --use-endpoints.
-func RestartReasons(base, next *Config, useEndpointsFlag bool) []string {
+// next can be swapped in live. Both configs have the flags applied (Options.applyTo).
+func RestartReasons(base, next *Config) []string {
 	var out []string
 	var added []string
 	for _, s := range next.Services() {
@@ -50,7 +50,7 @@ func RestartReasons(base, next *Config, useEndpointsFlag bool) []string {
 	if len(added) > 0 {
 		out = append(out, fmt.Sprintf("servicesAndDependantSelectors: new service(s) %s: the endpoints watch covers only the services configured at start", strings.Join(added, ", ")))
 	}
-	if (base.UseEndpoints || useEndpointsFlag) != (next.UseEndpoints || useEndpointsFlag) {
+	if base.UseEndpoints != next.UseEndpoints {
 		out = append(out, "useEndpoints: switching between EndpointSlices and v1 Endpoints replaces the endpoints watch")
 	}
 	if next.NeedsNamespaceInformer() && !base.NeedsNamespaceInformer() {
@@ -174,13 +174,17 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 	} else {
 		next, err = ParseConfig(data)
 	}
+	if err == nil {
+		c.opts.applyTo(next)
+		c.logIgnored(c.cur.Load().cfg.Warnings(), next)
+	}
 	if err != nil {
 		c.configInvalid(sum, err, log)
 		return
 	}
 	cur := c.cur.Load()
 	changed := ConfigChanges(cur.cfg, next)
-	if reasons := RestartReasons(c.base, next, c.opts.UseEndpoints); len(reasons) > 0 {
+	if reasons := RestartReasons(c.base, next); len(reasons) > 0 {
 		c.settle(sum, "", reasons)
 		c.metrics.ConfigReloads.WithLabelValues(ReloadRestartRequired).Inc()
 		log.WithFields(logrus.Fields{"changed": changed, "needsRestart": reasons}).

@@ -31,7 +31,7 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 	var cfg *coordinator.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
-		cfg, cfgErr = coordinator.LoadConfigFiles(opts.ConfigFile, opts.ProberConfigFile)
+		cfg, cfgErr = opts.LoadConfig()
 	}
 	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
 		return opts, nil, nil, err
@@ -97,7 +97,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
 		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
-		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[opts.UseEndpoints || cfg.UseEndpoints],
+		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
 	}
 	if p := cfg.Prober; p != nil {
 		fields["probeNamespaces"] = p.Selector().String()

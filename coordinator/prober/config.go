@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -220,46 +221,22 @@ func addSat(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// proberFields are the section's fields: dependency-watchdog's, then depwatch's own.
-var (
-	dwdProberFields = []string{"kubeConfigSecretName", "probeInterval", "initialDelay", "probeTimeout", "backoffJitterFactor",
-		"dependentResourceInfos", "kcmNodeMonitorGraceDuration", "nodeLeaseFailureFraction"}
-	ownProberFields = []string{"leaseExpiryBufferFraction", "namespaceSelector", "successfulJobsHistoryLimit",
-		"failedJobsHistoryLimit", "probeJobRunDuration", "namespacesPerProbeJob", "clusterDiscoveryInterval", "dryRun"}
-)
-
-// Parse parses the section and validates every field, each problem naming its path
-// under "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown
-// field is a warning, or an error when it looks like a misspelt depwatch field (nearOwnField).
+// Parse parses the section and validates every field, each problem naming its path under
+// "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown field
+// is a warning, or an error when it looks like a misspelt depwatch field (ctrl.DropUnknown).
 func Parse(raw json.RawMessage) (*Config, []error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
+	var top map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&top); err != nil {
 		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", ctrl.CleanJSONError(err))}
 	}
-	known := map[string]json.RawMessage{}
-	var warnings []string
-	var errs []error
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if slices.Contains(dwdProberFields, k) || slices.Contains(ownProberFields, k) {
-			known[k] = top[k]
-			continue
-		}
-		if own := nearOwnField(k); own != "" {
-			errs = append(errs, fmt.Errorf("prober.%s: unknown field; did you mean %s? (depwatch's own fields are checked strictly)", ctrl.PathKey(k), own))
-			continue
-		}
-		warnings = append(warnings, fmt.Sprintf("prober.%s: unknown field, ignored (dependency-watchdog ignores it too)", ctrl.PathKey(k)))
-	}
+	warnings, errs := ctrl.DropUnknown(top, reflect.TypeFor[Config](), "prober")
 	var p Config
-	data, _ := json.Marshal(known) // a map of raw JSON values: cannot fail
+	data, _ := json.Marshal(top) // decoded from JSON: cannot fail
 	if err := ctrl.StrictJSON(data, &p); err != nil {
 		return nil, append(errs, fmt.Errorf("prober: %s", ctrl.CleanJSONError(err)))
 	}
@@ -270,38 +247,6 @@ func Parse(raw json.RawMessage) (*Config, []error) {
 	p.warnings = append(warnings, p.warnings...)
 	slices.Sort(p.warnings)
 	return &p, nil
-}
-
-// nearOwnField returns the depwatch prober field that k most likely misspells (the same
-// letters but for case, or at most two edits away), or "".
-func nearOwnField(k string) string {
-	for _, f := range ownProberFields {
-		if strings.EqualFold(k, f) || editDistance(strings.ToLower(k), strings.ToLower(f)) <= 2 {
-			return f
-		}
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func (p *Config) validate() []error {
