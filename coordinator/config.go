@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -30,6 +29,9 @@ import (
 //	servicesAndDependantSelectors: {...}
 //	jobTemplate: {...}                      # see jobs.Template
 //	prober: {...}                           # dependency-watchdog's prober config: see prober.Config
+//
+// Loaded with Options.LoadConfig, useEndpoints holds the effective value: the file's or
+// --use-endpoints (Options.applyTo), so that nothing else reads the flag.
 type Config struct {
 	weeder.Config
 	JobTemplate jobs.Template `json:"jobTemplate,omitempty"`
@@ -40,22 +42,6 @@ type Config struct {
 	// proberRefused: the prober section was given but refused (its problems are reported),
 	// so a config without services is not also told it lacks a prober section.
 	proberRefused bool
-}
-
-// LoadConfig reads and validates the config file.
-func LoadConfig(path string) (*Config, error) {
-	if path == "" {
-		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s:\n%w", path, err)
-	}
-	return cfg, nil
 }
 
 // ParseConfig parses YAML or JSON. A field the config does not know is ignored with a

@@ -7,13 +7,13 @@ import (
 	"os"
 )
 
+// LoadConfig reads and validates the config file alone (LoadConfigFiles without a prober file).
+func LoadConfig(path string) (*Config, error) { return LoadConfigFiles(path, "") }
+
 // LoadConfigFiles reads the config file and, when proberFile is set (--prober-config-file),
 // dependency-watchdog's prober ConfigMap data as it is, which becomes the `prober:` section.
 // So the prober ConfigMap gardenlet writes can be mounted unchanged beside the weeder's.
 func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
-	if proberFile == "" {
-		return LoadConfig(configFile)
-	}
 	if configFile == "" {
 		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
 	}
@@ -22,7 +22,10 @@ func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
 		return nil, err
 	}
 	cfg, err := ParseConfig(data)
-	if err != nil {
+	switch {
+	case err != nil && proberFile == "":
+		return nil, fmt.Errorf("config file %s:\n%w", configFile, err)
+	case err != nil:
 		return nil, fmt.Errorf("config files %s and %s (its fields as prober.*):\n%w", configFile, proberFile, err)
 	}
 	return cfg, nil

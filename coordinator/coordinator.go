@@ -112,7 +112,9 @@ func New(d Deps) (*Coordinator, error) {
 		resolve:  d.Resolve,
 	}
 	if c.recorder == nil {
-		c.recorder = &record.FakeRecorder{} // replaced in Run
+		// New without Run (tests, embedding a controller): Events are dropped. Run always
+		// passes a recorder that writes to the API server.
+		c.recorder = &record.FakeRecorder{}
 	}
 	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
 	c.logIgnored(nil, d.Config)
