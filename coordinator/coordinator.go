@@ -119,18 +119,27 @@ func New(d Deps) (*Coordinator, error) {
 	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
 	c.logIgnored(nil, d.Config)
 	c.metrics.configLoaded(d.Now())
+	if err := c.newControllers(d); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newControllers builds the prober when the config has its section and the weeder when it
+// has services.
+func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
 			Template: d.Template, Recorder: func() record.EventRecorder { return c.recorder }, Now: d.Now,
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.prober = pr
 	}
 	if len(d.Config.Services()) == 0 {
-		return c, nil
+		return nil
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
@@ -138,10 +147,10 @@ func New(d Deps) (*Coordinator, error) {
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.weeder = w
-	return c, nil
+	return nil
 }
 
 // logIgnored logs each field outside the prober section that cfg ignored, unless the running
