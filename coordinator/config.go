@@ -1,11 +1,14 @@
 package coordinator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"os"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,95 +29,40 @@ import (
 //	servicesAndDependantSelectors: {...}
 //	jobTemplate: {...}                      # see jobs.Template
 //	prober: {...}                           # dependency-watchdog's prober config: see prober.Config
+//
+// Loaded with Options.LoadConfig, useEndpoints holds the effective value: the file's or
+// --use-endpoints (Options.applyTo), so that nothing else reads the flag.
 type Config struct {
 	weeder.Config
 	JobTemplate jobs.Template `json:"jobTemplate,omitempty"`
 	// Prober is dependency-watchdog's prober config plus depwatch's additions; nil: no probe Jobs.
 	Prober *prober.Config `json:"prober,omitempty"`
 
+	warnings []string // fields ignored, by path (see Warnings)
 	// proberRefused: the prober section was given but refused (its problems are reported),
 	// so a config without services is not also told it lacks a prober section.
 	proberRefused bool
 }
 
-// LoadConfig reads and validates the config file.
-func LoadConfig(path string) (*Config, error) {
-	if path == "" {
-		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s:\n%w", path, err)
-	}
-	return cfg, nil
-}
-
-// ParseConfig parses YAML or JSON strictly: an unknown or mistyped field is an error that
-// names it. Every problem found is reported, one per line.
+// ParseConfig parses YAML or JSON. A field the config does not know is ignored with a
+// warning naming its path (Warnings), anywhere in the file, as ctrl.DropUnknown decides; a
+// known field with a wrong value is an error that names it. Every problem found is reported,
+// one per line.
 func ParseConfig(data []byte) (*Config, error) {
-	var top map[string]json.RawMessage
-	if err := yaml.Unmarshal(data, &top); err != nil {
-		if lines := nonFinite(data); len(lines) > 0 {
-			return nil, errors.New(strings.Join(lines, "\n"))
-		}
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+	top, err := decodeDoc(data, "")
+	if err != nil {
+		return nil, err
 	}
+	proberDoc, hasProber := top["prober"]
+	delete(top, "prober") // the section is the prober's to parse, warnings and all
 	cfg := &Config{}
 	var errs []error
-	var proberRaw json.RawMessage
-	fields := map[string]any{
-		"watchDuration":                 &cfg.WatchDuration,
-		"servicesAndDependantSelectors": nil, // per service below, for precise messages
-		"namespaces":                    &cfg.Namespaces,
-		"useEndpoints":                  &cfg.UseEndpoints,
-		"gracePeriod":                   &cfg.GracePeriod,
-		"armWeeder":                     &cfg.ArmWeeder,
-		"armedMaxWait":                  &cfg.ArmedMaxWait,
-		"reapCooldown":                  &cfg.ReapCooldown,
-		"jobTemplate":                   &cfg.JobTemplate,
-		"prober":                        &proberRaw,
-	}
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		target, known := fields[k]
-		if !known {
-			errs = append(errs, fmt.Errorf("%s: unknown field (known: watchDuration, servicesAndDependantSelectors, namespaces, useEndpoints, gracePeriod, armWeeder, armedMaxWait, reapCooldown, jobTemplate, prober)", ctrl.PathKey(k)))
-			continue
-		}
-		if target == nil {
-			continue
-		}
-		if err := ctrl.StrictJSON(top[k], target); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s", k, ctrl.CleanJSONError(err)))
-		}
-	}
-	if raw, ok := top["servicesAndDependantSelectors"]; ok {
-		var services map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &services); err != nil {
-			errs = append(errs, fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", ctrl.CleanJSONError(err)))
-		} else {
-			cfg.ServicesAndDependantSelectors = map[string]weeder.DependantSelectors{}
-			for name, raw := range services {
-				var d weeder.DependantSelectors
-				if err := ctrl.StrictJSON(raw, &d); err != nil {
-					errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", ctrl.PathKey(name), ctrl.CleanJSONError(err)))
-					continue
-				}
-				cfg.ServicesAndDependantSelectors[name] = d
-			}
-		}
-	}
+	cfg.warnings, errs = ctrl.DropUnknown(top, reflect.TypeFor[Config](), "")
+	errs = append(errs, cfg.decode(top)...)
 	var proberErrs []error
-	if len(proberRaw) > 0 {
-		cfg.Prober, proberErrs = prober.Parse(proberRaw)
+	if hasProber {
+		raw, _ := json.Marshal(proberDoc) // decoded from JSON: cannot fail
+		cfg.Prober, proberErrs = prober.Parse(raw)
 		cfg.proberRefused = len(proberErrs) > 0
 	}
 	// The rest is validated only when it decoded, but a refused prober section must not hide
@@ -129,6 +77,68 @@ func ParseConfig(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
+// Warnings name the fields outside the prober section that were ignored, by path; the
+// prober's own are prober.Config.Warnings.
+func (c *Config) Warnings() []string { return c.warnings }
+
+// decode decodes each known top-level field strictly into c, so that a wrong value is
+// named by its field. The services are decoded one by one, each problem naming its service.
+func (c *Config) decode(top map[string]any) []error {
+	var errs []error
+	fields := ctrl.JSONFields(reflect.TypeFor[Config]())
+	v := reflect.ValueOf(c).Elem()
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		raw, _ := json.Marshal(top[k])
+		if k == "servicesAndDependantSelectors" {
+			errs = append(errs, c.decodeServices(raw)...)
+			continue
+		}
+		target := v.FieldByIndex(fields[k].Index).Addr().Interface()
+		if err := ctrl.StrictJSON(raw, target); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s", k, ctrl.CleanJSONError(err)))
+		}
+	}
+	return errs
+}
+
+func (c *Config) decodeServices(raw json.RawMessage) []error {
+	var services map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &services); err != nil {
+		return []error{fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", ctrl.CleanJSONError(err))}
+	}
+	var errs []error
+	c.ServicesAndDependantSelectors = map[string]weeder.DependantSelectors{}
+	for name, raw := range services {
+		var d weeder.DependantSelectors
+		if err := ctrl.StrictJSON(raw, &d); err != nil {
+			errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", ctrl.PathKey(name), ctrl.CleanJSONError(err)))
+			continue
+		}
+		c.ServicesAndDependantSelectors[name] = d
+	}
+	return errs
+}
+
+// decodeDoc reads a YAML or JSON document whose top level is a map; nil for an empty one.
+// YAML that JSON cannot hold (.nan, .inf) is named by its path under path, since the YAML
+// to JSON conversion refuses it without saying where.
+func decodeDoc(data []byte, path string) (map[string]any, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		if lines := nonFinite(data, path); len(lines) > 0 {
+			return nil, errors.New(strings.Join(lines, "\n"))
+		}
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var top map[string]any
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber() // numbers stay as written until decoded into their field
+	if err := dec.Decode(&top); err != nil {
+		return nil, fmt.Errorf("not valid YAML: the top level must be a map of fields: %s", ctrl.CleanJSONError(err))
+	}
+	return top, nil
+}
+
 // Validate checks every field and names each invalid one.
 func (c *Config) Validate() []error {
 	var errs []error
@@ -141,9 +151,9 @@ func (c *Config) Validate() []error {
 	return errs
 }
 
-// nonFinite finds the YAML floats .nan, .inf and -.inf, which JSON cannot hold: the YAML to
-// JSON conversion refuses them without saying where, so they are named here by their path.
-func nonFinite(data []byte) []string {
+// nonFinite finds the YAML floats .nan, .inf and -.inf, which JSON cannot hold, and names
+// each by its path under path.
+func nonFinite(data []byte, path string) []string {
 	var doc any
 	if goyaml.Unmarshal(data, &doc) != nil {
 		return nil
@@ -178,7 +188,7 @@ func nonFinite(data []byte) []string {
 			}
 		}
 	}
-	walk("", doc)
+	walk(path, doc)
 	return lines
 }
 

@@ -5,18 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
-
-	"sigs.k8s.io/yaml"
 )
+
+// LoadConfig reads and validates the config file alone (LoadConfigFiles without a prober file).
+func LoadConfig(path string) (*Config, error) { return LoadConfigFiles(path, "") }
 
 // LoadConfigFiles reads the config file and, when proberFile is set (--prober-config-file),
 // dependency-watchdog's prober ConfigMap data as it is, which becomes the `prober:` section.
 // So the prober ConfigMap gardenlet writes can be mounted unchanged beside the weeder's.
 func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
-	if proberFile == "" {
-		return LoadConfig(configFile)
-	}
 	if configFile == "" {
 		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
 	}
@@ -25,10 +22,31 @@ func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
 		return nil, err
 	}
 	cfg, err := ParseConfig(data)
-	if err != nil {
+	switch {
+	case err != nil && proberFile == "":
+		return nil, fmt.Errorf("config file %s:\n%w", configFile, err)
+	case err != nil:
 		return nil, fmt.Errorf("config files %s and %s (its fields as prober.*):\n%w", configFile, proberFile, err)
 	}
 	return cfg, nil
+}
+
+// LoadConfig loads the config files the options name (LoadConfigFiles) and applies the flags
+// that set a config field too (applyTo), so that everything after reads the effective value
+// from the config alone.
+func (o Options) LoadConfig() (*Config, error) {
+	cfg, err := LoadConfigFiles(o.ConfigFile, o.ProberConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	o.applyTo(cfg)
+	return cfg, nil
+}
+
+// applyTo sets cfg's fields that a flag can set too: --use-endpoints turns useEndpoints on
+// whatever the file says. The one place flag and config meet; a reload applies it again.
+func (o Options) applyTo(cfg *Config) {
+	cfg.UseEndpoints = cfg.UseEndpoints || o.UseEndpoints
 }
 
 // readConfigFiles returns what ParseConfig reads: the config file alone, or with proberFile's
@@ -58,33 +76,23 @@ func (c *Coordinator) readConfig(configFile string) ([]byte, error) {
 // config that has a prober section of its own is refused: two sources for one section would
 // leave the reader guessing which applies.
 func ComposeProberConfig(config, proberConfig []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := yaml.Unmarshal(config, &top); err != nil {
-		if lines := nonFinite(config); len(lines) > 0 {
-			return nil, fmt.Errorf("--config-file: %s", strings.Join(lines, "; "))
-		}
-		return nil, fmt.Errorf("--config-file: not valid YAML: %w", err)
+	top, err := decodeDoc(config, "")
+	if err != nil {
+		return nil, fmt.Errorf("--config-file: %w", err)
 	}
 	if _, ok := top["prober"]; ok {
 		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
 	}
-	var prober map[string]json.RawMessage
-	if err := yaml.Unmarshal(proberConfig, &prober); err != nil {
-		if lines := nonFinite(proberConfig); len(lines) > 0 {
-			return nil, fmt.Errorf("--prober-config-file: prober.%s", strings.Join(lines, "; prober."))
-		}
-		return nil, fmt.Errorf("--prober-config-file: not valid YAML: %w", err)
+	prober, err := decodeDoc(proberConfig, "prober")
+	if err != nil {
+		return nil, fmt.Errorf("--prober-config-file: %w", err)
 	}
 	if len(prober) == 0 {
 		return nil, errors.New("--prober-config-file: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
 	}
 	if top == nil {
-		top = map[string]json.RawMessage{}
+		top = map[string]any{}
 	}
-	raw, err := json.Marshal(prober)
-	if err != nil {
-		return nil, fmt.Errorf("--prober-config-file: %w", err)
-	}
-	top["prober"] = raw
+	top["prober"] = prober
 	return json.Marshal(top)
 }

@@ -117,3 +117,19 @@ func writeFile(t *testing.T, name, content string) string {
 	}
 	return p
 }
+
+// --use-endpoints and the config's useEndpoints meet once, at load: either turns it on, and
+// everything after reads the config's value.
+func TestUseEndpointsFlagOrConfigTurnsItOn(t *testing.T) {
+	svc := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}\n"
+	for _, tc := range []struct {
+		flag   bool
+		config string
+		want   bool
+	}{{false, svc, false}, {true, svc, true}, {false, svc + "useEndpoints: true\n", true}, {true, svc + "useEndpoints: false\n", true}} {
+		cfg, err := Options{ConfigFile: writeFile(t, "c.yaml", tc.config), UseEndpoints: tc.flag}.LoadConfig()
+		if err != nil || cfg.UseEndpoints != tc.want {
+			t.Errorf("flag %v, config %q: useEndpoints %v (%v), want %v", tc.flag, tc.config, cfg != nil && cfg.UseEndpoints, err, tc.want)
+		}
+	}
+}

@@ -137,13 +137,14 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"not yaml", "a: [", "not valid YAML"},
-		{"unknown top-level field", svc + "watchDuraton: 1m", "watchDuraton: unknown field"},
+		{"near miss of a depwatch field", svc + "armWeedr: false", "armWeedr: unknown field; did you mean armWeeder?"},
 		{"unparsable watchDuration", svc + "watchDuration: 5 minutes", "watchDuration: "},
 		{"negative watchDuration", svc + "watchDuration: -1m", "watchDuration: -1m0s: must not be negative"},
 		{"negative gracePeriod", svc + "gracePeriod: -1s", "gracePeriod: -1s"},
 		{"no services", "watchDuration: 1m", "servicesAndDependantSelectors: required"},
 		{"services not a map", "servicesAndDependantSelectors: [a]", "servicesAndDependantSelectors: must be a map"},
-		{"unknown service field", "servicesAndDependantSelectors: {svc: {podSelector: []}}", `servicesAndDependantSelectors.svc: unknown field "podSelector"`},
+		{"misspelt podSelectors are ignored, so none are left", "servicesAndDependantSelectors: {svc: {podSelector: []}}", "servicesAndDependantSelectors.svc.podSelectors: required"},
+		{"near miss in a pod selector", "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabel: {app: x}}]}}", "servicesAndDependantSelectors.svc.podSelectors[0].matchLabel: unknown field; did you mean matchLabels?"},
 		{"no pod selectors", "servicesAndDependantSelectors: {svc: {podSelectors: []}}", "servicesAndDependantSelectors.svc.podSelectors: required"},
 		{"empty pod selector selects everything", "servicesAndDependantSelectors: {svc: {podSelectors: [{}]}}", "servicesAndDependantSelectors.svc.podSelectors[0]: empty selector"},
 		{"null pod selector", "servicesAndDependantSelectors: {svc: {podSelectors: [null]}}", "podSelectors[0]: must not be null"},
@@ -151,14 +152,12 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		{"bad service name", "servicesAndDependantSelectors: {Bad_Name: {podSelectors: [{matchLabels: {a: b}}]}}", "servicesAndDependantSelectors.Bad_Name: \"Bad_Name\" is not a service name"},
 		{"bad namespace selector", svc + "namespaces: {selector: {matchExpressions: [{key: a, operator: In}]}}", "namespaces.selector: "},
 		{"bad namespace name", svc + "namespaces: {names: [UPPER]}", "namespaces.names[0]: \"UPPER\""},
-		{"unknown namespaces field", svc + "namespaces: {all: true}", `namespaces: unknown field "all"`},
 		{"useEndpoints not a bool", svc + "useEndpoints: sometimes", "useEndpoints: "},
 		{"armWeeder not a bool", svc + "armWeeder: sometimes", "armWeeder: "},
 		{"negative armedMaxWait", svc + "armedMaxWait: -1h", "armedMaxWait: -1h0m0s: must not be negative"},
 		{"unparsable armedMaxWait", svc + "armedMaxWait: a while", "armedMaxWait: "},
 		{"service arm not a bool", "servicesAndDependantSelectors: {svc: {arm: maybe, podSelectors: [{matchLabels: {app: x}}]}}", "servicesAndDependantSelectors.svc: "},
 		{"bad pull policy", svc + "jobTemplate: {imagePullPolicy: Sometimes}", "jobTemplate.imagePullPolicy"},
-		{"unknown jobTemplate field", svc + "jobTemplate: {imagePolicy: Never}", `jobTemplate: unknown field "imagePolicy"`},
 		{"negative ttl", svc + "jobTemplate: {ttlSecondsAfterFinished: -5}", "jobTemplate.ttlSecondsAfterFinished: -5"},
 		{"ttl not a number", svc + "jobTemplate: {ttlSecondsAfterFinished: soon}", "jobTemplate: field ttlSecondsAfterFinished"},
 	}
@@ -167,6 +166,33 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// An unknown field is ignored with a warning naming its path, at any depth (gardenlet may add
+// fields); the config loads and the field sets nothing.
+func TestConfigWarnsOfUnknownFieldsNamingTheirPathAndLoads(t *testing.T) {
+	svc := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"top-level field", svc + "watchDuraton: 1m", "watchDuraton: unknown field, ignored (did you mean watchDuration?"},
+		{"service field", "servicesAndDependantSelectors: {svc: {future: 1, podSelectors: [{matchLabels: {app: x}}]}}", "servicesAndDependantSelectors.svc.future: unknown field, ignored"},
+		{"namespaces field", svc + "namespaces: {all: true}", "namespaces.all: unknown field, ignored"},
+		{"jobTemplate field", svc + "jobTemplate: {imagePolicy: Never}", "jobTemplate.imagePolicy: unknown field, ignored"},
+		{"deep in jobTemplate", svc + "jobTemplate: {tolerations: [{key: a, effect: NoSchedule, future: x}]}", "jobTemplate.tolerations[0].future: unknown field, ignored"},
+		{"a line break stays on one line", svc + "\"watch\\nDuration\": 1m", `"watch\nDuration": unknown field, ignored`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tc.yaml))
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if w := cfg.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], tc.want) || strings.Contains(w[0], "\n") {
+				t.Errorf("warnings %q, want one line starting %q", w, tc.want)
+			}
+			if cfg.Watch() != 5*time.Minute {
+				t.Errorf("an unknown field set watchDuration: %s", cfg.Watch())
 			}
 		})
 	}

@@ -16,6 +16,8 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,33 +112,58 @@ func New(d Deps) (*Coordinator, error) {
 		resolve:  d.Resolve,
 	}
 	if c.recorder == nil {
-		c.recorder = &record.FakeRecorder{} // replaced in Run
+		// New without Run (tests, embedding a controller): Events are dropped. Run always
+		// passes a recorder that writes to the API server.
+		c.recorder = &record.FakeRecorder{}
 	}
 	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
+	c.logIgnored(nil, d.Config)
 	c.metrics.configLoaded(d.Now())
+	if err := c.newControllers(d); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newControllers builds the prober when the config has its section and the weeder when it
+// has services.
+func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
 			Template: d.Template, Recorder: func() record.EventRecorder { return c.recorder }, Now: d.Now,
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.prober = pr
 	}
 	if len(d.Config.Services()) == 0 {
-		return c, nil
+		return nil
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
 		Template: d.Template, Recorder: c.recorder, Now: d.Now,
-		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles, UseEndpoints: d.Options.UseEndpoints},
+		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.weeder = w
-	return c, nil
+	return nil
+}
+
+// logIgnored logs each field outside the prober section that cfg ignored, unless the running
+// config ignored the same ones (before); the prober logs its section's own.
+func (c *Coordinator) logIgnored(before []string, cfg *Config) {
+	if slices.Equal(before, cfg.Warnings()) {
+		return
+	}
+	for _, w := range cfg.Warnings() {
+		field, _, _ := strings.Cut(w, ":")
+		c.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
+			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
+	}
 }
 
 // lead runs both controllers until ctx ends, then waits for them.

@@ -22,8 +22,8 @@ var configFields = []string{
 }
 
 func namesAField(line string, fields []string) bool {
-	if k, _, ok := strings.Cut(line, ": unknown field (known: "); ok && k != "" {
-		return true // names the unknown key itself
+	if k, _, ok := strings.Cut(line, ": unknown field; did you mean "); ok && k != "" {
+		return true // names the misspelt key itself
 	}
 	for _, f := range fields {
 		if strings.HasPrefix(line, f) {

@@ -99,7 +99,7 @@ func TestConfigRefusesEmptySelectorsNamingTheField(t *testing.T) {
 		{"empty prober namespaceSelector", proberWith("namespaceSelector: {}"), "prober.namespaceSelector: empty: it would probe every namespace"},
 		{"empty-string service name", "servicesAndDependantSelectors: {\"\": {podSelectors: [{matchLabels: {app: x}}]}}", `servicesAndDependantSelectors."": "" is not a service name`},
 		{"service name with a line break stays on one line", "servicesAndDependantSelectors: {\"a\\nb\": {podSelectors: [{matchLabels: {app: x}}]}}", `servicesAndDependantSelectors."a\nb": "a\nb" is not a service name`},
-		{"unknown field with a line break stays on one line", hostileSvc + "\"watch\\nDuration\": 1m", `"watch\nDuration": unknown field`},
+		{"near miss with a line break stays on one line", hostileSvc + "\"arm\\nWeeder\": false", `"arm\nWeeder": unknown field; did you mean armWeeder?`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

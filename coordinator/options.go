@@ -147,6 +147,7 @@ func ParseFlags(args []string, lookup func(string) (string, bool), help io.Write
 	return o, nil
 }
 
+// validate checks every flag and names each invalid one with its value.
 func (o *Options) validate() []string {
 	var errs []string
 	bad := func(name, value, why string) {
@@ -158,39 +159,15 @@ func (o *Options) validate() []string {
 	if o.ConfigReloadInterval < 0 {
 		bad("config-reload-interval", o.ConfigReloadInterval.String(), "must not be negative (0: never reload)")
 	}
-	if o.KubeAPIQPS < 0 {
-		bad("kube-api-qps", fmtFloat(o.KubeAPIQPS), "must not be negative")
+	for _, n := range []struct {
+		name  string
+		value float64
+	}{{"kube-api-qps", o.KubeAPIQPS}, {"kube-api-burst", float64(o.KubeAPIBurst)}, {"kube-api-events-qps", o.EventsQPS}, {"kube-api-events-burst", float64(o.EventsBurst)}} {
+		if n.value < 0 {
+			bad(n.name, fmtFloat(n.value), "must not be negative")
+		}
 	}
-	if o.KubeAPIBurst < 0 {
-		bad("kube-api-burst", strconv.Itoa(o.KubeAPIBurst), "must not be negative")
-	}
-	if o.EventsQPS < 0 {
-		bad("kube-api-events-qps", fmtFloat(o.EventsQPS), "must not be negative")
-	}
-	if o.EventsBurst < 0 {
-		bad("kube-api-events-burst", strconv.Itoa(o.EventsBurst), "must not be negative")
-	}
-	if o.Batching.After < 0 {
-		bad("weeder-batch-after", strconv.Itoa(o.Batching.After), "must not be negative")
-	}
-	if o.Batching.Window <= 0 {
-		bad("weeder-batch-window", o.Batching.Window.String(), "must be positive")
-	}
-	if o.Batching.Size < 1 || o.Batching.Size > weeder.MaxBatchSize {
-		bad("weeder-batch-size", strconv.Itoa(o.Batching.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", weeder.MaxBatchSize))
-	}
-	if o.Batching.Linger < 0 || o.Batching.Linger > time.Minute {
-		bad("weeder-batch-linger", o.Batching.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")
-	}
-	if !(o.Batching.MaxQPS > 0) || o.Batching.MaxQPS > 100000 {
-		bad("weeder-batch-max-qps", fmtFloat(o.Batching.MaxQPS), "must be greater than 0 and at most 100000 (requests a second)")
-	}
-	if o.Batching.MaxBurst < 1 || o.Batching.MaxBurst > 100000 {
-		bad("weeder-batch-max-burst", strconv.Itoa(o.Batching.MaxBurst), "must be 1 to 100000")
-	}
-	if o.Batching.MaxJobs < 0 {
-		bad("max-weeder-jobs", strconv.Itoa(o.Batching.MaxJobs), "must not be negative (0: no cap)")
-	}
+	validateBatching(o.Batching, bad)
 	if o.ConcurrentReconciles < 1 {
 		bad("concurrent-reconciles", strconv.Itoa(o.ConcurrentReconciles), "must be at least 1")
 	}
@@ -204,6 +181,37 @@ func (o *Options) validate() []string {
 			bad(name, strconv.Quote(addr), "port must be a number 0-65535")
 		}
 	}
+	o.validateLeaderElection(bad)
+	return errs
+}
+
+// validateBatching checks the --weeder-batch-* flags and --max-weeder-jobs.
+func validateBatching(b weeder.Batching, bad func(name, value, why string)) {
+	if b.After < 0 {
+		bad("weeder-batch-after", strconv.Itoa(b.After), "must not be negative")
+	}
+	if b.Window <= 0 {
+		bad("weeder-batch-window", b.Window.String(), "must be positive")
+	}
+	if b.Size < 1 || b.Size > weeder.MaxBatchSize {
+		bad("weeder-batch-size", strconv.Itoa(b.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", weeder.MaxBatchSize))
+	}
+	if b.Linger < 0 || b.Linger > time.Minute {
+		bad("weeder-batch-linger", b.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")
+	}
+	if !(b.MaxQPS > 0) || b.MaxQPS > 100000 {
+		bad("weeder-batch-max-qps", fmtFloat(b.MaxQPS), "must be greater than 0 and at most 100000 (requests a second)")
+	}
+	if b.MaxBurst < 1 || b.MaxBurst > 100000 {
+		bad("weeder-batch-max-burst", strconv.Itoa(b.MaxBurst), "must be 1 to 100000")
+	}
+	if b.MaxJobs < 0 {
+		bad("max-weeder-jobs", strconv.Itoa(b.MaxJobs), "must not be negative (0: no cap)")
+	}
+}
+
+// validateLeaderElection checks the Lease timings as client-go's leader election requires them.
+func (o *Options) validateLeaderElection(bad func(name, value, why string)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -218,7 +226,6 @@ func (o *Options) validate() []string {
 	if o.RenewDeadline > 0 && o.RetryPeriod > 0 && float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
 		bad("leader-elect-retry-period", o.RetryPeriod.String(), "must be shorter than --leader-elect-renew-deadline="+o.RenewDeadline.String()+" / 1.2")
 	}
-	return errs
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -1,29 +1,40 @@
 package coordinator
 
-// Live config reload. The config file is usually a mounted ConfigMap, which the
-// kubelet updates by swapping a symlink (..data), so the file is polled and its content
-// hashed instead of watched with inotify. Each new content is parsed and validated as at
-// start, then:
+// Live config reload, for operators who edit the ConfigMap in place. The file is polled and
+// its content hashed (a mounted ConfigMap changes by a symlink swap, which inotify on the
+// file does not see). A new content is parsed and validated as at start, then applied whole
+// or not at all:
 //
-//   - invalid (or unreadable): the running config stays; the error is logged once, naming
-//     the fields; depwatch_coordinator_config_valid is 0 and /readyz fails with the reason
-//     until the file is fixed;
-//   - valid, but it changes what the informers were built for (RestartReasons): none of it is
-//     applied; a warning names the fields and depwatch_coordinator_config_restart_required
-//     is 1 until the coordinator restarts or the file is put back;
-//   - valid otherwise: swapped in whole for the next decisions (one log line lists the changed
-//     fields); no informer restarts.
+//	applied live                                 needs a restart (RestartReasons)
+//	watchDuration, gracePeriod, armWeeder,       a service not configured at start
+//	  armedMaxWait, reapCooldown                 useEndpoints
+//	a service's podSelectors and arm             namespaces.selector where there was none
+//	removing a service                           adding or removing prober
+//	namespaces.names; namespaces.selector        prober.namespaceSelector
+//	  when one was set at start                  jobTemplate.namespace
+//	jobTemplate but its namespace                every command-line flag
+//	prober: every field but namespaceSelector
+//
+// The right column is what the informers were built for; rebuilding them in place would
+// mean tearing down workers, prober and leader election inside one process, which a pod
+// restart does more simply. Outcomes of a read:
+//
+//   - invalid or unreadable: the running config stays; logged once ("The config file is
+//     invalid: keeping the last good config"), depwatch_coordinator_config_valid 0 and /readyz
+//     failing with the problems until the file is fixed;
+//   - valid but needing a restart: none of it is applied; a warning names the fields and
+//     depwatch_coordinator_config_restart_required is 1 until a restart or the file is put back;
+//   - valid: swapped in for the next decisions, one log line listing the changed fields.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"maps"
+	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -36,21 +47,21 @@ import (
 // DefaultConfigReloadInterval is how often the config file is read again.
 const DefaultConfigReloadInterval = 10 * time.Second
 
-// RestartReasons lists what a reload to next cannot apply, because the informers were built
-// from base (the config at start) for something else; each entry names the field. Empty:
-// next can be swapped in live. useEndpointsFlag is --use-endpoints.
-func RestartReasons(base, next *Config, useEndpointsFlag bool) []string {
+// RestartReasons lists what a reload to next cannot apply because the informers were built
+// from base (the config at start) for something else, each naming its field. Empty: next can
+// be swapped in live. Both configs have the flags applied (Options.applyTo).
+func RestartReasons(base, next *Config) []string {
 	var out []string
 	var added []string
 	for _, s := range next.Services() {
-		if _, ok := base.ServicesAndDependantSelectors[s]; !ok {
+		if !base.Configured(s) {
 			added = append(added, s)
 		}
 	}
 	if len(added) > 0 {
 		out = append(out, fmt.Sprintf("servicesAndDependantSelectors: new service(s) %s: the endpoints watch covers only the services configured at start", strings.Join(added, ", ")))
 	}
-	if (base.UseEndpoints || useEndpointsFlag) != (next.UseEndpoints || useEndpointsFlag) {
+	if base.UseEndpoints != next.UseEndpoints {
 		out = append(out, "useEndpoints: switching between EndpointSlices and v1 Endpoints replaces the endpoints watch")
 	}
 	if next.NeedsNamespaceInformer() && !base.NeedsNamespaceInformer() {
@@ -68,54 +79,50 @@ func RestartReasons(base, next *Config, useEndpointsFlag bool) []string {
 	return out
 }
 
-// nested are the fields whose changes are reported one level down.
+// nested are the sections whose changes are named one level down (a service, a field).
 var nested = map[string]bool{"servicesAndDependantSelectors": true, "namespaces": true, "jobTemplate": true, "prober": true}
 
 // ConfigChanges lists the fields that differ between two configs, by path (a service's
-// entry, a jobTemplate or prober field); values are compared as they take effect, so
-// "5m" and "300s" are the same, and comments or order do not count.
+// entry, a jobTemplate or prober field). Values are compared as they take effect, so "5m"
+// and "300s" are the same, and comments or order do not count.
 func ConfigChanges(old, next *Config) []string {
+	a, b := asMap(old), asMap(next)
 	var out []string
-	var diff func(prefix string, a, b json.RawMessage, depth int)
-	diff = func(prefix string, a, b json.RawMessage, depth int) {
-		if bytes.Equal(a, b) {
-			return
+	for _, k := range unionKeys(a, b) {
+		if reflect.DeepEqual(a[k], b[k]) {
+			continue
 		}
-		var am, bm map[string]json.RawMessage
-		if depth > 0 && json.Unmarshal(a, &am) == nil && json.Unmarshal(b, &bm) == nil && am != nil && bm != nil {
-			for _, k := range unionKeys(am, bm) {
-				diff(prefix+"."+k, am[k], bm[k], depth-1)
+		am, aMap := a[k].(map[string]any)
+		bm, bMap := b[k].(map[string]any)
+		if !nested[k] || !aMap || !bMap {
+			out = append(out, k)
+			continue
+		}
+		for _, sub := range unionKeys(am, bm) {
+			if !reflect.DeepEqual(am[sub], bm[sub]) {
+				out = append(out, k+"."+sub)
 			}
-			return
 		}
-		out = append(out, prefix)
-	}
-	a, _ := json.Marshal(old)
-	b, _ := json.Marshal(next)
-	var am, bm map[string]json.RawMessage
-	_ = json.Unmarshal(a, &am)
-	_ = json.Unmarshal(b, &bm)
-	for _, k := range unionKeys(am, bm) {
-		depth := 0
-		if nested[k] {
-			depth = 1
-		}
-		diff(k, am[k], bm[k], depth)
 	}
 	return out
 }
 
-func unionKeys(a, b map[string]json.RawMessage) []string {
-	var keys []string
-	for k := range a {
-		keys = append(keys, k)
-	}
+// asMap is v as its JSON object: the form in which two configs compare as they take effect.
+func asMap(v any) map[string]any {
+	var m map[string]any
+	data, _ := json.Marshal(v) // a decoded config: cannot fail
+	_ = json.Unmarshal(data, &m)
+	return m
+}
+
+func unionKeys(a, b map[string]any) []string {
+	keys := slices.Collect(maps.Keys(a))
 	for k := range b {
 		if _, ok := a[k]; !ok {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
 }
 
@@ -167,20 +174,25 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 		return
 	}
 	log := c.log.WithFields(logrus.Fields{"configFile": path, "sha256": sum[:12]})
-	var next *Config
-	var err error
 	if readErr != nil {
-		err = fmt.Errorf("cannot read it: %w", readErr)
-	} else {
-		next, err = ParseConfig(data)
+		c.configInvalid(sum, fmt.Errorf("cannot read it: %w", readErr), log)
+		return
 	}
+	next, err := ParseConfig(data)
 	if err != nil {
 		c.configInvalid(sum, err, log)
 		return
 	}
+	c.opts.applyTo(next)
+	c.logIgnored(c.cur.Load().cfg.Warnings(), next)
+	c.applyConfig(ctx, sum, first, next, log)
+}
+
+// applyConfig swaps the valid config next in, or holds it back when it needs a restart.
+func (c *Coordinator) applyConfig(ctx context.Context, sum string, first bool, next *Config, log logrus.FieldLogger) {
 	cur := c.cur.Load()
 	changed := ConfigChanges(cur.cfg, next)
-	if reasons := RestartReasons(c.base, next, c.opts.UseEndpoints); len(reasons) > 0 {
+	if reasons := RestartReasons(c.base, next); len(reasons) > 0 {
 		c.settle(sum, "", reasons)
 		c.metrics.ConfigReloads.WithLabelValues(ReloadRestartRequired).Inc()
 		log.WithFields(logrus.Fields{"changed": changed, "needsRestart": reasons}).
@@ -188,21 +200,18 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 		return
 	}
 	if len(changed) == 0 {
-		c.reload.mu.Lock()
-		wasBad := c.reload.problem != "" || len(c.reload.restart) > 0
-		c.reload.mu.Unlock()
-		c.settle(sum, "", nil)
-		if !first {
-			c.metrics.ConfigReloads.WithLabelValues(ReloadSuccess).Inc()
-			c.metrics.ConfigLastSuccess.Set(float64(c.now().Unix()))
-		}
-		if wasBad {
+		if problem, _ := c.ConfigProblem(); problem != "" || c.restartPending() {
 			log.Info("The config file is valid again and the same as the running config: nothing to change.")
+		}
+		c.settle(sum, "", nil)
+		if !first { // the first read is of the content loaded at start
+			c.reloaded()
 		}
 		return
 	}
 	tpl := cur.tpl
-	if slices.ContainsFunc(changed, func(f string) bool { return strings.HasPrefix(f, "jobTemplate") }) {
+	if changedUnder(changed, "jobTemplate") {
+		var err error
 		if tpl, err = c.resolveTemplate(ctx, next.JobTemplate); err != nil {
 			// Not remembered as seen: read and tried again at the next interval.
 			c.configInvalid("", fmt.Errorf("jobTemplate: %w", err), log)
@@ -214,17 +223,28 @@ func (c *Coordinator) checkConfig(ctx context.Context, path string) {
 		c.prober.Apply(next.Prober, tpl)
 	}
 	c.settle(sum, "", nil)
-	c.metrics.ConfigReloads.WithLabelValues(ReloadSuccess).Inc()
-	c.metrics.ConfigLastSuccess.Set(float64(c.now().Unix()))
+	c.reloaded()
 	log.WithField("changed", changed).Info("Config file reloaded: the changes apply from the next decision on.")
 	if c.weeder != nil {
-		// When namespaces or services changed, which services count may have changed: the
-		// weeder looks at each again (a newly watched one counts as first seen, an unwatched
-		// one is forgotten).
-		c.weeder.Apply(&next.Config, tpl, slices.ContainsFunc(changed, func(f string) bool {
-			return strings.HasPrefix(f, "namespaces") || strings.HasPrefix(f, "servicesAndDependantSelectors")
-		}))
+		// Which services count may have changed: the weeder looks at each again (a newly
+		// watched one counts as first seen, an unwatched one is forgotten).
+		c.weeder.Apply(&next.Config, tpl, changedUnder(changed, "namespaces") || changedUnder(changed, "servicesAndDependantSelectors"))
 	}
+}
+
+func changedUnder(changed []string, section string) bool {
+	return slices.ContainsFunc(changed, func(f string) bool { return strings.HasPrefix(f, section) })
+}
+
+func (c *Coordinator) restartPending() bool {
+	c.reload.mu.Lock()
+	defer c.reload.mu.Unlock()
+	return len(c.reload.restart) > 0
+}
+
+func (c *Coordinator) reloaded() {
+	c.metrics.ConfigReloads.WithLabelValues(ReloadSuccess).Inc()
+	c.metrics.ConfigLastSuccess.Set(float64(c.now().Unix()))
 }
 
 // configInvalid keeps the running config and reports the file's problem; sum "" means
@@ -274,26 +294,4 @@ func (c *Coordinator) resolveTemplate(ctx context.Context, t jobs.Template) (job
 		}
 	}
 	return t, nil
-}
-
-// readyz answers /readyz: ready once the caches have synced, unless the config file has
-// become invalid (the coordinator still works, with its last good config).
-func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
-	if !c.Ready() {
-		http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
-		return
-	}
-	if problem, since := c.ConfigProblem(); problem != "" {
-		http.Error(w, fmt.Sprintf("config file %s is invalid (since %s); running with the last good config until it is fixed:\n%s",
-			c.opts.ConfigFile, since.UTC().Format(time.RFC3339), problem), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ok")
-	// Shards whose probe Job cannot start: the coordinator itself is fine (ready), but a
-	// person looking here should see that some control planes are not probed.
-	if c.prober != nil {
-		for _, line := range c.prober.StuckShards() {
-			fmt.Fprintln(w, line)
-		}
-	}
 }

@@ -256,7 +256,10 @@ func TestRestartReasonsOnlyForWhatTheInformersWereBuiltFor(t *testing.T) {
 			if err != nil {
 				t.Fatalf("next: %v", err)
 			}
-			got := RestartReasons(base, next, tc.flag)
+			flags := Options{UseEndpoints: tc.flag}
+			flags.applyTo(base)
+			flags.applyTo(next)
+			got := RestartReasons(base, next)
 			if tc.wantNone && len(got) > 0 {
 				t.Fatalf("RestartReasons = %q, want none (a live change)", got)
 			}
@@ -544,4 +547,30 @@ func value(m prometheus.Metric) float64 {
 		return d.Counter.GetValue()
 	}
 	return d.Gauge.GetValue()
+}
+
+// A reload that brings an unknown field applies the rest of the file and logs one warning
+// naming the field's path; reading the same file again logs nothing new.
+func TestReloadWarnsOfAnUnknownFieldOnceAndAppliesTheRest(t *testing.T) {
+	h := newReloadHarness(t, testConfig)
+	h.write(withWatch("4m") + "futureField: {a: 1}\n")
+	if got := h.c.cur.Load().cfg.Watch(); got != 4*time.Minute {
+		t.Fatalf("watchDuration = %s, want the rest of the file applied (4m0s)", got)
+	}
+	var warned []string
+	for _, e := range h.logs.AllEntries() {
+		if e.Level == logrus.WarnLevel && e.Data["reason"] == "unknown field" {
+			warned = append(warned, fmt.Sprint(e.Data["field"]))
+		}
+	}
+	if !slices.Equal(warned, []string{"futureField"}) {
+		t.Errorf("warned of %q, want [futureField]", warned)
+	}
+	h.logs.Reset()
+	h.write(withWatch("5m") + "futureField: {a: 2}\n")
+	for _, e := range h.logs.AllEntries() {
+		if e.Data["reason"] == "unknown field" {
+			t.Errorf("warned again of the same ignored field: %s", e.Message)
+		}
+	}
 }

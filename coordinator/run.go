@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,30 +93,17 @@ func ResolveTemplate(ctx context.Context, client kubernetes.Interface, t jobs.Te
 func Run(ctx context.Context, d Deps) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	log := d.Log
-
-	var recorderShutdown func()
 	if d.Recorder == nil {
 		// Not tied to ctx: the Lease's release is recorded after ctx ends; Shutdown (deferred,
 		// after everything else has stopped) ends it.
-		b := record.NewBroadcaster()
-		events := d.EventClient
-		if events == nil {
-			events = d.Client
-		}
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-		d.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"})
-		recorderShutdown = b.Shutdown
+		var shutdown func()
+		d.Recorder, shutdown = eventRecorder(d)
+		defer shutdown()
 	}
-	if recorderShutdown != nil {
-		defer recorderShutdown()
-	}
-
 	c, err := New(d)
 	if err != nil {
 		return err
 	}
-
 	var watchdog *leaderelection.HealthzAdaptor
 	if d.Options.EnableLeaderElection {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
@@ -126,52 +112,12 @@ func Run(ctx context.Context, d Deps) error {
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs after cancel (deferred later, runs first)
 	defer cancel()
-
-	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if watchdog != nil {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	health.HandleFunc("/readyz", c.readyz)
-	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{}))
-	for _, s := range []struct{ name, addr string }{{"metrics-bind-addr", d.Options.MetricsBindAddr}, {"health-bind-addr", d.Options.HealthBindAddr}} {
-		if s.addr == "" || s.addr == "0" {
-			continue
-		}
-		handler := http.Handler(health)
-		if s.name == "metrics-bind-addr" {
-			handler = metrics
-		}
-		if err := serve(ctx, &wg, s.name, s.addr, handler, log); err != nil {
-			return err
-		}
+	if err := c.serveEndpoints(ctx, &wg, watchdog); err != nil {
+		return err
 	}
-
-	for _, inf := range c.informers() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			inf.RunWithContext(ctx)
-		}()
+	if synced, err := c.startInformers(ctx, &wg); !synced {
+		return err
 	}
-	var synced []cache.InformerSynced
-	for _, inf := range c.informers() {
-		synced = append(synced, inf.HasSynced)
-	}
-	log.Info("Waiting for the informer caches to sync.")
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("informer caches did not sync")
-	}
-	c.synced.Store(true)
 	if d.Options.ConfigFile != "" && d.Options.ConfigReloadInterval > 0 {
 		wg.Go(func() { c.watchConfig(ctx, d.Options.ConfigFile, d.Options.ConfigReloadInterval) })
 	}
@@ -179,18 +125,69 @@ func Run(ctx context.Context, d Deps) error {
 		// Gardener's Cluster kind may be installed later: looked for now and periodically.
 		wg.Go(func() { c.prober.WatchClusters(ctx) })
 	}
+	if !d.Options.EnableLeaderElection {
+		c.lead(ctx)
+		c.log.Info("Stopped.")
+		return nil
+	}
+	return c.runElected(ctx, d, watchdog)
+}
+
+// eventRecorder records Events through d's Event client (else its client) and returns its
+// shutdown.
+func eventRecorder(d Deps) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster()
+	events := d.EventClient
+	if events == nil {
+		events = d.Client
+	}
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"}), b.Shutdown
+}
+
+// serveEndpoints serves /metrics and /healthz, /readyz on their flags' addresses, "" or "0"
+// turning one off.
+func (c *Coordinator) serveEndpoints(ctx context.Context, wg *sync.WaitGroup, watchdog *leaderelection.HealthzAdaptor) error {
+	for _, s := range []struct {
+		name, addr string
+		handler    http.Handler
+	}{
+		{"metrics-bind-addr", c.opts.MetricsBindAddr, c.metricsHandler()},
+		{"health-bind-addr", c.opts.HealthBindAddr, c.healthHandler(watchdog)},
+	} {
+		if s.addr == "" || s.addr == "0" {
+			continue
+		}
+		if err := serve(ctx, wg, s.name, s.addr, s.handler, c.log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startInformers runs the controllers' informers until ctx ends and waits for their caches;
+// false with a nil error: ctx ended first.
+func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (bool, error) {
+	infs := c.informers()
+	synced := make([]cache.InformerSynced, 0, len(infs))
+	for _, inf := range infs {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+		synced = append(synced, inf.HasSynced)
+	}
+	c.log.Info("Waiting for the informer caches to sync.")
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, errors.New("informer caches did not sync")
+	}
+	c.synced.Store(true)
 	services := 0
 	if c.weeder != nil {
 		services = len(c.weeder.Keys())
 	}
-	log.WithField("services", services).Info("Caches synced; ready.")
-
-	if !d.Options.EnableLeaderElection {
-		c.lead(ctx)
-		log.Info("Stopped.")
-		return nil
-	}
-	return c.runElected(ctx, d, watchdog)
+	c.log.WithField("services", services).Info("Caches synced; ready.")
+	return true, nil
 }
 
 func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Handler, log logrus.FieldLogger) error {
@@ -217,6 +214,8 @@ func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Ha
 	return nil
 }
 
+// runElected campaigns for the Lease and leads while it holds it. Losing the Lease ends it
+// with ErrLostLeadership: the process restarts as a standby rather than keep half-state.
 func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
 	ns := d.Options.LeaderElectionNamespace
 	if ns == "" {
@@ -224,47 +223,23 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 	}
 	id := d.Identity
 	if id == "" {
-		// The pod's name, when the Deployment passes it, is what a reader of the Lease looks
-		// for; a pod on the host network has the node's host name, shared by every replica.
-		host := os.Getenv("POD_NAME")
-		if host == "" {
-			host, _ = os.Hostname()
-		}
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		id = host + "_" + hex.EncodeToString(b)
-	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, LeaseName,
-		c.client.CoreV1(), c.client.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
-	if err != nil {
-		return err
+		id = leaseIdentity()
 	}
 	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + LeaseName, "identity": id})
-
 	// OnStartedLeading runs in a goroutine of the elector's: it only hands the context over,
 	// and lead runs here, so nothing outlives Run.
 	leading := make(chan context.Context, 1)
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   d.Options.LeaseDuration,
-		RenewDeadline:   d.Options.RenewDeadline,
-		RetryPeriod:     d.Options.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            LeaseName,
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) { leading <- lctx },
-			OnStoppedLeading: func() { log.Info("Not leading.") },
-			OnNewLeader: func(identity string) {
-				if identity != id {
-					log.WithField("leader", identity).Info("Standing by; another replica leads.")
-				}
-			},
+	le, err := c.elector(ns, id, d.Options, watchdog, leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(lctx context.Context) { leading <- lctx },
+		OnStoppedLeading: func() { log.Info("Not leading.") },
+		OnNewLeader: func(identity string) {
+			if identity != id {
+				log.WithField("leader", identity).Info("Standing by; another replica leads.")
+			}
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		return err
 	}
 	log.Info("Campaigning for leadership.")
 	done := make(chan struct{})
@@ -284,4 +259,41 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 		return nil
 	}
 	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, LeaseName)
+}
+
+// leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
+// passes it, is what a reader of the Lease looks for (a pod on the host network has the
+// node's host name, shared by every replica), plus a random suffix.
+func leaseIdentity() string {
+	host := os.Getenv("POD_NAME")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "_" + hex.EncodeToString(b)
+}
+
+// elector builds the leader election on the Lease LeaseName in ns, with the flags' timings.
+func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, LeaseName,
+		c.client.CoreV1(), c.client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
+	if err != nil {
+		return nil, err
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            LeaseName,
+		WatchDog:        watchdog,
+		Callbacks:       cb,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	return le, nil
 }

@@ -31,7 +31,7 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 	var cfg *coordinator.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
-		cfg, cfgErr = coordinator.LoadConfigFiles(opts.ConfigFile, opts.ProberConfigFile)
+		cfg, cfgErr = opts.LoadConfig()
 	}
 	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
 		return opts, nil, nil, err
@@ -54,33 +54,12 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	}
 	metrics := coordinator.NewMetrics(version)
 	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
-	rc, err := restConfig(opts.Kubeconfig)
+	clients, err := coordinatorClients(opts)
 	if err != nil {
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
 		return exitFailure
 	}
-	rc.QPS = float32(opts.KubeAPIQPS)
-	rc.Burst = opts.KubeAPIBurst
-	rc.UserAgent = "depwatch-coordinator/" + version
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		log.WithError(err).Error("Cannot build a Kubernetes client.")
-		return exitFailure
-	}
-	erc := rest.CopyConfig(rc) // a client of its own: its own rate limiter
-	erc.QPS = float32(opts.EventsQPS)
-	erc.Burst = opts.EventsBurst
-	events, err := kubernetes.NewForConfig(erc)
-	if err != nil {
-		log.WithError(err).Error("Cannot build a Kubernetes client.")
-		return exitFailure
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		log.WithError(err).Error("Cannot build a Kubernetes client.")
-		return exitFailure
-	}
-	tpl, err := coordinator.ResolveTemplate(ctx, client, cfg.JobTemplate, lookup)
+	tpl, err := coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup)
 	if errors.Is(err, coordinator.ErrImageRequired) {
 		return refuse(stderr, "coordinator", err)
 	}
@@ -88,7 +67,58 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		log.WithError(err).Error("Cannot tell which image the Jobs use.")
 		return exitFailure
 	}
+	log.WithFields(startFields(opts, cfg, tpl)).Info("Starting the coordinator.")
+	err = coordinator.Run(ctx, coordinator.Deps{
+		Client:      clients.kube,
+		EventClient: clients.events,
+		Dynamic:     clients.dynamic,
+		Config:      cfg,
+		Options:     opts,
+		Log:         log,
+		Metrics:     metrics,
+		Template:    tpl,
+		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
+			return coordinator.ResolveTemplate(ctx, clients.kube, t, lookup)
+		},
+	})
+	if err != nil {
+		log.WithError(err).Error("The coordinator stopped.")
+		return exitFailure
+	}
+	return exitOK
+}
 
+// apiClients are the coordinator's clients of the API server.
+type apiClients struct {
+	kube    kubernetes.Interface
+	events  kubernetes.Interface // a client of its own: its own rate limiter
+	dynamic dynamic.Interface
+}
+
+func coordinatorClients(opts coordinator.Options) (apiClients, error) {
+	rc, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return apiClients{}, err
+	}
+	rc.QPS = float32(opts.KubeAPIQPS)
+	rc.Burst = opts.KubeAPIBurst
+	rc.UserAgent = "depwatch-coordinator/" + version
+	erc := rest.CopyConfig(rc)
+	erc.QPS = float32(opts.EventsQPS)
+	erc.Burst = opts.EventsBurst
+	var c apiClients
+	var errs [3]error
+	c.kube, errs[0] = kubernetes.NewForConfig(rc)
+	c.events, errs[1] = kubernetes.NewForConfig(erc)
+	c.dynamic, errs[2] = dynamic.NewForConfig(rc)
+	if err := errors.Join(errs[:]...); err != nil {
+		return apiClients{}, fmt.Errorf("building a Kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// startFields are the start log line's: what this coordinator runs with.
+func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Template) logrus.Fields {
 	fields := logrus.Fields{
 		"version":        version,
 		"services":       cfg.Services(),
@@ -97,31 +127,12 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
 		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
-		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[opts.UseEndpoints || cfg.UseEndpoints],
+		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
 	}
 	if p := cfg.Prober; p != nil {
 		fields["probeNamespaces"] = p.Selector().String()
 		fields["probeInterval"] = p.Interval().String()
 		fields["probeJobRunDuration"] = p.RunDuration().String()
 	}
-	log.WithFields(fields).Info("Starting the coordinator.")
-
-	err = coordinator.Run(ctx, coordinator.Deps{
-		Client:      client,
-		EventClient: events,
-		Dynamic:     dyn,
-		Config:      cfg,
-		Options:     opts,
-		Log:         log,
-		Metrics:     metrics,
-		Template:    tpl,
-		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
-			return coordinator.ResolveTemplate(ctx, client, t, lookup)
-		},
-	})
-	if err != nil {
-		log.WithError(err).Error("The coordinator stopped.")
-		return exitFailure
-	}
-	return exitOK
+	return fields
 }

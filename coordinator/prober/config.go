@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -220,46 +221,22 @@ func addSat(a, b time.Duration) time.Duration {
 	return a + b
 }
 
-// proberFields are the section's fields: dependency-watchdog's, then depwatch's own.
-var (
-	dwdProberFields = []string{"kubeConfigSecretName", "probeInterval", "initialDelay", "probeTimeout", "backoffJitterFactor",
-		"dependentResourceInfos", "kcmNodeMonitorGraceDuration", "nodeLeaseFailureFraction"}
-	ownProberFields = []string{"leaseExpiryBufferFraction", "namespaceSelector", "successfulJobsHistoryLimit",
-		"failedJobsHistoryLimit", "probeJobRunDuration", "namespacesPerProbeJob", "clusterDiscoveryInterval", "dryRun"}
-)
-
-// Parse parses the section and validates every field, each problem naming its path
-// under "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown
-// field is a warning, or an error when it looks like a misspelt depwatch field (nearOwnField).
+// Parse parses the section and validates every field, each problem naming its path under
+// "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown field
+// is a warning, or an error when it looks like a misspelt depwatch field (ctrl.DropUnknown).
 func Parse(raw json.RawMessage) (*Config, []error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
+	var top map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&top); err != nil {
 		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", ctrl.CleanJSONError(err))}
 	}
-	known := map[string]json.RawMessage{}
-	var warnings []string
-	var errs []error
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if slices.Contains(dwdProberFields, k) || slices.Contains(ownProberFields, k) {
-			known[k] = top[k]
-			continue
-		}
-		if own := nearOwnField(k); own != "" {
-			errs = append(errs, fmt.Errorf("prober.%s: unknown field; did you mean %s? (depwatch's own fields are checked strictly)", ctrl.PathKey(k), own))
-			continue
-		}
-		warnings = append(warnings, fmt.Sprintf("prober.%s: unknown field, ignored (dependency-watchdog ignores it too)", ctrl.PathKey(k)))
-	}
+	warnings, errs := ctrl.DropUnknown(top, reflect.TypeFor[Config](), "prober")
 	var p Config
-	data, _ := json.Marshal(known) // a map of raw JSON values: cannot fail
+	data, _ := json.Marshal(top) // decoded from JSON: cannot fail
 	if err := ctrl.StrictJSON(data, &p); err != nil {
 		return nil, append(errs, fmt.Errorf("prober: %s", ctrl.CleanJSONError(err)))
 	}
@@ -272,38 +249,8 @@ func Parse(raw json.RawMessage) (*Config, []error) {
 	return &p, nil
 }
 
-// nearOwnField returns the depwatch prober field that k most likely misspells (the same
-// letters but for case, or at most two edits away), or "".
-func nearOwnField(k string) string {
-	for _, f := range ownProberFields {
-		if strings.EqualFold(k, f) || editDistance(strings.ToLower(k), strings.ToLower(f)) <= 2 {
-			return f
-		}
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
+// validate checks every field, each problem naming its path, sorted; it fills the parsed
+// resources and selector.
 func (p *Config) validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
@@ -312,14 +259,31 @@ func (p *Config) validate() []error {
 	} else if m := validation.IsDNS1123Subdomain(p.KubeConfigSecretName); len(m) > 0 {
 		add("prober.kubeConfigSecretName: %q: %s", p.KubeConfigSecretName, strings.Join(m, "; "))
 	}
-	// Every duration is bounded by ctrl.MaxDuration: the probe Job's deadline and the jittered
-	// interval are computed from them and must not overflow.
-	bounded := func(field string, d *metav1.Duration) bool {
+	p.validateDurations(add)
+	p.validateNumbers(add)
+	if p.NamespaceSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
+		switch {
+		case err != nil:
+			add("prober.namespaceSelector: %v", err)
+		case s.Empty():
+			add("prober.namespaceSelector: empty: it would probe every namespace")
+		default:
+			p.selector = s
+		}
+	}
+	p.validateResources(add, len(errs) == 0)
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+// validateDurations bounds every duration by ctrl.MaxDuration: the probe Job's deadline and
+// the jittered interval are computed from them and must not overflow.
+func (p *Config) validateDurations(add func(string, ...any)) {
+	bounded := func(field string, d *metav1.Duration) {
 		if d != nil && d.Duration > ctrl.MaxDuration {
 			add("prober.%s: %s: must be at most %s", field, d.Duration, ctrl.MaxDuration)
-			return false
 		}
-		return true
 	}
 	positive := func(field string, d *metav1.Duration) {
 		if d != nil && d.Duration <= 0 {
@@ -335,6 +299,20 @@ func (p *Config) validate() []error {
 	}
 	bounded("initialDelay", p.InitialDelay)
 	positive("kcmNodeMonitorGraceDuration", p.KCMNodeMonitorGraceDuration)
+	if p.ProbeJobRunDuration != nil {
+		switch d := p.ProbeJobRunDuration.Duration; {
+		case d < 0:
+			add("prober.probeJobRunDuration: %s: must not be negative (0: one probe per Job)", d)
+		case d > 0 && d < p.Interval():
+			add("prober.probeJobRunDuration: %s: must be 0 (one probe per Job) or at least probeInterval (%s)", d, p.Interval())
+		default:
+			bounded("probeJobRunDuration", p.ProbeJobRunDuration)
+		}
+	}
+}
+
+// validateNumbers checks the fractions and counts.
+func (p *Config) validateNumbers(add func(string, ...any)) {
 	if p.BackoffJitterFactor != nil && (*p.BackoffJitterFactor < 0 || *p.BackoffJitterFactor >= 1) {
 		add("prober.backoffJitterFactor: %g: must be in [0,1)", *p.BackoffJitterFactor)
 	}
@@ -348,61 +326,43 @@ func (p *Config) validate() []error {
 			add("prober.%s: %d: must not be negative", field, *n)
 		}
 	}
-	if p.ProbeJobRunDuration != nil {
-		switch d := p.ProbeJobRunDuration.Duration; {
-		case d < 0:
-			add("prober.probeJobRunDuration: %s: must not be negative (0: one probe per Job)", d)
-		case d > 0 && d < p.Interval():
-			add("prober.probeJobRunDuration: %s: must be 0 (one probe per Job) or at least probeInterval (%s)", d, p.Interval())
-		default:
-			bounded("probeJobRunDuration", p.ProbeJobRunDuration)
-		}
-	}
 	if n := p.NamespacesPerProbeJob; n != nil && (*n < 1 || *n > MaxNamespacesPerProbeJob) {
 		add("prober.namespacesPerProbeJob: %d: must be between 1 and %d (a Job's namespaces travel in its environment, its report in a 4 KiB termination message)", *n, MaxNamespacesPerProbeJob)
 	}
-	if p.NamespaceSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
-		switch {
-		case err != nil:
-			add("prober.namespaceSelector: %v", err)
-		case s.Empty():
-			add("prober.namespaceSelector: empty: it would probe every namespace")
-		default:
-			p.selector = s
-		}
-	}
+}
+
+// validateResources parses dependentResourceInfos as dependency-watchdog writes them, its
+// ignored fields becoming warnings. othersValid: every other field is valid, so the probe
+// Job's length, which sums several of them, is checked too (one mistake reported once).
+func (p *Config) validateResources(add func(string, ...any), othersValid bool) {
 	if len(bytes.TrimSpace(p.DependentResourceInfos)) == 0 || string(bytes.TrimSpace(p.DependentResourceInfos)) == "null" {
 		add("prober.dependentResourceInfos: required: the dependents to scale (kube-controller-manager, machine-controller-manager, ...)")
-	} else {
-		res, warnings, err := probe.ParseDependentResourcesLenient(p.DependentResourceInfos)
-		for _, w := range warnings {
-			p.warnings = append(p.warnings, "prober."+w)
-		}
-		if err != nil {
-			var ce *probe.ConfigError
-			if ok := asConfigError(err, &ce); ok {
-				for _, pr := range ce.Problems {
-					add("prober.%s", pr)
-				}
-			} else {
-				add("prober.dependentResourceInfos: %v", err)
-			}
-		} else {
-			// The Job gets the resources as parsed, every field explicit and the ignored ones
-			// gone: the probe reads its environment strictly.
-			p.resources, p.resourceJSON = res, probe.EncodeDependentResources(res)
-			// The probe Job's activeDeadlineSeconds covers its run, three probe timeouts and
-			// the scale chain; the sum must stay a sane, non-overflowing duration. Checked only
-			// when every duration is valid on its own, so one mistake is reported once.
-			if job := addSat(addSat(p.RunDuration(), 3*min(p.Timeout(), ctrl.MaxDuration)), p.ScaleChain()); len(errs) == 0 && job > ctrl.MaxDuration {
-				add("prober.dependentResourceInfos: the probe Job would run too long: probeJobRunDuration (%s) + 3 x probeTimeout (%s) + the slower direction's sum over the levels of initialDelay + timeout (%s) must be at most %s",
-					p.RunDuration(), p.Timeout(), p.ScaleChain(), ctrl.MaxDuration)
-			}
-		}
+		return
 	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errs
+	res, warnings, err := probe.ParseDependentResourcesLenient(p.DependentResourceInfos)
+	for _, w := range warnings {
+		p.warnings = append(p.warnings, "prober."+w)
+	}
+	var ce *probe.ConfigError
+	switch {
+	case asConfigError(err, &ce):
+		for _, pr := range ce.Problems {
+			add("prober.%s", pr)
+		}
+		return
+	case err != nil:
+		add("prober.dependentResourceInfos: %v", err)
+		return
+	}
+	// The Job gets the resources as parsed, every field explicit and the ignored ones gone:
+	// the probe reads its environment strictly.
+	p.resources, p.resourceJSON = res, probe.EncodeDependentResources(res)
+	// The probe Job's activeDeadlineSeconds covers its run, three probe timeouts and the scale
+	// chain; the sum must stay a sane, non-overflowing duration.
+	if job := addSat(addSat(p.RunDuration(), 3*min(p.Timeout(), ctrl.MaxDuration)), p.ScaleChain()); othersValid && job > ctrl.MaxDuration {
+		add("prober.dependentResourceInfos: the probe Job would run too long: probeJobRunDuration (%s) + 3 x probeTimeout (%s) + the slower direction's sum over the levels of initialDelay + timeout (%s) must be at most %s",
+			p.RunDuration(), p.Timeout(), p.ScaleChain(), ctrl.MaxDuration)
+	}
 }
 
 func asConfigError(err error, target **probe.ConfigError) bool {

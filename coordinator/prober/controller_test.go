@@ -81,7 +81,7 @@ func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, namespaceSelector: {}, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.namespaceSelector: empty"},
 		{"prober: {kubeConfigSecretName: s, namespaceSelecter: {matchLabels: {a: b}}}", "prober.namespaceSelecter: unknown field; did you mean namespaceSelector?"},
 		{"prober: {kubeConfigSecretName: s, DryRun: true}", "prober.DryRun: unknown field; did you mean dryRun?"},
-		{"prober: {kubeConfigSecretName: s, namespaceSelector: {matchLabel: {a: b}}}", "prober: unknown field \"matchLabel\""},
+		{"prober: {kubeConfigSecretName: s, namespaceSelector: {matchLabel: {a: b}}}", "prober.namespaceSelector.matchLabel: unknown field; did you mean matchLabels?"},
 	} {
 		_, err := parseFile([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -56,8 +56,6 @@ type Options struct {
 	Batching Batching
 	// ConcurrentReconciles is the number of workers (--concurrent-reconciles).
 	ConcurrentReconciles int
-	// UseEndpoints: legacy v1 Endpoints instead of EndpointSlices (--use-endpoints).
-	UseEndpoints bool
 }
 
 // Deps is what the weeder runs with.
@@ -189,7 +187,7 @@ func New(d Deps) (*Controller, error) {
 	c.cur.Store(newLive(d.Client, d.Config, d.Template))
 	c.nsInf = coreinformers.NewNamespaceInformer(d.Client, 0, cache.Indexers{})
 	_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
-	if d.Options.UseEndpoints || d.Config.UseEndpoints {
+	if d.Config.UseEndpoints {
 		c.src = newEndpointsSource(d.Client, d.Config.Services())
 	} else {
 		src, err := newSliceSource(d.Client, d.Config.Services())
