@@ -111,11 +111,6 @@ func New(d Deps) (*Coordinator, error) {
 		base:     d.Config,
 		resolve:  d.Resolve,
 	}
-	if c.recorder == nil {
-		// New without Run (tests, embedding a controller): Events are dropped. Run always
-		// passes a recorder that writes to the API server.
-		c.recorder = &record.FakeRecorder{}
-	}
 	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
 	c.logIgnored(nil, d.Config)
 	c.metrics.configLoaded(d.Now())
@@ -131,7 +126,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Recorder: func() record.EventRecorder { return c.recorder }, Now: d.Now,
+			Template: d.Template, Recorder: c.recorder, Now: d.Now,
 		})
 		if err != nil {
 			return err

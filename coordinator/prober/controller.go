@@ -61,7 +61,7 @@ type Controller struct {
 
 	probeState
 	// recorder returns the coordinator's Event recorder; nil: Events are dropped.
-	recorder func() record.EventRecorder
+	recorder record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
 	clusterW sync.WaitGroup
 }

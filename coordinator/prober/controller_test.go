@@ -218,7 +218,7 @@ func newProbeHarnessWith(t *testing.T, config string) *probeHarness {
 	h := &probeHarness{t: t, client: client, rec: record.NewFakeRecorder(10), now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
 	c, err := New(Deps{Client: client, Config: cfg.Prober, Log: log, Metrics: newTestMetrics(),
 		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
-		Recorder: func() record.EventRecorder { return h.rec }, Now: func() time.Time { return h.now }})
+		Recorder: h.rec, Now: func() time.Time { return h.now }})
 	if err != nil {
 		t.Fatal(err)
 	}

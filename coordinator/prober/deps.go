@@ -22,9 +22,8 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
-	// Recorder returns the Event recorder (the coordinator replaces its recorder when it runs);
-	// nil: Events are dropped.
-	Recorder func() record.EventRecorder
+	// Recorder records the prober's Events; nil: they are dropped.
+	Recorder record.EventRecorder
 	// Now is the clock (tests).
 	Now func() time.Time
 }

@@ -44,7 +44,7 @@ func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, strings.Join(jobs.ReadFacts(active).Namespaces, ","))
 	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
 	if p.recorder != nil {
-		p.recorder().Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
+		p.recorder.Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
 	}
 }
 
