@@ -145,7 +145,7 @@ func TestOneProbeJobCoversTheShardAndANewNamespaceJoinsTheNext(t *testing.T) {
 func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	h := newProbeHarness(t)
 	rec := record.NewFakeRecorder(10)
-	h.rec = rec
+	h.rec, h.c.recorder = rec, rec
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
 	h.reconcile("shoot--p--a")
 	h.now = h.now.Add(30 * time.Second)
