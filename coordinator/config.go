@@ -77,9 +77,14 @@ func ParseConfig(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-// Warnings name the fields outside the prober section that were ignored, by path; the
-// prober's own are prober.Config.Warnings.
-func (c *Config) Warnings() []string { return c.warnings }
+// Warnings name the fields that were ignored, by path, the prober section's included: the
+// coordinator logs them in one place, with one wording.
+func (c *Config) Warnings() []string {
+	if c.Prober == nil {
+		return c.warnings
+	}
+	return slices.Concat(c.warnings, c.Prober.Warnings())
+}
 
 // decode decodes each known top-level field strictly into c, so that a wrong value is
 // named by its field. The services are decoded one by one, each problem naming its service.

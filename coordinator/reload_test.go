@@ -574,3 +574,20 @@ func TestReloadWarnsOfAnUnknownFieldOnceAndAppliesTheRest(t *testing.T) {
 		}
 	}
 }
+
+// The prober section's ignored fields are logged by the coordinator with the others, each
+// naming its path, when a reload brings them.
+func TestReloadWarnsOfAnUnknownProberFieldByItsPath(t *testing.T) {
+	start := testConfig + proberWith("") + "\n"
+	h := newReloadHarness(t, start)
+	h.write(testConfig + proberWith("internalProbeEnabled: true") + "\n")
+	var warned []string
+	for _, e := range h.logs.AllEntries() {
+		if e.Level == logrus.WarnLevel && e.Data["reason"] == "unknown field" {
+			warned = append(warned, fmt.Sprint(e.Data["field"]))
+		}
+	}
+	if !slices.Equal(warned, []string{"prober.internalProbeEnabled"}) {
+		t.Errorf("warned of %q, want [prober.internalProbeEnabled]", warned)
+	}
+}

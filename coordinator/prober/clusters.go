@@ -43,7 +43,7 @@ func (p *Controller) WatchClusters(ctx context.Context) {
 		case <-t.C:
 		}
 		p.checkClusterKind(ctx)
-		t.Reset(p.conf().cfg.DiscoveryInterval())
+		t.Reset(p.current().cfg.DiscoveryInterval())
 	}
 }
 

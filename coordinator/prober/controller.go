@@ -14,8 +14,6 @@ package prober
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +41,8 @@ type Controller struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	disco  discovery.DiscoveryInterface
-	// cur is the running prober section and its launcher; a config reload swaps it whole.
-	cur      atomic.Pointer[live]
+	// running is the running prober section and its launcher; a config reload swaps it whole.
+	running  atomic.Pointer[runningConfig]
 	jobCache batchv1listers.JobLister
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -112,32 +110,21 @@ func New(d Deps) (*Controller, error) {
 	return p, nil
 }
 
-// live is one applied prober section with the launcher of its Jobs.
-type live struct {
+// runningConfig is one applied prober section with the launcher of its Jobs.
+type runningConfig struct {
 	cfg      *Config
 	launcher *jobs.Launcher
 }
 
-func (p *Controller) conf() *live { return p.cur.Load() }
+func (p *Controller) current() *runningConfig { return p.running.Load() }
 
 // Config is the running prober section.
-func (p *Controller) Config() *Config { return p.conf().cfg }
+func (p *Controller) Config() *Config { return p.current().cfg }
 
-// swap makes cfg and tpl (resolved) the running prober section. The fields it ignored are
-// logged when they differ from the running section's, one warning each, with its path.
+// Apply makes cfg and tpl (resolved) the running prober section from the next decision on.
+// The fields it ignored are the coordinator's to log, with the rest of the config's.
 func (p *Controller) Apply(cfg *Config, tpl jobs.Template) {
-	var before []string
-	if cur := p.cur.Load(); cur != nil {
-		before = cur.cfg.Warnings()
-	}
-	if !slices.Equal(before, cfg.Warnings()) {
-		for _, w := range cfg.Warnings() {
-			field, _, _ := strings.Cut(w, ":")
-			p.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
-				Warnf("The prober config has a field depwatch does not know; it is ignored, as dependency-watchdog ignores it: %s.", w)
-		}
-	}
-	p.cur.Store(&live{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
+	p.running.Store(&runningConfig{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
 }
 
 func jobTarget(j *batchv1.Job) string {
@@ -171,7 +158,7 @@ func (p *Controller) enqueueAll() {
 // GiveUp is told by the worker loop that a key failed ctrl.MaxRetries times in a row.
 func (p *Controller) GiveUp(key string, err error) {
 	p.log.WithError(err).WithField("key", key).Error("Giving up on this probe turn; trying again in one interval.")
-	p.queue.AddAfter(key, p.conf().cfg.Interval())
+	p.queue.AddAfter(key, p.current().cfg.Interval())
 }
 
 // lead runs the prober's workers until ctx ends.
@@ -185,7 +172,7 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	}
 	p.settled = len(p.starting) == 0
 	p.mu.Unlock()
-	cfg := p.conf().cfg
+	cfg := p.current().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
 	p.enqueueAll()

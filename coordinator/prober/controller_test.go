@@ -409,7 +409,7 @@ func TestProberUsesTheAppliedSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.c.Apply(next.Prober, h.c.conf().launcher.Template)
+	h.c.Apply(next.Prober, h.c.current().launcher.Template)
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
 	h.reconcile("shoot--p--a")
 	h.now = h.now.Add(31 * time.Second)

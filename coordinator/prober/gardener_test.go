@@ -1,7 +1,6 @@
 package prober
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -326,27 +322,5 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 	p.onPod(pod("d", "throttled", finished.Add(time.Minute)))
 	if got := next(); !got.Equal(finished.Add(time.Minute + 10*time.Second)) {
 		t.Errorf("a healthy probe must end the back-off: next = %s", got)
-	}
-}
-
-// The ignored fields are logged when the prober starts: one warning each, naming its path.
-func TestProberLogsEachIgnoredFieldWithItsPath(t *testing.T) {
-	cfg, err := parseFile([]byte(probeOnlyConfig + "  internalProbeEnabled: true\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	log := logrus.New()
-	log.SetOutput(&buf)
-	log.SetFormatter(&logrus.JSONFormatter{})
-	c, err := New(Deps{Client: fake.NewClientset(), Config: cfg.Prober, Log: log, Metrics: newTestMetrics(),
-		Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Now: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.queue.ShutDown)
-	out := buf.String()
-	if !strings.Contains(out, `"field":"prober.internalProbeEnabled"`) || !strings.Contains(out, `"level":"warning"`) {
-		t.Errorf("no warning naming prober.internalProbeEnabled in:\n%s", out)
 	}
 }

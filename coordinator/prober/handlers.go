@@ -97,7 +97,7 @@ func (p *Controller) onPodGone(obj any) {
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		p.mu.Lock()
-		delete(p.counted, pod.UID)
+		delete(p.reportCounted, pod.UID)
 		p.mu.Unlock()
 	}
 }

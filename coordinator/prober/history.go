@@ -23,8 +23,8 @@ func (p *Controller) cleanHistory(ctx context.Context, target string) error {
 			list = append(list, j)
 		}
 	}
-	cur := p.conf()
-	excess := jobs.ExcessHistory(list, cur.cfg.SuccessfulHistory(), cur.cfg.FailedHistory())
+	run := p.current()
+	excess := jobs.ExcessHistory(list, run.cfg.SuccessfulHistory(), run.cfg.FailedHistory())
 	if len(excess) == 0 {
 		return nil
 	}
@@ -32,7 +32,7 @@ func (p *Controller) cleanHistory(ctx context.Context, target string) error {
 	for _, j := range excess {
 		del = append(del, *j)
 	}
-	deleted, err := cur.launcher.Delete(ctx, del)
+	deleted, err := run.launcher.Delete(ctx, del)
 	p.metrics.ProbeJobsCleaned.Add(float64(len(deleted)))
 	if len(deleted) > 0 {
 		p.log.WithFields(logrus.Fields{"target": target, "jobs": deleted}).Debug("Removed finished probe Jobs beyond the history limits.")

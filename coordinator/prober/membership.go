@@ -48,7 +48,7 @@ func follows(j *batchv1.Job) bool { return j != nil && jobs.ReadFacts(j).Members
 // membershipOf is the membership ConfigMap name holds, as the cache has it (nil: none, or
 // unreadable).
 func (p *Controller) membershipOf(name string) (*corev1.ConfigMap, *probe.Membership) {
-	obj, exists, err := p.cmInf.GetIndexer().GetByKey(p.conf().launcher.Template.Namespace + "/" + name)
+	obj, exists, err := p.cmInf.GetIndexer().GetByKey(p.current().launcher.Template.Namespace + "/" + name)
 	if err != nil || !exists {
 		return nil, nil
 	}
@@ -80,7 +80,7 @@ func (p *Controller) syncMembership(ctx context.Context, target string, members 
 	cm, current := p.membershipOf(jobs.MembershipName(target))
 	settings := p.memberSettings(members)
 	want := ShardMembership(members, notBefore, settings, current, now)
-	changed, err := p.conf().launcher.SyncMembership(ctx, target, want, cm)
+	changed, err := p.current().launcher.SyncMembership(ctx, target, want, cm)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (p *Controller) deleteMembership(ctx context.Context, target string) error 
 	if cm, _ := p.membershipOf(jobs.MembershipName(target)); cm == nil {
 		return nil
 	}
-	return p.conf().launcher.DeleteMembership(ctx, target)
+	return p.current().launcher.DeleteMembership(ctx, target)
 }
 
 // diffNamespaces: what is in b and not in a (joined), and in a and not in b (left).
@@ -151,7 +151,7 @@ func (p *Controller) onMembership(oldObj, newObj any) {
 // memberSettings are each namespace's own probe settings as its Cluster says now (its shoot's
 // nodeMonitorGracePeriod and node conditions), noted in the log when they change.
 func (p *Controller) memberSettings(namespaces []string) map[string]probe.NamespaceSettings {
-	cfg := p.conf().cfg
+	cfg := p.current().cfg
 	out := make(map[string]probe.NamespaceSettings, len(namespaces))
 	for _, ns := range namespaces {
 		cluster, _ := p.clusterFor(ns)

@@ -19,7 +19,7 @@ func (p *Controller) input(ns string) (ProbeInput, error) {
 	if exists {
 		n, ok := obj.(*corev1.Namespace)
 		in.Watched = ok && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
-			p.conf().cfg.Selector().Matches(labels.Set(n.Labels))
+			p.current().cfg.Selector().Matches(labels.Set(n.Labels))
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
 	p.mu.Lock()
@@ -48,7 +48,7 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 		return err
 	}
 	action, why := DecideProbe(in)
-	cfg := p.conf().cfg
+	cfg := p.current().cfg
 	log := p.log.WithFields(logrus.Fields{"namespace": ns, "action": string(action)})
 	switch action {
 	case ProbeForget:

@@ -27,8 +27,8 @@ func (p *Controller) onPod(obj any) {
 			return
 		}
 		p.mu.Lock()
-		done := p.counted[pod.UID]
-		p.counted[pod.UID] = true
+		done := p.reportCounted[pod.UID]
+		p.reportCounted[pod.UID] = true
 		p.mu.Unlock()
 		if done {
 			return

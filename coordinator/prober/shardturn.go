@@ -16,7 +16,7 @@ import (
 func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	count := ShardCount(len(p.next), p.conf().cfg.PerJob())
+	count := ShardCount(len(p.next), p.current().cfg.PerJob())
 	if i >= count {
 		return nil, nil, false
 	}
@@ -83,7 +83,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
 	}
-	cfg := p.conf().cfg
+	cfg := p.current().cfg
 	now := p.now()
 	members, notBefore, exists := p.shardMembers(i)
 	active := p.activeJob(target)
@@ -138,7 +138,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 // follow their membership, for all of them (each from its own notBefore on) once the
 // membership ConfigMap holds them. The shard's next Job is no earlier than one interval on.
 func (p *Controller) launchShard(ctx context.Context, i int, target string, due, mine []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cfg := p.conf().cfg
+	cfg := p.current().cfg
 	if cfg.RunDuration() > 0 {
 		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
 			return err
@@ -159,8 +159,8 @@ func (p *Controller) launchShard(ctx context.Context, i int, target string, due,
 // launch launches shard i's probe Job for its due namespaces with each shoot's own settings
 // as they are now; a Job that follows its membership ConfigMap picks up later changes.
 func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cur := p.conf()
-	cfg := cur.cfg
+	run := p.current()
+	cfg := run.cfg
 	settings := p.memberSettings(namespaces)
 	for ns, s := range settings {
 		if at := notBefore[ns]; at.After(now) {
@@ -172,7 +172,7 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	// membership has room for the namespaces that join while it runs.
 	concurrency, membershipIn := len(namespaces), ""
 	if cfg.RunDuration() > 0 {
-		concurrency, membershipIn = MaxNamespacesPerProbeJob, cur.launcher.Template.Namespace
+		concurrency, membershipIn = MaxNamespacesPerProbeJob, run.launcher.Template.Namespace
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
 		Shard:                     p.shardName(i),
@@ -196,7 +196,7 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	if err != nil {
 		return err // validated at load
 	}
-	out, err := cur.launcher.Launch(ctx, spec)
+	out, err := run.launcher.Launch(ctx, spec)
 	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).Error("Could not launch the shard's probe Job; will retry. The other shards are not affected.")
@@ -230,12 +230,14 @@ func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Du
 }
 
 // shardName is shard i's Job target under the running config's namespace selector.
-func (p *Controller) shardName(i int) string { return ShardName(i, p.conf().cfg.Selector().String()) }
+func (p *Controller) shardName(i int) string {
+	return ShardName(i, p.current().cfg.Selector().String())
+}
 
 // noteShardCount returns the shard count for the probed namespaces now; when it changed,
 // namespaces move between shards, so every shard looks at its members again.
 func (p *Controller) noteShardCount() int {
-	per := p.conf().cfg.PerJob()
+	per := p.current().cfg.PerJob()
 	p.mu.Lock()
 	count := ShardCount(len(p.next), per)
 	before := p.shards

@@ -17,8 +17,8 @@ type probeState struct {
 	next map[string]time.Time
 	// paused: per selected namespace that is not probed, why (for the metric and the log).
 	paused map[string]string
-	// counted: the probe pods whose report was counted already (pod updates repeat).
-	counted map[types.UID]bool
+	// reportCounted: the probe pods whose report was counted already (pod updates repeat).
+	reportCounted map[types.UID]bool
 	// throttled: per namespace, its throttled probes in a row, across Jobs (from reports).
 	throttled map[string]int
 	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
@@ -42,13 +42,13 @@ type probeState struct {
 
 func newProbeState() probeState {
 	return probeState{
-		next:       map[string]time.Time{},
-		paused:     map[string]string{},
-		counted:    map[types.UID]bool{},
-		throttled:  map[string]int{},
-		shootNotes: map[string]string{},
-		lastProbe:  map[string]time.Time{},
-		shardNext:  map[int]time.Time{},
-		stuck:      map[int]string{},
+		next:          map[string]time.Time{},
+		paused:        map[string]string{},
+		reportCounted: map[types.UID]bool{},
+		throttled:     map[string]int{},
+		shootNotes:    map[string]string{},
+		lastProbe:     map[string]time.Time{},
+		shardNext:     map[int]time.Time{},
+		stuck:         map[int]string{},
 	}
 }

@@ -24,7 +24,7 @@ func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interva
 // carry on: each has its own Job.
 func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 	why := ""
-	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.conf().cfg) {
+	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.current().cfg) {
 		why = p.whyNotRunning(active)
 	}
 	p.mu.Lock()
