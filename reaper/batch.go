@@ -54,9 +54,7 @@ type batch struct {
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
-	for _, w := range opts.Warnings {
-		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
+	logOddSettings(log, opts.Warnings)
 	b := newBatch(ctx, client, ev, opts, log)
 	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.targets))
 	for _, t := range b.targets {
@@ -106,7 +104,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
 			why := "asked to stop (SIGTERM or context cancelled)"
 			if t.run.sum.NotStarted {
-				why = fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", t.ref)
+				why = stoppedWhileWaiting(t.ref)
 			}
 			t.run.finishLine(why)
 		}
