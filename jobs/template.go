@@ -187,22 +187,12 @@ func buildable(t Template, s Spec) error {
 // jobLabels are the template's labels under the kind's extra ones under depwatch's own, which
 // the coordinator's selectors rely on.
 func jobLabels(t Template, s Spec) map[string]string {
-	labels := maps.Clone(t.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	maps.Copy(labels, s.ExtraLabels)
-	maps.Copy(labels, s.Labels())
-	return labels
+	return merged(t.Labels, s.ExtraLabels, s.Labels())
 }
 
 // jobAnnotations are the template's annotations under the kind's own under the facts.
 func jobAnnotations(t Template, s Spec) map[string]string {
-	annotations := maps.Clone(t.Annotations)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	maps.Copy(annotations, s.Annotations)
+	annotations := merged(t.Annotations, s.Annotations)
 	// The facts are the coordinator's to write: a template's annotation must not make a
 	// Job look armed, or cover another target.
 	for _, k := range factKeys {
@@ -210,6 +200,15 @@ func jobAnnotations(t Template, s Spec) map[string]string {
 	}
 	maps.Copy(annotations, s.facts().annotations())
 	return annotations
+}
+
+// merged is a new map of the entries of ms, a later map's winning.
+func merged(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }
 
 // activeDeadlineSeconds is the run's duration plus the template's margin, rounded up to a
