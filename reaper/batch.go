@@ -99,20 +99,26 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		f.Shutdown()
 	}
 	wg.Wait()
+	b.finishStopped()
+	sum := b.total()
+	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
+		Infof("Weeder run for %d services finished: %s", len(b.targets), sum)
+	return sum, nil
+}
+
+// finishStopped writes the last line of every target that SIGTERM ended before its window
+// did.
+func (b *batch) finishStopped() {
 	for _, t := range b.targets {
 		if !t.ended {
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
-			why := "asked to stop (SIGTERM or context cancelled)"
+			why := whyStopped
 			if t.run.sum.NotStarted {
 				why = stoppedWhileWaiting(t.ref)
 			}
 			t.run.finishLine(why)
 		}
 	}
-	sum := b.total()
-	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
-		Infof("Weeder run for %d services finished: %s", len(b.targets), sum)
-	return sum, nil
 }
 
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {

@@ -64,6 +64,9 @@ func (r *runner) startLine(gated bool) (atStart bool, firstTick time.Time) {
 	return atStart, firstTick
 }
 
+// whyStopped is the stop reason of a run that SIGTERM ended.
+const whyStopped = "asked to stop (SIGTERM or context cancelled)"
+
 // stoppedWhileWaiting is the stop reason of a gated run that SIGTERM ended before its service
 // was Ready.
 func stoppedWhileWaiting(ref ServiceRef) string {

@@ -181,7 +181,7 @@ func (r *runner) reapUntilStopped(ctx context.Context, src *sources) string {
 		}
 	}
 	if ctx.Err() != nil {
-		return "asked to stop (SIGTERM or context cancelled)"
+		return whyStopped
 	}
 	return "RUN_DURATION elapsed"
 }
