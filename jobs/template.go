@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -145,43 +147,134 @@ func defaultResources() corev1.ResourceRequirements {
 // Build turns a Spec and the Template into the Job to create in namespace t.Namespace (which
 // the caller has resolved). It is pure: the same inputs give the same Job.
 func Build(t Template, s Spec) (*batchv1.Job, error) {
-	if t.Image == "" {
-		return nil, fmt.Errorf("jobTemplate.image: required (no image to run %s Jobs with)", s.Kind)
+	if err := buildable(t, s); err != nil {
+		return nil, err
 	}
-	if t.Namespace == "" {
-		return nil, fmt.Errorf("jobTemplate.namespace: required (where to create %s Jobs)", s.Kind)
-	}
-	if s.Kind == "" || (s.Namespace == "" && len(s.Batch) == 0) {
-		return nil, fmt.Errorf("job spec: kind and namespace are required")
-	}
+	labels, annotations := jobLabels(t, s), jobAnnotations(t, s)
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.Name(),
+			Namespace:   t.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To(ptr.Deref(t.BackoffLimit, DefaultBackoffLimit)),
+			ActiveDeadlineSeconds:   ptr.To(activeDeadlineSeconds(t, s)),
+			TTLSecondsAfterFinished: ptr.To(ptr.Deref(t.TTLSecondsAfterFinished, DefaultTTL)),
+			PodFailurePolicy:        failOnBadConfig(string(s.Kind)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels), Annotations: maps.Clone(annotations)},
+				Spec:       podSpec(t, s),
+			},
+		},
+	}, nil
+}
 
-	labels := map[string]string{}
-	for k, v := range t.Labels {
-		labels[k] = v
+func buildable(t Template, s Spec) error {
+	switch {
+	case t.Image == "":
+		return fmt.Errorf("jobTemplate.image: required (no image to run %s Jobs with)", s.Kind)
+	case t.Namespace == "":
+		return fmt.Errorf("jobTemplate.namespace: required (where to create %s Jobs)", s.Kind)
+	case s.Kind == "" || (s.Namespace == "" && len(s.Batch) == 0):
+		return fmt.Errorf("job spec: kind and namespace are required")
 	}
-	for k, v := range s.ExtraLabels {
-		labels[k] = v
-	}
-	for k, v := range s.Labels() {
-		labels[k] = v
-	}
-	annotations := map[string]string{}
-	for k, v := range t.Annotations {
-		annotations[k] = v
-	}
-	for k, v := range s.Annotations {
-		annotations[k] = v
-	}
+	return nil
+}
+
+// jobLabels are the template's labels under the kind's extra ones under depwatch's own, which
+// the coordinator's selectors rely on.
+func jobLabels(t Template, s Spec) map[string]string {
+	return merged(t.Labels, s.ExtraLabels, s.Labels())
+}
+
+// jobAnnotations are the template's annotations under the kind's own under the facts.
+func jobAnnotations(t Template, s Spec) map[string]string {
+	annotations := merged(t.Annotations, s.Annotations)
 	// The facts are the coordinator's to write: a template's annotation must not make a
 	// Job look armed, or cover another target.
 	for _, k := range factKeys {
 		delete(annotations, k)
 	}
-	for k, v := range s.facts().annotations() {
-		annotations[k] = v
-	}
+	maps.Copy(annotations, s.facts().annotations())
+	return annotations
+}
 
-	// The kind's own variables first and authoritative; template extras after, minus clashes.
+// merged is a new map of the entries of ms, a later map's winning.
+func merged(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// activeDeadlineSeconds is the run's duration plus the template's margin, rounded up to a
+// whole second and at least one (the API refuses zero).
+func activeDeadlineSeconds(t Template, s Spec) int64 {
+	return max(int64((s.RunDuration+t.deadlineMargin()+time.Second-1)/time.Second), 1)
+}
+
+// failOnBadConfig fails the Job at once on exit code 2, invalid configuration: retrying
+// cannot fix it.
+func failOnBadConfig(container string) *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(container),
+			Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+			Values:        []int32{ExitBadConfig},
+		},
+	}}}
+}
+
+func podSpec(t Template, s Spec) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		ServiceAccountName:            t.ServiceAccountFor(s.Kind),
+		AutomountServiceAccountToken:  ptr.To(true),
+		NodeSelector:                  maps.Clone(t.NodeSelector),
+		Tolerations:                   append([]corev1.Toleration(nil), t.Tolerations...),
+		PriorityClassName:             t.PriorityClassName,
+		HostNetwork:                   t.HostNetwork,
+		TerminationGracePeriodSeconds: ptr.To(int64(30)),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(DefaultUID),
+			RunAsGroup:     ptr.To(DefaultUID),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{runContainer(t, s)},
+	}
+}
+
+func runContainer(t Template, s Spec) corev1.Container {
+	resources := defaultResources()
+	if t.Resources != nil {
+		resources = *t.Resources.DeepCopy()
+	}
+	return corev1.Container{
+		Name:                     string(s.Kind),
+		Image:                    t.Image,
+		ImagePullPolicy:          cmp.Or(t.ImagePullPolicy, corev1.PullIfNotPresent),
+		Args:                     append([]string(nil), s.Args...),
+		Env:                      containerEnv(t, s),
+		Resources:                resources,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+// containerEnv is the kind's own variables, first and authoritative, then the template's
+// extras minus those that would override one of them.
+func containerEnv(t Template, s Spec) []corev1.EnvVar {
 	env := append([]corev1.EnvVar(nil), s.Env...)
 	own := map[string]bool{}
 	for _, e := range s.Env {
@@ -192,96 +285,5 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 			env = append(env, e)
 		}
 	}
-
-	resources := defaultResources()
-	if t.Resources != nil {
-		resources = *t.Resources.DeepCopy()
-	}
-	pull := t.ImagePullPolicy
-	if pull == "" {
-		pull = corev1.PullIfNotPresent
-	}
-	ttl := ptr.To(DefaultTTL)
-	if t.TTLSecondsAfterFinished != nil {
-		ttl = ptr.To(*t.TTLSecondsAfterFinished)
-	}
-	backoff := ptr.To(DefaultBackoffLimit)
-	if t.BackoffLimit != nil {
-		backoff = ptr.To(*t.BackoffLimit)
-	}
-	deadline := int64((s.RunDuration + t.deadlineMargin() + time.Second - 1) / time.Second)
-	if deadline < 1 {
-		deadline = 1
-	}
-	container := string(s.Kind)
-
-	job := &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        s.Name(),
-			Namespace:   t.Namespace,
-			Labels:      labels,
-			Annotations: annotations,
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            backoff,
-			ActiveDeadlineSeconds:   ptr.To(deadline),
-			TTLSecondsAfterFinished: ttl,
-			// Exit code 2 is invalid configuration: retrying cannot fix it.
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action: batchv1.PodFailurePolicyActionFailJob,
-				OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-					ContainerName: ptr.To(container),
-					Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-					Values:        []int32{ExitBadConfig},
-				},
-			}}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: copyMap(labels), Annotations: copyMap(annotations)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					ServiceAccountName:            t.ServiceAccountFor(s.Kind),
-					AutomountServiceAccountToken:  ptr.To(true),
-					NodeSelector:                  copyMap(t.NodeSelector),
-					Tolerations:                   append([]corev1.Toleration(nil), t.Tolerations...),
-					PriorityClassName:             t.PriorityClassName,
-					HostNetwork:                   t.HostNetwork,
-					TerminationGracePeriodSeconds: ptr.To(int64(30)),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(DefaultUID),
-						RunAsGroup:     ptr.To(DefaultUID),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name:                     container,
-						Image:                    t.Image,
-						ImagePullPolicy:          pull,
-						Args:                     append([]string(nil), s.Args...),
-						Env:                      env,
-						Resources:                resources,
-						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							RunAsNonRoot:             ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-					}},
-				},
-			},
-		},
-	}
-	return job, nil
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return env
 }

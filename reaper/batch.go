@@ -54,9 +54,7 @@ type batch struct {
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
-	for _, w := range opts.Warnings {
-		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
+	logOddSettings(log, opts.Warnings)
 	b := newBatch(ctx, client, ev, opts, log)
 	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.targets))
 	for _, t := range b.targets {
@@ -101,20 +99,26 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		f.Shutdown()
 	}
 	wg.Wait()
-	for _, t := range b.targets {
-		if !t.ended {
-			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
-			why := "asked to stop (SIGTERM or context cancelled)"
-			if t.run.sum.NotStarted {
-				why = fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", t.ref)
-			}
-			t.run.finishLine(why)
-		}
-	}
+	b.finishStopped()
 	sum := b.total()
 	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
 		Infof("Weeder run for %d services finished: %s", len(b.targets), sum)
 	return sum, nil
+}
+
+// finishStopped writes the last line of every target that SIGTERM ended before its window
+// did.
+func (b *batch) finishStopped() {
+	for _, t := range b.targets {
+		if !t.ended {
+			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
+			why := whyStopped
+			if t.run.sum.NotStarted {
+				why = stoppedWhileWaiting(t.ref)
+			}
+			t.run.finishLine(why)
+		}
+	}
 }
 
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {

@@ -284,3 +284,14 @@ func commonSelector(selectors []labels.Selector) labels.Selector {
 	}
 	return out
 }
+
+func podFrom(obj any) (*corev1.Pod, bool) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return o, true
+	case cache.DeletedFinalStateUnknown:
+		p, ok := o.Obj.(*corev1.Pod)
+		return p, ok
+	}
+	return nil, false
+}

@@ -23,8 +23,9 @@
 //     so REAP_AT_START=true with RUN_DURATION=1s is a one-shot run; without it, a RUN_DURATION
 //     that ends before the first tick reaps nothing (pod-reaper). After that, when RUN_DURATION elapses or the context is
 //     cancelled (SIGTERM), the run stops between two pods: the pod in hand is finished.
-//   - With WATCH=true, informers (one per OR-ed label selector) hand every added or updated pod to
-//     the same goroutine, which reaps it the moment it matches. A UID is reaped (or reported by a
+//   - With WATCH=true, informers (one per OR-ed label selector) queue every added or updated pod
+//     (by name, on client-go's workqueue) for the same goroutine, which judges it as their
+//     cache holds it then and reaps it the moment it matches. A UID is reaped (or reported by a
 //     dry run) at most once; a replacement pod has a new UID and is reaped again if it matches
 //     again. Terminating pods are left alone. A pod whose eviction was refused (HTTP 429) or
 //     whose delete failed is tried again on a later cycle or update.

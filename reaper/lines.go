@@ -41,6 +41,45 @@ func (r *runner) resumedLine(ref ServiceRef) {
 		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, r.cooldownResumeNote())
 }
 
+// startLine says when the first cycle comes, unless the gate's Ready line has said it, and
+// returns whether it comes now (atStart) and the schedule's first tick otherwise.
+//
+// pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
+// SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls). A
+// cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the moment
+// its informer lists it anyway, so its first cycle at start changes nothing but makes it
+// explicit; and an opened gate is the moment the run exists for.
+func (r *runner) startLine(gated bool) (atStart bool, firstTick time.Time) {
+	atStart = r.opts.ReapAtStart || r.opts.Watch || gated
+	firstTick = r.opts.Schedule.Next(time.Now())
+	switch {
+	case gated:
+	case atStart:
+		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
+	default:
+		at := firstTick.UTC().Format(time.RFC3339)
+		r.log.WithFields(r.startFields()).WithField("first_cycle_at", at).
+			Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", at)
+	}
+	return atStart, firstTick
+}
+
+// whyStopped is the stop reason of a run that SIGTERM ended.
+const whyStopped = "asked to stop (SIGTERM or context cancelled)"
+
+// stoppedWhileWaiting is the stop reason of a gated run that SIGTERM ended before its service
+// was Ready.
+func stoppedWhileWaiting(ref ServiceRef) string {
+	return fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", ref)
+}
+
+// logOddSettings warns of the accepted values worth a word, once per run.
+func logOddSettings(log logrus.FieldLogger, warnings []string) {
+	for _, w := range warnings {
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
+}
+
 // finishLine is the run's last line (a batch target's own last line).
 func (r *runner) finishLine(why string) {
 	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)

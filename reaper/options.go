@@ -86,7 +86,36 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	e := newEnv(lookup)
 	var o Options
+	loadPlace(e, &o)
+	o.Targets = loadTargets(e)
+	o.StartWhenReady, o.MaxWait = loadGate(e, o.Namespace)
+	o.Selectors = loadSelectors(e)
+	o.annotation = loadAnnotationFilter(e)
+	o.Annotation = o.annotation.String()
+	loadTiming(e, &o)
+	loadActions(e, &o)
 
+	// pod-reaper's README documents the phase rule as POD_PHASE_STATUSES, but pod-reaper reads
+	// POD_STATUS_PHASES and ignores the other name, so a manifest written from the README
+	// silently reaped without the phase filter.
+	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
+		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
+	}
+	o.Client = loadClientLimits(e)
+	o.Rules = loadRules(e)
+	if len(o.Rules) == 0 && !anyRuleSet(e) {
+		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
+	}
+
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
+	}
+	o.Warnings = e.Warnings
+	return o, nil
+}
+
+// loadPlace reads where the run looks: NAMESPACE and NODE_NAME.
+func loadPlace(e *env, o *Options) {
 	if v, ok := e.get(envNamespace); ok && v != "" {
 		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
 			e.fail(envNamespace, v, "not a valid namespace name: %s", strings.Join(errs, "; "))
@@ -99,12 +128,10 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.NodeName = v
 	}
-	o.Targets = loadTargets(e)
-	o.StartWhenReady, o.MaxWait = loadGate(e, o.Namespace)
-	o.Selectors = loadSelectors(e)
-	o.annotation = loadAnnotationFilter(e)
-	o.Annotation = o.annotation.String()
+}
 
+// loadTiming reads when the run reaps: SCHEDULE and RUN_DURATION.
+func loadTiming(e *env, o *Options) {
 	o.ScheduleSpec, _ = e.get("SCHEDULE")
 	o.Schedule = parseSchedule(e, o.ScheduleSpec)
 	if v, ok := e.lookup(envRunDuration); ok && strings.TrimSpace(v) == "" {
@@ -112,6 +139,11 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	} else {
 		o.RunDuration, _ = e.duration(envRunDuration)
 	}
+}
+
+// loadActions reads how the run reaps: WATCH, REAP_AT_START, DRY_RUN, EVICT, GRACE_PERIOD,
+// MAX_PODS, REAP_COOLDOWN and POD_SORTING_STRATEGY.
+func loadActions(e *env, o *Options) {
 	o.Watch = e.boolean(envWatch)
 	o.ReapAtStart = e.boolean("REAP_AT_START")
 	o.DryRun = e.boolean(envDryRun)
@@ -131,24 +163,6 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 			o.Sorting = SortingStrategy(v)
 		}
 	}
-
-	// pod-reaper's README documents the phase rule as POD_PHASE_STATUSES, but pod-reaper reads
-	// POD_STATUS_PHASES and ignores the other name, so a manifest written from the README
-	// silently reaped without the phase filter.
-	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
-		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
-	}
-	o.Client = loadClientLimits(e)
-	o.Rules = loadRules(e)
-	if len(o.Rules) == 0 && !anyRuleSet(e) {
-		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
-	}
-
-	if len(e.Problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.Problems}
-	}
-	o.Warnings = e.Warnings
-	return o, nil
 }
 
 // loadGate reads START_WHEN_READY (<service> in NAMESPACE, or <namespace>/<service>) and

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
 // wirePods are the fixtures of the decoder's tests: realistic control-plane pods, every state
@@ -74,7 +75,7 @@ func wirePods() []*corev1.Pod {
 }
 
 func podListOf(pods []*corev1.Pod) *corev1.PodList {
-	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next-page", RemainingItemCount: ptrTo(int64(7))}}
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next-page", RemainingItemCount: ptr.To(int64(7))}}
 	for _, p := range pods {
 		list.Items = append(list.Items, *p)
 	}

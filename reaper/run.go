@@ -6,31 +6,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
-
-// runner is the state of one run. It is owned by the single goroutine that runs Run's loop:
-// cycles and watched pods are handled one at a time, so nothing overlaps and nothing here
-// needs a lock.
-type runner struct {
-	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
-	client kubernetes.Interface
-	events *events
-	opts   Options
-	log    logrus.FieldLogger
-	sel    selector
-	fields string
-	clock  func() time.Time
-
-	sum     Summary
-	quota   quota
-	cool    cooldown // REAP_COOLDOWN, per owner
-	cycle   int
-	lastErr error // the most recent cycle's list failure; nil once a cycle lists again
-}
 
 // Run performs the run: a first cycle at start, then one on every SCHEDULE tick, plus WATCH
 // mode. It returns when ctx is cancelled (SIGTERM) or RUN_DURATION elapses, after finishing the
@@ -68,97 +46,125 @@ func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogge
 	return runOne(ctx, c.API, ev, opts, log)
 }
 
-// runOne is the run of one service, or of a plain pod-reaper configuration.
+// runOne is the run of one service, or of a plain pod-reaper configuration: it starts what
+// it follows, waits for the gate if it has one, reaps until it is told to stop, and ends with
+// the summary line.
 func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
 	r := newRunner(ctx, client, ev, opts, log)
-	for _, w := range opts.Warnings {
-		r.log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
-
-	// bg carries the informers (pods with WATCH, the gate's EndpointSlices): they live until
-	// the run ends, whatever ends it.
-	bg, cancelBG := context.WithCancel(ctx)
-	defer cancelBG()
-
-	var g *gate
+	logOddSettings(log, opts.Warnings)
 	armedAt := time.Now()
-	if opts.StartWhenReady != nil {
-		r.armedLine(armedAt)
-		var err error
-		if g, err = startGate(bg, client, *opts.StartWhenReady, opts.onGateSynced); err != nil {
-			r.sum.NotStarted = true
-			if ctx.Err() != nil {
-				r.finishLine("asked to stop while waiting for service " + opts.StartWhenReady.String() + " (SIGTERM or context cancelled); nothing was reaped")
-				return r.sum, nil
-			}
-			r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
-			return r.sum, err
-		}
+	src, err := r.startSources(ctx, armedAt)
+	if err != nil {
+		return r.gateFailed(ctx, err)
 	}
-	var w *watcher
-	if opts.Watch {
-		// Started before the first cycle (and before the gate opens: the pods are then already
-		// in the cache) so that no transition is missed; the pods it reports wait in the queue
-		// until the worker may act.
-		w = startWatcher(bg, client, opts, r.fields, g != nil, log)
-	}
-	shutdown := func() {
-		cancelBG()
-		if w != nil {
-			w.shutdown() // waits for the informers' goroutines: none outlives Run
-		}
-		if g != nil {
-			g.shutdown()
-		}
-	}
-
-	if g != nil {
-		if opened, why := r.waitForGate(ctx, g, armedAt); !opened {
-			shutdown()
+	defer src.cancel()
+	if src.gate != nil {
+		if opened, why := r.waitForGate(ctx, src.gate, armedAt); !opened {
+			src.shutdown()
 			r.sum.NotStarted = true
 			r.finishLine(why)
 			return r.sum, nil
 		}
 	}
-	// pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
-	// SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls).
-	// A cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the
-	// moment its informer lists it anyway, so its first cycle at start changes nothing but
-	// makes it explicit; and an opened gate is the moment the run exists for.
-	atStart := opts.ReapAtStart || opts.Watch || g != nil
-	firstTick := opts.Schedule.Next(time.Now())
-	if g == nil {
-		if atStart {
-			r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
-		} else {
-			r.log.WithFields(r.startFields()).WithField("first_cycle_at", firstTick.UTC().Format(time.RFC3339)).
-				Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", firstTick.UTC().Format(time.RFC3339))
-		}
+	why := r.reapUntilStopped(ctx, src)
+	src.shutdown()
+	r.finishLine(why)
+	if r.lastErr != nil {
+		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
 	}
+	return r.sum, nil
+}
 
+// sources are what a run follows in the background: the gate's EndpointSlices
+// (START_WHEN_READY) and the pods (WATCH), each nil when the run has none. They live until the
+// run ends, whatever ends it.
+type sources struct {
+	gate   *gate
+	watch  *watcher
+	cancel context.CancelFunc
+}
+
+// startSources starts the gate and the pod informers. The pod informers start before the
+// first cycle, and before the gate opens, so that no transition is missed: their cache is
+// warm when the gate opens, and the pods they report wait in the queue until the run may act.
+func (r *runner) startSources(ctx context.Context, armedAt time.Time) (*sources, error) {
+	bg, cancel := context.WithCancel(ctx)
+	src := &sources{cancel: cancel}
+	if r.opts.StartWhenReady != nil {
+		r.armedLine(armedAt)
+		g, err := startGate(bg, r.client, *r.opts.StartWhenReady, r.opts.onGateSynced)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		src.gate = g
+	}
+	if r.opts.Watch {
+		src.watch = startWatcher(bg, r.client, r.opts, r.fields, src.gate != nil, r.log)
+	}
+	return src, nil
+}
+
+// shutdown stops the sources and waits for their goroutines: none outlives the run.
+func (src *sources) shutdown() {
+	src.cancel()
+	if src.watch != nil {
+		src.watch.shutdown()
+	}
+	if src.gate != nil {
+		src.gate.shutdown()
+	}
+}
+
+// watched is the channel of the watched pods' keys: nil, never ready, without WATCH or while
+// reaping is paused, so the keys wait in the queue.
+func (src *sources) watched(paused bool) <-chan cache.ObjectName {
+	if src.watch == nil || paused {
+		return nil
+	}
+	return src.watch.keys
+}
+
+// gateChanged is signalled when the gate's readiness may have changed; nil without a gate.
+func (src *sources) gateChanged() <-chan struct{} {
+	if src.gate == nil {
+		return nil
+	}
+	return src.gate.changed
+}
+
+// gateFailed ends a run whose gate could not start: nothing was reaped, and that is an error
+// unless the run was asked to stop meanwhile.
+func (r *runner) gateFailed(ctx context.Context, err error) (Summary, error) {
+	r.sum.NotStarted = true
+	if ctx.Err() != nil {
+		r.finishLine(stoppedWhileWaiting(*r.opts.StartWhenReady))
+		return r.sum, nil
+	}
+	r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
+	return r.sum, err
+}
+
+// reapUntilStopped runs the first cycle, if the run has one at start, then serves the
+// SCHEDULE ticks, the watched pods and the gate's changes one at a time until SIGTERM (ctx)
+// or RUN_DURATION ends the run; it returns why, for the summary line.
+func (r *runner) reapUntilStopped(ctx context.Context, src *sources) string {
+	atStart, planned := r.startLine(src.gate != nil)
 	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
 	// now (the start, or the moment the gate opened) and, with the gate, from each later return
 	// of the service: every return is a recovery of its own and gets the full window, as
 	// dependency-watchdog gives each return a fresh watchDuration.
 	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
-	window := newRunWindow(opts.RunDuration, cancelStop)
+	window := newRunWindow(r.opts.RunDuration, cancelStop)
 	defer window.stop()
 
-	planned := firstTick
 	if atStart {
 		r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
-		planned = opts.Schedule.Next(time.Now())
+		planned = r.opts.Schedule.Next(time.Now())
 	}
 	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
-	var watched, gateChanged <-chan struct{}
-	if w != nil {
-		watched = w.queue.ready
-	}
-	if g != nil {
-		gateChanged = g.changed
-	}
 	paused := false
 	for stop.Err() == nil {
 		select {
@@ -167,52 +173,65 @@ func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts O
 			if !paused {
 				r.runCycle(stop)
 			}
-			// Computed after the cycle, so ticks that fell inside it are skipped, not queued;
-			// and from no earlier than the tick just served, so a wall clock reading a hair
-			// behind the timer cannot make the same tick fire twice.
-			planned = opts.Schedule.Next(latest(time.Now(), planned))
-			if planned.IsZero() {
-				// robfig/cron's "no time within five years"; LoadOptions rejects such specs,
-				// but a zero time here must not turn into a tight loop of cycles.
-				r.log.Error("The schedule has no next run; no more cycles.")
-				continue
-			}
-			timer.Reset(time.Until(planned))
-		case <-watched:
-			if !paused {
-				r.drainWatched(stop, w.queue)
-			}
-		case <-gateChanged:
-			switch ready := g.Ready(); {
-			case !ready && !paused:
-				paused = true
-				r.pausedLine(g.ref)
-			case ready && paused:
-				paused = false
-				if !window.restart() {
-					continue // the window ended just now: the run is over
-				}
-				r.resumedLine(g.ref)
-				r.cool.reset() // a new return of the service is a new recovery
-				r.runCycle(stop)
-				if w != nil {
-					r.drainWatched(stop, w.queue)
-				}
-			}
+			planned = r.nextTick(planned, timer)
+		case key := <-src.watched(paused):
+			r.judgeWatched(stop, src.watch, key)
+		case <-src.gateChanged():
+			paused = r.followGate(stop, src.gate, paused, window)
 		}
 	}
-
-	why := "RUN_DURATION elapsed"
 	if ctx.Err() != nil {
-		why = "asked to stop (SIGTERM or context cancelled)"
+		return whyStopped
 	}
-	cancelStop()
-	shutdown()
-	r.finishLine(why)
-	if r.lastErr != nil {
-		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
+	return "RUN_DURATION elapsed"
+}
+
+// nextTick plans the cycle after the tick just served and sets timer for it. It is computed
+// after the cycle, so ticks that fell inside it are skipped, not queued; and from no earlier
+// than the tick just served, so a wall clock reading a hair behind the timer cannot make the
+// same tick fire twice.
+func (r *runner) nextTick(served time.Time, timer *time.Timer) time.Time {
+	next := r.opts.Schedule.Next(latest(time.Now(), served))
+	if next.IsZero() {
+		// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
+		// zero time here must not turn into a tight loop of cycles.
+		r.log.Error("The schedule has no next run; no more cycles.")
+		return next
 	}
-	return r.sum, nil
+	timer.Reset(time.Until(next))
+	return next
+}
+
+// judgeWatched judges the pod of a key the watch queued, as the caches hold it now, unless
+// the run is stopping.
+func (r *runner) judgeWatched(stop context.Context, w *watcher, key cache.ObjectName) {
+	defer w.queue.Done(key)
+	if stop.Err() != nil {
+		return
+	}
+	if pod, ok := w.pod(key); ok {
+		r.judge(pod)
+	}
+}
+
+// followGate pauses reaping while the gate's service is down again and resumes it, with a
+// cycle and a full RUN_DURATION from that moment, when the service is Ready; it returns
+// whether reaping is paused.
+func (r *runner) followGate(stop context.Context, g *gate, paused bool, window *runWindow) bool {
+	switch ready := g.Ready(); {
+	case !ready && !paused:
+		r.pausedLine(g.ref)
+		return true
+	case ready && paused:
+		if !window.restart() {
+			return false // the window ended just now: the run is over
+		}
+		r.resumedLine(g.ref)
+		r.cool.reset() // a new return of the service is a new recovery
+		r.runCycle(stop)
+		return false
+	}
+	return paused
 }
 
 // waitForGate waits until the gate's service is Ready (opened=true), MAX_WAIT passes or ctx
@@ -227,7 +246,7 @@ func (r *runner) waitForGate(ctx context.Context, g *gate, armedAt time.Time) (o
 		}
 		select {
 		case <-ctx.Done():
-			return false, fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", g.ref)
+			return false, stoppedWhileWaiting(g.ref)
 		case <-timer.C:
 			why := fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", r.opts.MaxWait, g.ref)
 			r.log.WithFields(logrus.Fields{"service": g.ref.String(), "max_wait": r.opts.MaxWait.String()}).Warnf("%s.", why)
@@ -242,169 +261,6 @@ func latest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
-	clock := opts.now
-	if clock == nil {
-		clock = time.Now
-	}
-	return &runner{
-		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
-		fields: opts.fieldSelector(),
-		quota:  quota{max: opts.MaxPods},
-		cool:   newCooldown(opts.ReapCooldown),
-		sum:    Summary{DryRun: opts.DryRun},
-	}
-}
-
-// runCycle lists, selects and reaps once. stop is checked between pods only.
-func (r *runner) runCycle(stop context.Context) { r.cycleOver(stop, r.collect) }
-
-// cycleOver is one cycle over the matches collect finds (a list, or a batch's cache).
-func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
-	r.cycle++
-	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
-	before := r.sum
-	log := r.log.WithField("cycle", r.cycle)
-	log.Debug(msgCycleStarting)
-	matches, err := collect(stop)
-	if err != nil {
-		if stop.Err() != nil {
-			return // stopped while listing: not a failure
-		}
-		r.sum.FailedCycles++
-		r.lastErr = err
-		log.WithField("error", err.Error()).Errorf("Cycle %d could not list pods, it will be retried on the schedule: %v", r.cycle, err)
-		return
-	}
-	r.sum.Cycles++
-	r.lastErr = nil
-	r.pruneDone()
-	r.cool.prune(r.clock())
-	sortMatches(matches, r.opts.Sorting, r.opts.shuffle)
-
-	for i, m := range matches {
-		if stop.Err() != nil {
-			log.Infof("Stopping between pods: %d matched pods left alone.", len(matches)-i)
-			break
-		}
-		if r.quota.full() {
-			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
-			for _, left := range matches[i:] {
-				r.maxPodsLine(left.pod, left.reasons)
-			}
-			break
-		}
-		r.handle(m)
-	}
-	log.WithFields(logrus.Fields{
-		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
-		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
-		"errors": r.sum.Errors - before.Errors, "deferred": r.sum.Deferred - before.Deferred,
-	}).Infof("Cycle %d done.", r.cycle)
-}
-
-// collect lists every OR-ed selector and keeps only the matches (copied out of their page).
-// A pod listed by several selectors is judged once: each selector skips pods an earlier one
-// already covers, which needs no memory of the pods seen.
-func (r *runner) collect(ctx context.Context) ([]match, error) {
-	now := r.clock()
-	var matches []match
-	selectors := r.opts.Selectors
-	for i, s := range selectors {
-		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
-			if coveredByEarlier(selectors[:i], p) {
-				return
-			}
-			r.sum.Seen++
-			if _, done := r.sel.done[p.UID]; done {
-				r.sel.done[p.UID] = r.cycle // still there: keep remembering it
-				return
-			}
-			if m, ok := r.sel.evaluate(p, now); ok {
-				m.pod = slimPod(p) // out of the page, and only what is read later
-				matches = append(matches, m)
-				r.sum.Matched++
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return matches, nil
-}
-
-func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {
-	for _, s := range earlier {
-		if s.Matches(labels.Set(p.Labels)) {
-			return true
-		}
-	}
-	return false
-}
-
-// pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
-// never reused, so a vanished pod cannot come back, and a forever run's memory stays bounded.
-func (r *runner) pruneDone() {
-	for uid, c := range r.sel.done {
-		if c < r.cycle {
-			delete(r.sel.done, uid)
-		}
-	}
-}
-
-// handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
-// summary, the acted-on UIDs and the owner's round.
-func (r *runner) handle(m match) {
-	o := ownerOf(m.pod)
-	now := r.clock() // before the delete: the owner's replacements are created after it
-	v := r.cool.decide(o.uid, m.pod.CreationTimestamp.Time, now)
-	if v == verdictDefer {
-		r.deferPod(m, o, now)
-		return
-	}
-	switch r.reap(m) {
-	case outcomeReaped:
-		r.quota.take()
-		r.sum.Reaped++
-		r.sel.done[m.pod.UID] = r.cycle
-		r.cool.reaped(o.uid, v, now)
-	case outcomeGone:
-		r.sum.Gone++
-		r.sel.done[m.pod.UID] = r.cycle
-	case outcomeSkipped:
-		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
-	case outcomeFailed:
-		r.sum.Errors++ // not remembered: tried again on the next cycle or update
-	}
-}
-
-// drainWatched handles the pods the informers reported, one at a time, until the queue is
-// empty or the run is stopping.
-func (r *runner) drainWatched(stop context.Context, q *podQueue) {
-	for stop.Err() == nil {
-		pod, ok := q.pop()
-		if !ok {
-			return
-		}
-		r.judge(pod)
-	}
-}
-
-// judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
-func (r *runner) judge(pod *corev1.Pod) {
-	m, ok := r.sel.evaluate(pod, r.clock())
-	if !ok {
-		return
-	}
-	r.sum.Matched++
-	if r.quota.full() {
-		r.maxPodsLine(pod, m.reasons)
-		return
-	}
-	r.handle(m)
 }
 
 // runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart

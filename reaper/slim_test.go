@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestSlimPodKeepsEveryDecision: a slimmed pod gets the same answer as the full one from every
@@ -13,7 +14,7 @@ import (
 func TestSlimPodKeepsEveryDecision(t *testing.T) {
 	pods := differentialPods()
 	owned := newPod("ns", "owned", crashLooping)
-	owned.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptrTo(true)}}
+	owned.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
 	owned.Spec.NodeName = "n1"
 	owned.Spec.Containers = []corev1.Container{{Name: "app", Image: "big", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
 	owned.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
@@ -42,5 +43,3 @@ func TestSlimPodKeepsEveryDecision(t *testing.T) {
 		t.Errorf("slim pod kept what no decision reads: %+v", s)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -7,24 +7,28 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // watcher runs one pod informer per OR-ed label selector (server-side filtered, namespace-
-// scoped when NAMESPACE is set) and hands every added or updated pod to the run's single
-// worker through a queue. The informers never reap themselves: all reaping stays on one
-// goroutine, so a watched pod and a cycle never race.
+// scoped when NAMESPACE is set) and queues the name (namespace/name) of every added or
+// updated pod. The informers never reap themselves: the run's loop takes the keys one at a time from
+// keys and judges each pod as the caches hold it then, so all reaping stays on one goroutine
+// and a watched pod and a cycle never race. The queue holds a key once however often its pod
+// changes, and a pod deleted meanwhile is simply not found.
 type watcher struct {
-	queue     *podQueue
+	queue     workqueue.TypedInterface[cache.ObjectName]
+	keys      chan cache.ObjectName // the queue's keys, handed to the run's loop
+	stores    []cache.Store
 	factories []informers.SharedInformerFactory
 	wg        sync.WaitGroup
 }
 
 func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, gated bool, log logrus.FieldLogger) *watcher {
-	w := &watcher{queue: newPodQueue()}
+	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), keys: make(chan cache.ObjectName)}
 	var synced []cache.InformerSynced
 	for _, sel := range opts.Selectors {
 		labelSelector := sel.String()
@@ -36,21 +40,15 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 			}))
 		inf := slimPodInformer(f)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.offer(obj) },
+			AddFunc:    w.offer,
 			UpdateFunc: func(_, obj any) { w.offer(obj) },
-			DeleteFunc: func(obj any) {
-				if pod, ok := podFrom(obj); ok {
-					w.queue.remove(pod.UID)
-				}
-			},
 		})
 		synced = append(synced, inf.HasSynced)
+		w.stores = append(w.stores, inf.GetStore())
 		f.Start(stop.Done())
 		w.factories = append(w.factories, f)
 	}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
+	w.wg.Go(func() {
 		if cache.WaitForCacheSync(stop.Done(), synced...) {
 			if gated {
 				log.Info("Watching pods (cache warm): once the gate opens, a pod is reaped the moment it matches.")
@@ -61,84 +59,61 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 				opts.onWatchSynced()
 			}
 		}
-	}()
+	})
+	w.wg.Go(func() { w.feed(stop.Done()) })
 	return w
 }
 
-// offer queues a pod unless it is already terminating.
+// offer queues a pod's key unless the pod is already terminating.
 func (w *watcher) offer(obj any) {
-	pod, ok := podFrom(obj)
+	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.DeletionTimestamp != nil {
 		return
 	}
-	w.queue.push(pod)
+	w.queue.Add(cache.MetaObjectToName(pod))
 }
 
-// shutdown waits for every informer goroutine; the stop context must be cancelled first.
+// feed hands the queue's keys to the run's loop, in order, until the queue shuts down. The
+// loop waits for the schedule, the gate and the watch at once, which a blocking Get cannot
+// join; the loop marks each key Done once it has judged the pod, so a pod that changes
+// meanwhile is queued again rather than handed over twice.
+func (w *watcher) feed(stop <-chan struct{}) {
+	for {
+		key, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		select {
+		case w.keys <- key:
+		case <-stop:
+			w.queue.Done(key)
+		}
+	}
+}
+
+// pod is the pod of a queued key as the caches hold it now; false when it is gone or
+// terminating.
+func (w *watcher) pod(key cache.ObjectName) (*corev1.Pod, bool) {
+	k := key.String()
+	for _, s := range w.stores {
+		obj, exists, err := s.GetByKey(k)
+		if err != nil || !exists {
+			continue
+		}
+		pod, ok := obj.(*corev1.Pod)
+		return pod, ok && pod.DeletionTimestamp == nil
+	}
+	return nil, false
+}
+
+// shutdown waits for every informer goroutine and feed; the stop context must be cancelled
+// first.
 func (w *watcher) shutdown() {
+	w.queue.ShutDown()
 	for _, f := range w.factories {
 		f.Shutdown()
 	}
 	w.wg.Wait()
-}
-
-func podFrom(obj any) (*corev1.Pod, bool) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return o, true
-	case cache.DeletedFinalStateUnknown:
-		p, ok := o.Obj.(*corev1.Pod)
-		return p, ok
-	}
-	return nil, false
-}
-
-// podQueue holds the latest version of each reported pod, in arrival order, until the worker
-// takes it. Coalescing by UID keeps it as small as the set of distinct pods that changed, and
-// the informer's handler never blocks.
-type podQueue struct {
-	mu    sync.Mutex
-	order []types.UID
-	pods  map[types.UID]*corev1.Pod
-	ready chan struct{} // signalled (never blocking) when something is pushed
-}
-
-func newPodQueue() *podQueue {
-	return &podQueue{pods: map[types.UID]*corev1.Pod{}, ready: make(chan struct{}, 1)}
-}
-
-func (q *podQueue) push(pod *corev1.Pod) {
-	q.mu.Lock()
-	if _, queued := q.pods[pod.UID]; !queued {
-		q.order = append(q.order, pod.UID)
-	}
-	q.pods[pod.UID] = pod
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-func (q *podQueue) remove(uid types.UID) {
-	q.mu.Lock()
-	delete(q.pods, uid) // its entry in order is skipped by pop
-	q.mu.Unlock()
-}
-
-func (q *podQueue) pop() (*corev1.Pod, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.order) > 0 {
-		uid := q.order[0]
-		q.order = q.order[1:]
-		if pod, ok := q.pods[uid]; ok {
-			delete(q.pods, uid)
-			return pod, true
-		}
-	}
-	q.order = nil // let the backing array go
-	return nil, false
 }
 
 // slimPodInformer is the factory's pod informer, whose cache keeps only what the run reads

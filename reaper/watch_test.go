@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // waitFor polls cond until it holds or the test times out.
@@ -127,22 +129,47 @@ func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
 	}
 }
 
-// TestPodQueueCoalescesByUID: the latest version wins, order is kept, removed pods are skipped.
-func TestPodQueueCoalescesByUID(t *testing.T) {
-	q := newPodQueue()
-	q.push(newPod("a", "p1"))
-	q.push(newPod("a", "p2"))
-	q.push(newPod("a", "p1", crashLooping))
-	q.push(newPod("a", "p3"))
-	q.remove("a/p2")
-	p, _ := q.pop()
-	if p.Name != "p1" || len(p.Status.ContainerStatuses) != 1 {
-		t.Errorf("first pop = %s %v, want the latest p1", p.Name, p.Status)
+// TestWatchQueueCoalescesByPod: the latest version wins, order is kept, removed pods are
+// skipped, and a pod that is terminating is never handed to the worker.
+func TestWatchQueueCoalescesByPod(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), stores: []cache.Store{store}}
+	defer w.queue.ShutDown()
+	report := func(p *corev1.Pod) { // as an informer does: its cache first, then the handler
+		t.Helper()
+		if err := store.Update(p); err != nil {
+			t.Fatal(err)
+		}
+		w.offer(p)
 	}
-	if p, _ := q.pop(); p.Name != "p3" {
-		t.Errorf("second pop = %s, want p3 (p2 was removed)", p.Name)
+	next := func() (*corev1.Pod, bool) {
+		key, _ := w.queue.Get()
+		defer w.queue.Done(key)
+		return w.pod(key)
 	}
-	if _, ok := q.pop(); ok {
-		t.Error("queue should be empty")
+	report(newPod("a", "p1"))
+	report(newPod("a", "p2"))
+	report(newPod("a", "p1", crashLooping))
+	report(newPod("a", "p3"))
+	report(newPod("a", "p4"))
+	report(newPod("a", "p5", terminating))
+	if err := store.Delete(newPod("a", "p2")); err != nil {
+		t.Fatal(err)
+	}
+	report(newPod("a", "p4", terminating)) // queued before, terminating now
+	if p, ok := next(); !ok || p.Name != "p1" || len(p.Status.ContainerStatuses) != 1 {
+		t.Errorf("first = %v %v, want the latest p1", p, ok)
+	}
+	if p, ok := next(); ok {
+		t.Errorf("second = %s, want nothing (p2 was removed)", p.Name)
+	}
+	if p, ok := next(); !ok || p.Name != "p3" {
+		t.Errorf("third = %v %v, want p3", p, ok)
+	}
+	if p, ok := next(); ok {
+		t.Errorf("fourth = %s, want nothing (p4 is terminating)", p.Name)
+	}
+	if n := w.queue.Len(); n != 0 {
+		t.Errorf("%d keys left, want none (p5 was terminating when reported)", n)
 	}
 }

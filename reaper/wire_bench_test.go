@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 )
 
 // realisticPod is a pod as a control-plane namespace holds them: labels, annotations, an
@@ -51,7 +52,7 @@ func realisticPod(i int) *corev1.Pod {
 			ResourceVersion: "123456789", CreationTimestamp: started,
 			Labels:          map[string]string{"app": "kubernetes", "role": "apiserver", "pod-template-hash": "7d9f8c6b5", "gardener.cloud/role": "controlplane"},
 			Annotations:     map[string]string{"checksum/config": strings.Repeat("d", 64), "checksum/secret": strings.Repeat("e", 64)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "kube-apiserver-7d9f8c6b5", UID: "rs-uid", Controller: ptrTo(true)}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "kube-apiserver-7d9f8c6b5", UID: "rs-uid", Controller: ptr.To(true)}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{managed("kube-controller-manager"), managed("kubelet"), managed("gardenlet")},
 		},
 		Spec: corev1.PodSpec{

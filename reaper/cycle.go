@@ -1,0 +1,183 @@
+package reaper
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// runner is the state of one run. It is owned by the single goroutine that runs Run's loop:
+// cycles and watched pods are handled one at a time, so nothing overlaps and nothing here
+// needs a lock.
+type runner struct {
+	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
+	client kubernetes.Interface
+	events *events
+	opts   Options
+	log    logrus.FieldLogger
+	sel    selector
+	fields string
+	clock  func() time.Time
+
+	sum     Summary
+	quota   quota
+	cool    cooldown // REAP_COOLDOWN, per owner
+	cycle   int
+	lastErr error // the most recent cycle's list failure; nil once a cycle lists again
+}
+
+func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
+	clock := opts.now
+	if clock == nil {
+		clock = time.Now
+	}
+	return &runner{
+		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
+		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
+		fields: opts.fieldSelector(),
+		quota:  quota{max: opts.MaxPods},
+		cool:   newCooldown(opts.ReapCooldown),
+		sum:    Summary{DryRun: opts.DryRun},
+	}
+}
+
+// runCycle lists, selects and reaps once. stop is checked between pods only.
+func (r *runner) runCycle(stop context.Context) { r.cycleOver(stop, r.collect) }
+
+// cycleOver is one cycle over the matches collect finds (a list, or a batch's cache).
+func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
+	r.cycle++
+	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
+	before := r.sum
+	log := r.log.WithField("cycle", r.cycle)
+	log.Debug(msgCycleStarting)
+	matches, err := collect(stop)
+	if err != nil {
+		if stop.Err() != nil {
+			return // stopped while listing: not a failure
+		}
+		r.sum.FailedCycles++
+		r.lastErr = err
+		log.WithField("error", err.Error()).Errorf("Cycle %d could not list pods, it will be retried on the schedule: %v", r.cycle, err)
+		return
+	}
+	r.sum.Cycles++
+	r.lastErr = nil
+	r.pruneDone()
+	r.cool.prune(r.clock())
+	sortMatches(matches, r.opts.Sorting, r.opts.shuffle)
+
+	for i, m := range matches {
+		if stop.Err() != nil {
+			log.Infof("Stopping between pods: %d matched pods left alone.", len(matches)-i)
+			break
+		}
+		if r.quota.full() {
+			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
+			for _, left := range matches[i:] {
+				r.maxPodsLine(left.pod, left.reasons)
+			}
+			break
+		}
+		r.handle(m)
+	}
+	log.WithFields(logrus.Fields{
+		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
+		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
+		"errors": r.sum.Errors - before.Errors, "deferred": r.sum.Deferred - before.Deferred,
+	}).Infof("Cycle %d done.", r.cycle)
+}
+
+// collect lists every OR-ed selector and keeps only the matches (copied out of their page).
+// A pod listed by several selectors is judged once: each selector skips pods an earlier one
+// already covers, which needs no memory of the pods seen.
+func (r *runner) collect(ctx context.Context) ([]match, error) {
+	now := r.clock()
+	var matches []match
+	selectors := r.opts.Selectors
+	for i, s := range selectors {
+		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
+			if coveredByEarlier(selectors[:i], p) {
+				return
+			}
+			r.sum.Seen++
+			if _, done := r.sel.done[p.UID]; done {
+				r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+				return
+			}
+			if m, ok := r.sel.evaluate(p, now); ok {
+				m.pod = slimPod(p) // out of the page, and only what is read later
+				matches = append(matches, m)
+				r.sum.Matched++
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return matches, nil
+}
+
+func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {
+	for _, s := range earlier {
+		if s.Matches(labels.Set(p.Labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
+// never reused, so a vanished pod cannot come back, and a forever run's memory stays bounded.
+func (r *runner) pruneDone() {
+	for uid, c := range r.sel.done {
+		if c < r.cycle {
+			delete(r.sel.done, uid)
+		}
+	}
+}
+
+// handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
+// summary, the acted-on UIDs and the owner's round.
+func (r *runner) handle(m match) {
+	o := ownerOf(m.pod)
+	now := r.clock() // before the delete: the owner's replacements are created after it
+	v := r.cool.decide(o.uid, m.pod.CreationTimestamp.Time, now)
+	if v == verdictDefer {
+		r.deferPod(m, o, now)
+		return
+	}
+	switch r.reap(m) {
+	case outcomeReaped:
+		r.quota.take()
+		r.sum.Reaped++
+		r.sel.done[m.pod.UID] = r.cycle
+		r.cool.reaped(o.uid, v, now)
+	case outcomeGone:
+		r.sum.Gone++
+		r.sel.done[m.pod.UID] = r.cycle
+	case outcomeSkipped:
+		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
+	case outcomeFailed:
+		r.sum.Errors++ // not remembered: tried again on the next cycle or update
+	}
+}
+
+// judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
+func (r *runner) judge(pod *corev1.Pod) {
+	m, ok := r.sel.evaluate(pod, r.clock())
+	if !ok {
+		return
+	}
+	r.sum.Matched++
+	if r.quota.full() {
+		r.maxPodsLine(pod, m.reasons)
+		return
+	}
+	r.handle(m)
+}
