@@ -66,7 +66,19 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	e := newEnv(lookup)
 	var o Options
+	// In this order, so that problems are listed as the settings table lists the variables.
+	o.loadTargets(e)
+	o.loadProbing(e)
+	o.loadSchedule(e)
+	if len(e.Problems) > 0 {
+		return Options{}, &ConfigError{Problems: e.Problems}
+	}
+	return o, nil
+}
 
+// loadTargets reads which namespaces the run probes: NAMESPACE or NAMESPACES, and their
+// settings.
+func (o *Options) loadTargets(e *env) {
 	single, hasSingle := e.lookup(envNamespace)
 	if hasSingle && strings.TrimSpace(single) == "" {
 		e.fail(envNamespace, single, "required, must not be empty")
@@ -89,6 +101,10 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if v, ok := e.optional(envNamespaceSettings); ok {
 		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
 	}
+}
+
+// loadProbing reads how each namespace is probed and scaled.
+func (o *Options) loadProbing(e *env) {
 	if v, ok := e.get(envConcurrency); ok {
 		n, err := envconf.Int(v)
 		if err != nil || n <= 0 {
@@ -131,7 +147,11 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		}
 		o.NodeConditions = m
 	}
+}
 
+// loadSchedule reads whether the run probes once or on a schedule, for how long, and the
+// membership it follows.
+func (o *Options) loadSchedule(e *env) {
 	spec, hasSchedule := e.optional(envSchedule)
 	if hasSchedule {
 		o.ScheduleSpec = spec
@@ -151,11 +171,6 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if v, ok := e.optional(envNamespacesConfigMap); ok {
 		o.MembershipNamespace, o.MembershipName = parseMembershipRef(e, v, o.Namespaces != nil, hasSchedule)
 	}
-
-	if len(e.Problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.Problems}
-	}
-	return o, nil
 }
 
 // parseSchedule parses SCHEDULE. robfig/cron v3.0.1 panics on some inputs (a time-zone prefix
