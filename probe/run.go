@@ -315,63 +315,20 @@ func (r *runner) probe(ctx context.Context) error {
 	return err
 }
 
-// probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx.
+// probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx:
+// read the shoot, decide, scale.
 func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
-	noDecision := func(res Result, pe *probeError) (Result, string, error) {
-		if r.left.Load() {
-			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "left the shard's membership during the probe"}).
-				Info("This namespace left the shard while its probe was still reading; the probe is abandoned and nothing was changed.")
-			return ResultNotProbed, "", nil
-		}
-		if ctx.Err() == nil && readCtx.Err() != nil {
-			log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended during the probe's reads"}).
-				Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
-			return ResultNotProbed, "", nil
-		}
-		fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
-		if pe.kind == errBroken {
-			log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
-			return res, pe.Error(), pe
-		}
-		log.WithFields(fields).Warnf("No scaling decision: %v. Nothing was scaled.", pe)
-		return res, pe.Error(), nil
-	}
-
-	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
-	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
-	cancel()
+	in, res, pe := r.readShoot(readCtx)
 	if pe != nil {
-		return noDecision(ResultError, pe)
+		return r.noDecision(ctx, readCtx, log, res, pe)
 	}
-	shoot, err := r.deps.NewShootClient(kc, r.opts.ProbeTimeout)
-	clear(kc)
-	if err != nil {
-		return noDecision(ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error())))
-	}
-	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
-		return noDecision(resultFor(pe), pe)
-	}
-	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
-	if pe != nil {
-		return noDecision(resultFor(pe), pe)
-	}
-	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
-	if pe != nil {
-		return noDecision(resultFor(pe), pe)
-	}
-	d := Decide(LeaseInput{
-		Leases: leases, Nodes: nodes, Now: r.deps.now(),
-		Filter:                    CandidateFilter{Machines: machines, NodeConditions: r.opts.NodeConditions},
-		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
-		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,
-		NodeLeaseFailureFraction:  r.opts.NodeLeaseFailureFraction,
-	})
+	d := Decide(in)
 	excluded := 0
 	for _, n := range d.Excluded {
 		excluded += n
 	}
 	fields := logrus.Fields{"action": string(d.Action), "reason": d.Reason, "candidates": d.Candidates, "expired": d.Expired,
-		"excluded": excluded, "excluded_by_reason": FormatExclusions(d.Excluded), "machine_rule": machines != nil,
+		"excluded": excluded, "excluded_by_reason": FormatExclusions(d.Excluded), "machine_rule": in.Filter.Machines != nil,
 		"node_monitor_grace": r.opts.NodeMonitorGrace.String(), "dry_run": r.opts.DryRun}
 	if d.Action == ActionNone {
 		log.WithFields(fields).WithField("result", string(ResultSkipped)).Infof("No scaling decision: %s.", d.Reason)
@@ -389,7 +346,69 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 		}
 		return resultForDecision(d.Action, false), d.Reason, nil
 	}
+	return r.scale(ctx, d, log)
+}
 
+// readShoot reads what a decision needs: the kubeconfig Secret, the shoot's API server, its
+// node leases and nodes, and the seed's Machines. A failed read is the probe's result.
+func (r *runner) readShoot(readCtx context.Context) (LeaseInput, Result, *probeError) {
+	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
+	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
+	cancel()
+	if pe != nil {
+		return LeaseInput{}, ResultError, pe
+	}
+	shoot, err := r.deps.NewShootClient(kc, r.opts.ProbeTimeout)
+	clear(kc)
+	if err != nil {
+		return LeaseInput{}, ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error()))
+	}
+	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
+		return LeaseInput{}, resultFor(pe), pe
+	}
+	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
+	if pe != nil {
+		return LeaseInput{}, resultFor(pe), pe
+	}
+	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
+	if pe != nil {
+		return LeaseInput{}, resultFor(pe), pe
+	}
+	return LeaseInput{
+		Leases: leases, Nodes: nodes, Now: r.deps.now(),
+		Filter:                    CandidateFilter{Machines: machines, NodeConditions: r.opts.NodeConditions},
+		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
+		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,
+		NodeLeaseFailureFraction:  r.opts.NodeLeaseFailureFraction,
+	}, "", nil
+}
+
+// noDecision logs why a probe made no decision and returns its result. A probe abandoned
+// because its namespace left the shard, or because the run ended during its reads, changed
+// nothing and is not a failure.
+func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger, res Result, pe *probeError) (Result, string, error) {
+	if r.left.Load() {
+		log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "left the shard's membership during the probe"}).
+			Info("This namespace left the shard while its probe was still reading; the probe is abandoned and nothing was changed.")
+		return ResultNotProbed, "", nil
+	}
+	if ctx.Err() == nil && readCtx.Err() != nil {
+		log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended during the probe's reads"}).
+			Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
+		return ResultNotProbed, "", nil
+	}
+	fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
+	if pe.kind == errBroken {
+		log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
+		return res, pe.Error(), pe
+	}
+	log.WithFields(fields).Warnf("No scaling decision: %v. Nothing was scaled.", pe)
+	return res, pe.Error(), nil
+}
+
+// scale carries out a scale-down or scale-up decision, level by level, and counts each
+// resource's outcome.
+func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) (Result, string, error) {
 	s := &scaler{deps: r.deps, namespace: r.opts.Namespace, dryRun: r.opts.DryRun, direction: d.Action,
 		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes), poll: r.deps.PollInterval}
 	results := s.scaleAll(ctx, r.opts.Resources)
