@@ -141,32 +141,9 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	if deps.PollInterval <= 0 {
 		deps.PollInterval = time.Second
 	}
-	conc := opts.Concurrency
-	if conc <= 0 {
-		conc = 1
-	}
-	targets := opts.targets()
+	conc := max(opts.Concurrency, 1)
 	multi := len(opts.Namespaces) > 0
-	slots := make(chan struct{}, conc)
-
-	fields := logrus.Fields{
-		"kubeconfig_secret": opts.KubeconfigSecretName,
-		"probe_timeout":     opts.ProbeTimeout.String(), "node_monitor_grace": opts.NodeMonitorGrace.String(),
-		"node_lease_failure_fraction": opts.NodeLeaseFailureFraction, "lease_expiry_buffer_fraction": opts.LeaseExpiryBufferFraction,
-		"resources": len(opts.Resources), "dry_run": opts.DryRun, "schedule": opts.ScheduleSpec, "run_duration": opts.RunDuration.String(),
-	}
-	if opts.MembershipName != "" {
-		fields["membership"] = MembershipRef(opts.MembershipNamespace, opts.MembershipName)
-	}
-	if multi {
-		fields["namespace"] = NamespacesEnv(opts.Namespaces)
-		fields["namespaces"] = len(opts.Namespaces)
-		fields["concurrency"] = conc
-		fields["jitter"] = opts.Jitter
-	} else {
-		fields["namespace"] = opts.Namespace
-	}
-	log.WithFields(fields).Info("Probe run starting.")
+	log.WithFields(startFields(opts, conc, multi)).Info("Probe run starting.")
 
 	// stop ends the schedule: RUN_DURATION after the start, or SIGTERM.
 	stop, cancel := ctx, context.CancelFunc(func() {})
@@ -175,8 +152,8 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	}
 	defer cancel()
 
-	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: slots, multi: multi, live: map[string]*member{}}
-	for _, t := range targets {
+	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: make(chan struct{}, conc), multi: multi, live: map[string]*member{}}
+	for _, t := range opts.targets() {
 		f.start(t)
 	}
 	if opts.MembershipName != "" {
@@ -201,6 +178,38 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 		why = "RUN_DURATION elapsed"
 	}
 	rep := report(members, time.Now(), opts.DryRun)
+	sums, firstErr := finishedLines(members, rep, why)
+	if multi {
+		return rep, sums, nil
+	}
+	return rep, sums, firstErr
+}
+
+// startFields are the settings the run's first line names.
+func startFields(opts Options, conc int, multi bool) logrus.Fields {
+	fields := logrus.Fields{
+		"kubeconfig_secret": opts.KubeconfigSecretName,
+		"probe_timeout":     opts.ProbeTimeout.String(), "node_monitor_grace": opts.NodeMonitorGrace.String(),
+		"node_lease_failure_fraction": opts.NodeLeaseFailureFraction, "lease_expiry_buffer_fraction": opts.LeaseExpiryBufferFraction,
+		"resources": len(opts.Resources), "dry_run": opts.DryRun, "schedule": opts.ScheduleSpec, "run_duration": opts.RunDuration.String(),
+	}
+	if opts.MembershipName != "" {
+		fields["membership"] = MembershipRef(opts.MembershipNamespace, opts.MembershipName)
+	}
+	if multi {
+		fields["namespace"] = NamespacesEnv(opts.Namespaces)
+		fields["namespaces"] = len(opts.Namespaces)
+		fields["concurrency"] = conc
+		fields["jitter"] = opts.Jitter
+	} else {
+		fields["namespace"] = opts.Namespace
+	}
+	return fields
+}
+
+// finishedLines logs each namespace's last line and returns the namespaces' summaries and the
+// first namespace's error (a one-namespace run's exit status).
+func finishedLines(members []*member, rep Report, why string) ([]Summary, error) {
 	sums := make([]Summary, len(members))
 	var firstErr error
 	for i, m := range members {
@@ -218,10 +227,7 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 			line.Infof("Probe run finished (%s): %s", why, m.r.sum)
 		}
 	}
-	if multi {
-		return rep, sums, nil
-	}
-	return rep, sums, firstErr
+	return sums, firstErr
 }
 
 // run is one namespace's part of a run: its first probe at notBefore (or after spread), then
