@@ -227,7 +227,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 	if err := h.c.src.Informer().GetIndexer().Update(s); err != nil {
 		h.t.Fatal(err)
 	}
-	h.c.onEvent(s, false)
+	h.c.onEndpoints(s, false)
 	h.drain()
 }
 
@@ -236,7 +236,7 @@ func (h *harness) remove(s *discoveryv1.EndpointSlice) {
 	if err := h.c.src.Informer().GetIndexer().Delete(s); err != nil {
 		h.t.Fatal(err)
 	}
-	h.c.onEvent(s, true)
+	h.c.onEndpoints(s, true)
 	h.drain()
 }
 
@@ -253,7 +253,7 @@ func (h *harness) syncCaches() {
 	var js []any
 	for i := range obj.(*batchv1.JobList).Items {
 		js = append(js, &obj.(*batchv1.JobList).Items[i])
-		h.c.jobSeen(&obj.(*batchv1.JobList).Items[i])
+		h.c.onJobAdded(&obj.(*batchv1.JobList).Items[i])
 	}
 	if err := h.c.wjobs.inf.GetIndexer().Replace(js, ""); err != nil {
 		h.t.Fatal(err)
@@ -300,7 +300,7 @@ func (h *harness) drain() {
 			h.syncCaches()
 		}
 		key, _ := h.c.queue.Get()
-		if err := h.c.reconcile(context.Background(), key); err != nil {
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
 			h.t.Errorf("reconcile %s: %v", key, err)
 		}
 		if h.c.src != nil {
@@ -457,7 +457,7 @@ func TestLaunchReplacesAWeederThatIsStillActive(t *testing.T) {
 	// A second launch for the same service while the first runs (e.g. catch-up racing a
 	// transition) replaces it: never two weeders for one service.
 	h.now = h.now.Add(30 * time.Second)
-	if err := h.c.launchWeeder(context.Background(), h.c.live(), "n/kube-apiserver", &pendingLaunch{reason: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
+	if err := h.c.launchWeeder(context.Background(), h.c.config(), "n/kube-apiserver", &recordedEdge{trigger: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
 		t.Fatal(err)
 	}
 	second := h.weederJobs()
@@ -553,19 +553,19 @@ func TestFirstSightingOfAReadyServiceWithCrashLoopingDependentsCatchesUp(t *test
 func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.set(down("n", "etcd-main-client"))
-	h.c.live().launcher.Template.Image = "" // Build fails
+	h.c.config().launcher.Template.Image = "" // Build fails
 	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
-	h.c.onEvent(up("n", "etcd-main-client"), false)
-	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err == nil {
+	h.c.onEndpoints(up("n", "etcd-main-client"), false)
+	if err := h.c.Reconcile(context.Background(), "n/etcd-main-client"); err == nil {
 		t.Fatal("launch without an image succeeded")
 	}
 	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "error")); got != 1 {
 		t.Errorf("error launches = %v", got)
 	}
-	h.c.live().launcher.Template.Image = "img"
-	if err := h.c.reconcile(context.Background(), "n/etcd-main-client"); err != nil {
+	h.c.config().launcher.Template.Image = "img"
+	if err := h.c.Reconcile(context.Background(), "n/etcd-main-client"); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(h.weederJobs()); n != 1 {
@@ -817,7 +817,7 @@ func TestNoArmedWeederForAServiceGoingAway(t *testing.T) {
 	if err := h.c.src.Informer().GetIndexer().Update(down("c", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
-	h.c.onEvent(down("c", "etcd-main-client"), false)
+	h.c.onEndpoints(down("c", "etcd-main-client"), false)
 	h.drain()
 	if js := h.weederJobs(); len(js) != 0 {
 		t.Errorf("jobs = %v after the outage of a deleted Service", names(js))

@@ -7,9 +7,9 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// live is one applied config and what the weeder's decisions derive from it. A reload swaps
-// it whole; each reconcile reads it once, so one decision never mixes two configs.
-type live struct {
+// runningConfig is one applied config and what the weeder's decisions derive from it. A
+// reload swaps it whole; each sync reads it once, so one decision never mixes two configs.
+type runningConfig struct {
 	cfg      *Config
 	tpl      jobs.Template // jobTemplate resolved (namespace, image)
 	names    map[string]bool
@@ -17,19 +17,13 @@ type live struct {
 	launcher *jobs.Launcher
 }
 
-func newLive(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *live {
-	l := &live{cfg: cfg, tpl: tpl, names: map[string]bool{}, nsSel: cfg.NamespaceSelector(),
+func newRunningConfig(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *runningConfig {
+	rc := &runningConfig{cfg: cfg, tpl: tpl, names: map[string]bool{}, nsSel: cfg.NamespaceSelector(),
 		launcher: &jobs.Launcher{Client: client, Template: tpl}}
 	if cfg.Namespaces != nil {
 		for _, n := range cfg.Namespaces.Names {
-			l.names[n] = true
+			rc.names[n] = true
 		}
 	}
-	return l
+	return rc
 }
-
-// configured: the service has an entry in the config.
-func (l *live) configured(svc string) bool { return l.cfg.Configured(svc) }
-
-// live returns the running config.
-func (c *Controller) live() *live { return c.cur.Load() }
