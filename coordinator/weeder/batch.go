@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Storms: a zone or node failure takes many services down at once. A Job per service would
@@ -100,21 +102,34 @@ type batcher struct {
 	mu      sync.Mutex
 	recent  []time.Time
 	waiting map[string]*batchItem
-	wake    chan struct{}
-	// atCap: the last launch was held back by --max-weeder-jobs (runBatches' goroutine only).
+
+	// queue holds batchKey while the batch launcher is owed a look: a service joined, a
+	// weeder Job finished or went (a place under the cap), or a time came (a batch has
+	// lingered, the cap is looked at again, a failed launch is retried). One key, so the
+	// launcher never runs twice at once.
+	queue workqueue.TypedDelayingInterface[string]
+	// The launcher's own (runBatches' goroutine only):
+	// retries spaces the retries of a failed launch; retryAt: no launch before then, however
+	// many pokes come meanwhile.
+	retries workqueue.TypedRateLimiter[string]
+	retryAt time.Time
+	// atCap: the last launch was held back by --max-weeder-jobs.
 	atCap bool
 }
 
-func newBatcher() *batcher {
-	return &batcher{waiting: map[string]*batchItem{}, wake: make(chan struct{}, 1)}
-}
+// batchKey is the batch launcher's one key in its queue.
+const batchKey = "batch"
 
-func (b *batcher) poke() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
+func newBatcher() *batcher {
+	return &batcher{
+		waiting: map[string]*batchItem{},
+		queue:   workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "depwatch-weeder-batches"}),
+		retries: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 	}
 }
+
+// poke has the batch launcher look at once.
+func (b *batcher) poke() { b.queue.Add(batchKey) }
 
 // ownLaunched counts a Job of its own; recentOwn drops those older than the window.
 func (b *batcher) ownLaunched(at time.Time) {

@@ -11,49 +11,52 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// runBatches launches batch Jobs until ctx ends: whenever a batch is due and the cap leaves
-// room. A failed launch is retried with back-off; its services keep waiting.
+// runBatches is the batch launcher's worker until ctx ends: each time its key comes out of
+// the queue it launches the batches that are due (launchDueBatches).
 func (c *Controller) runBatches(ctx context.Context) {
-	var backoff time.Duration
-	var retryAt time.Time // after a failed launch: no launch before then, however many wake-ups
+	q := c.batch.queue
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
 	for {
-		wait := time.Duration(-1)
-		if until := retryAt.Sub(c.now()); until > 0 {
-			wait = until
-		} else {
-			items, w := c.batch.due(c.now(), c.opts.Batching.Size, c.opts.Batching.Linger)
-			wait = w
-			if len(items) > 0 {
-				switch launched, err := c.launchBatch(ctx, items); {
-				case err != nil:
-					backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-					retryAt, wait = c.now().Add(backoff), backoff
-				case !launched:
-					wait = 5 * time.Second // at the cap: a Job that finishes wakes this sooner
-				default:
-					backoff = 0
-					continue // more may be due
-				}
-			}
-		}
-		c.metrics.WeederWaiting.Set(float64(c.batch.count()))
-		var timer *time.Timer
-		var fired <-chan time.Time
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			fired = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-c.batch.wake:
-		case <-fired:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
+		key, shutdown := q.Get()
+		if shutdown {
 			return
 		}
+		c.launchDueBatches(ctx)
+		q.Done(key)
+	}
+}
+
+// launchDueBatches launches batch Jobs while one is due and the cap leaves room, then has its
+// key come back when it must look again: when the oldest waiting service has lingered long
+// enough, after 5 s at the cap (a Job that finishes pokes it sooner), or, after a failed
+// launch, with back-off (its services keep waiting).
+func (c *Controller) launchDueBatches(ctx context.Context) {
+	b := c.batch
+	defer func() { c.metrics.WeederWaiting.Set(float64(b.count())) }()
+	if until := b.retryAt.Sub(c.now()); until > 0 {
+		b.queue.AddAfter(batchKey, until)
+		return
+	}
+	for {
+		items, wait := b.due(c.now(), c.opts.Batching.Size, c.opts.Batching.Linger)
+		if len(items) == 0 {
+			if wait >= 0 {
+				b.queue.AddAfter(batchKey, wait)
+			}
+			return
+		}
+		switch launched, err := c.launchBatch(ctx, items); {
+		case err != nil:
+			backoff := b.retries.When(batchKey)
+			b.retryAt = c.now().Add(backoff)
+			b.queue.AddAfter(batchKey, backoff)
+			return
+		case !launched:
+			b.queue.AddAfter(batchKey, 5*time.Second)
+			return
+		}
+		b.retries.Forget(batchKey)
 	}
 }
 

@@ -212,6 +212,7 @@ func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
 	}
 	h.c = c
 	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.batch.queue.ShutDown)
 	return h
 }
 
