@@ -131,13 +131,15 @@ func newBatcher() *batcher {
 // poke has the batch launcher look at once.
 func (b *batcher) poke() { b.queue.Add(batchKey) }
 
-// ownLaunched counts a Job of its own; recentOwn drops those older than the window.
+// ownLaunched counts a Job of its own, for PlanLaunch's RecentOwn (see input).
 func (b *batcher) ownLaunched(at time.Time) {
 	b.mu.Lock()
 	b.recent = append(b.recent, at)
 	b.mu.Unlock()
 }
 
+// input is what PlanLaunch reads of the batcher: the own Jobs launched within the window
+// (older ones are dropped) and the services waiting for a batch Job.
 func (b *batcher) input(now time.Time, window time.Duration) (recent, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
