@@ -15,7 +15,8 @@ import (
 )
 
 // Reconcile is the sync of one service's key (the worker loop calls it): it acts once on the
-// edge the handler recorded last, and forgets the edge once it is done.
+// edge the handler recorded last (actOnEdge), if it is still worth acting on, and forgets the
+// edge once it is done.
 func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	c.mu.Lock()
 	st := c.services[key]
@@ -28,7 +29,14 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if owed == nil {
 		return nil
 	}
-	if err := c.act(ctx, c.config(), key, st, owed, seen); err != nil {
+	rc := c.config()
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
+	worth, err := c.worthActing(ctx, rc, key, st, owed, seen, log)
+	if err == nil && worth {
+		err = c.actOnEdge(ctx, rc, key, st, owed, log)
+	}
+	if err != nil {
 		return &attemptError{err: err, tried: owed}
 	}
 	c.mu.Lock()
@@ -68,42 +76,42 @@ func (c *Controller) GiveUp(key string, err error) {
 	c.recordEvent(ns, svc, corev1.EventTypeWarning, EventWeederFailed, "Could not launch a weeder Job: "+err.Error())
 }
 
-// act performs the action one owed edge calls for. A gone service without a weeder and a
-// catch-up without a crash-looping dependent read only the caches.
-func (c *Controller) act(ctx context.Context, rc *runningConfig, key string, st *serviceState, e *recordedEdge, seen Observation) error {
+// worthActing: the edge still calls for PlanWeeder. Not when a reload took the service out
+// since, nor for a gone service without a weeder or a catch-up without a crash-looping
+// dependent: those read only the caches.
+func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key string, st *serviceState, e *recordedEdge, seen Observation, log logrus.FieldLogger) (bool, error) {
 	if !c.relevant(rc, key) {
-		return nil // a reload took the service or its namespace out since the edge
+		return false, nil
 	}
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
 	switch {
 	case e.edge == EdgeGone:
 		if c.coverage(rc, key, st).active == NoWeeder {
 			log.Debug("The service's endpoints are gone and it has no weeder Job: nothing to do.")
-			return nil
+			return false, nil
 		}
 	case e.catchUp:
 		if !seen.Ready {
-			return nil // down again: its outage edge is owed, or nothing is to do
+			return false, nil // down again: its outage edge is owed, or nothing is to do
 		}
 		sels, err := jobs.SelectorStrings(rc.cfg.Selectors(svc))
 		if err != nil {
-			return err // validated at load; cannot happen
+			return false, err // validated at load; cannot happen
 		}
 		pod, err := c.deps.crashLooping(ctx, c.client, ns, sels)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if pod == "" {
 			log.Debug("Service is Ready and none of its dependents is crash-looping: no catch-up weeder.")
-			return nil
+			return false, nil
 		}
 		c.countTrigger(e)
 		log.WithField("pod", pod).Info("Catch-up: the service is Ready and a dependent is in CrashLoopBackOff; making sure a weeder restarts it.")
 	default:
 		c.countTrigger(e)
 	}
-	return c.actOnEdge(ctx, rc, key, st, e, log)
+	return true, nil
 }
 
 func (c *Controller) countTrigger(e *recordedEdge) {
