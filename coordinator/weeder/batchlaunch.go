@@ -19,8 +19,8 @@ func (c *Controller) runBatches(ctx context.Context) {
 	defer stop()
 	for {
 		key, shutdown := q.Get()
-		if shutdown {
-			return
+		if shutdown || ctx.Err() != nil {
+			return // a shut-down queue still hands out what it holds: no launch after ctx
 		}
 		c.launchDueBatches(ctx)
 		q.Done(key)
