@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	batchv1listers "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/utils/ptr"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
@@ -73,7 +74,7 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 	}
 	var active []batchv1.Job
 	for _, j := range items {
-		if j.DeletionTimestamp != nil || Finished(&j) {
+		if !Active(&j) {
 			continue
 		}
 		// Labels may be shortened with a hash; the annotation has the exact target.
@@ -136,7 +137,7 @@ func (l *Launcher) Delete(ctx context.Context, list []batchv1.Job) ([]string, er
 	var deleted []string
 	for _, a := range list {
 		err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
-			PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 			Preconditions:     &metav1.Preconditions{UID: &a.UID},
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -162,7 +163,10 @@ func Finished(j *batchv1.Job) bool {
 	return false
 }
 
+// Active is true while the Job counts as running for its target: it is not being deleted
+// and has not finished. De-duplication, the weeder's cap and the prober's shards all count
+// Jobs by it.
+func Active(j *batchv1.Job) bool { return j.DeletionTimestamp == nil && !Finished(j) }
+
 // Failed is true once the Job has its Failed condition: it ran out of retries or its deadline.
 func Failed(j *batchv1.Job) bool { return conditionTrue(j, batchv1.JobFailed) }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -40,7 +40,7 @@ func (p *Controller) coveredElsewhere(target string, list []string) map[string]b
 	out := map[string]bool{}
 	for _, o := range p.jobInf.GetIndexer().List() {
 		j, ok := o.(*batchv1.Job)
-		if !ok || j.DeletionTimestamp != nil || jobs.Finished(j) || jobTarget(j) == target {
+		if !ok || !jobs.Active(j) || jobTarget(j) == target {
 			continue
 		}
 		for _, ns := range p.covers(j) {
@@ -69,7 +69,7 @@ func (p *Controller) dissolve(ctx context.Context, target string, active *batchv
 func (p *Controller) activeJob(target string) *batchv1.Job {
 	objs, _ := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
 	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && j.DeletionTimestamp == nil && !jobs.Finished(j) {
+		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
 			return j
 		}
 	}

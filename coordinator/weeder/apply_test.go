@@ -16,7 +16,7 @@ import (
 // apply makes cfgYAML the running section, as a reload does.
 func (h *harness) apply(cfgYAML string, relook bool) {
 	h.t.Helper()
-	h.c.Apply(parseConfig(h.t, cfgYAML), h.c.live().tpl, relook)
+	h.c.Apply(parseConfig(h.t, cfgYAML), h.c.config().tpl, relook)
 }
 
 func TestReloadedConfigDrivesTheWeederDecisions(t *testing.T) {

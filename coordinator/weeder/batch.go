@@ -1,17 +1,13 @@
 package weeder
 
 import (
-	"context"
-	"fmt"
+	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/depwatch/depwatch/jobs"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Storms: a zone or node failure takes many services down at once. A Job per service would
@@ -96,7 +92,7 @@ func PlanLaunch(b Batching, in LaunchInput) LaunchMode {
 // batchItem is a service waiting for a batch Job.
 type batchItem struct {
 	key   string
-	p     *pendingLaunch
+	edge  *recordedEdge
 	armed bool
 	since time.Time
 }
@@ -106,29 +102,44 @@ type batcher struct {
 	mu      sync.Mutex
 	recent  []time.Time
 	waiting map[string]*batchItem
-	wake    chan struct{}
-	// atCap: the last launch was held back by --max-weeder-jobs (runBatches' goroutine only).
+
+	// queue holds batchKey while the batch launcher is owed a look: a service joined, a
+	// weeder Job finished or went (a place under the cap), or a time came (a batch has
+	// lingered, the cap is looked at again, a failed launch is retried). One key, so the
+	// launcher never runs twice at once.
+	queue workqueue.TypedDelayingInterface[string]
+	// The launcher's own (runBatches' goroutine only):
+	// retries spaces the retries of a failed launch; retryAt: no launch before then, however
+	// many pokes come meanwhile.
+	retries workqueue.TypedRateLimiter[string]
+	retryAt time.Time
+	// atCap: the last launch was held back by --max-weeder-jobs.
 	atCap bool
 }
 
-func newBatcher() *batcher {
-	return &batcher{waiting: map[string]*batchItem{}, wake: make(chan struct{}, 1)}
-}
+// batchKey is the batch launcher's one key in its queue.
+const batchKey = "batch"
 
-func (b *batcher) poke() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
+func newBatcher() *batcher {
+	return &batcher{
+		waiting: map[string]*batchItem{},
+		queue:   workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "depwatch-weeder-batches"}),
+		retries: workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 	}
 }
 
-// ownLaunched counts a Job of its own; recentOwn drops those older than the window.
+// poke has the batch launcher look at once.
+func (b *batcher) poke() { b.queue.Add(batchKey) }
+
+// ownLaunched counts a Job of its own, for PlanLaunch's RecentOwn (see input).
 func (b *batcher) ownLaunched(at time.Time) {
 	b.mu.Lock()
 	b.recent = append(b.recent, at)
 	b.mu.Unlock()
 }
 
+// input is what PlanLaunch reads of the batcher: the own Jobs launched within the window
+// (older ones are dropped) and the services waiting for a batch Job.
 func (b *batcher) input(now time.Time, window time.Duration) (recent, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -186,10 +197,7 @@ func (b *batcher) due(now time.Time, size int, linger time.Duration) ([]*batchIt
 		items = append(items, it)
 	}
 	slices.SortFunc(items, func(x, y *batchItem) int {
-		if c := x.since.Compare(y.since); c != 0 {
-			return c
-		}
-		return cmpString(x.key, y.key)
+		return cmp.Or(x.since.Compare(y.since), strings.Compare(x.key, y.key))
 	})
 	if wait := linger - now.Sub(items[0].since); wait > 0 && len(items) < size {
 		return nil, wait
@@ -213,145 +221,4 @@ func (b *batcher) done(items []*batchItem) {
 		}
 	}
 	b.mu.Unlock()
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// runBatches launches batch Jobs until ctx ends: whenever a batch is due and the cap leaves
-// room. A failed launch is retried with back-off; its services keep waiting.
-func (c *Controller) runBatches(ctx context.Context) {
-	var backoff time.Duration
-	var retryAt time.Time // after a failed launch: no launch before then, however many wake-ups
-	for {
-		wait := time.Duration(-1)
-		if until := retryAt.Sub(c.now()); until > 0 {
-			wait = until
-		} else {
-			items, w := c.batch.due(c.now(), c.opts.Batching.Size, c.opts.Batching.Linger)
-			wait = w
-			if len(items) > 0 {
-				switch launched, err := c.launchBatch(ctx, items); {
-				case err != nil:
-					backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-					retryAt, wait = c.now().Add(backoff), backoff
-				case !launched:
-					wait = 5 * time.Second // at the cap: a Job that finishes wakes this sooner
-				default:
-					backoff = 0
-					continue // more may be due
-				}
-			}
-		}
-		c.metrics.WeederWaiting.Set(float64(c.batch.count()))
-		var timer *time.Timer
-		var fired <-chan time.Time
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			fired = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-c.batch.wake:
-		case <-fired:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-// launchBatch creates one batch Job for items, if the cap leaves room (launched false
-// otherwise), then records each service's Event.
-func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool, error) {
-	l := c.live()
-	if max := c.opts.Batching.MaxJobs; max > 0 && c.activeWeederJobs() >= max {
-		if !c.batch.atCap { // said once per time at the cap, not on every Job update
-			c.batch.atCap = true
-			c.log.WithFields(logrus.Fields{"waiting": c.batch.count(), "maxWeederJobs": max}).
-				Warn("Services wait for a weeder Job: --max-weeder-jobs weeder Jobs are active; they are covered as soon as one finishes.")
-		}
-		return false, nil
-	}
-	if c.batch.atCap {
-		c.batch.atCap = false
-		c.log.WithField("waiting", c.batch.count()).Info("A weeder Job finished: services that waited at --max-weeder-jobs are being covered.")
-	}
-	armed := items[0].armed
-	first := items[0].p
-	targets := make([]jobs.WeederTarget, 0, len(items))
-	var replace []batchv1.Job
-	var live []*batchItem
-	for _, it := range items {
-		if !c.relevant(l, it.key) {
-			continue // a reload took it out since
-		}
-		ns, svc := splitKey(it.key)
-		targets = append(targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: l.cfg.Selectors(svc)})
-		live = append(live, it)
-		for _, j := range c.wjobs.active(it.key) {
-			if len(jobs.JobTargets(j)) == 1 && !jobs.Armed(j) { // its own unarmed Job: replaced
-				replace = append(replace, *j)
-			}
-		}
-		if it.p.at.Before(first.at) {
-			first = it.p
-		}
-	}
-	if len(live) == 0 {
-		c.batch.done(items)
-		return true, nil
-	}
-	spec, err := c.weederBatchSpec(l, first, armed, targets)
-	if err != nil {
-		c.batch.done(items) // validated at load; cannot happen
-		return true, err
-	}
-	out, err := l.launcher.LaunchOver(ctx, spec, replace)
-	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
-	if err != nil {
-		c.log.WithError(err).WithField("services", len(live)).Error("Could not launch a batch weeder Job; will retry.")
-		return false, err
-	}
-	c.batch.done(items)
-	c.metrics.WeederBatched.Add(float64(len(live)))
-	job := out.Job.Namespace + "/" + out.Job.Name
-	c.log.WithFields(logrus.Fields{"job": job, "services": len(live), "armed": armed, "result": string(out.Result)}).
-		Infof("Many services need a weeder at once: launched one batch weeder Job for %d of them; each is followed on its own (kubectl logs shows a target field per line).", len(live))
-	for _, it := range live {
-		ns, svc := splitKey(it.key)
-		c.noteLaunch(it.key, out.Job, armed, false)
-		c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(c.now().Sub(it.p.at).Seconds())
-		c.observeEdge(it.p)
-		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc, "job": job, "trigger": it.p.reason, "armed": armed, "batch": len(live)})
-		if armed {
-			log.Info("The service went down: covered by an armed batch weeder Job; it starts reaping the service's dependents the moment it is Ready again.")
-			c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederArmed,
-				fmt.Sprintf("Armed batch weeder Job %s (trigger %s, %d services): it restarts this service's crash-looping dependents from the moment it is Ready again (waiting at most %s), for %s",
-					job, it.p.reason, len(live), l.cfg.MaxWait(), l.cfg.Watch()))
-			continue
-		}
-		log.Info("Covered by a batch weeder Job.")
-		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted,
-			fmt.Sprintf("Started batch weeder Job %s (trigger %s, %d services): restarting this service's crash-looping dependents for %s",
-				job, it.p.reason, len(live), l.cfg.Watch()))
-	}
-	return true, nil
-}
-
-// weederBatchSpec builds a batch weeder Job's spec from config l.
-func (c *Controller) weederBatchSpec(l *live, p *pendingLaunch, armed bool, targets []jobs.WeederTarget) (jobs.Spec, error) {
-	base := weederSettings(l, p, armed)
-	base.Client = BatchClientLimits(len(targets), c.opts.Batching)
-	return jobs.WeederBatch(base, targets)
 }

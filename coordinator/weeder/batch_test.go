@@ -232,7 +232,7 @@ func TestAJobNotYetInTheCacheIsStoppedLikeOneThatIs(t *testing.T) {
 	h.set(up("a", "etcd-main-client"))
 	reconcileNoSync := func() {
 		key, _ := h.c.queue.Get()
-		if err := h.c.reconcile(context.Background(), key); err != nil {
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
 			t.Fatal(err)
 		}
 		h.c.queue.Done(key)

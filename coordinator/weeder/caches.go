@@ -163,7 +163,7 @@ func (w *weederJobs) active(key string) []*batchv1.Job {
 	objs, _ := w.inf.GetIndexer().ByIndex(jobTargetIndex, key)
 	var out []*batchv1.Job
 	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && isActive(j) {
+		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
 			out = append(out, j)
 		}
 	}
@@ -175,14 +175,12 @@ func (w *weederJobs) active(key string) []*batchv1.Job {
 func (w *weederJobs) count() int {
 	n := 0
 	for _, o := range w.inf.GetStore().List() {
-		if j, ok := o.(*batchv1.Job); ok && isActive(j) {
+		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
 			n++
 		}
 	}
 	return n
 }
-
-func isActive(j *batchv1.Job) bool { return j.DeletionTimestamp == nil && !jobs.Finished(j) }
 
 // has: the cache holds the Job (it has caught up with a launch).
 func (w *weederJobs) has(namespace, name string) bool {

@@ -152,6 +152,15 @@ func (c *Config) Configured(svc string) bool {
 func (c *Config) Validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	c.validateDurations(add)
+	for _, name := range c.Services() {
+		c.validateService(name, add)
+	}
+	c.validateNamespaces(add)
+	return errs
+}
+
+func (c *Config) validateDurations(add func(format string, a ...any)) {
 	for _, d := range []struct {
 		field string
 		value *metav1.Duration
@@ -164,46 +173,50 @@ func (c *Config) Validate() []error {
 			add("%s: %s: must be at most %s", d.field, d.value.Duration, ctrl.MaxDuration)
 		}
 	}
-	for _, name := range c.Services() {
-		field := "servicesAndDependantSelectors." + ctrl.PathKey(name)
-		for _, m := range validation.IsDNS1035Label(name) {
-			add("%s: %q is not a service name: %s", field, name, m)
+}
+
+func (c *Config) validateService(name string, add func(format string, a ...any)) {
+	field := "servicesAndDependantSelectors." + ctrl.PathKey(name)
+	for _, m := range validation.IsDNS1035Label(name) {
+		add("%s: %q is not a service name: %s", field, name, m)
+	}
+	d := c.ServicesAndDependantSelectors[name]
+	if len(d.PodSelectors) == 0 {
+		add("%s.podSelectors: required: at least one pod selector", field)
+	}
+	for i, s := range d.PodSelectors {
+		f := fmt.Sprintf("%s.podSelectors[%d]", field, i)
+		if s == nil {
+			add("%s: must not be null", f)
+			continue
 		}
-		d := c.ServicesAndDependantSelectors[name]
-		if len(d.PodSelectors) == 0 {
-			add("%s.podSelectors: required: at least one pod selector", field)
-		}
-		for i, s := range d.PodSelectors {
-			f := fmt.Sprintf("%s.podSelectors[%d]", field, i)
-			if s == nil {
-				add("%s: must not be null", f)
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(s)
-			switch {
-			case err != nil:
-				add("%s: %v", f, err)
-			case sel.Empty():
-				add("%s: empty selector: it would select every pod in the namespace", f)
-			}
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		switch {
+		case err != nil:
+			add("%s: %v", f, err)
+		case sel.Empty():
+			add("%s: empty selector: it would select every pod in the namespace", f)
 		}
 	}
-	if c.Namespaces != nil {
-		if c.Namespaces.Selector != nil {
-			// Absent means every namespace; a selector that is written but empty is more
-			// likely a templating slip than a choice, so it is refused like an empty pod selector.
-			switch s, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector); {
-			case err != nil:
-				add("namespaces.selector: %v", err)
-			case s.Empty():
-				add("namespaces.selector: empty: it would select every namespace (leave namespaces.selector out to mean every namespace)")
-			}
-		}
-		for i, n := range c.Namespaces.Names {
-			for _, m := range validation.IsDNS1123Label(n) {
-				add("namespaces.names[%d]: %q: %s", i, n, m)
-			}
+}
+
+func (c *Config) validateNamespaces(add func(format string, a ...any)) {
+	if c.Namespaces == nil {
+		return
+	}
+	if c.Namespaces.Selector != nil {
+		// Absent means every namespace; a selector that is written but empty is more likely
+		// a templating slip than a choice, so it is refused like an empty pod selector.
+		switch s, err := metav1.LabelSelectorAsSelector(c.Namespaces.Selector); {
+		case err != nil:
+			add("namespaces.selector: %v", err)
+		case s.Empty():
+			add("namespaces.selector: empty: it would select every namespace (leave namespaces.selector out to mean every namespace)")
 		}
 	}
-	return errs
+	for i, n := range c.Namespaces.Names {
+		for _, m := range validation.IsDNS1123Label(n) {
+			add("namespaces.names[%d]: %q: %s", i, n, m)
+		}
+	}
 }

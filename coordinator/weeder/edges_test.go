@@ -26,7 +26,7 @@ func (h *harness) queueOnly(s *discoveryv1.EndpointSlice, deleted bool) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.c.onEvent(s, deleted)
+	h.c.onEndpoints(s, deleted)
 }
 
 // TestEdgesAreActedOnHoweverLateTheQueueReachesThem drives the real handler and queue: the
@@ -172,7 +172,7 @@ func TestServicesGoneWithoutAWeederCostNoAPICall(t *testing.T) {
 		t.Errorf("jobs = %v: the armed weeder of the deleted namespace should be stopped", names(js))
 	}
 	h.c.mu.Lock()
-	left := len(h.c.states)
+	left := len(h.c.services)
 	h.c.mu.Unlock()
 	if left != 1 { // c/kube-apiserver is still there
 		t.Errorf("%d services remembered, want 1: gone services are forgotten", left)

@@ -3,7 +3,6 @@ package weeder
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,13 +23,11 @@ type source interface {
 	Informer() cache.SharedIndexInformer
 	// KeyOf maps an informer object (or tombstone) to its service key <namespace>/<name>.
 	KeyOf(obj any) (string, bool)
-	// Observe reads one service's readiness from the informer's cache.
-	Observe(key string) (Observation, error)
 	// Keys lists the services present in the cache.
 	Keys() []string
-	// Fold applies one event's object (added or updated; deleted: removed) to the event
-	// handler's own view of its service and returns the service's readiness after it.
-	Fold(v *view, obj any, deleted bool) Observation
+	// ApplyEvent applies one event's object (added or updated; deleted: removed) to the
+	// event handler's own view of its service and returns the service's readiness after it.
+	ApplyEvent(v *view, obj any, deleted bool) Observation
 }
 
 // view is the event handler's own picture of one service's endpoints objects, built from the
@@ -105,21 +102,7 @@ func (s *sliceSource) KeyOf(obj any) (string, bool) {
 	return keys[0], true
 }
 
-func (s *sliceSource) Observe(key string) (Observation, error) {
-	objs, err := s.inf.GetIndexer().ByIndex(serviceIndex, key)
-	if err != nil {
-		return Observation{}, err
-	}
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if sl, ok := o.(*discoveryv1.EndpointSlice); ok {
-			slices = append(slices, sl)
-		}
-	}
-	return SlicesObservation(slices), nil
-}
-
-func (s *sliceSource) Fold(v *view, obj any, deleted bool) Observation {
+func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
 		if v.slices == nil {
 			v.slices = map[string]*discoveryv1.EndpointSlice{}
@@ -175,16 +158,7 @@ func (s *endpointsSource) KeyOf(obj any) (string, bool) {
 	return key, err == nil
 }
 
-func (s *endpointsSource) Observe(key string) (Observation, error) {
-	obj, exists, err := s.inf.GetIndexer().GetByKey(key)
-	if err != nil || !exists {
-		return Observation{}, err
-	}
-	ep, _ := obj.(*corev1.Endpoints)
-	return EndpointsObservation(ep), nil
-}
-
-func (s *endpointsSource) Fold(v *view, obj any, deleted bool) Observation {
+func (s *endpointsSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	if ep, ok := unwrap(obj).(*corev1.Endpoints); ok {
 		v.ep = ep
 		if deleted {
@@ -198,12 +172,4 @@ func (s *endpointsSource) Keys() []string {
 	keys := s.inf.GetIndexer().ListKeys()
 	sort.Strings(keys)
 	return keys
-}
-
-func splitKey(key string) (namespace, name string) {
-	ns, n, ok := strings.Cut(key, "/")
-	if !ok {
-		return "", key
-	}
-	return ns, n
 }

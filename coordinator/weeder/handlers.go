@@ -1,0 +1,199 @@
+package weeder
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// newInformers makes the weeder's informers: the configured services' endpoints
+// (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
+// dependents' pods and the weeder Jobs in the Jobs' namespace. The coordinator runs them.
+func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
+	c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
+	_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
+	c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	if useEndpoints {
+		c.src = newEndpointsSource(client, c.base.Services())
+	} else {
+		src, err := newSliceSource(client, c.base.Services())
+		if err != nil {
+			return err
+		}
+		c.src = src
+	}
+	deps, err := newDependents(client, c.base)
+	if err != nil {
+		return err
+	}
+	c.deps = deps
+	c.wjobs = newWeederJobs(client, jobNamespace)
+	return nil
+}
+
+// addHandlers: an endpoints event may make an edge (onEndpoints); a weeder Job's add
+// observes its expectation, and a Job that finishes or goes frees a place under
+// --max-weeder-jobs, so the batches waiting for one look again.
+func (c *Controller) addHandlers() error {
+	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.onJobAdded,
+		UpdateFunc: func(old, obj any) {
+			if c.leading.Load() {
+				c.metrics.CountFailed(string(jobs.KindWeeder), old, obj)
+			}
+			c.batch.poke()
+		},
+		DeleteFunc: func(any) { c.batch.poke() },
+	}); err != nil {
+		return err
+	}
+	_, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onEndpoints(obj, false) },
+		UpdateFunc: func(_, obj any) { c.onEndpoints(obj, false) },
+		DeleteFunc: func(obj any) { c.onEndpoints(obj, true) },
+	})
+	return err
+}
+
+// onJobAdded: the Job cache shows the Job, so it is no longer only expected.
+func (c *Controller) onJobAdded(obj any) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		c.mu.Lock()
+		c.expectations.observe(j.Name)
+		c.mu.Unlock()
+	}
+}
+
+// onEndpoints folds an endpoints event into the service's state and, when it makes an edge,
+// queues the service. It makes no API call.
+func (c *Controller) onEndpoints(obj any, deleted bool) {
+	key, ok := c.src.KeyOf(obj)
+	if !ok {
+		return
+	}
+	if _, svc, _ := cache.SplitMetaNamespaceKey(key); !c.base.Configured(svc) {
+		return // legacy Endpoints of every service in the cluster reach the handler
+	}
+	rc, now := c.config(), c.now()
+	c.mu.Lock()
+	edge := c.fold(rc, key, obj, deleted, now)
+	c.mu.Unlock()
+	if edge != nil {
+		c.queue.Add(key)
+	}
+}
+
+// fold applies one event to the service's view and records the edge it makes, if any, with
+// its time; c.mu must be held.
+func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, now time.Time) *recordedEdge {
+	st := c.state(key)
+	prev := st.seen
+	st.seen = c.src.ApplyEvent(&st.view, obj, deleted)
+	st.relevant = c.relevant(rc, key)
+	c.countReady(st)
+	edge := edgeOf(prev, st.seen, now)
+	if !st.relevant {
+		edge = nil
+	}
+	if edge != nil {
+		if old := st.owed; old != nil && !old.catchUp && old.edge != edge.edge {
+			// The queue had not reached the older edge when this one came: it is over, and
+			// the action for this one is what can still help.
+			c.metrics.EdgesOvertaken.WithLabelValues(old.edge.String()).Inc()
+		}
+		st.owed = edge
+	}
+	if !st.seen.Known && st.owed == nil {
+		delete(c.services, key)
+	}
+	return edge
+}
+
+// edgeOf is the edge owed an action when a service's readiness goes from prev to now (nil:
+// none).
+func edgeOf(prev, now Observation, at time.Time) *recordedEdge {
+	switch edge := Decide(prev, now); {
+	case edge == EdgeReady:
+		return &recordedEdge{edge: EdgeReady, trigger: jobs.TriggerReady, at: at}
+	case edge == EdgeOutage:
+		return &recordedEdge{edge: EdgeOutage, trigger: jobs.TriggerOutage, at: at}
+	case edge == EdgeGone:
+		return &recordedEdge{edge: EdgeGone, trigger: "gone", at: at}
+	case !prev.Known && now.Ready:
+		// A first sighting says nothing of what happened before it: if a dependent is
+		// crash-looping, an outage the coordinator never saw may have just ended.
+		return catchUpEdge(at)
+	}
+	return nil
+}
+
+// recheckRelevance applies a reloaded config to every known service: one it no longer covers
+// is forgotten (its owed action dropped), one it now covers counts as first seen.
+func (c *Controller) recheckRelevance() {
+	rc, now := c.config(), c.now()
+	var keys []string
+	c.mu.Lock()
+	for key, st := range c.services {
+		relevant := c.relevant(rc, key)
+		switch {
+		case !relevant:
+			st.owed = nil
+		case !st.relevant && st.seen.Ready:
+			st.owed = catchUpEdge(now)
+			keys = append(keys, key)
+		}
+		st.relevant = relevant
+		c.countReady(st)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.Add(k)
+	}
+}
+
+// countReady keeps the services_ready gauge; c.mu must be held.
+func (c *Controller) countReady(st *serviceState) {
+	if ready := st.relevant && st.seen.Ready; ready != st.inReadyGauge {
+		st.inReadyGauge = ready
+		if ready {
+			c.metrics.ServicesReady.Inc()
+		} else {
+			c.metrics.ServicesReady.Dec()
+		}
+	}
+}
+
+// state returns (creating) the state of key; c.mu must be held.
+func (c *Controller) state(key string) *serviceState {
+	st, ok := c.services[key]
+	if !ok {
+		st = &serviceState{}
+		c.services[key] = st
+	}
+	return st
+}
+
+// relevant: a service configured in rc, in a namespace rc watches.
+func (c *Controller) relevant(rc *runningConfig, key string) bool {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	return rc.cfg.Configured(svc) && c.watched(rc, ns)
+}
+
+func (c *Controller) watched(rc *runningConfig, ns string) bool {
+	if len(rc.names) > 0 && !rc.names[ns] {
+		return false
+	}
+	if !c.nsSelect {
+		return true
+	}
+	n, err := c.nsLister.Get(ns)
+	return err == nil && rc.nsSel.Matches(labels.Set(n.Labels))
+}

@@ -1,0 +1,232 @@
+package weeder
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// launchWeeder covers the service with a weeder: a Job of its own while launches are rare
+// (replacing its own unarmed Job, if one runs), else a place in the batch being formed.
+func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, armed bool, own []batchv1.Job, log logrus.FieldLogger) error {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
+	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
+		c.batch.add(&batchItem{key: key, edge: e, armed: armed, since: c.now()})
+		log.WithFields(logrus.Fields{"trigger": e.trigger, "armed": armed, "waiting": waiting + 1}).
+			Info("Many services need a weeder at once: this one joins a batch weeder Job.")
+		return nil
+	}
+	if armed {
+		// A lone outage may be its Service being deleted (its pods going first): one read
+		// spares a weeder that would wait maxWait for nothing. A storm's services are not
+		// read one by one; a deleted one's target in a batch Job just waits out maxWait.
+		if gone, err := c.serviceGoing(ctx, ns, svc); err != nil {
+			log.WithError(err).Error("Could not tell whether the Service is being deleted; will retry.")
+			return err
+		} else if gone != "" {
+			log.WithField("going", gone).Infof("Service has no ready endpoint any more and is going away (%s): no weeder is armed.", gone)
+			return nil
+		}
+	}
+	spec, err := weederSpec(rc, key, e, armed)
+	if err != nil {
+		return err // validated at load; cannot happen
+	}
+	out, err := rc.launcher.LaunchOver(ctx, spec, own)
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
+	if err != nil {
+		log.WithError(err).WithField("trigger", e.trigger).Error("Could not launch the weeder Job; will retry.")
+		return err
+	}
+	c.batch.ownLaunched(c.now())
+	c.covered(rc, key, e, launched{job: out.Job, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
+	return nil
+}
+
+// launched is a weeder Job just created, as one of the services it covers is told of it.
+type launched struct {
+	job   *batchv1.Job
+	armed bool
+	// own: the Job covers this service alone; else batch is how many services it covers.
+	own      bool
+	batch    int
+	replaced []string
+	result   jobs.Result
+}
+
+// covered notes that the service is covered by a Job just created (see expectedLaunch),
+// measures the edge's latency, logs it and records the Service's Event.
+func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l launched, log logrus.FieldLogger) {
+	c.noteLaunch(key, l)
+	latency := c.now().Sub(e.at)
+	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
+	c.observeEdge(e)
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	job := l.job.Namespace + "/" + l.job.Name
+	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": l.armed}
+	// What the Event calls the Job, the service's dependents, and the service.
+	what, deps, when := "", "crash-looping dependents", "the service is"
+	if l.own {
+		fields["result"], fields["replaced"], fields["latencyMs"] = string(l.result), l.replaced, latency.Milliseconds()
+		what = fmt.Sprintf("weeder Job %s (trigger %s%s)", job, e.trigger, replacedNote(l.replaced))
+	} else {
+		fields["batch"] = l.batch
+		what = fmt.Sprintf("batch weeder Job %s (trigger %s, %d services)", job, e.trigger, l.batch)
+		deps, when = "this service's crash-looping dependents", "it is"
+	}
+	log = log.WithFields(fields)
+	if l.armed {
+		if l.own {
+			log.WithField("maxWait", rc.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
+		} else {
+			log.Info("The service went down: covered by an armed batch weeder Job; it starts reaping the service's dependents the moment it is Ready again.")
+		}
+		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederArmed,
+			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, rc.cfg.MaxWait(), rc.cfg.Watch()))
+		return
+	}
+	if l.own {
+		log.Info("Launched a weeder Job.")
+	} else {
+		log.Info("Covered by a batch weeder Job.")
+	}
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, rc.cfg.Watch()))
+}
+
+// noteLaunch remembers the weeder Job just created for key and expects it in the Job cache,
+// unless the cache shows it already.
+func (c *Controller) noteLaunch(key string, l launched) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.wjobs.has(l.job.Namespace, l.job.Name) {
+		c.expectations.expect(l.job.Name, c.now())
+	}
+	if st, ok := c.services[key]; ok {
+		st.launched = &launchedJob{name: l.job.Name, uid: l.job.UID, armed: l.armed, own: l.own}
+	}
+}
+
+// activeWeederJobs counts the weeder Jobs active now (the --max-weeder-jobs cap's measure):
+// the cache's, plus those created that it has not shown yet.
+func (c *Controller) activeWeederJobs() int {
+	n := c.wjobs.count()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return n + c.expectations.count(c.now())
+}
+
+// keepWeeder: an active weeder already covers the edge; it is only said.
+func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage, log logrus.FieldLogger) {
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
+	c.observeEdge(e)
+	log = log.WithFields(logrus.Fields{"job": rc.launcher.Template.Namespace + "/" + cov.by, "trigger": e.trigger, "result": string(jobs.ResultKept)})
+	switch {
+	case cov.active != ArmedWeeder:
+		log.Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
+	case e.edge == EdgeOutage:
+		log.Info("An armed weeder Job is active for the service: no new Job; it pauses while the service is down and reaps again when it is Ready, until its watchDuration ends.")
+	default:
+		log.Info("An armed weeder Job is active for the service: no new Job; it reaps the moment the service is Ready, then for watchDuration.")
+	}
+}
+
+// stopWeeder deletes the service's own running weeder Job, if any: the service went down
+// again and arming is off, or (going says why) it is going away.
+func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, own []batchv1.Job, going string, log logrus.FieldLogger) error {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	stopped, err := rc.launcher.Delete(ctx, own)
+	if err != nil {
+		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
+		return err
+	}
+	if len(stopped) == 0 {
+		log.Info("Service has no ready endpoint any more; no weeder Job of its own was running.")
+		return nil
+	}
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), "stopped").Add(float64(len(stopped)))
+	c.observeEdge(e)
+	if going != "" {
+		log.WithField("jobs", stopped).Infof("The service is going away (%s): stopped its weeder Job.", going)
+		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+			fmt.Sprintf("Stopped weeder Job(s) %v: the service is going away (%s)", stopped, going))
+		return nil
+	}
+	log.WithField("jobs", stopped).Info("Service has no ready endpoint any more: stopped its weeder Job, so dependents are not restarted while they cannot work.")
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStopped,
+		fmt.Sprintf("Stopped weeder Job(s) %v: the service has no ready endpoint; a new weeder starts when it is Ready again", stopped))
+	return nil
+}
+
+// weederSpec builds the service's weeder Job spec for an edge from config rc; armed adds the
+// gate.
+func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	w := weederSettings(rc, e, armed)
+	w.Namespace, w.Service, w.Selectors = ns, svc, rc.cfg.Selectors(svc)
+	return jobs.Weeder(w)
+}
+
+// weederSettings is what every weeder Job of config rc shares, one service's or a batch's.
+func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederSpec {
+	cfg := rc.cfg
+	var grace *time.Duration
+	if cfg.GracePeriod != nil {
+		grace = &cfg.GracePeriod.Duration
+	}
+	return jobs.WeederSpec{
+		WatchDuration: cfg.Watch(),
+		GracePeriod:   grace,
+		Trigger:       e.trigger,
+		TriggerTime:   e.at,
+		Armed:         armed,
+		MaxWait:       cfg.MaxWait(),
+		ReapCooldown:  cfg.Cooldown(),
+	}
+}
+
+// observeEdge records how long after its edge the weeder's action was done.
+func (c *Controller) observeEdge(e *recordedEdge) {
+	c.metrics.EdgeToAction.WithLabelValues(e.trigger).Observe(c.now().Sub(e.at).Seconds())
+}
+
+func replacedNote(r []string) string {
+	if len(r) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", replacing %v", r)
+}
+
+// recordEvent records an Event on the Service (none without a recorder). Its UID (which
+// `kubectl describe service` matches Events by) comes from its EndpointSlices' owner
+// reference, so a storm of Events costs no reads; with legacy Endpoints, which carry no
+// owner, the Service is read. (A slice made by hand without an owner gives an Event without
+// UID: listed by kubectl get events, not by describe; a storm is never held up by a read per
+// Event.)
+func (c *Controller) recordEvent(ns, svc, typ, reason, msg string) {
+	if c.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: ns, Name: svc}
+	c.mu.Lock()
+	if st, ok := c.services[ns+"/"+svc]; ok {
+		ref.UID = st.view.serviceUID()
+	}
+	c.mu.Unlock()
+	if _, legacy := c.src.(*endpointsSource); ref.UID == "" && legacy {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
+			ref.UID, ref.ResourceVersion = s.UID, s.ResourceVersion
+		}
+	}
+	c.recorder.Event(ref, typ, reason, msg)
+}

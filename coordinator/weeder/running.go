@@ -1,0 +1,29 @@
+package weeder
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// runningConfig is one applied config and what the weeder's decisions derive from it. A
+// reload swaps it whole; each sync reads it once, so one decision never mixes two configs.
+type runningConfig struct {
+	cfg      *Config
+	tpl      jobs.Template // jobTemplate resolved (namespace, image)
+	names    map[string]bool
+	nsSel    labels.Selector
+	launcher *jobs.Launcher
+}
+
+func newRunningConfig(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *runningConfig {
+	rc := &runningConfig{cfg: cfg, tpl: tpl, names: map[string]bool{}, nsSel: cfg.NamespaceSelector(),
+		launcher: &jobs.Launcher{Client: client, Template: tpl}}
+	if cfg.Namespaces != nil {
+		for _, n := range cfg.Namespaces.Names {
+			rc.names[n] = true
+		}
+	}
+	return rc
+}

@@ -1,0 +1,114 @@
+package weeder
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// weederState is what the weeder knows that no API object holds. Everything else (the
+// endpoints, the weeder Jobs, the namespaces, the dependents) it reads from its informers'
+// caches when it acts.
+type weederState struct {
+	mu sync.Mutex
+	// services: per configured <namespace>/<service> with endpoints objects (or an edge
+	// still owed an action), what the event handler saw of it.
+	services map[string]*serviceState
+	// expectations: the weeder Jobs created that the Job cache has not shown yet.
+	expectations jobExpectations
+}
+
+func newWeederState() weederState {
+	return weederState{services: map[string]*serviceState{}, expectations: jobExpectations{}}
+}
+
+// serviceState is what the weeder knows of one service besides the caches.
+type serviceState struct {
+	// view is the handler's own picture of the service's endpoints objects, folded event by
+	// event: the informer's cache may already be past the event being handled, and reading
+	// it instead could skip an outage shorter than the gap between two events.
+	view view
+	// seen is the readiness after the last event folded: the "before" of the next edge.
+	seen Observation
+	// relevant: configured and in a watched namespace when last looked at. A reload or a
+	// namespace's labels change it, and a service that becomes relevant counts as first seen.
+	relevant bool
+	// inReadyGauge: the service is counted in services_ready, so it is taken out once.
+	inReadyGauge bool
+	// owed is the edge owed an action: the last one the handler recorded, with the time it
+	// happened. The sync acts on it however late the queue reaches the key, which is why no
+	// outage is lost: the cache, read later, would show only where the service ended up. A
+	// newer edge replaces it, because the older one is over (its outage ended, or its return
+	// was followed by a new outage): the action for the newer one is what can still help.
+	owed *recordedEdge
+	// launched is the last weeder Job this coordinator created for the service. While the
+	// Job cache has not shown it (jobExpectations), it covers the service all the same.
+	launched *launchedJob
+}
+
+// recordedEdge is an edge owed an action.
+type recordedEdge struct {
+	edge Edge
+	// trigger is the Job's trigger: ready, outage or catch-up ("gone" for EdgeGone).
+	trigger string
+	// at is when the handler saw the edge: the weeder's latency counts from it.
+	at time.Time
+	// catchUp: a Ready service first seen, or found Ready on taking the lead: act only if a
+	// dependent is crash-looping, and keep any weeder already active.
+	catchUp bool
+	// triggerCounted: in triggers_total already (a retry does not count it again).
+	triggerCounted bool
+}
+
+// catchUpEdge is the edge of a Ready service the weeder has no history of: it says nothing
+// of what happened before, so a crash-looping dependent may be owed a weeder.
+func catchUpEdge(at time.Time) *recordedEdge {
+	return &recordedEdge{edge: EdgeReady, trigger: jobs.TriggerCatchUp, at: at, catchUp: true}
+}
+
+// launchedJob is a weeder Job this coordinator created for a service.
+type launchedJob struct {
+	name  string
+	uid   types.UID
+	armed bool
+	// own: the Job covers this service alone, so it may be replaced or stopped for it.
+	own bool
+}
+
+// expectationTTL is how long a created Job is expected before the Job cache shows it, as
+// kube-controller-manager's ControllerExpectations do with their timeout: a Job deleted
+// before the cache ever saw it would otherwise count as active for ever.
+const expectationTTL = 2 * time.Minute
+
+// jobExpectations are the weeder Jobs created (name → when) that the Job cache has not
+// shown yet: expected on create, observed when the Job informer adds the Job, dropped after
+// expectationTTL. Between the create and the informer's add, only they say that the service
+// is covered and that the Job counts under --max-weeder-jobs. The caller holds
+// weederState.mu.
+type jobExpectations map[string]time.Time
+
+func (e jobExpectations) expect(name string, now time.Time) { e[name] = now }
+
+func (e jobExpectations) observe(name string) { delete(e, name) }
+
+// pending: name was created, and neither observed nor expired.
+func (e jobExpectations) pending(name string, now time.Time) bool {
+	at, ok := e[name]
+	return ok && now.Sub(at) < expectationTTL
+}
+
+// count is the number of pending expectations; expired ones are dropped.
+func (e jobExpectations) count(now time.Time) int {
+	n := 0
+	for name, at := range e {
+		if now.Sub(at) >= expectationTTL {
+			delete(e, name)
+			continue
+		}
+		n++
+	}
+	return n
+}
