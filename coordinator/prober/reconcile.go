@@ -48,58 +48,69 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 		return err
 	}
 	action, why := DecideProbe(in)
-	cfg := p.current().cfg
 	log := p.log.WithFields(logrus.Fields{"namespace": ns, "action": string(action)})
 	switch action {
 	case ProbeForget:
-		p.mu.Lock()
-		_, had := p.next[ns]
-		delete(p.next, ns)
-		delete(p.throttled, ns)
-		delete(p.shootNotes, ns)
-		if _, ok := p.lastProbe[ns]; ok {
-			delete(p.lastProbe, ns)
-			p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
-		}
-		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
-		_, wasPaused := p.paused[ns]
-		if in.Watched && !wasPaused {
-			p.paused[ns] = why
-			p.metrics.ProbeNamespaces.WithLabelValues("paused").Inc()
-		} else if !in.Watched && wasPaused {
-			delete(p.paused, ns)
-			p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
-		}
-		p.mu.Unlock()
-		p.decided(ns)
-		if had {
-			p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
-			log.WithField("reason", why).Info("Not probing this namespace any more: its shard's running probe Job stops probing it at once.")
-			// Its shard takes it out of the running Job's membership (every shard looks again
-			// when the count changed).
-			p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
-		}
+		p.forget(ns, in.Watched, why, log)
 		return nil
 	case ProbeDeferred:
 		p.queue.AddAfter(ns, time.Second)
 		return nil
 	case ProbeFirst:
-		at := in.Now.Add(cfg.Delay())
-		p.mu.Lock()
-		p.next[ns] = at
-		if _, wasPaused := p.paused[ns]; wasPaused {
-			delete(p.paused, ns)
-			p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
-		}
-		p.mu.Unlock()
-		p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
-		log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": cfg.Delay().String()}).Info("Probing this namespace.")
+		p.startProbing(ns, in.Now, why, log)
 	}
 	p.decided(ns)
 	// The shard is a key of its own: its turn adds the namespace to the running Job's
 	// membership, or launches the shard's Job once a member is due.
 	p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
 	return nil
+}
+
+// forget stops probing ns: its schedule and series go; a namespace still watched (it only
+// stopped being probe-able) is counted as paused, with why.
+func (p *Controller) forget(ns string, watched bool, why string, log logrus.FieldLogger) {
+	p.mu.Lock()
+	_, had := p.next[ns]
+	delete(p.next, ns)
+	delete(p.throttled, ns)
+	delete(p.shootNotes, ns)
+	if _, ok := p.lastProbe[ns]; ok {
+		delete(p.lastProbe, ns)
+		p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
+	}
+	p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
+	_, wasPaused := p.paused[ns]
+	if watched && !wasPaused {
+		p.paused[ns] = why
+		p.metrics.ProbeNamespaces.WithLabelValues("paused").Inc()
+	} else if !watched && wasPaused {
+		delete(p.paused, ns)
+		p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
+	}
+	p.mu.Unlock()
+	p.decided(ns)
+	if had {
+		p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
+		log.WithField("reason", why).Info("Not probing this namespace any more: its shard's running probe Job stops probing it at once.")
+		// Its shard takes it out of the running Job's membership (every shard looks again
+		// when the count changed).
+		p.queue.Add(shardKey(ShardOf(ns, p.noteShardCount())))
+	}
+}
+
+// startProbing schedules the first probe of a namespace that became probe-able, initialDelay
+// after now.
+func (p *Controller) startProbing(ns string, now time.Time, why string, log logrus.FieldLogger) {
+	delay := p.current().cfg.Delay()
+	p.mu.Lock()
+	p.next[ns] = now.Add(delay)
+	if _, wasPaused := p.paused[ns]; wasPaused {
+		delete(p.paused, ns)
+		p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
+	}
+	p.mu.Unlock()
+	p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
+	log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": delay.String()}).Info("Probing this namespace.")
 }
 
 // decided notes that ns was decided about since this replica began to lead; when every
