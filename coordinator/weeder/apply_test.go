@@ -14,9 +14,9 @@ import (
 // file watching, the checks and what needs a restart are the coordinator's, tested there.
 
 // apply makes cfgYAML the running section, as a reload does.
-func (h *harness) apply(cfgYAML string, relook bool) {
+func (h *harness) apply(cfgYAML string, servicesChanged bool) {
 	h.t.Helper()
-	h.c.Apply(parseConfig(h.t, cfgYAML), h.c.config().tpl, relook)
+	h.c.Apply(parseConfig(h.t, cfgYAML), h.c.config().tpl, servicesChanged)
 }
 
 func TestReloadedConfigDrivesTheWeederDecisions(t *testing.T) {
