@@ -187,42 +187,7 @@ func (s *scaler) ignored(ctx context.Context, t *target, obj *unstructured.Unstr
 // replicas change, so a probe killed in between never loses the count; a resource already at
 // 0 is left as it is and its stored replicas are kept.
 func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
-	var previous int32
-	var already bool
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sc, err := s.deps.Scales.Scales(s.namespace).Get(opCtx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		previous = sc.Spec.Replicas
-		if previous == 0 {
-			already = true
-			return nil
-		}
-		if s.dryRun {
-			return nil
-		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": sc.ResourceVersion, // the count stored is the count we set to 0
-			"annotations": map[string]any{
-				AnnotationReplicas:           strconv.Itoa(int(previous)),
-				AnnotationMeltdownProtection: "",
-			},
-		}})
-		if err != nil {
-			return err
-		}
-		patched, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
-			Patch(opCtx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		if err != nil {
-			return fmt.Errorf("annotating %s with its replicas: %w", t.res.Ref, err)
-		}
-		obj = patched
-		if err := s.setReplicas(opCtx, t, 0, patched.GetResourceVersion()); err != nil {
-			return fmt.Errorf("setting the replicas of %s to 0: %w", t.res.Ref, err)
-		}
-		return nil
-	})
+	previous, already, obj, err := s.storeAndZero(opCtx, t, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
@@ -250,64 +215,63 @@ func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *un
 	return OutcomeScaledDown
 }
 
+// storeAndZero stores the resource's replicas in its annotations and sets them to 0, retried
+// on conflict; already: they were 0 (nothing is written). In a dry run nothing is written
+// either. It returns the object as last patched.
+func (s *scaler) storeAndZero(ctx context.Context, t *target, obj *unstructured.Unstructured) (int32, bool, *unstructured.Unstructured, error) {
+	var previous int32
+	var already bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.deps.Scales.Scales(s.namespace).Get(ctx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		previous = sc.Spec.Replicas
+		if previous == 0 {
+			already = true
+			return nil
+		}
+		if s.dryRun {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": sc.ResourceVersion, // the count stored is the count we set to 0
+			"annotations": map[string]any{
+				AnnotationReplicas:           strconv.Itoa(int(previous)),
+				AnnotationMeltdownProtection: "",
+			},
+		}})
+		if err != nil {
+			return err
+		}
+		patched, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+			Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("annotating %s with its replicas: %w", t.res.Ref, err)
+		}
+		obj = patched
+		if err := s.setReplicas(ctx, t, 0, patched.GetResourceVersion()); err != nil {
+			return fmt.Errorf("setting the replicas of %s to 0: %w", t.res.Ref, err)
+		}
+		return nil
+	})
+	return previous, already, obj, err
+}
+
 // up: only where replicas are 0. The target is the stored replicas (an integer > 0) or 1; once
 // a replica is ready, both annotations are removed. A resource with replicas > 0 that still
 // carries the annotations (an earlier probe stopped after scaling up) gets the same ending.
 func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
-	var current, want int32
-	var why string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		sc, err := s.deps.Scales.Scales(s.namespace).Get(opCtx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		current = sc.Spec.Replicas
-		if current > 0 || s.dryRun {
-			return nil
-		}
-		var err2 error
-		if want, why, err2 = targetReplicas(obj.GetAnnotations()); err2 != nil {
-			return err2
-		}
-		if err := s.setReplicas(opCtx, t, want, sc.ResourceVersion); err != nil {
-			return fmt.Errorf("setting the replicas of %s to %d: %w", t.res.Ref, want, err)
-		}
-		return nil
-	})
+	current, want, why, err := s.restoreReplicas(opCtx, t, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
 	case err != nil:
 		return s.fail(t, obj, err)
 	}
-
 	annotated := hasAnnotations(obj)
-	if current > 0 {
-		if !annotated {
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyUp), "reason": "replicas > 0", "replicas": current}).
-				Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
-			return OutcomeAlreadyUp
-		}
-		if s.dryRun {
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
-				Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
-			return OutcomeWouldScaleUp
-		}
-		t.log.WithFields(logrus.Fields{"action": "resume", "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
-			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
-	} else {
-		if s.dryRun {
-			var err error
-			if want, why, err = targetReplicas(obj.GetAnnotations()); err != nil {
-				return s.fail(t, obj, err)
-			}
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": why, "replicas": want, "previous_replicas": 0}).
-				Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
-			return OutcomeWouldScaleUp
-		}
-		msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledUp), "reason": why, "replicas": want, "previous_replicas": 0}).Info(msg)
-		s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
+	if out, done := s.reportUp(t, obj, current, want, why, annotated); done {
+		return out
 	}
 
 	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n >= 1 })
@@ -327,6 +291,63 @@ func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unst
 		return OutcomeAnnotationsRemoved
 	}
 	return OutcomeScaledUp
+}
+
+// restoreReplicas sets replicas that are 0 to the stored count (or 1), retried on conflict;
+// current is what they were. Replicas above 0, or a dry run, write nothing.
+func (s *scaler) restoreReplicas(ctx context.Context, t *target, obj *unstructured.Unstructured) (current, want int32, why string, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.deps.Scales.Scales(s.namespace).Get(ctx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		current = sc.Spec.Replicas
+		if current > 0 || s.dryRun {
+			return nil
+		}
+		var err2 error
+		if want, why, err2 = targetReplicas(obj.GetAnnotations()); err2 != nil {
+			return err2
+		}
+		if err := s.setReplicas(ctx, t, want, sc.ResourceVersion); err != nil {
+			return fmt.Errorf("setting the replicas of %s to %d: %w", t.res.Ref, want, err)
+		}
+		return nil
+	})
+	return current, want, why, err
+}
+
+// reportUp logs (and records as an Event) what the scale-up did or, in a dry run, would do;
+// done: the outcome is final, there is nothing to wait for.
+func (s *scaler) reportUp(t *target, obj *unstructured.Unstructured, current, want int32, why string, annotated bool) (Outcome, bool) {
+	if current > 0 {
+		if !annotated {
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyUp), "reason": "replicas > 0", "replicas": current}).
+				Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
+			return OutcomeAlreadyUp, true
+		}
+		if s.dryRun {
+			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
+				Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
+			return OutcomeWouldScaleUp, true
+		}
+		t.log.WithFields(logrus.Fields{"action": "resume", "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
+			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
+		return "", false
+	}
+	if s.dryRun {
+		want, why, err := targetReplicas(obj.GetAnnotations())
+		if err != nil {
+			return s.fail(t, obj, err), true
+		}
+		t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": why, "replicas": want, "previous_replicas": 0}).
+			Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
+		return OutcomeWouldScaleUp, true
+	}
+	msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledUp), "reason": why, "replicas": want, "previous_replicas": 0}).Info(msg)
+	s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
+	return "", false
 }
 
 // setReplicas merge-patches the scale subresource (RBAC: patch on <resource>/scale), with the
