@@ -82,31 +82,9 @@ type ProbeSpec struct {
 // activeDeadlineSeconds covers RUN_DURATION + three probe timeouts (Secret, API server,
 // leases) + the scale chain, plus the template's deadline margin.
 func Probe(p ProbeSpec) (Spec, error) {
-	target := p.Namespace
-	if p.Shard != "" {
-		target = p.Shard
-	}
-	switch {
-	case p.Namespace == "" && (p.Shard == "" || len(p.Namespaces) == 0):
-		return Spec{}, fmt.Errorf("probe: a namespace, or a shard and its namespaces, is required")
-	case p.Namespace != "" && (p.Shard != "" || len(p.Namespaces) > 0):
-		return Spec{}, fmt.Errorf("probe %s: set a namespace or a shard with namespaces, not both", p.Namespace)
-	case p.Concurrency < 0 || !(p.Jitter >= 0 && p.Jitter < 1):
-		return Spec{}, fmt.Errorf("probe %s: concurrency must not be negative and jitter must be in [0,1)", target)
-	case p.KubeconfigSecretName == "":
-		return Spec{}, fmt.Errorf("probe %s: the kubeconfig Secret name is required", target)
-	case p.ProbeTimeout <= 0 || p.NodeMonitorGrace <= 0:
-		return Spec{}, fmt.Errorf("probe %s: probe timeout and node monitor grace must be positive", target)
-	case !(p.NodeLeaseFailureFraction > 0 && p.NodeLeaseFailureFraction <= 1) || !(p.LeaseExpiryBufferFraction > 0 && p.LeaseExpiryBufferFraction <= 1):
-		return Spec{}, fmt.Errorf("probe %s: fractions must be in (0,1]", target)
-	case p.DependentResources == "":
-		return Spec{}, fmt.Errorf("probe %s: dependent resources are required", target)
-	case p.RunDuration < 0 || p.ScaleChain < 0:
-		return Spec{}, fmt.Errorf("probe %s: durations must not be negative", target)
-	case p.RunDuration > 0 && p.Interval <= 0:
-		return Spec{}, fmt.Errorf("probe %s: a run duration needs a positive interval", target)
-	case p.MembershipIn != "" && (p.Shard == "" || p.RunDuration <= 0):
-		return Spec{}, fmt.Errorf("probe %s: only a shard's Job with a run duration follows a membership", target)
+	target := p.target()
+	if err := p.check(target); err != nil {
+		return Spec{}, err
 	}
 	run := probe.JobSettings{
 		Namespace: p.Namespace, Namespaces: p.Namespaces, NamespaceSettings: p.NamespaceSettings,
@@ -144,6 +122,41 @@ func Probe(p ProbeSpec) (Spec, error) {
 		Args:        []string{"probe"},
 		OnActive:    KeepActive,
 	}, nil
+}
+
+// target is what the Job is for: the namespace, or the shard.
+func (p ProbeSpec) target() string {
+	if p.Shard != "" {
+		return p.Shard
+	}
+	return p.Namespace
+}
+
+// check refuses a spec no probe Job can run with, naming the target.
+func (p ProbeSpec) check(target string) error {
+	switch {
+	case p.Namespace == "" && (p.Shard == "" || len(p.Namespaces) == 0):
+		return fmt.Errorf("probe: a namespace, or a shard and its namespaces, is required")
+	case p.Namespace != "" && (p.Shard != "" || len(p.Namespaces) > 0):
+		return fmt.Errorf("probe %s: set a namespace or a shard with namespaces, not both", p.Namespace)
+	case p.Concurrency < 0 || !(p.Jitter >= 0 && p.Jitter < 1):
+		return fmt.Errorf("probe %s: concurrency must not be negative and jitter must be in [0,1)", target)
+	case p.KubeconfigSecretName == "":
+		return fmt.Errorf("probe %s: the kubeconfig Secret name is required", target)
+	case p.ProbeTimeout <= 0 || p.NodeMonitorGrace <= 0:
+		return fmt.Errorf("probe %s: probe timeout and node monitor grace must be positive", target)
+	case !(p.NodeLeaseFailureFraction > 0 && p.NodeLeaseFailureFraction <= 1) || !(p.LeaseExpiryBufferFraction > 0 && p.LeaseExpiryBufferFraction <= 1):
+		return fmt.Errorf("probe %s: fractions must be in (0,1]", target)
+	case p.DependentResources == "":
+		return fmt.Errorf("probe %s: dependent resources are required", target)
+	case p.RunDuration < 0 || p.ScaleChain < 0:
+		return fmt.Errorf("probe %s: durations must not be negative", target)
+	case p.RunDuration > 0 && p.Interval <= 0:
+		return fmt.Errorf("probe %s: a run duration needs a positive interval", target)
+	case p.MembershipIn != "" && (p.Shard == "" || p.RunDuration <= 0):
+		return fmt.Errorf("probe %s: only a shard's Job with a run duration follows a membership", target)
+	}
+	return nil
 }
 
 // ExcessHistory returns the finished Jobs to delete so that at most successful Complete and
