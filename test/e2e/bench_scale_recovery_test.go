@@ -18,8 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -149,35 +150,62 @@ func crashLoopDependents(c kubernetes.Interface, svcs []benchService) error {
 }
 
 // deleteWatch notes when the test first sees each dependent deleted (a deletion timestamp or
-// the delete itself): the weeder's delete call, give or take the watch's latency.
+// the delete itself): the weeder's delete call, give or take the watch's latency. It is an
+// informer, not a bare watch: under a storm's load the API server may close a watch whose
+// reader falls behind, and the informer lists and watches again where a bare watch would go
+// quiet and report every later delete as never made. A delete made while it re-lists is
+// noted when the list shows it (the pods stay, terminating, on their kubelet-less node).
+// Only this run's dependents count: an earlier run's may still be terminating.
 type deleteWatch struct {
 	mu      sync.Mutex
 	deleted map[string]time.Time
-	w       watch.Interface
-	done    chan struct{}
+	stopCh  chan struct{}
+	factory informers.SharedInformerFactory
 }
 
-func watchDeletes(t *testing.T, c kubernetes.Interface) *deleteWatch {
+func watchDeletes(t *testing.T, c kubernetes.Interface, svcs []benchService) *deleteWatch {
 	t.Helper()
-	w, err := c.CoreV1().Pods("").Watch(context.Background(), metav1.ListOptions{LabelSelector: benchDependentKey + "=true"})
-	if err != nil {
+	mine := map[string]bool{}
+	for _, s := range svcs {
+		mine[s.ns+"/"+s.name+"-dependent"] = true
+	}
+	d := &deleteWatch{deleted: map[string]time.Time{}, stopCh: make(chan struct{})}
+	d.factory = informers.NewSharedInformerFactoryWithOptions(c, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = benchDependentKey + "=true" }))
+	inf := d.factory.Core().V1().Pods().Informer()
+	note := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || !mine[pod.Namespace+"/"+pod.Name] {
+			return
+		}
+		d.mu.Lock()
+		if _, ok := d.deleted[pod.Namespace+"/"+pod.Name]; !ok {
+			d.deleted[pod.Namespace+"/"+pod.Name] = time.Now()
+		}
+		d.mu.Unlock()
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
+				note(pod)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
+				note(pod)
+			}
+		},
+		DeleteFunc: note,
+	}); err != nil {
 		t.Fatalf("watching the dependents: %v", err)
 	}
-	d := &deleteWatch{deleted: map[string]time.Time{}, w: w, done: make(chan struct{})}
-	go func() {
-		defer close(d.done)
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || (ev.Type != watch.Deleted && pod.DeletionTimestamp == nil) {
-				continue
-			}
-			d.mu.Lock()
-			if _, ok := d.deleted[pod.Namespace+"/"+pod.Name]; !ok {
-				d.deleted[pod.Namespace+"/"+pod.Name] = time.Now()
-			}
-			d.mu.Unlock()
-		}
-	}()
+	d.factory.Start(d.stopCh)
+	if !cache.WaitForCacheSync(d.stopCh, inf.HasSynced) {
+		t.Fatal("watching the dependents: the pod cache never synced")
+	}
 	return d
 }
 
@@ -191,7 +219,7 @@ func (d *deleteWatch) snapshot() map[string]time.Time {
 	return out
 }
 
-func (d *deleteWatch) stop() { d.w.Stop(); <-d.done }
+func (d *deleteWatch) stop() { close(d.stopCh); d.factory.Shutdown() }
 
 // weederRSS samples the resident memory of every `depwatch reap` process on this machine (the
 // weeder pods run here) every second until stop; it returns the largest seen and how many
@@ -237,7 +265,7 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	})
 	createDependents(t, c, svcs)
 	t.Logf("%d namespaces, %d services, %d kubelet-less dependents", namespaces, len(svcs), len(svcs))
-	deletes := watchDeletes(t, c)
+	deletes := watchDeletes(t, c, svcs)
 	defer deletes.stop()
 
 	stopRSS := make(chan struct{})
