@@ -22,7 +22,9 @@ if [[ -n ${KUBECONFIG:-} ]] && kubectl --request-timeout=5s get --raw /readyz >/
   log "using the current context of KUBECONFIG=$KUBECONFIG ($(kubectl config current-context))"
 else
   log "starting the embedded local cluster (make cluster-up)"
-  ./hack/cluster-up.sh
+  # Its own progress lines only: the image packer's digests and the kubeconfig path it prints
+  # for scripts are not what someone watching the demo reads (errors go to stderr and stay).
+  ./hack/cluster-up.sh | grep --line-buffered '^\[cluster-up'
   export KUBECONFIG="$KUBECONFIG_FILE"
 fi
 if containerd_up; then
