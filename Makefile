@@ -57,7 +57,8 @@ lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal t
 	$(HELM) lint --strict $(CHART)
 	$(HELM) template depwatch $(CHART) --namespace depwatch >/dev/null
 	$(HELM) template depwatch $(CHART) --namespace depwatch --set service.enabled=true \
-	  --set serviceMonitor.enabled=true --api-versions monitoring.coreos.com/v1/ServiceMonitor >/dev/null
+	  --set serviceMonitor.enabled=true --api-versions monitoring.coreos.com/v1/ServiceMonitor \
+	  --set prometheusRule.enabled=true --api-versions monitoring.coreos.com/v1/PrometheusRule >/dev/null
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)

@@ -198,7 +198,8 @@ func TestChartRefusesUnknownValues(t *testing.T) {
 }
 
 // The chart's switches render what they say: the probe Jobs may read the Secret the config
-// names, a ServiceMonitor needs its CRD, a map config is accepted as text is.
+// names, a ServiceMonitor and a PrometheusRule need their CRDs, a map config is accepted as
+// text is.
 func TestChartValues(t *testing.T) {
 	helm := helmBinary(t)
 	render := func(args ...string) map[string]object {
@@ -253,6 +254,22 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("serviceMonitor.enabled: want a Service and a ServiceMonitor, got %v", slices.Sorted(maps.Keys(objs)))
 	}
 
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "prometheusRule.enabled=true"); err == nil || !strings.Contains(err.Error(), "monitoring.coreos.com/v1") {
+		t.Errorf("a PrometheusRule without its CRD: want an error naming monitoring.coreos.com/v1, got %v", err)
+	}
+	objs = render("--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.release=kps", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
+	rule := objs["PrometheusRule ops/dw-depwatch"]
+	var want map[string]any
+	if err := yaml.Unmarshal(readFile(t, monitoringRules), &want); err != nil {
+		t.Fatal(err)
+	}
+	if rule == nil || !reflect.DeepEqual(rule["spec"], want) {
+		t.Errorf("prometheusRule.enabled: want a PrometheusRule ops/dw-depwatch whose spec is %s, got %v", monitoringRules, rule)
+	}
+	if labels, _ := yaml.Marshal(rule["metadata"]); !strings.Contains(string(labels), "release: kps") {
+		t.Errorf("prometheusRule.labels not on the PrometheusRule:\n%s", labels)
+	}
+
 	objs = render("--set", "podDisruptionBudget.minAvailable=1", "--set", "priorityClassName=system-cluster-critical")
 	pdb, _ := yaml.Marshal(objs["PodDisruptionBudget ops/dw-depwatch-coordinator"]["spec"])
 	if !strings.Contains(string(pdb), "minAvailable: 1") || strings.Contains(string(pdb), "maxUnavailable") {
@@ -261,6 +278,30 @@ func TestChartValues(t *testing.T) {
 	dep, _ = yaml.Marshal(objs["Deployment ops/dw-depwatch-coordinator"])
 	if !strings.Contains(string(dep), "priorityClassName: system-cluster-critical") {
 		t.Errorf("priorityClassName not on the pods:\n%s", dep)
+	}
+}
+
+// monitoringRules is the one source of depwatch's alert rules; the chart ships a copy, since a
+// chart cannot read files outside its folder.
+const (
+	monitoringRules = "components/monitoring/depwatch.rules.yaml"
+	chartRules      = chart + "/files/depwatch.rules.yaml"
+)
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The chart's PrometheusRule holds the same rules as the monitoring component: its copy of the
+// rules file is the file.
+func TestChartShipsTheMonitoringComponentsRules(t *testing.T) {
+	if !bytes.Equal(readFile(t, chartRules), readFile(t, monitoringRules)) {
+		t.Errorf("manifests/%s differs from manifests/%s, its source: cp manifests/%[2]s manifests/%[1]s", chartRules, monitoringRules)
 	}
 }
 
