@@ -264,11 +264,12 @@ func (s *probeScenario) probeJobs() []batchv1.Job {
 	return out
 }
 
-// report waits for a finished probe Job whose termination message reports the namespace and
-// returns that message, the newest Job's first. A running Job has no message yet, a shard's
-// Job the namespace joined near its end may have ended before its first probe, and the
-// coordinator keeps few finished Jobs (the lab one successful Job), so a Job listed a moment
-// ago may be gone with its pod: that is waited past, not an error.
+// report waits for a finished probe Job whose termination message reports a probe of the
+// namespace and returns that message, the newest Job's first. A running Job has no message
+// yet; a shard's Job the namespace joined near its end may have ended before its first probe
+// and reports it "not-probed", which is waited past; and the coordinator keeps few finished
+// Jobs (the lab one successful Job), so a Job listed a moment ago may be gone with its pod:
+// that is waited past too, not an error.
 func (s *probeScenario) report(timeout time.Duration) string {
 	s.t.Helper()
 	var msg string
@@ -283,7 +284,12 @@ func (s *probeScenario) report(timeout time.Duration) string {
 				continue
 			}
 			for _, pod := range pods.Items {
-				if m := podTerminationMessage(pod); strings.Contains(m, `"`+s.ns+`"`) {
+				m := podTerminationMessage(pod)
+				rep, err := probe.DecodeReport(m)
+				if err != nil {
+					continue
+				}
+				if r, ok := rep.Namespaces[s.ns]; ok && r.Last != probe.ResultNotProbed {
 					msg = m
 					return true, nil
 				}
