@@ -22,9 +22,10 @@ if [[ -n ${KUBECONFIG:-} ]] && kubectl --request-timeout=5s get --raw /readyz >/
   log "using the current context of KUBECONFIG=$KUBECONFIG ($(kubectl config current-context))"
 else
   log "starting the embedded local cluster (make cluster-up)"
-  # Its own progress lines only: the image packer's digests and the kubeconfig path it prints
-  # for scripts are not what someone watching the demo reads (errors go to stderr and stay).
-  ./hack/cluster-up.sh | grep --line-buffered '^\[cluster-up'
+  # Its own progress lines and the first run's build steps only: the image packer's digests
+  # and the kubeconfig path it prints for scripts are not what someone watching the demo reads
+  # (errors go to stderr and stay).
+  ./hack/cluster-up.sh | grep --line-buffered -E '^(\[cluster-up|    build-k8s:)'
   export KUBECONFIG="$KUBECONFIG_FILE"
 fi
 if containerd_up; then

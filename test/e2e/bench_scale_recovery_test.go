@@ -204,6 +204,7 @@ func watchDeletes(t *testing.T, c kubernetes.Interface, svcs []benchService) *de
 	}
 	d.factory.Start(d.stopCh)
 	if !cache.WaitForCacheSync(d.stopCh, inf.HasSynced) {
+		d.stop()
 		t.Fatal("watching the dependents: the pod cache never synced")
 	}
 	return d
