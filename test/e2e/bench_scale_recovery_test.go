@@ -187,17 +187,14 @@ func watchDeletes(t *testing.T, c kubernetes.Interface, svcs []benchService) *de
 		}
 		d.mu.Unlock()
 	}
+	terminating := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
+			note(pod)
+		}
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
-				note(pod)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp != nil {
-				note(pod)
-			}
-		},
+		AddFunc:    terminating,
+		UpdateFunc: func(_, obj any) { terminating(obj) },
 		DeleteFunc: note,
 	}); err != nil {
 		t.Fatalf("watching the dependents: %v", err)
