@@ -153,15 +153,18 @@ func (b *batcher) input(now time.Time, window time.Duration) (recent, waiting in
 	return len(b.recent), len(b.waiting)
 }
 
-// add puts (or replaces: the newer edge is the one that can still help) key's launch.
-func (b *batcher) add(it *batchItem) {
+// add puts (or replaces: the newer edge is the one that can still help) key's launch, and
+// says how many services now wait.
+func (b *batcher) add(it *batchItem) int {
 	b.mu.Lock()
 	if old, ok := b.waiting[it.key]; ok {
 		it.since = old.since // its place in the batch being formed
 	}
 	b.waiting[it.key] = it
+	n := len(b.waiting)
 	b.mu.Unlock()
 	b.poke()
+	return n
 }
 
 // waitingFor says whether key waits for a batch Job, and armed or not.

@@ -20,8 +20,8 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
 	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
-		c.batch.add(&batchItem{key: key, edge: e, armed: armed, since: c.now()})
-		log.WithFields(logrus.Fields{"trigger": e.trigger, "armed": armed, "waiting": waiting + 1}).
+		waiting = c.batch.add(&batchItem{key: key, edge: e, armed: armed, since: c.now()})
+		log.WithFields(logrus.Fields{"trigger": e.trigger, "armed": armed, "waiting": waiting}).
 			Info("Many services need a weeder at once: this one joins a batch weeder Job.")
 		return nil
 	}

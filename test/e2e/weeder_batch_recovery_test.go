@@ -41,6 +41,7 @@ func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 	for _, p := range pairs {
 		p.waitDependentReady(2*time.Minute, "")
 	}
+	waitFirstReturnsLaunched(t, c, len(pairs))
 
 	stormStart := time.Now()
 	for _, p := range pairs {
@@ -128,6 +129,26 @@ func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 		}
 		waitReapedEvent(t, p.ns, cls[i].pod.Name, time.Minute) // Events are written behind the deletes
 	}
+}
+
+// waitFirstReturnsLaunched waits until c has launched what the pairs' first return asked of
+// it: all n services Ready in its eyes and none waiting for a batch Job, on two looks a second
+// apart. The storm must form a batch of its own: an outage that meets its service's return
+// still lingering in a batch keeps that place, so a storm begun just as that batch falls due
+// leaves in it with only the outages seen so far, the rest in another Job.
+func waitFirstReturnsLaunched(t *testing.T, c *deployedCoordinator, n int) {
+	t.Helper()
+	settled := func() bool {
+		return c.metric(t, "depwatch_coordinator_services_ready") >= float64(n) &&
+			c.metric(t, "depwatch_coordinator_weeder_services_waiting") == 0
+	}
+	waitFor(t, time.Minute, "the coordinator to have launched the weeders of the pairs' first return", func() (bool, error) {
+		if !settled() {
+			return false, nil
+		}
+		time.Sleep(time.Second)
+		return settled(), nil
+	})
 }
 
 // pollReturns notes, every 200 ms until stop, when each pair's upstream is first seen Ready and
