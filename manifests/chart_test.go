@@ -260,9 +260,7 @@ func TestChartValues(t *testing.T) {
 	objs = render("--set", "prometheusRule.enabled=true", "--set", "prometheusRule.labels.release=kps", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
 	rule := objs["PrometheusRule ops/dw-depwatch"]
 	var want map[string]any
-	if err := yaml.Unmarshal(readFile(t, monitoringRules), &want); err != nil {
-		t.Fatal(err)
-	}
+	readYAML(t, monitoringRules, &want)
 	if rule == nil || !reflect.DeepEqual(rule["spec"], want) {
 		t.Errorf("prometheusRule.enabled: want a PrometheusRule ops/dw-depwatch whose spec is %s, got %v", monitoringRules, rule)
 	}
@@ -309,11 +307,7 @@ func TestChartShipsTheMonitoringComponentsRules(t *testing.T) {
 // the Makefile builds with it (and hack/image.sh checks the binary says it); the manifests and
 // the chart must name the same version and image.
 func TestVersionIsOneSource(t *testing.T) {
-	b, err := os.ReadFile("../VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := strings.TrimSpace(string(b))
+	version := strings.TrimSpace(string(readFile(t, "../VERSION")))
 	if !regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`).MatchString(version) {
 		t.Fatalf("VERSION=%q: want vMAJOR.MINOR.PATCH", version)
 	}
@@ -346,10 +340,7 @@ func TestVersionIsOneSource(t *testing.T) {
 		t.Errorf("%s/values.yaml image.tag=%q: leave it empty so the appVersion is the tag", chart, values.Image.Tag)
 	}
 
-	mk, err := os.ReadFile("../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mk := readFile(t, "../Makefile")
 	if want := "IMAGE_REPO ?= " + values.Image.Repository + "\n"; !bytes.Contains(mk, []byte(want)) {
 		t.Errorf("the Makefile has no %q: make image would tag another image than the manifests name", strings.TrimSpace(want))
 	}
@@ -360,11 +351,7 @@ func TestVersionIsOneSource(t *testing.T) {
 
 func readYAML(t *testing.T, path string, into any) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, into); err != nil {
+	if err := yaml.Unmarshal(readFile(t, path), into); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 }

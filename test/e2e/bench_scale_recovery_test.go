@@ -97,7 +97,7 @@ func createDependents(t *testing.T, c kubernetes.Interface, svcs []benchService)
 			lbl[k] = v
 		}
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: s.name + "-dependent", Namespace: s.ns, Labels: lbl},
+			ObjectMeta: metav1.ObjectMeta{Name: s.dependent(), Namespace: s.ns, Labels: lbl},
 			Spec: corev1.PodSpec{
 				NodeName:    noKubeletNode,
 				Containers:  []corev1.Container{{Name: "app", Image: "localhost/none:never"}},
@@ -133,7 +133,7 @@ func createDependents(t *testing.T, c kubernetes.Interface, svcs []benchService)
 func crashLoopDependents(c kubernetes.Interface, svcs []benchService) error {
 	ctx := context.Background()
 	return concurrently(svcs, func(s benchService) error {
-		pod, err := c.CoreV1().Pods(s.ns).Get(ctx, s.name+"-dependent", metav1.GetOptions{})
+		pod, err := c.CoreV1().Pods(s.ns).Get(ctx, s.dependent(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func watchDeletes(t *testing.T, c kubernetes.Interface, svcs []benchService) *de
 	t.Helper()
 	mine := map[string]bool{}
 	for _, s := range svcs {
-		mine[s.ns+"/"+s.name+"-dependent"] = true
+		mine[s.ns+"/"+s.dependent()] = true
 	}
 	d := &deleteWatch{deleted: map[string]time.Time{}, stopCh: make(chan struct{})}
 	d.factory = informers.NewSharedInformerFactoryWithOptions(c, 0,
@@ -305,7 +305,7 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	var took []time.Duration
 	missing := 0
 	for _, s := range svcs {
-		at, ok := got[s.ns+"/"+s.name+"-dependent"]
+		at, ok := got[s.ns+"/"+s.dependent()]
 		if !ok {
 			missing++
 			continue

@@ -118,6 +118,9 @@ type benchService struct{ ns, name string }
 
 func (s benchService) key() string { return s.ns + "/" + s.name }
 
+// dependent is the name of the service's kubelet-less dependent pod (bench-scale recovery).
+func (s benchService) dependent() string { return s.name + "-dependent" }
+
 // createBenchServices makes the namespaces and, in each, the two configured Services with an
 // EndpointSlice of their own (all endpoints ready, owned by the Service as the EndpointSlice
 // controller's are): a seed's shoot namespaces as the coordinator sees them, without pods.
