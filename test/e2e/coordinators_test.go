@@ -199,7 +199,7 @@ func (c *deployedCoordinator) namespace(t *testing.T, prefix string) string {
 func (c *deployedCoordinator) waitLeading(t *testing.T) {
 	t.Helper()
 	if !c.leadsWithin(t, time.Minute) {
-		t.Fatalf("coordinator %s did not take the lead within a minute", c.name)
+		t.Fatalf("timed out after a minute waiting for coordinator %s to take the lead", c.name)
 	}
 }
 
@@ -257,6 +257,16 @@ func (c *deployedCoordinator) leaseHolder(t *testing.T) string {
 		return ""
 	}
 	return *l.Spec.HolderIdentity
+}
+
+// leaseAcquired is when the current holder of c's Lease acquired it.
+func (c *deployedCoordinator) leaseAcquired(t *testing.T) time.Time {
+	t.Helper()
+	l, err := kube.CoordinationV1().Leases(c.leaseNS).Get(context.Background(), "depwatch-coordinator", metav1.GetOptions{})
+	if err != nil || l.Spec.AcquireTime == nil {
+		t.Fatalf("reading when coordinator %s's Lease was acquired: %v", c.name, err)
+	}
+	return l.Spec.AcquireTime.Time
 }
 
 // restarts sums the restart counts of c's containers.

@@ -235,3 +235,78 @@ func waitJobLogLine(t *testing.T, ns, job string, want map[string]string, timeou
 	})
 	return out, lines
 }
+
+// restartedByWeeder checks what a weeder is for, with no bound the machine's load can break:
+// the crash-looping pod cl was deleted by depwatch's weeder (the Reaped Event its reaper
+// records), not before its upstream came back, and its replacement was Ready before the
+// kubelet's own restart of cl was due. Every moment compared is one the cluster recorded
+// (Event, pod conditions, container finish), never when the test happened to look. It waits
+// for the replacement until the kubelet's restart plus a margin (after that, nothing the
+// weeder does helps), and returns the replacement and how long after the upstream's return
+// it was Ready, for the test's log.
+func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
+	p.t.Helper()
+	ready, _ := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
+	readyAt := readySince(ready)
+	if !readyAt.Before(cl.kubeletRestart) {
+		p.t.Errorf("%s: the dependent's replacement %s was Ready at %s, not before the kubelet's own restart of %s at %s: the weeder did not help",
+			p.ns, ready.Name, clock(readyAt), cl.pod.Name, clock(cl.kubeletRestart))
+	}
+	reaped := reapedBy(p.t, p.ns, cl.pod.Name)
+	upAt := p.upstreamReadySince()
+	switch {
+	case reaped == nil:
+		p.t.Errorf("%s: pod %s has no Reaped Event from %s: depwatch did not delete it", p.ns, cl.pod.Name, reaperComponent)
+	case reaped.FirstTimestamp.Time.Before(upAt):
+		p.t.Errorf("%s: pod %s was reaped at %s, before its upstream was Ready again at %s: a weeder must wait for the return",
+			p.ns, cl.pod.Name, clock(reaped.FirstTimestamp.Time), clock(upAt))
+	}
+	return ready, readyAt.Sub(upAt)
+}
+
+// reaperComponent is the source of the Events depwatch's reaper records (reaper/act.go).
+const reaperComponent = "depwatch-reaper"
+
+// reapedBy waits for the Reaped Event depwatch's reaper records on the pod it deleted and
+// returns it; nil when the pod has Reaped Events from other sources only (none from depwatch).
+func reapedBy(t *testing.T, ns, pod string) *corev1.Event {
+	t.Helper()
+	waitReapedEvent(t, ns, pod, time.Minute) // Events are written behind the deletes
+	for _, e := range eventsFor(t, ns, pod)["Reaped"] {
+		if e.Source.Component == reaperComponent {
+			return &e
+		}
+	}
+	return nil
+}
+
+// readySince is when the pod last became Ready, as its kubelet recorded it (whole seconds,
+// rounded down).
+func readySince(pod corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// upstreamReadySince is when the pair's upstream came back: the moment its Ready pod became
+// Ready, as the kubelet recorded it (the Service's endpoint turns ready just after).
+func (p *pair) upstreamReadySince() time.Time {
+	p.t.Helper()
+	list, err := kube.CoreV1().Pods(p.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + upstreamName})
+	if err != nil {
+		p.t.Fatalf("listing the upstream pods of %s: %v", p.ns, err)
+	}
+	var since time.Time
+	for _, pod := range list.Items {
+		if at := readySince(pod); pod.DeletionTimestamp == nil && at.After(since) {
+			since = at
+		}
+	}
+	if since.IsZero() {
+		p.t.Fatalf("%s: no Ready upstream pod", p.ns)
+	}
+	return since
+}

@@ -318,7 +318,7 @@ func ensureCoordinator(t *testing.T) {
 		}
 		// Available is not yet leading: a test must not begin before the coordinator acts.
 		if !lab.leadsWithin(t, time.Minute) {
-			coordinatorErr = fmt.Errorf("the coordinator did not take the lead within a minute of becoming available")
+			coordinatorErr = fmt.Errorf("timed out after a minute waiting for the available coordinator to take the lead")
 		}
 	})
 	if coordinatorErr != nil {

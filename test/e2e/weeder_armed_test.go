@@ -43,11 +43,11 @@ func (p *pair) waitArmedJob(since time.Time, timeout time.Duration) batchv1.Job 
 	return job
 }
 
-// It runs in the quiet phase, beside only the shard test (a few pods and probe Jobs):
-// "within seconds" includes the replacement pod's start, which a machine busy with the shared
-// tests stretches past 10 s.
+// TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn: the weeder Job is
+// launched, armed, as the outage begins; at the return it (not the kubelet) restarts the
+// crash-looping dependent, and the return launches nothing more.
 func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testing.T) {
-	quiet(t, "timing")
+	parallelLong(t, 60*time.Second)
 	ensureCoordinator(t)
 	ns := newNamespace(t, "armed")
 	p := newPair(t, ns)
@@ -66,16 +66,9 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 	t.Logf("dependent %s is in CrashLoopBackOff (back-off %s)", cl.pod.Name, cl.backoff)
 
 	p.scaleUpstream(1)
-	upAt := p.waitServiceReady(true, time.Minute)
-	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
-	took := readyAt.Sub(upAt)
-	t.Logf("upstream Ready → dependent %s Ready: %s (armed weeder)", ready.Name, took.Round(10*time.Millisecond))
-	if !readyAt.Before(cl.kubeletRestart) {
-		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s", readyAt.Format(time.RFC3339), cl.kubeletRestart.Format(time.RFC3339))
-	}
-	if took > 10*time.Second {
-		t.Errorf("upstream Ready → dependent Ready took %s with an armed weeder; want seconds", took)
-	}
+	p.waitServiceReady(true, time.Minute)
+	ready, took := p.restartedByWeeder(cl)
+	t.Logf("upstream Ready → dependent %s Ready: %s (armed weeder)", ready.Name, took)
 
 	// Exactly one Job for this outage: the armed one (the return launched nothing).
 	time.Sleep(2 * time.Second) // room for a (wrong) second launch

@@ -63,12 +63,13 @@ func deleteNamespaces(names []string) {
 // TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered: while 200 configured Services
 // go away with their 100 namespaces, two real upstream/dependent pairs, one made before the
 // deletion and one during it, go down and come back with their dependents in
-// CrashLoopBackOff. Each is armed within seconds of its outage (a deleted service without a
-// weeder costs the coordinator no API call, so the deletion queues nothing in front of it),
-// its dependent is restarted by the weeder when the upstream returns, well before the
-// kubelet's own restart, and the service's Events say so. It runs in the quiet phase, in a
-// group of its own: deleting 100 namespaces loads the API server and the controller manager
-// for a minute, which would stretch the other quiet tests' measurements.
+// CrashLoopBackOff. Each is armed while the deletion is still under way, not behind it (a
+// deleted service without a weeder costs the coordinator no API call, so the deletion queues
+// nothing in front of it; how soon is in the log), its dependent is restarted by the weeder
+// at the return, before the kubelet's own restart, and the service's Events say so. It runs
+// in the quiet phase, in a group of its own: deleting 100 namespaces loads the API server and
+// the controller manager for a minute, and the armed-during-the-deletion check needs the
+// deletion to last.
 func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
 	quiet(t, "deletion")
 	ensureCoordinator(t)
@@ -81,18 +82,10 @@ func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
 	t.Logf("deletion of %d namespaces (%d configured Services) requested", len(mass), 2*len(mass))
 	// The namespace controller deletes EndpointSlices some seconds into each namespace's
 	// deletion: the outages begin once the coordinator is receiving the gone services.
+	prefix := mass[0][:len(mass[0])-3]
 	waitFor(t, 2*time.Minute, "the first tenth of the deleted services' EndpointSlices to be gone", func() (bool, error) {
-		left, err := kube.DiscoveryV1().EndpointSlices("").List(context.Background(), metav1.ListOptions{LabelSelector: "endpointslice.kubernetes.io/managed-by=e2e.depwatch.io"})
-		if err != nil {
-			return false, err
-		}
-		inMass := 0
-		for _, s := range left.Items {
-			if strings.HasPrefix(s.Namespace, mass[0][:len(mass[0])-3]) {
-				inMass++
-			}
-		}
-		return inMass <= 2*len(mass)*9/10, nil
+		left, err := slicesLeftIn(prefix)
+		return err == nil && left <= 2*len(mass)*9/10, err
 	})
 	t.Logf("the deleted services' EndpointSlices began to go %s after the deletion", time.Since(deleted).Round(time.Second))
 
@@ -100,11 +93,11 @@ func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
 		t.Run("pair created before the deletion", func(t *testing.T) {
 			t.Parallel()
 			before.t = t
-			outageDuringBacklog(t, before)
+			outageDuringBacklog(t, before, prefix)
 		})
 		t.Run("pair created during the deletion", func(t *testing.T) {
 			t.Parallel()
-			outageDuringBacklog(t, newPair(t, newNamespace(t, "mass-during")))
+			outageDuringBacklog(t, newPair(t, newNamespace(t, "mass-during")), prefix)
 		})
 	})
 	gone := 0
@@ -116,33 +109,43 @@ func TestOutagesDuringAMassDeletionAreArmedAtOnceAndRecovered(t *testing.T) {
 	t.Logf("%d of %d namespaces gone %s after the deletion began", gone, len(mass), time.Since(deleted).Round(time.Second))
 }
 
+// slicesLeftIn counts the test-made EndpointSlices left in the namespaces named prefix*.
+func slicesLeftIn(prefix string) (int, error) {
+	left, err := kube.DiscoveryV1().EndpointSlices("").List(context.Background(), metav1.ListOptions{LabelSelector: "endpointslice.kubernetes.io/managed-by=e2e.depwatch.io"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range left.Items {
+		if strings.HasPrefix(s.Namespace, prefix) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // outageDuringBacklog takes the pair's upstream down, waits for its armed weeder and for the
 // dependent's back-off to outlast the rest of the test's steps, brings the upstream back and
 // checks that the weeder, not the kubelet, restarted the dependent.
-func outageDuringBacklog(t *testing.T, p *pair) {
+func outageDuringBacklog(t *testing.T, p *pair, massPrefix string) {
 	outageStart := time.Now()
 	p.scaleUpstream(0)
 	downAt := p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, 90*time.Second)
-	armedAfter := job.CreationTimestamp.Sub(downAt.Truncate(time.Second))
-	t.Logf("%s/%s: armed weeder Job %s created %s after the service went down", p.ns, p.svc, job.Name, armedAfter)
-	// 2 s, plus the 1 s resolution of the Job's creation timestamp.
-	if armedAfter > 3*time.Second {
-		t.Errorf("the armed weeder was created %s after the outage; want within 2 s, not a place behind the deletion", armedAfter)
+	t.Logf("%s/%s: armed weeder Job %s created %s after the service went down", p.ns, p.svc, job.Name, job.CreationTimestamp.Sub(downAt.Truncate(time.Second)))
+	// Not a place behind the deletion: the outage was armed while the deleted namespaces'
+	// EndpointSlices were still going (seen now, so still there when the Job was created).
+	if left, err := slicesLeftIn(massPrefix); err == nil && left == 0 {
+		t.Errorf("%s/%s: the armed weeder came only after every deleted service's EndpointSlice was gone: the outage waited behind the deletion", p.ns, p.svc)
 	}
 	// 30 s or more of back-off left: the return and the weeder's restart fit in it with a
 	// wide margin, so the kubelet cannot restart the dependent first.
 	cl := p.waitCrashLoop(30*time.Second, 4*time.Minute)
 	requireBackOffAhead(t, cl, 20*time.Second, "bringing the upstream back")
 	p.scaleUpstream(1)
-	upAt := p.waitServiceReady(true, time.Minute)
-	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
-	took := readyAt.Sub(upAt)
-	t.Logf("%s: upstream Ready → dependent %s Ready in %s (kubelet's own restart due at %s)", p.ns, ready.Name, took.Round(10*time.Millisecond), cl.kubeletRestart.Format(time.RFC3339))
-	if !readyAt.Before(cl.kubeletRestart) || took > 10*time.Second {
-		t.Errorf("the dependent was Ready %s after the return (kubelet restart due %s later): not restarted by the weeder", took, cl.kubeletRestart.Sub(upAt).Round(time.Second))
-	}
-	waitReapedEvent(t, p.ns, cl.pod.Name, time.Minute)
+	p.waitServiceReady(true, time.Minute)
+	ready, took := p.restartedByWeeder(cl)
+	t.Logf("%s: upstream Ready → dependent %s Ready in %s (kubelet's own restart due at %s)", p.ns, ready.Name, took, clock(cl.kubeletRestart))
 	if ev := eventsFor(t, p.ns, p.svc)["WeederArmed"]; len(ev) != 1 {
 		t.Errorf("WeederArmed events on %s/%s: %d, want one saying the weeder was armed", p.ns, p.svc, len(ev))
 	}
