@@ -40,7 +40,7 @@ var settings = []setting{
 	// read from this table, so what a Job's environment leaves unset reads back as unset.
 	{envKubeAPIQPS, "5", "client-side rate limit of the run's API requests (lists, watches, deletes, evictions), requests a second, > 0; the coordinator raises it for a batch weeder Job by its number of services"},
 	{envKubeAPIBurst, "10", "requests sent at once before KUBE_API_QPS applies, an integer >= 1"},
-	{envKubeAPIEventsQPS, "5", "the Events' own rate limit (Reaped, ReapSkipped), requests a second, > 0: an Event never delays a delete; an Event that cannot be written is counted, logged once per run, and not retried"},
+	{envKubeAPIEventsQPS, "5", "the Events' own rate limit (Reaped, ReapSkipped), requests a second, > 0: an Event never delays a delete; an Event that cannot be written is counted, logged once per run, and not retried; once RBAC refuses one (no events create, as under pod-reaper's RBAC), none is sent again"},
 	{envKubeAPIEventsBurst, "10", "Events sent at once before KUBE_API_EVENTS_QPS applies, an integer >= 1"},
 	{"POD_SORTING_STRATEGY", "", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (lowest first; pods without a start time go last in the age orders); unset = by namespace and name, the API's list order (as pod-reaper)"},
 	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
