@@ -52,6 +52,19 @@ var settings = []setting{
 	{"MAX_UNREADY", "", "rule: pods whose Ready condition has not been True for longer than this Go duration"},
 }
 
+// Configured reports whether the environment sets any of reap's variables, even to an empty
+// value. pod-reaper's image is configured by them alone, so depwatch started with no command
+// runs reap when one is set (cmd/depwatch); when none is, reap would have no rule to run
+// (pod-reaper stops then too: "no rules were loaded").
+func Configured(lookup func(string) (string, bool)) bool {
+	for _, s := range settings {
+		if _, ok := lookup(s.name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Usage writes every setting with its default and a one-line description.
 func Usage(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
