@@ -39,6 +39,7 @@ func commands() []command {
 }
 
 func main() {
+	setSoftMemoryLimit()
 	os.Exit(dispatch(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
@@ -108,6 +109,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "does: a pod-reaper Deployment keeps working when only its image is changed to depwatch's.")
 	fmt.Fprintln(w, "When none of reap's environment variables is set (see 'depwatch reap --help'), there is")
 	fmt.Fprintln(w, "nothing to reap with, and depwatch prints this help and exits 2 instead, terminal or not.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Unless GOMEMLIMIT is set, the Go runtime's soft memory limit is 80% of the container's")
+	fmt.Fprintln(w, "memory limit (cgroup), so that the garbage collector works harder before the kernel kills.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'depwatch <command> --help' for every setting of a command and its default.")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -92,6 +93,44 @@ func TestDispatchWithNoArgsRunsReapAndLeavesEveryOtherStartAsItWas(t *testing.T)
 				if strings.Contains(stderr.String(), trace) {
 					t.Errorf("stack trace (%q) on stderr:\n%s", trace, stderr.String())
 				}
+			}
+		})
+	}
+}
+
+func TestSoftMemoryLimitIsAShareOfTheContainersUnlessGOMEMLIMITIsSet(t *testing.T) {
+	const mi = 1 << 20
+	files := func(m map[string]string) func(string) ([]byte, error) {
+		return func(name string) ([]byte, error) {
+			if v, ok := m[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, os.ErrNotExist
+		}
+	}
+	v2, v1 := cgroupMemoryLimitFiles[0], cgroupMemoryLimitFiles[1]
+	cases := []struct {
+		name   string
+		env    map[string]string
+		files  map[string]string
+		want   int64
+		wantOK bool
+	}{
+		{"pod-reaper's 30Mi, cgroup v2", nil, map[string]string{v2: "31457280\n"}, 30 * mi * 8 / 10, true},
+		{"cgroup v1", nil, map[string]string{v1: "134217728\n"}, 128 * mi * 8 / 10, true},
+		{"v2 wins over v1", nil, map[string]string{v2: "31457280", v1: "134217728"}, 30 * mi * 8 / 10, true},
+		{"no limit, cgroup v2", nil, map[string]string{v2: "max\n"}, 0, false},
+		{"no limit, cgroup v1", nil, map[string]string{v1: "9223372036854771712\n"}, 0, false},
+		{"no cgroup files (not in a container)", nil, nil, 0, false},
+		{"garbage", nil, map[string]string{v2: "lots"}, 0, false},
+		{"GOMEMLIMIT set wins", map[string]string{"GOMEMLIMIT": "100MiB"}, map[string]string{v2: "31457280"}, 0, false},
+		{"GOMEMLIMIT=off wins", map[string]string{"GOMEMLIMIT": "off"}, map[string]string{v2: "31457280"}, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := softMemoryLimit(probeTestLookup(c.env), files(c.files))
+			if got != c.want || ok != c.wantOK {
+				t.Errorf("softMemoryLimit = %d, %v; want %d, %v", got, ok, c.want, c.wantOK)
 			}
 		})
 	}
