@@ -196,11 +196,17 @@ patches:
 		t.Fatal(err)
 	}
 	mustKubectl(t, "apply", "-k", dir)
+	deployment = "pod-reaper-stale" + suffix
 	t.Cleanup(func() {
 		dumpIfFailed(t) // before the reaper and its log go
+		if t.Failed() {
+			// The namespace dump shows Jobs' logs; this reaper is a Deployment.
+			out, _ := kubectl(t, "-n", release, "logs", "deployment/"+deployment)
+			t.Logf("the chart's reaper's log:\n%s", out)
+		}
 		_, _ = kubectl(t, "delete", "-k", dir, "--ignore-not-found", "--wait=false")
 	})
-	return "pod-reaper-stale" + suffix, "pod-reaper-service-account" + suffix
+	return deployment, "pod-reaper-service-account" + suffix
 }
 
 // reaperCycle is one finished cycle of a reaper's log: its "Cycle N done." line's time and the
