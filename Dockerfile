@@ -13,4 +13,6 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION:-
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/depwatch /depwatch
 USER 65532:65532
+# No CMD: started without arguments, as pod-reaper's Deployments start their image,
+# depwatch runs reap, configured by the environment.
 ENTRYPOINT ["/depwatch"]

@@ -2,12 +2,14 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,11 +24,13 @@ const eventFlushWait = 10 * time.Second
 
 // events records the run's Events through client-go's event broadcaster, on a client (and so a
 // rate limit) of their own: a delete never waits behind an Event, and a storm's Events never
-// block the reaping. The sink does not retry: an Event that cannot be written (throttled,
-// forbidden, the API server busy) is counted and the first failure logged, once per run, not
-// once per pod; retrying every ten seconds, as client-go's sink would, is load an incident does
-// not need. close waits (bounded) for what is queued, so a one-shot run's Events exist
-// before it exits.
+// block the reaping. The sink does not retry: an Event that cannot be written (throttled, the
+// API server busy) is counted and the first failure logged, once per run, not once per pod;
+// retrying every ten seconds, as client-go's sink would, is load an incident does not need.
+// A Forbidden is permanent: the service account may not create Events (pod-reaper's RBAC
+// grants none), so it is said once and no Event is sent again for the rest of the run, which
+// for a scheduled reaper is the life of the process. close waits (bounded) for what is
+// queued, so a one-shot run's Events exist before it exits.
 type events struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -67,27 +71,46 @@ func (e *events) close(log logrus.FieldLogger) {
 		}
 	}
 	e.broadcaster.Shutdown()
-	if n := e.sink.failed.Load(); n > 0 {
-		log.WithFields(logrus.Fields{"events_failed": n, "events": e.sent.Load()}).
-			Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
+	n := e.sink.failed.Load()
+	if n == 0 {
+		return
 	}
+	line := log.WithFields(logrus.Fields{"events_failed": n, "events": e.sent.Load()})
+	if e.sink.forbidden.Load() {
+		// Said as a warning when it was found; a count now, not a second warning.
+		line.Infof("%d of the run's %d Events were not written: the service account may not create Events (the pods were handled all the same).", n, e.sent.Load())
+		return
+	}
+	line.Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
 }
 
 // countingSink writes Events with the Events client, counts what it could not write and logs
-// the first failure only.
+// the first failure only (the first refusal by RBAC on its own, as it ends the Events).
 type countingSink struct {
 	client   kubernetes.Interface
 	log      logrus.FieldLogger
 	finished atomic.Int64 // written or failed
 	failed   atomic.Int64
-	once     sync.Once
-	done     chan struct{} // signalled (never blocking) when one finished
+	// forbidden: the API server refused an Event for want of a right; none is sent again.
+	forbidden     atomic.Bool
+	onceForbidden sync.Once
+	onceFailed    sync.Once
+	done          chan struct{} // signalled (never blocking) when one finished
 }
 
+// errEventsForbidden stands for the refusal that stopped the run's Events.
+var errEventsForbidden = errors.New("not sent: the service account may not create Events")
+
 func (s *countingSink) Create(ev *corev1.Event) (*corev1.Event, error) {
+	if s.forbidden.Load() {
+		return s.finish(ev, nil, errEventsForbidden)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	out, err := s.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	if apierrors.IsForbidden(err) {
+		s.forbidden.Store(true)
+	}
 	return s.finish(ev, out, err)
 }
 
@@ -106,11 +129,7 @@ func (s *countingSink) Patch(ev *corev1.Event, _ []byte) (*corev1.Event, error) 
 func (s *countingSink) finish(ev, out *corev1.Event, err error) (*corev1.Event, error) {
 	if err != nil {
 		s.failed.Add(1)
-		s.once.Do(func() {
-			o := ev.InvolvedObject
-			s.log.WithFields(logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}).
-				Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
-		})
+		s.warnOnce(ev, err)
 		out = ev
 	}
 	s.finished.Add(1)
@@ -119,4 +138,24 @@ func (s *countingSink) finish(ev, out *corev1.Event, err error) (*corev1.Event, 
 	default:
 	}
 	return out, nil
+}
+
+// warnOnce logs the run's first refusal by RBAC and its first other failure, each once; every
+// later failure is only counted (close says how many).
+func (s *countingSink) warnOnce(ev *corev1.Event, err error) {
+	o := ev.InvolvedObject
+	fields := logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}
+	switch {
+	case errors.Is(err, errEventsForbidden):
+		// Already said when the refusal came.
+	case apierrors.IsForbidden(err):
+		s.onceForbidden.Do(func() {
+			s.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
+				"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
+		})
+	default:
+		s.onceFailed.Do(func() {
+			s.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
+		})
+	}
 }

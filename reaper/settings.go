@@ -40,7 +40,7 @@ var settings = []setting{
 	// read from this table, so what a Job's environment leaves unset reads back as unset.
 	{envKubeAPIQPS, "5", "client-side rate limit of the run's API requests (lists, watches, deletes, evictions), requests a second, > 0; the coordinator raises it for a batch weeder Job by its number of services"},
 	{envKubeAPIBurst, "10", "requests sent at once before KUBE_API_QPS applies, an integer >= 1"},
-	{envKubeAPIEventsQPS, "5", "the Events' own rate limit (Reaped, ReapSkipped), requests a second, > 0: an Event never delays a delete; an Event that cannot be written is counted, logged once per run, and not retried"},
+	{envKubeAPIEventsQPS, "5", "the Events' own rate limit (Reaped, ReapSkipped), requests a second, > 0: an Event never delays a delete; an Event that cannot be written is counted, logged once per run, and not retried; once RBAC refuses one (no events create, as under pod-reaper's RBAC), none is sent again"},
 	{envKubeAPIEventsBurst, "10", "Events sent at once before KUBE_API_EVENTS_QPS applies, an integer >= 1"},
 	{"POD_SORTING_STRATEGY", "", "order in which matched pods are reaped: random, oldest-first, youngest-first, pod-deletion-cost (lowest first; pods without a start time go last in the age orders); unset = by namespace and name, the API's list order (as pod-reaper)"},
 	{"CHAOS_CHANCE", "", "rule: reap a matching pod with this probability, a float in [0,1]"},
@@ -50,6 +50,19 @@ var settings = []setting{
 	{"POD_PHASE_STATUSES", "", "refused: pod-reaper's README names the phase rule so, but pod-reaper reads POD_STATUS_PHASES and ignores this name"},
 	{"MAX_DURATION", "", "rule: pods running longer than this Go duration since status.startTime"},
 	{"MAX_UNREADY", "", "rule: pods whose Ready condition has not been True for longer than this Go duration"},
+}
+
+// Configured reports whether the environment sets any of reap's variables, even to an empty
+// value. pod-reaper's image is configured by them alone, so depwatch started with no command
+// runs reap when one is set (cmd/depwatch); when none is, reap would have no rule to run
+// (pod-reaper stops then too: "no rules were loaded").
+func Configured(lookup func(string) (string, bool)) bool {
+	for _, s := range settings {
+		if _, ok := lookup(s.name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Usage writes every setting with its default and a one-line description.

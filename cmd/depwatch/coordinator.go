@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
@@ -15,10 +14,6 @@ import (
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
 )
-
-func runCoordinator(ctx context.Context, args []string) int {
-	return coordinatorMain(ctx, args, os.LookupEnv, os.Stdout, os.Stderr)
-}
 
 // coordinatorConfig reads flags (and their variables), LOG_LEVEL/LOG_FORMAT and the config
 // file, reporting every problem at once.

@@ -5,14 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/depwatch/depwatch/probe"
 )
-
-func runProbe(ctx context.Context, args []string) int {
-	return probeMain(ctx, args, os.LookupEnv, os.Stdout, os.Stderr)
-}
 
 func probeMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var opts probe.Options

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync/atomic"
 
@@ -15,10 +14,6 @@ import (
 
 	"github.com/depwatch/depwatch/reaper"
 )
-
-func runReap(ctx context.Context, args []string) int {
-	return reapMain(ctx, args, os.LookupEnv, os.Stdout, os.Stderr)
-}
 
 func reapMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	var opts reaper.Options
@@ -85,6 +80,7 @@ func refuse(stderr io.Writer, cmd string, err error) int {
 
 func reapUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "Usage: depwatch reap [--kubeconfig PATH]")
+	fmt.Fprintln(w, "       depwatch             (no command: reap, when any variable below is set; pod-reaper's image contract)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "One reaper run: list pods, keep those every enabled rule matches, and delete or evict")
 	fmt.Fprintln(w, "them. Cycles follow SCHEDULE and never overlap; the first runs at the schedule's first")
@@ -96,6 +92,10 @@ func reapUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "pods at most once per round; pods held back are logged once per owner and round (action")
 	fmt.Fprintln(w, "deferred) and counted as deferred in the summary. Weeder Jobs set it to 1m by default.")
 	fmt.Fprintln(w, "Exit codes: 0 done, 1 the run could not do its job, 2 invalid configuration (nothing done).")
+	fmt.Fprintln(w, "Rights: pod-reaper's (pods list and delete, pods/eviction create with EVICT) are enough for")
+	fmt.Fprintln(w, "everything pod-reaper does. Events need events create; without it the first refusal is")
+	fmt.Fprintln(w, "logged once and no Event is tried again. WATCH needs pods watch, START_WHEN_READY and TARGETS")
+	fmt.Fprintln(w, "need endpointslices list and watch.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags:")
 	fs.SetOutput(w)

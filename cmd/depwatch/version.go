@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 )
@@ -22,7 +23,7 @@ func versionString() string {
 	return fmt.Sprintf("depwatch %s (commit %s, %s, %s/%s)", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-func runVersion(context.Context, []string) int {
-	fmt.Println(versionString())
+func versionMain(_ context.Context, _ []string, _ func(string) (string, bool), stdout, _ io.Writer) int {
+	fmt.Fprintln(stdout, versionString())
 	return exitOK
 }

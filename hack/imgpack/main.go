@@ -95,6 +95,8 @@ func run(binary, inName, tag, out, user, arch string) error {
 	cfg.OS = "linux"
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = []string{"/" + inName}
+	// No Cmd: a pod that gives no command and no args (pod-reaper's Deployments) starts the
+	// binary with none, and depwatch then runs reap from its environment.
 	cfg.Config.Cmd = nil
 	cfg.Config.User = user
 	cfg.Config.WorkingDir = "/"
