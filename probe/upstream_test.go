@@ -1,10 +1,13 @@
 package probe
 
 import (
+	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/internal/upstream"
 )
@@ -76,5 +79,51 @@ func TestLeaseRulesUseMCMsAndGardenersNodeFacts(t *testing.T) {
 	filter.NodeConditions = map[string][]string{node.Labels[LabelWorkerPool]: {"Ready"}}
 	if got := filter.Exclusion(node.Name, info, true, machines); got != ExcludedUnhealthy {
 		t.Errorf("the node whose pool counts Ready as unhealthy: %q, want %s", got, ExcludedUnhealthy)
+	}
+}
+
+// dependentResourceInfos has exactly the fields of dependency-watchdog's own types: a list
+// that sets every one of them parses without a warning, and the parser knows no other.
+func TestDependentResourceFieldsAreDependencyWatchdogs(t *testing.T) {
+	var doc struct {
+		Infos []map[string]any `json:"dependentResourceInfos"`
+	}
+	if err := yaml.Unmarshal(upstream.ProberConfig(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]map[string]bool{"info": {}, "ref": {}, "scale": {}}
+	for _, info := range doc.Infos {
+		for k, v := range info {
+			keys["info"][k] = true
+			sub, _ := v.(map[string]any)
+			for kk := range sub {
+				if k == "ref" {
+					keys["ref"][kk] = true
+				} else {
+					keys["scale"][kk] = true
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		what  string
+		known []string
+		dwd   map[string]bool
+	}{
+		{"dependentResourceInfos[]", dependentResourceFields, keys["info"]},
+		{"dependentResourceInfos[].ref", refFields, keys["ref"]},
+		{"dependentResourceInfos[].scaleUp / scaleDown", scaleInfoFields, keys["scale"]},
+	} {
+		dwd := slices.Sorted(maps.Keys(c.dwd))
+		if known := slices.Sorted(slices.Values(c.known)); !slices.Equal(known, dwd) {
+			t.Errorf("%s: depwatch knows %v, dependency-watchdog %s has %v", c.what, known, upstream.DependencyWatchdogVersion, dwd)
+		}
+	}
+	list, err := json.Marshal(doc.Infos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, warnings, err := ParseDependentResourcesLenient(list); err != nil || len(warnings) > 0 {
+		t.Errorf("dependency-watchdog's dependentResourceInfos: %v, warnings %q", err, warnings)
 	}
 }
