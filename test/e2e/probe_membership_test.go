@@ -138,6 +138,29 @@ func (s *probeScenario) assertNotProbed(why string) {
 	s.assertUntouched(why)
 }
 
+// firstSeen waits until cond holds for every name, polling them together, and returns for
+// each how long after since it was first seen to hold. timeout only catches a hang.
+func firstSeen(t *testing.T, timeout time.Duration, what string, names []string, since time.Time, cond func(string) (bool, error)) map[string]time.Duration {
+	t.Helper()
+	seen := map[string]time.Duration{}
+	waitFor(t, timeout, what, func() (bool, error) {
+		for _, name := range names {
+			if _, ok := seen[name]; ok {
+				continue
+			}
+			ok, err := cond(name)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				seen[name] = time.Since(since)
+			}
+		}
+		return len(seen) == len(names), nil
+	})
+	return seen
+}
+
 // The states of a shoot this test walks, as Gardener writes them (internal/upstream).
 var (
 	activeShoot = upstream.Shoot{}
@@ -262,15 +285,26 @@ func TestProbeFollowsShootsJoiningAndLeavingWhileTheShardsJobRuns(t *testing.T) 
 	applyCluster(t, scenarios["create"].ns, upstream.Shoot{OpType: "Create", OpState: "Succeeded"})
 	applyCluster(t, scenarios["wake"].ns, activeShoot) // the wake-up has finished: status.hibernated false
 	applyCluster(t, scenarios["workers"].ns, activeShoot)
+	// Each one joins the running Job's membership, and only then is scaled down: seen as
+	// they come, all at once (one slow to come does not delay the figures of the others).
+	var steps []string
+	for _, name := range notYet {
+		steps = append(steps, name+" joined", name+" scaled down")
+	}
+	seen := firstSeen(t, hang, "the three to join their shard's membership and be scaled down", steps, changed, func(step string) (bool, error) {
+		name, what, _ := strings.Cut(step, " ")
+		if what == "joined" {
+			return len(membershipOf(t, scenarios[name].ns)) > 0, nil
+		}
+		return scenarios[name].atReplicas(kcm, 0)
+	})
 	var took []string
 	for _, name := range notYet {
-		s := scenarios[name]
-		waitFor(t, hang, s.ns+" to join its shard's membership", func() (bool, error) {
-			return len(membershipOf(t, s.ns)) > 0, nil
-		})
-		joined := time.Since(changed)
-		s.waitReplicas(kcm, 0, hang)
-		took = append(took, fmt.Sprintf("%s joined %.1fs, scaled down %.1fs", name, joined.Seconds(), time.Since(changed).Seconds()))
+		joined, scaled := seen[name+" joined"], seen[name+" scaled down"]
+		if scaled < joined {
+			t.Errorf("%s was scaled down (%.1fs after the change) before it joined the shard's membership (%.1fs): not by the shard's Job", name, scaled.Seconds(), joined.Seconds())
+		}
+		took = append(took, fmt.Sprintf("%s joined %.1fs, scaled down %.1fs", name, joined.Seconds(), scaled.Seconds()))
 	}
 	t.Logf("after the change (initialDelay %s, probeInterval %s ± %.0f%%): %s", timing.delay, timing.interval, 100*timing.jitter, strings.Join(took, "; "))
 	if now := shardJobs(); !slices.Equal(now, running) {

@@ -427,12 +427,17 @@ func (s *probeScenario) deployment(name string) *appsv1.Deployment {
 func (s *probeScenario) waitReplicas(name string, n int32, timeout time.Duration) {
 	s.t.Helper()
 	waitFor(s.t, timeout, fmt.Sprintf("deployment %s/%s at %d ready replicas", s.ns, name, n), func() (bool, error) {
-		d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
+		return s.atReplicas(name, n)
 	})
+}
+
+// atReplicas: the Deployment wants n replicas and has n ready (0: none left).
+func (s *probeScenario) atReplicas(name string, n int32) (bool, error) {
+	d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
 }
 
 // lineIndex is the index of the first line with the given fields, or -1.
