@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/depwatch/depwatch/internal/fieldpath"
 )
 
 // The facts dependency-watchdog's prober uses to choose which node leases count. They come
@@ -31,14 +33,28 @@ const (
 // MachineGVR is MCM's Machine, in the control-plane namespace of the seed.
 var MachineGVR = schema.GroupVersionResource{Group: "machine.sapcloud.io", Version: "v1alpha1", Resource: "machines"}
 
+// MachineFields are the fields of an MCM Machine the probe reads, each declared once and read
+// only through its Field; TestEveryMachineFieldIsInMCMsMachine checks each against a Machine
+// written from MCM's types (internal/upstream).
+var MachineFields fieldpath.Set
+
+var (
+	// MachinePhase is the Machine's phase (MCM's MachinePhase: Running, Failed, Terminating, ...).
+	MachinePhase = MachineFields.Field("status", "currentStatus", "phase")
+	// MachineNode is the label that names the Node the Machine became.
+	MachineNode = MachineFields.Field("metadata", "labels", MachineNodeLabel)
+)
+
 // DefaultUnhealthyNodeConditions are the node conditions that, when True, take a node out of
 // the lease count unless its worker pool names its own (MCM's defaults).
 var DefaultUnhealthyNodeConditions = []string{"KernelDeadlock", "ReadonlyFilesystem", "DiskPressure", "NetworkUnavailable"}
 
-// Machine phases that mean the machine is going away: its node's lease is not evidence.
+// goneMachinePhases are the Machine phases that mean the machine is going away: its node's
+// lease is not evidence.
 var goneMachinePhases = []string{"Failed", "Terminating"}
 
-// In-place update reasons during which the kubelet may legitimately stop renewing its lease.
+// inPlaceUpdateReasons are the reasons of a Node's InPlaceUpdate condition during which the
+// kubelet may legitimately stop renewing its lease.
 var inPlaceUpdateReasons = []string{"ReadyForUpdate", "UpdateFailed"}
 
 // NodeInfo is what the lease decision needs of a Node.
@@ -68,8 +84,9 @@ type MachineInfo struct {
 
 // MachineInfoOf reads a Machine given as unstructured.
 func MachineInfoOf(u *unstructured.Unstructured) MachineInfo {
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "currentStatus", "phase")
-	return MachineInfo{Name: u.GetName(), Node: u.GetLabels()[MachineNodeLabel], Phase: phase}
+	phase, _, _ := MachinePhase.Str(u.Object)
+	node, _, _ := MachineNode.Str(u.Object)
+	return MachineInfo{Name: u.GetName(), Node: node, Phase: phase}
 }
 
 // Why a node lease is left out of the count; the log counts each.

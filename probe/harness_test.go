@@ -28,6 +28,8 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	scalefake "k8s.io/client-go/scale/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/depwatch/depwatch/internal/upstream"
 )
 
 // The test control plane: namespace, Secret, and the kinds the fake RESTMapper knows.
@@ -372,12 +374,7 @@ func (c *cluster) machines(phases map[string]string) {
 	c.machineKind = true
 	c.mu.Unlock()
 	for node, phase := range phases {
-		m := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-			"metadata": map[string]any{"name": "machine-" + node, "namespace": testNS, "labels": map[string]any{MachineNodeLabel: node}},
-			"status":   map[string]any{"currentStatus": map[string]any{"phase": phase}},
-		}}
-		if err := c.dyn.Tracker().Add(m); err != nil {
+		if err := c.dyn.Tracker().Add(upstream.MachineFor(testNS, node, phase)); err != nil {
 			c.t.Fatal(err)
 		}
 	}

@@ -129,6 +129,15 @@ func (p *resourceParser) missing(path, what string) {
 
 var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
 
+// The fields of dependentResourceInfos, as dependency-watchdog's api/prober types name them
+// (DependentResourceInfo, autoscaling/v1 CrossVersionObjectReference, ScaleInfo); no more:
+// TestDependentResourceFieldsAreDependencyWatchdogs holds them to its own.
+var (
+	dependentResourceFields = []string{"ref", "optional", "scaleUp", "scaleDown"}
+	refFields               = []string{"kind", "name", "apiVersion"}
+	scaleInfoFields         = []string{"level", "initialDelay", "timeout"}
+)
+
 func parseDependentResources(data []byte, root string) ([]DependentResource, []string) {
 	p := &resourceParser{}
 	res := p.parse(data, root)
@@ -168,7 +177,7 @@ func (p *resourceParser) parse(data []byte, root string) []DependentResource {
 		if !ok {
 			continue
 		}
-		p.unknown(path, obj, "ref", "optional", "scaleUp", "scaleDown")
+		p.unknown(path, obj, dependentResourceFields...)
 		var r DependentResource
 		r.Ref, ok = p.ref(path+".ref", obj["ref"])
 		if ok {
@@ -229,7 +238,7 @@ func (p *resourceParser) ref(path string, v any) (ResourceRef, bool) {
 	if !ok {
 		return ResourceRef{}, false
 	}
-	p.unknown(path, obj, "kind", "name", "apiVersion")
+	p.unknown(path, obj, refFields...)
 	before := len(p.problems)
 	var r ResourceRef
 	r.Kind, _ = p.str(path+".kind", obj["kind"])
@@ -283,7 +292,7 @@ func (p *resourceParser) scaleInfo(path string, v any) ScaleInfo {
 	if !ok {
 		return si
 	}
-	p.unknown(path, obj, "level", "initialDelay", "timeout")
+	p.unknown(path, obj, scaleInfoFields...)
 	switch lv := obj["level"].(type) {
 	case nil:
 	case json.Number:

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/internal/upstream"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -90,35 +91,17 @@ func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	}
 }
 
-func cluster(shoot map[string]any) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "Cluster",
-		"metadata": map[string]any{"name": "shoot--p--a"},
-		"spec":     map[string]any{"shoot": shoot},
-	}}
-}
-
-func withWorkers(shoot map[string]any) map[string]any {
-	spec, _ := shoot["spec"].(map[string]any)
-	if spec == nil {
-		spec = map[string]any{}
-		shoot["spec"] = spec
-	}
-	spec["provider"] = map[string]any{"workers": []any{map[string]any{"name": "a"}}}
-	status, _ := shoot["status"].(map[string]any)
-	if status == nil {
-		status = map[string]any{}
-		shoot["status"] = status
-	}
-	if _, ok := status["lastOperation"]; !ok {
-		status["lastOperation"] = map[string]any{"type": "Reconcile", "state": "Succeeded"}
-	}
-	return shoot
-}
+// cluster is the Cluster of the control-plane namespace shoot--p--a whose shoot is in state
+// s, built from the Cluster written from Gardener's types (internal/upstream).
+func cluster(s upstream.Shoot) *unstructured.Unstructured { return s.Cluster("shoot--p--a") }
 
 func TestShouldProbe(t *testing.T) {
-	deleting := cluster(withWorkers(map[string]any{}))
+	deleting := cluster(upstream.Shoot{})
 	deleting.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+	emptyWorkers := cluster(upstream.Shoot{})
+	if err := unstructured.SetNestedSlice(emptyWorkers.Object, []any{}, ShootWorkers.Path()...); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		cluster *unstructured.Unstructured
@@ -126,16 +109,15 @@ func TestShouldProbe(t *testing.T) {
 		reason  string
 	}{
 		{"no Cluster", nil, true, "no Gardener Cluster"},
-		{"active shoot", cluster(withWorkers(map[string]any{})), true, "active"},
-		{"hibernation enabled", cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}})), false, "hibernat"},
-		{"hibernation disabled", cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": false}}})), true, "active"},
-		{"still hibernated while waking", cluster(withWorkers(map[string]any{"status": map[string]any{"isHibernated": true}})), false, "isHibernated"},
-		{"shoot being deleted", cluster(withWorkers(map[string]any{"metadata": map[string]any{"deletionTimestamp": "2026-05-01T10:00:00Z"}})), false, "deleted"},
+		{"active shoot", cluster(upstream.Shoot{}), true, "active"},
+		{"hibernation enabled", cluster(upstream.Shoot{HibernationEnabled: true}), false, "hibernat"},
+		{"still hibernated while waking", cluster(upstream.Shoot{Hibernated: true}), false, "waking up"},
+		{"shoot being deleted", cluster(upstream.Shoot{Deleting: true}), false, "deleted"},
 		{"Cluster being deleted", deleting, false, "Cluster resource is being deleted"},
-		{"migrating", cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Migrate", "state": "Processing"}}})), false, "migrated"},
-		{"reconciling", cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Reconcile"}}})), true, "active"},
-		{"no workers", cluster(map[string]any{"spec": map[string]any{"provider": map[string]any{"workers": []any{}}}}), false, "no workers"},
-		{"workers absent", cluster(map[string]any{"spec": map[string]any{}}), false, "no workers"},
+		{"migrating", cluster(upstream.Shoot{OpType: "Migrate", OpState: "Processing"}), false, "migrated"},
+		{"reconciling", cluster(upstream.Shoot{OpState: "Processing"}), true, "active"},
+		{"workers absent (Gardener omits an empty list)", cluster(upstream.Shoot{NoWorkers: true}), false, "no workers"},
+		{"workers an empty list", emptyWorkers, false, "no workers"},
 	} {
 		got, reason := ShouldProbe(tc.cluster)
 		if got != tc.want || !strings.Contains(reason, tc.reason) {
@@ -146,7 +128,7 @@ func TestShouldProbe(t *testing.T) {
 
 func TestDecideProbe(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	hibernated := cluster(withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}}))
+	hibernated := cluster(upstream.Shoot{HibernationEnabled: true, Hibernated: true})
 	for _, tc := range []struct {
 		name string
 		in   ProbeInput

@@ -4,30 +4,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/probe"
 )
 
-// ClusterGVR is Gardener's extensions Cluster resource: cluster-scoped, named after the
-// shoot's control-plane namespace, with the Shoot embedded in spec.shoot. depwatch reads it
-// unstructured (no Gardener Go dependency).
-var ClusterGVR = schema.GroupVersionResource{Group: "extensions.gardener.cloud", Version: "v1alpha1", Resource: "clusters"}
-
 // ShouldProbe says whether a control plane whose Gardener Cluster resource is cluster should
 // be probed, and why not. nil (no Cluster resource, or Gardener's Cluster kind is not
-// installed) is probed. Not probed, as dependency-watchdog decides: the Cluster or its shoot
-// is being deleted, the shoot is hibernated or hibernating (spec.hibernation.enabled), waking
-// up (status.isHibernated), being migrated (lastOperation.type Migrate), has no workers
-// (then there are no node leases to judge by), or its control plane is not settled yet: it is
-// probed only once the last operation is a Reconcile (in any state), or a Create or Restore
-// that has Succeeded. While a shoot is created or restored its nodes are still joining and
-// their leases say nothing about the API server. Each reason ends when the field changes, and
-// probing starts again.
+// installed) is probed. Not probed, as dependency-watchdog decides (controllers/cluster's
+// shouldStopProber and canStartProber): the Cluster or its shoot is being deleted, the shoot
+// is hibernated or hibernating (spec.hibernation.enabled), being migrated (lastOperation.type
+// Migrate), has no workers (then there are no node leases to judge by), is waking up from
+// hibernation (status.hibernated still true while spec.hibernation.enabled is not: its
+// nodes are still being created, and MCM, CA and KCM must come up undisturbed), or its
+// control plane is not settled yet: it is probed only once the last operation is a Reconcile
+// (in any state), or a Create or Restore that has Succeeded. While a shoot is created or
+// restored its nodes are still joining and their leases say nothing about the API server.
+// Each reason ends when the field changes, and probing starts again.
 func ShouldProbe(cluster *unstructured.Unstructured) (bool, string) {
 	if cluster == nil {
 		return true, "no Gardener Cluster resource"
@@ -36,32 +33,32 @@ func ShouldProbe(cluster *unstructured.Unstructured) (bool, string) {
 		return false, "the Cluster resource is being deleted"
 	}
 	obj := cluster.Object
-	if ts, found, _ := unstructured.NestedString(obj, "spec", "shoot", "metadata", "deletionTimestamp"); found && ts != "" {
-		return false, "the shoot is being deleted"
+	if ts, found, _ := ShootDeletionTimestamp.Str(obj); found && ts != "" {
+		return false, "the shoot is being deleted (" + ShootDeletionTimestamp.String() + ")"
 	}
-	if enabled, found, _ := unstructured.NestedBool(obj, "spec", "shoot", "spec", "hibernation", "enabled"); found && enabled {
-		return false, "the shoot is hibernated or hibernating (spec.hibernation.enabled)"
+	if enabled, found, _ := ShootHibernationEnabled.Bool(obj); found && enabled {
+		return false, "the shoot is hibernated or hibernating (" + ShootHibernationEnabled.String() + ")"
 	}
-	typ, _, _ := unstructured.NestedString(obj, "spec", "shoot", "status", "lastOperation", "type")
-	if typ == "Migrate" {
-		return false, "the shoot is being migrated (lastOperation.type Migrate)"
+	typ, _, _ := ShootLastOperationType.Str(obj)
+	if typ == LastOperationMigrate {
+		return false, "the shoot is being migrated (" + ShootLastOperationType.String() + " Migrate)"
 	}
-	workers, found, _ := unstructured.NestedSlice(obj, "spec", "shoot", "spec", "provider", "workers")
+	workers, found, _ := ShootWorkers.Slice(obj)
 	if !found || len(workers) == 0 {
-		return false, "the shoot has no workers"
+		return false, "the shoot has no workers (" + ShootWorkers.String() + ")"
 	}
-	if hibernated, found, _ := unstructured.NestedBool(obj, "spec", "shoot", "status", "isHibernated"); found && hibernated {
-		return false, "the shoot is waking up from hibernation (status.isHibernated)"
+	if hibernated, found, _ := ShootHibernated.Bool(obj); found && hibernated {
+		return false, "the shoot is waking up from hibernation (" + ShootHibernated.String() + " still true)"
 	}
-	last, found, _ := unstructured.NestedMap(obj, "spec", "shoot", "status", "lastOperation")
+	last, found, _ := ShootLastOperation.Map(obj)
 	if !found || last == nil {
-		return false, "the shoot is being created (no lastOperation yet)"
+		return false, "the shoot is being created (no " + ShootLastOperation.String() + " yet)"
 	}
-	state, _, _ := unstructured.NestedString(obj, "spec", "shoot", "status", "lastOperation", "state")
+	state, _, _ := ShootLastOperationState.Str(obj)
 	switch {
-	case typ == "Reconcile":
+	case typ == LastOperationReconcile:
 		return true, "the shoot is active (lastOperation Reconcile " + state + ")"
-	case (typ == "Create" || typ == "Restore") && state == "Succeeded":
+	case (typ == LastOperationCreate || typ == LastOperationRestore) && state == LastOperationSucceeded:
 		return true, "the shoot is active (lastOperation " + typ + " Succeeded)"
 	}
 	return false, fmt.Sprintf("the shoot's control plane is not settled (lastOperation %s %s; probed once a Create or Restore has Succeeded, or on Reconcile)", typ, state)
@@ -86,32 +83,33 @@ func ShootSettingsOf(cluster *unstructured.Unstructured) ShootSettings {
 		return s
 	}
 	obj := cluster.Object
-	if v, found, err := unstructured.NestedFieldNoCopy(obj, "spec", "shoot", "spec", "kubernetes", "kubeControllerManager", "nodeMonitorGracePeriod"); found && v != nil {
+	if v, found, err := ShootNodeMonitorGracePeriod.Value(obj); found && v != nil {
 		str, isString := v.(string)
 		d, perr := time.ParseDuration(str)
 		switch {
 		case err != nil || !isString || perr != nil:
-			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %v: not a duration, ignored", v))
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %v: not a duration, ignored", ShootNodeMonitorGracePeriod, v))
 		case d <= 0 || d > ctrl.MaxDuration:
-			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: %s: must be greater than 0 and at most %s, ignored", d, ctrl.MaxDuration))
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s: must be greater than 0 and at most %s, ignored", ShootNodeMonitorGracePeriod, d, ctrl.MaxDuration))
 		default:
 			s.NodeMonitorGrace = d
 		}
 	}
-	workers, _, _ := unstructured.NestedSlice(obj, "spec", "shoot", "spec", "provider", "workers")
+	workers, _, _ := ShootWorkers.Slice(obj)
 	for i, w := range workers {
 		wm, ok := w.(map[string]any)
 		if !ok {
 			continue
 		}
-		name, _, _ := unstructured.NestedString(wm, "name")
-		conds, found, err := unstructured.NestedStringSlice(wm, "machineControllerManager", "nodeConditions")
+		name, _, _ := WorkerName.Str(wm)
+		conds, found, err := WorkerNodeConditions.Strings(wm)
+		pool := fmt.Sprintf("%s[%d]", ShootWorkers, i)
 		switch {
 		case err != nil:
-			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.provider.workers[%d].machineControllerManager.nodeConditions: not a list of strings, ignored", i))
+			s.Problems = append(s.Problems, fmt.Sprintf("%s.%s: not a list of strings, ignored", pool, strings.Join(WorkerNodeConditions.Path(), ".")))
 		case !found:
 		case name == "":
-			s.Problems = append(s.Problems, fmt.Sprintf("spec.shoot.spec.provider.workers[%d]: no name, its nodeConditions are ignored", i))
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: no name, its nodeConditions are ignored", pool))
 		case len(conds) > 0:
 			if s.NodeConditions == nil {
 				s.NodeConditions = map[string][]string{}

@@ -18,6 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/internal/upstream"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -82,16 +83,14 @@ func TestUnknownDependencyWatchdogFieldsAreWarningsNotRefusals(t *testing.T) {
 // The shoot's lifecycle, as dependency-watchdog decides when to run a prober: only a settled
 // control plane is probed.
 func TestShootLifecycleDecidesWhetherItIsProbed(t *testing.T) {
-	op := func(typ, state string) map[string]any {
-		return withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": typ, "state": state}}})
-	}
+	op := func(typ, state string) upstream.Shoot { return upstream.Shoot{OpType: typ, OpState: state} }
 	for _, tc := range []struct {
 		name   string
-		shoot  map[string]any
+		shoot  upstream.Shoot
 		want   bool
 		reason string
 	}{
-		{"no lastOperation: being created", withWorkers(map[string]any{"status": map[string]any{"lastOperation": nil}}), false, "being created"},
+		{"no lastOperation: being created", upstream.Shoot{NoLastOperation: true}, false, "being created"},
 		{"Create Processing", op("Create", "Processing"), false, "Create Processing"},
 		{"Create Error", op("Create", "Error"), false, "not settled"},
 		{"Create Succeeded", op("Create", "Succeeded"), true, "Create Succeeded"},
@@ -102,8 +101,8 @@ func TestShootLifecycleDecidesWhetherItIsProbed(t *testing.T) {
 		{"Reconcile Succeeded", op("Reconcile", "Succeeded"), true, "Reconcile"},
 		{"Migrate Succeeded", op("Migrate", "Succeeded"), false, "migrated"},
 		{"Delete Processing", op("Delete", "Processing"), false, "not settled"},
-		{"waking up wins over Reconcile", withWorkers(map[string]any{"status": map[string]any{"isHibernated": true, "lastOperation": map[string]any{"type": "Reconcile", "state": "Processing"}}}), false, "waking up"},
-		{"hibernation enabled wins over Reconcile", withWorkers(map[string]any{"spec": map[string]any{"hibernation": map[string]any{"enabled": true}}}), false, "hibernat"},
+		{"waking up wins over Reconcile", upstream.Shoot{Hibernated: true, OpType: "Reconcile", OpState: "Processing"}, false, "waking up"},
+		{"hibernation enabled wins over Reconcile", upstream.Shoot{HibernationEnabled: true}, false, "hibernat"},
 	} {
 		got, reason := ShouldProbe(cluster(tc.shoot))
 		if got != tc.want || !strings.Contains(reason, tc.reason) {
@@ -112,46 +111,77 @@ func TestShootLifecycleDecidesWhetherItIsProbed(t *testing.T) {
 	}
 }
 
+// The four states of hibernation, each with the decision dependency-watchdog's cluster
+// controller makes (controllers/cluster/cluster_controller.go at v1.7.0):
+//   - shouldStopProber removes the prober while HibernationIsEnabled (spec.hibernation.enabled
+//     true), whatever status.hibernated says: hibernating and hibernated are not probed;
+//   - canStartProber refuses to start one while spec.hibernation.enabled is not true but
+//     status.hibernated (ShootStatus.IsHibernated, JSON "hibernated") still is, logging
+//     "Cannot start probe. Cluster is waking up from hibernation": a waking shoot is not
+//     probed, since its nodes are still being created and its leases say nothing yet;
+//   - once status.hibernated is false (and lastOperation is a Reconcile) it starts one.
+//
+// depwatch pauses a namespace already probed in every state dependency-watchdog would not
+// start a prober in (docs/coordinator.md lists that difference); dependency-watchdog reaches
+// "waking up" only from "hibernated", where it has stopped the prober already.
+func TestDecideProbeFollowsDependencyWatchdogThroughHibernation(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		shoot  upstream.Shoot
+		probed bool
+		want   ProbeAction
+		reason string
+	}{
+		{"hibernating: stopped (shouldStopProber)", upstream.Shoot{HibernationEnabled: true}, true, ProbeForget, "hibernat"},
+		{"hibernating, not probed yet: not started", upstream.Shoot{HibernationEnabled: true}, false, ProbeForget, "hibernat"},
+		{"hibernated: stopped (shouldStopProber)", upstream.Shoot{HibernationEnabled: true, Hibernated: true}, true, ProbeForget, "hibernat"},
+		{"hibernated, not probed yet: not started", upstream.Shoot{HibernationEnabled: true, Hibernated: true}, false, ProbeForget, "hibernat"},
+		{"waking up: not started (canStartProber)", upstream.Shoot{Hibernated: true}, false, ProbeForget, "waking up"},
+		{"waking up while a Reconcile runs: not started", upstream.Shoot{Hibernated: true, OpState: "Processing"}, false, ProbeForget, "waking up"},
+		{"waking up, probed already: paused", upstream.Shoot{Hibernated: true}, true, ProbeForget, "waking up"},
+		{"woken: started, first probe after initialDelay", upstream.Shoot{}, false, ProbeFirst, "first seen"},
+		{"woken, probed already: probed", upstream.Shoot{}, true, ProbeMember, "probed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := ProbeInput{Watched: true, Cluster: cluster(tc.shoot), Probed: tc.probed, Now: now}
+			got, why := DecideProbe(in)
+			if got != tc.want || !strings.Contains(why, tc.reason) {
+				t.Errorf("DecideProbe = %s (%s), want %s (%s)", got, why, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
 // A shoot's own nodeMonitorGracePeriod and per-pool nodeConditions override the config.
 func TestShootSettingsOverrideTheConfig(t *testing.T) {
-	shoot := func(kcm any, workers ...any) map[string]any {
-		spec := map[string]any{"provider": map[string]any{"workers": workers}}
-		if kcm != nil {
-			spec["kubernetes"] = map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": kcm}}
-		}
-		return map[string]any{"spec": spec}
+	shoot := func(kcm any, pools ...upstream.Pool) *upstream.Shoot {
+		return &upstream.Shoot{NodeMonitorGracePeriod: kcm, Pools: pools}
 	}
-	pool := func(name string, conds ...any) map[string]any {
-		w := map[string]any{"name": name}
-		if conds != nil {
-			w["machineControllerManager"] = map[string]any{"nodeConditions": conds}
-		}
-		return w
-	}
+	pool := func(name string, conds ...any) upstream.Pool { return upstream.Pool{Name: name, NodeConditions: conds} }
 	for _, tc := range []struct {
-		name      string
-		shoot     map[string]any
-		grace     time.Duration
-		condJSON  string
-		problem   string
-		nilShoots bool
+		name     string
+		shoot    *upstream.Shoot // nil: no Cluster
+		grace    time.Duration
+		condJSON string
+		problem  string
 	}{
-		{"no Cluster: the config's", nil, 40 * time.Second, "", "", true},
-		{"nothing set: the config's", shoot(nil, pool("a")), 40 * time.Second, "", "", false},
-		{"nodeMonitorGracePeriod set", shoot("2m0s", pool("a")), 2 * time.Minute, "", "", false},
-		{"nodeMonitorGracePeriod garbage: ignored", shoot("soon", pool("a")), 40 * time.Second, "", "not a duration", false},
-		{"nodeMonitorGracePeriod zero: ignored", shoot("0s", pool("a")), 40 * time.Second, "", "must be greater than 0", false},
-		{"nodeMonitorGracePeriod a number: ignored", shoot(int64(40), pool("a")), 40 * time.Second, "", "not a duration", false},
-		{"per-pool nodeConditions", shoot(nil, pool("a", "KernelDeadlock", "Custom"), pool("b")), 40 * time.Second, `{"a":["KernelDeadlock","Custom"]}`, "", false},
-		{"empty nodeConditions: defaults", shoot(nil, pool("a", []any{}...)), 40 * time.Second, "", "", false},
-		{"nodeConditions not strings: ignored", shoot(nil, pool("a", int64(1))), 40 * time.Second, "", "not a list of strings", false},
+		{"no Cluster: the config's", nil, 40 * time.Second, "", ""},
+		{"nothing set: the config's", shoot(nil, pool("a")), 40 * time.Second, "", ""},
+		{"nodeMonitorGracePeriod set", shoot("2m0s", pool("a")), 2 * time.Minute, "", ""},
+		{"nodeMonitorGracePeriod garbage: ignored", shoot("soon", pool("a")), 40 * time.Second, "", "not a duration"},
+		{"nodeMonitorGracePeriod zero: ignored", shoot("0s", pool("a")), 40 * time.Second, "", "must be greater than 0"},
+		{"nodeMonitorGracePeriod a number: ignored", shoot(int64(40), pool("a")), 40 * time.Second, "", "not a duration"},
+		{"per-pool nodeConditions", shoot(nil, pool("a", "KernelDeadlock", "Custom"), pool("b")), 40 * time.Second, `{"a":["KernelDeadlock","Custom"]}`, ""},
+		{"empty nodeConditions: defaults", shoot(nil, upstream.Pool{Name: "a", NodeConditions: []any{}}), 40 * time.Second, "", ""},
+		{"nodeConditions not strings: ignored", shoot(nil, pool("a", int64(1))), 40 * time.Second, "", "not a list of strings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s ShootSettings
-			if tc.nilShoots {
+			if tc.shoot == nil {
 				s = ShootSettingsOf(nil)
 			} else {
-				s = ShootSettingsOf(cluster(tc.shoot))
+				s = ShootSettingsOf(cluster(*tc.shoot))
 			}
 			if got := s.Grace(40 * time.Second); got != tc.grace {
 				t.Errorf("grace = %s, want %s", got, tc.grace)
@@ -220,11 +250,7 @@ func probeJobEnv(j batchv1.Job) map[string]string {
 func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
 	h := newProbeHarness(t)
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
-	shoot := withWorkers(map[string]any{"spec": map[string]any{"kubernetes": map[string]any{"kubeControllerManager": map[string]any{"nodeMonitorGracePeriod": "2m0s"}}}})
-	workers := shoot["spec"].(map[string]any)["provider"].(map[string]any)
-	workers["workers"] = []any{map[string]any{"name": "pool-a", "machineControllerManager": map[string]any{"nodeConditions": []any{"Custom"}}}}
-	c := cluster(shoot)
-	c.SetName("shoot--p--a")
+	c := cluster(upstream.Shoot{NodeMonitorGracePeriod: "2m0s", Pools: []upstream.Pool{{Name: "pool-a", NodeConditions: []any{"Custom"}}}})
 	inf := h.runClusterInformer(c)
 
 	h.reconcile("shoot--p--a")
@@ -239,8 +265,7 @@ func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
 	}
 
 	// The shoot drops its own settings while the first Job runs: it keeps its environment.
-	changed := cluster(withWorkers(map[string]any{}))
-	changed.SetName("shoot--p--a")
+	changed := cluster(upstream.Shoot{})
 	if err := inf.GetIndexer().Update(changed); err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +292,7 @@ func TestProbeJobsCarryTheShootsSettingsAsTheyWereAtLaunch(t *testing.T) {
 func TestProberWaitsForTheShootsCreation(t *testing.T) {
 	h := newProbeHarness(t)
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
-	c := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Processing"}}}))
-	c.SetName("shoot--p--a")
+	c := cluster(upstream.Shoot{OpType: "Create", OpState: "Processing"})
 	inf := h.runClusterInformer(c)
 	for range 5 {
 		h.reconcile("shoot--p--a")
@@ -277,8 +301,7 @@ func TestProberWaitsForTheShootsCreation(t *testing.T) {
 	if n := len(h.jobs()); n != 0 {
 		t.Fatalf("%d Jobs for a shoot being created", n)
 	}
-	done := cluster(withWorkers(map[string]any{"status": map[string]any{"lastOperation": map[string]any{"type": "Create", "state": "Succeeded"}}}))
-	done.SetName("shoot--p--a")
+	done := cluster(upstream.Shoot{OpType: "Create", OpState: "Succeeded"})
 	if err := inf.GetIndexer().Update(done); err != nil {
 		t.Fatal(err)
 	}

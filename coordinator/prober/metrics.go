@@ -33,7 +33,7 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 		}, []string{"result"}),
 		ProbeNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_namespaces",
-			Help: "Namespaces selected for probing: state=probed (on a schedule) or paused (the Gardener Cluster says the shoot is hibernated, deleted, migrating or has no workers).",
+			Help: "Namespaces selected for probing: state=probed (on a schedule) or paused (the Gardener Cluster says the shoot is hibernated or waking up, being created, deleted or migrated, or has no workers).",
 		}, []string{"state"}),
 		ProbeLastProbe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_last_probe_timestamp_seconds",

@@ -22,14 +22,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/internal/upstream"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // The seed-scale probe benchmark: N control-plane namespaces, each with a kubeconfig Secret
@@ -42,8 +42,6 @@ const (
 	probeScaleLabel    = "depwatch.io/bench-probe"
 	probeScaleInterval = 10 * time.Second // the shipped default probeInterval
 )
-
-var probeScaleMachineGVR = schema.GroupVersionResource{Group: "machine.sapcloud.io", Version: "v1alpha1", Resource: "machines"}
 
 // probeScaleConfig is the coordinator's config: the shipped prober defaults, the bench's
 // namespace label, and the local overlay's Job template.
@@ -324,12 +322,8 @@ func probeScaleNamespace(ctx context.Context, dyn dynamic.Interface, ns, kc, nod
 		Data: map[string][]byte{"kubeconfig": []byte(kc)}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("secret in %s: %w", ns, err)
 	}
-	m := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-		"metadata": map[string]any{"name": "machine-" + node, "namespace": ns, "labels": map[string]any{"node": node}},
-		"status":   map[string]any{"currentStatus": map[string]any{"phase": "Running"}},
-	}}
-	if _, err := dyn.Resource(probeScaleMachineGVR).Namespace(ns).Create(ctx, m, metav1.CreateOptions{}); err != nil {
+	m := upstream.MachineFor(ns, node, "Running")
+	if _, err := dyn.Resource(probe.MachineGVR).Namespace(ns).Create(ctx, m, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("machine in %s: %w", ns, err)
 	}
 	return nil

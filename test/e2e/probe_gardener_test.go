@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,49 +14,24 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/internal/upstream"
 )
 
 // The probe on a Gardener seed: the Machine and Cluster kinds exist (stand-in CRDs, installed
 // once and kept), each fake node has a Machine in the control-plane namespace, and a shoot's
 // Cluster says whether it is probed and with which grace period.
 
-// shoot is a Gardener shoot's state as its Cluster resource tells the prober.
-type shoot struct {
-	hibernated bool   // spec.hibernation.enabled and status.isHibernated
-	noWorkers  bool   // spec.provider.workers empty; else one pool
-	opType     string // status.lastOperation
-	opState    string
-	grace      string // spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod; "" = not set
-}
-
-// cluster is the shoot's Cluster resource for namespace ns.
-func (s shoot) cluster(ns string) string {
-	workers := "[{name: pool-a, minimum: 1, maximum: 3}]"
-	if s.noWorkers {
-		workers = "[]"
+// applyCluster writes the Cluster resource of namespace ns for a shoot in state sh. It is
+// built, as the unit tests build theirs, from the Cluster written from Gardener's own types
+// (internal/upstream), so the fields depwatch reads are Gardener's names, not this test's.
+func applyCluster(t *testing.T, ns string, sh upstream.Shoot) {
+	t.Helper()
+	doc, err := json.Marshal(sh.Cluster(ns).Object) // JSON is YAML
+	if err != nil {
+		t.Fatalf("writing the Cluster of %s: %v", ns, err)
 	}
-	kcm := ""
-	if s.grace != "" {
-		kcm = fmt.Sprintf("\n      kubernetes: {kubeControllerManager: {nodeMonitorGracePeriod: %q}}", s.grace)
-	}
-	return fmt.Sprintf(`apiVersion: extensions.gardener.cloud/v1alpha1
-kind: Cluster
-metadata:
-  name: %s
-spec:
-  cloudProfile: {}
-  seed: {}
-  shoot:
-    apiVersion: core.gardener.cloud/v1beta1
-    kind: Shoot
-    spec:%s
-      hibernation: {enabled: %t}
-      provider:
-        workers: %s
-    status:
-      isHibernated: %t
-      lastOperation: {type: %s, state: %s}
-`, ns, kcm, s.hibernated, workers, s.hibernated, s.opType, s.opState)
+	applyYAML(t, string(doc))
 }
 
 // waitClusterKindFound waits until the in-cluster coordinator watches Cluster resources.
@@ -126,7 +102,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 	parallelLong(t, 90*time.Second)
 	s := newProbeScenario(t, "probe-create", probeSetup{})
 	ensureClusterCRD(t)
-	applyYAML(t, shoot{opType: "Create", opState: "Processing"}.cluster(s.ns))
+	applyCluster(t, s.ns, upstream.Shoot{OpType: "Create", OpState: "Processing"})
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
 	waitClusterKindFound(t)
 
@@ -136,7 +112,7 @@ func TestProbeWaitsUntilTheShootIsCreated(t *testing.T) {
 		t.Fatalf("%d probe Jobs launched for a shoot being created, first %s", len(jobs), jobs[0].Name)
 	}
 	created := time.Now()
-	applyYAML(t, shoot{opType: "Create", opState: "Succeeded"}.cluster(s.ns))
+	applyCluster(t, s.ns, upstream.Shoot{OpType: "Create", OpState: "Succeeded"})
 	s.waitLog(2*time.Minute, map[string]string{"result": "healthy"})
 	t.Logf("first probe finished %.1fs after the Create succeeded", time.Since(created).Seconds())
 }
@@ -150,7 +126,7 @@ func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
 	parallelLong(t, 70*time.Second)
 	s := newProbeScenario(t, "probe-grace", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ensureClusterCRD(t)
-	applyYAML(t, shoot{opType: "Reconcile", opState: "Succeeded", grace: "10m"}.cluster(s.ns))
+	applyCluster(t, s.ns, upstream.Shoot{NodeMonitorGracePeriod: "10m"})
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
 	waitClusterKindFound(t)
 
@@ -160,7 +136,7 @@ func TestProbeUsesTheShootsNodeMonitorGracePeriod(t *testing.T) {
 	s.assertUntouched("the shoot's 10m grace has not passed")
 
 	changed := time.Now()
-	applyYAML(t, shoot{opType: "Reconcile", opState: "Succeeded", grace: "20s"}.cluster(s.ns))
+	applyCluster(t, s.ns, upstream.Shoot{NodeMonitorGracePeriod: "20s"})
 	s.waitReplicas(kcm, 0, 120*time.Second)
 	s.waitLog(30*time.Second, map[string]string{"action": "scale-down", "node_monitor_grace": "20s"})
 	t.Logf("scaled down %.1fs after the shoot's grace became 20s", time.Since(changed).Seconds())

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/internal/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -425,12 +427,17 @@ func (s *probeScenario) deployment(name string) *appsv1.Deployment {
 func (s *probeScenario) waitReplicas(name string, n int32, timeout time.Duration) {
 	s.t.Helper()
 	waitFor(s.t, timeout, fmt.Sprintf("deployment %s/%s at %d ready replicas", s.ns, name, n), func() (bool, error) {
-		d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
+		return s.atReplicas(name, n)
 	})
+}
+
+// atReplicas: the Deployment wants n replicas and has n ready (0: none left).
+func (s *probeScenario) atReplicas(name string, n int32) (bool, error) {
+	d, err := kube.AppsV1().Deployments(s.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
 }
 
 // lineIndex is the index of the first line with the given fields, or -1.
@@ -510,16 +517,13 @@ func applyYAML(t *testing.T, doc string) {
 }
 
 // setMachine creates or updates the Machine "machine-<node>" in the scenario's namespace,
-// labelled node=<node>, in the given phase.
+// labelled node=<node>, in the given phase: MCM's Machine as the unit tests build it
+// (internal/upstream, written from MCM's types).
 func (s *probeScenario) setMachine(node, phase string) {
 	s.t.Helper()
-	applyYAML(s.t, fmt.Sprintf(`apiVersion: machine.sapcloud.io/v1alpha1
-kind: Machine
-metadata:
-  name: machine-%s
-  namespace: %s
-  labels: {node: %s}
-status:
-  currentStatus: {phase: %s}
-`, node, s.ns, node, phase))
+	doc, err := json.Marshal(upstream.MachineFor(s.ns, node, phase).Object) // JSON is YAML
+	if err != nil {
+		s.t.Fatalf("writing the Machine of %s: %v", node, err)
+	}
+	applyYAML(s.t, string(doc))
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/internal/upstream"
 )
 
 // TestProbeScalesDependentsDownInLevelOrderAndBackUp: most worker leases stop being renewed
@@ -175,7 +177,7 @@ func TestProbeSkipsAHibernatedShoot(t *testing.T) {
 	}
 	ensureClusterCRD(t) // kept afterwards: other tests use it
 	writeCluster := func(hibernated bool) {
-		applyYAML(t, shoot{hibernated: hibernated, opType: "Reconcile", opState: "Succeeded"}.cluster(s.ns))
+		applyCluster(t, s.ns, upstream.Shoot{HibernationEnabled: hibernated, Hibernated: hibernated})
 	}
 	writeCluster(true)
 	t.Cleanup(func() { _, _ = kubectl(t, "delete", "cluster.extensions.gardener.cloud", s.ns, "--ignore-not-found") })
