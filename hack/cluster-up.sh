@@ -356,6 +356,10 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# The e2e suite runs six tests at once, some with sixteen pods and their Jobs, while the
+# namespaces of finished tests are still being deleted (slowly, on a loaded machine): the
+# default of 110 pods refused new ones ("Too many pods") and stalled every test waiting on one.
+maxPods: 250
 EOF
 if [[ -n ${KUBELET_SYNC_FREQUENCY:-} ]]; then
   # Kubelet v1.36 requeues a crash-looping pod only when its backoff expires, or after
