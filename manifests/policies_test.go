@@ -22,6 +22,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // depwatchJobs are the weeder and probe Jobs the coordinator builds from the base's config.
@@ -88,6 +89,19 @@ func TestAdmissionPolicyNamesWhatTheJobsPackageBuilds(t *testing.T) {
 		} {
 			if !strings.Contains(jobsPolicy, want) {
 				t.Errorf("%s Job: manifests/admission/jobs.yaml does not name %s as the jobs package builds it (%s)", kind, what, want)
+			}
+		}
+		if kind == jobs.KindWeeder {
+			// The one rule of the weeder's reap run the policy requires: crash-looping pods only.
+			var rule string
+			for _, e := range c.Env {
+				if e.Value == reaper.ReasonCrashLoopBackOff {
+					rule = fmt.Sprintf("e.name == '%s').all(e, e.?value.orValue('') == '%s')", e.Name, e.Value)
+				}
+			}
+			if rule == "" || !strings.Contains(jobsPolicy, rule) {
+				t.Errorf("weeder Job: manifests/admission/jobs.yaml does not require its rule of reaping %s pods only as the jobs package writes it (%q; env %v)",
+					reaper.ReasonCrashLoopBackOff, rule, c.Env)
 			}
 		}
 		if len(c.Command) != 0 || len(c.Args) != 1 || len(spec.Volumes) != 0 || len(spec.InitContainers) != 0 || len(spec.Containers) != 1 {

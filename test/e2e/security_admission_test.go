@@ -27,6 +27,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // dryRun creates nothing: admission runs in full, the object is not stored. The refused and
@@ -54,7 +55,8 @@ func asAdmin(c clients) kubernetes.Interface       { return c.admin }
 // service account, as a thief would use it, Jobs that run as depwatch-probe or depwatch-weeder
 // but are not depwatch's are refused in depwatch's namespace, each with a message that names
 // what was refused and why: another image; depwatch's image with the command sh, or with
-// arguments other than its subcommand; an extra volume; a hostPath; a privileged container; an
+// arguments other than its subcommand; a weeder whose reap run is not limited to crash-looping
+// pods; an extra volume; a hostPath; a privileged container; an
 // init container; the host's PID namespace; a Job under another service account. So are a bare
 // pod as depwatch-weeder created by the admin (whoever creates it), a hand-made Job from
 // examples/ with an image other than the installed one, and the coordinator's update or delete
@@ -108,6 +110,15 @@ func TestSecurityAdmissionPolicyRefusesWhatIsNotDepwatchsJob(t *testing.T) {
 			"runs with the arguments [probe], not `depwatch reap` alone"},
 		{"probe-job-with-a-flag", asCoordinator, job(probeJob, func(s *corev1.PodSpec) { s.Containers[0].Args = []string{"probe", "--kubeconfig=/tmp/k"} }),
 			"runs with the arguments [probe --kubeconfig=/tmp/k], not `depwatch probe` alone"},
+		{"weeder-job-reaping-more-than-crash-loops", asCoordinator, job(weeder, func(s *corev1.PodSpec) {
+			env := s.Containers[0].Env[:0]
+			for _, e := range s.Containers[0].Env {
+				if e.Value != reaper.ReasonCrashLoopBackOff {
+					env = append(env, e)
+				}
+			}
+			s.Containers[0].Env = append(env, corev1.EnvVar{Name: "MAX_DURATION", Value: "1s"}) // every pod older than a second
+		}), "does not set CONTAINER_STATUSES=CrashLoopBackOff, with which depwatch's weeders restart crash-looping pods and no others"},
 		{"job-with-an-extra-volume", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
 			mount(s, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		}), "mounts the volumes scratch, while depwatch's Jobs mount nothing but their service account token"},
