@@ -300,3 +300,49 @@ func reflectEqual(a, b any) bool {
 	y, _ := yaml.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// The image the admission policy admits is the coordinator's, with which it starts its Jobs:
+// kustomize's `images:` reaches the policy's PodTemplate as it reaches the Deployment, in the
+// base and in the local overlay (which also lets the Jobs use the host network, as its config
+// has them).
+func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("no kubectl on PATH to render the manifests with")
+	}
+	for dir, hostNetwork := range map[string]bool{".": false, "overlays/local": true} {
+		objs := parseObjects(t, run(t, "kubectl", "kustomize", dir))
+		var d struct {
+			Spec struct{ Template corev1.PodTemplateSpec } `json:"spec"`
+		}
+		b, _ := yaml.Marshal(map[string]any(objs["Deployment depwatch/depwatch-coordinator"]))
+		if err := yaml.Unmarshal(b, &d); err != nil || len(d.Spec.Template.Spec.Containers) == 0 {
+			t.Fatalf("%s: no coordinator Deployment (%v)", dir, err)
+		}
+		var pt corev1.PodTemplate
+		b, _ = yaml.Marshal(map[string]any(objs["PodTemplate depwatch/depwatch-jobs"]))
+		if err := yaml.UnmarshalStrict(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: no PodTemplate depwatch/depwatch-jobs with one container (%v)", dir, err)
+		}
+		if got, want := pt.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image; got != want {
+			t.Errorf("kubectl kustomize %s: the admission policy admits image %s, the coordinator runs %s", dir, got, want)
+		}
+		if pt.Template.Spec.HostNetwork != hostNetwork {
+			t.Errorf("kubectl kustomize %s: the admission policy allows the host network: %v, want %v", dir, pt.Template.Spec.HostNetwork, hostNetwork)
+		}
+	}
+	// The local config names its Jobs' image and host network itself.
+	cfg, err := coordinator.LoadConfig("overlays/local/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := parseObjects(t, run(t, "kubectl", "kustomize", "overlays/local"))
+	var pt corev1.PodTemplate
+	b, _ := yaml.Marshal(map[string]any(objs["PodTemplate depwatch/depwatch-jobs"]))
+	if err := yaml.Unmarshal(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+		t.Fatalf("overlays/local: no PodTemplate depwatch/depwatch-jobs with one container (%v)", err)
+	}
+	if tpl := cfg.JobTemplate; tpl.Image != pt.Template.Spec.Containers[0].Image || tpl.HostNetwork != pt.Template.Spec.HostNetwork {
+		t.Errorf("the local config's Jobs run %s (host network %v); the admission policy admits %s (host network %v)",
+			tpl.Image, tpl.HostNetwork, pt.Template.Spec.Containers[0].Image, pt.Template.Spec.HostNetwork)
+	}
+}
