@@ -39,9 +39,9 @@ const (
 // monitoringCoordinatorConfig: the weeder for the namespaces labelled
 // privateCoordinatorLabel=<home> (the lab's coordinator leaves them alone) and a prober for
 // those labelled monitoringProbeLabel=<home> (gardenlet's prober config, probing every 5 s,
-// with the lab's timings), on the lab's Job template; image and backoffLimit are the test's
-// to change.
-func monitoringCoordinatorConfig(home, image string, backoffLimit int) string {
+// with the lab's timings), on the lab's Job template; the Jobs' LOG_FORMAT and backoffLimit
+// are the test's to change.
+func monitoringCoordinatorConfig(home, logFormat string, backoffLimit int) string {
 	return fmt.Sprintf(`watchDuration: 30s
 servicesAndDependantSelectors:
   upstream:
@@ -51,7 +51,7 @@ namespaces:
   selector: {matchLabels: {%[1]s: %[2]s}}
 jobTemplate:
   namespace: depwatch
-  image: %[3]s
+  image: %[7]s
   imagePullPolicy: Never
   hostNetwork: true
   backoffLimit: %[4]d
@@ -59,7 +59,7 @@ jobTemplate:
   env:
     - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
     - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
-    - {name: LOG_FORMAT, value: Logrus}
+    - {name: LOG_FORMAT, value: %[3]s}
 prober:
   initialDelay: 2s
   probeTimeout: 5s
@@ -67,7 +67,7 @@ prober:
   namespaceSelector: {matchLabels: {%[5]s: %[2]s}}
   failedJobsHistoryLimit: 3
   probeJobRunDuration: 20s
-%[6]s`, privateCoordinatorLabel, home, image, backoffLimit, monitoringProbeLabel, indent(gardenletProberConfig, "  "))
+%[6]s`, privateCoordinatorLabel, home, logFormat, backoffLimit, monitoringProbeLabel, indent(gardenletProberConfig, "  "), depwatchImage)
 }
 
 // testRules is the shipped rules file with its durations scaled down as the comment above
@@ -116,8 +116,8 @@ func testRules(t *testing.T) string {
 // the shipped alert rules (scaled as testRules says) while it handles a weeder outage and a
 // meltdown: the meltdown alert fires for the shoot's namespace and clears after the
 // scale-up; the last-probe alert stays quiet while that namespace is probed and fires once
-// its shard's Jobs fail (the Job template's image made one without depwatch: the test app,
-// which exits 2), with the failing-Jobs alert; the coordinator's own alerts never fire; and
+// its shard's Jobs fail (the Job template's LOG_FORMAT made one `depwatch probe` refuses, exit
+// 2; the admission policy admits no other image), with the failing-Jobs alert; the coordinator's own alerts never fire; and
 // every dashboard query has data over the test's time range.
 func TestMonitoringAlertsAndDashboard(t *testing.T) {
 	parallelLong(t, 3*time.Minute)
@@ -125,12 +125,12 @@ func TestMonitoringAlertsAndDashboard(t *testing.T) {
 	start := time.Now()
 	home := "mon-" + rand.String(5)
 	config := filepath.Join(t.TempDir(), "config.yaml")
-	writeConfig := func(image string, backoffLimit int) {
-		if err := os.WriteFile(config, []byte(monitoringCoordinatorConfig(home, image, backoffLimit)), 0o644); err != nil {
+	writeConfig := func(logFormat string, backoffLimit int) {
+		if err := os.WriteFile(config, []byte(monitoringCoordinatorConfig(home, logFormat, backoffLimit)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeConfig(depwatchImage, 2)
+	writeConfig("Logrus", 2)
 	metricsPort := freePort(t)
 	// No cap on weeder Jobs: the cap counts every weeder Job in the namespace, the other
 	// tests' too, and this one's outage must not wait for theirs.
@@ -232,7 +232,7 @@ scrape_configs:
 
 	// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
 	broken := time.Now()
-	writeConfig(testappImage, 0)
+	writeConfig("no-such-format", 0) // depwatch probe refuses it: exit 2, bad configuration
 	prom.waitAlert(3*time.Minute, "DepwatchProbeLastProbeTooOld", selector, true)
 	t.Logf("last-probe alert firing %.0fs after the shard's Jobs were broken", time.Since(broken).Seconds())
 	prom.waitAlert(time.Minute, "DepwatchJobsFailing", `kind="probe"`, true)

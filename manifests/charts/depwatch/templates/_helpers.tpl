@@ -56,6 +56,16 @@ app.kubernetes.io/component: coordinator
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
+{{/* The config's jobTemplate section as YAML (a map; empty when the config has none). */}}
+{{- define "depwatch.jobTemplate" -}}
+{{- get (include "depwatch.asMap" (list "values.config" .Values.config) | fromYaml) "jobTemplate" | default dict | toYaml }}
+{{- end }}
+
+{{/* The image of the coordinator's Jobs: the config's jobTemplate.image, else the coordinator's own. */}}
+{{- define "depwatch.jobsImage" -}}
+{{- get (include "depwatch.jobTemplate" . | fromYaml) "image" | default (include "depwatch.image" .) }}
+{{- end }}
+
 {{/* A config value as a map: YAML text or a map. Call with (list "values.config" .Values.config). */}}
 {{- define "depwatch.asMap" -}}
 {{- $name := index . 0 }}{{ $v := index . 1 }}

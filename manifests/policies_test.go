@@ -1,0 +1,348 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// depwatchJobs are the weeder and probe Jobs the coordinator builds from the base's config.
+func depwatchJobs(t *testing.T) map[jobs.Kind]*batchv1.Job {
+	t.Helper()
+	cfg, err := coordinator.LoadConfig("base/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := cfg.JobTemplate
+	tpl.Namespace, tpl.Image = "depwatch", "ghcr.io/depwatch/depwatch:v0.1.0"
+	svc := cfg.Services()[0]
+	weeder, err := jobs.Weeder(jobs.WeederSpec{Namespace: "shoot--a--b", Service: svc, Selectors: cfg.Selectors(svc),
+		WatchDuration: cfg.Watch(), TriggerTime: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Prober
+	prb, err := jobs.Probe(jobs.ProbeSpec{Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName,
+		ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
+		LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
+		RunDuration: p.RunDuration(), Interval: p.Interval(), TriggerTime: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[jobs.Kind]*batchv1.Job{}
+	for _, s := range []jobs.Spec{weeder, prb} {
+		j, err := jobs.Build(tpl, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[s.Kind] = j
+	}
+	return out
+}
+
+// The admission policy names what the jobs package builds: the service accounts, the
+// subcommands, the labels a Job's pods carry, and the membership ConfigMaps' name and labels.
+// The policy is CEL the API server evaluates (test/e2e/security_admission_test.go runs it);
+// this keeps its literals from drifting from the code that makes the Jobs.
+func TestAdmissionPolicyNamesWhatTheJobsPackageBuilds(t *testing.T) {
+	jobsPolicy := string(readFile(t, "admission/jobs.yaml"))
+	built := depwatchJobs(t)
+	accounts := fmt.Sprintf("in ['%s', '%s']", built[jobs.KindWeeder].Spec.Template.Spec.ServiceAccountName,
+		built[jobs.KindProbe].Spec.Template.Spec.ServiceAccountName)
+	if !strings.Contains(jobsPolicy, accounts) {
+		t.Errorf("manifests/admission/jobs.yaml does not match the Jobs' service accounts (%s)", accounts)
+	}
+	for kind, j := range built {
+		spec := j.Spec.Template.Spec
+		c := spec.Containers[0]
+		labels := j.Spec.Template.Labels
+		// The policy names the weeder's subcommand; any other kind's is the kind itself.
+		subcommand := fmt.Sprintf("variables.kind == '%s' ? '%s' : variables.kind", jobs.KindWeeder,
+			strings.Join(built[jobs.KindWeeder].Spec.Template.Spec.Containers[0].Args, " "))
+		if kind != jobs.KindWeeder && strings.Join(c.Args, " ") != string(kind) {
+			t.Errorf("a %s Job runs %v; the policy expects its kind, %s", kind, c.Args, kind)
+		}
+		for what, want := range map[string]string{
+			"its service account and kind": fmt.Sprintf("variables.serviceAccount == '%s' ? '%s'", spec.ServiceAccountName, labels[jobs.LabelComponent]),
+			"its subcommand":               subcommand,
+			"the name label":               fmt.Sprintf("[?'%s'].orValue('') == '%s'", jobs.LabelAppName, labels[jobs.LabelAppName]),
+			"the component label":          fmt.Sprintf("[?'%s'].orValue('') == variables.kind", jobs.LabelComponent),
+		} {
+			if !strings.Contains(jobsPolicy, want) {
+				t.Errorf("%s Job: manifests/admission/jobs.yaml does not name %s as the jobs package builds it (%s)", kind, what, want)
+			}
+		}
+		if kind == jobs.KindWeeder {
+			// The one rule of the weeder's reap run the policy requires: crash-looping pods only.
+			var rule string
+			for _, e := range c.Env {
+				if e.Value == reaper.ReasonCrashLoopBackOff {
+					rule = fmt.Sprintf("e.name == '%s').all(e, e.?value.orValue('') == '%s')", e.Name, e.Value)
+				}
+			}
+			if rule == "" || !strings.Contains(jobsPolicy, rule) {
+				t.Errorf("weeder Job: manifests/admission/jobs.yaml does not require its rule of reaping %s pods only as the jobs package writes it (%q; env %v)",
+					reaper.ReasonCrashLoopBackOff, rule, c.Env)
+			}
+		}
+		if len(c.Command) != 0 || len(c.Args) != 1 || len(spec.Volumes) != 0 || len(spec.InitContainers) != 0 || len(spec.Containers) != 1 {
+			t.Errorf("%s Job: the policy admits one container running the image's entrypoint with one argument and no volume; the jobs package built %+v", kind, spec)
+		}
+	}
+
+	cmPolicy := string(readFile(t, "admission/coordinator-configmaps.yaml"))
+	m := jobs.Template{Namespace: "depwatch"}.Membership("shard", probe.Membership{Namespaces: []string{"a"}})
+	prefix := strings.TrimSuffix(m.Name, "shard")
+	if !strings.Contains(cmPolicy, fmt.Sprintf("startsWith('%s')", prefix)) {
+		t.Errorf("manifests/admission/coordinator-configmaps.yaml does not admit the membership ConfigMaps' names (%s<shard>)", prefix)
+	}
+	for _, k := range []string{jobs.LabelKind, jobs.LabelManagedBy} {
+		if want := fmt.Sprintf("[?'%s'].orValue('') == '%s'", k, m.Labels[k]); !strings.Contains(cmPolicy, want) {
+			t.Errorf("manifests/admission/coordinator-configmaps.yaml does not check the membership label %s=%s", k, m.Labels[k])
+		}
+	}
+}
+
+// Each NetworkPolicy of the base selects the pods it is written for, and only those: the
+// coordinator's pods, and the pods of the weeder and probe Jobs as the jobs package builds
+// them and as the examples run them by hand.
+func TestNetworkPoliciesSelectDepwatchsPods(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("no kubectl on PATH to render manifests/base with")
+	}
+	objs := parseObjects(t, run(t, "kubectl", "kustomize", "base"))
+	policies := map[string]labels.Selector{}
+	for key, o := range objs {
+		if !strings.HasPrefix(key, "NetworkPolicy ") {
+			continue
+		}
+		var np networkingv1.NetworkPolicy
+		b, _ := yaml.Marshal(map[string]any(o))
+		if err := yaml.UnmarshalStrict(b, &np); err != nil {
+			t.Fatal(err)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || sel.Empty() {
+			t.Fatalf("NetworkPolicy %s: selector %v (%v)", np.Name, np.Spec.PodSelector, err)
+		}
+		policies[np.Name] = sel
+	}
+	pods := map[string]map[string]string{} // pod → the policy meant for it
+	want := map[string]string{}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Metadata struct{ Labels map[string]string } `json:"metadata"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	b, _ := yaml.Marshal(map[string]any(objs["Deployment depwatch/depwatch-coordinator"]))
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	pods["the coordinator"], want["the coordinator"] = d.Spec.Template.Metadata.Labels, "depwatch-coordinator"
+	for kind, j := range depwatchJobs(t) {
+		name := fmt.Sprintf("a %s Job's pod", kind)
+		pods[name], want[name] = j.Spec.Template.Labels, "depwatch-"+string(kind)
+	}
+	for _, f := range []string{"weeder-job.yaml", "weeder-job-local.yaml", "probe-job.yaml"} {
+		var j batchv1.Job
+		if err := yaml.Unmarshal(readFile(t, filepath.Join("..", "examples", f)), &j); err != nil {
+			t.Fatal(err)
+		}
+		name := "examples/" + f
+		pods[name], want[name] = j.Spec.Template.Labels, "depwatch-"+j.Spec.Template.Labels[jobs.LabelComponent]
+	}
+	for _, pod := range slices.Sorted(maps.Keys(pods)) {
+		var got []string
+		for _, np := range slices.Sorted(maps.Keys(policies)) {
+			if policies[np].Matches(labels.Set(pods[pod])) {
+				got = append(got, np)
+			}
+		}
+		if !slices.Equal(got, []string{want[pod]}) {
+			t.Errorf("%s (labels %v) is selected by %v; want exactly %s", pod, pods[pod], got, want[pod])
+		}
+	}
+}
+
+// The chart ships manifests/admission as files/admission: a chart cannot read files outside
+// its folder.
+func TestChartShipsTheAdmissionPolicies(t *testing.T) {
+	files, _ := filepath.Glob("admission/*.yaml")
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		copied := filepath.Join(chart, "files", f)
+		got, err := os.ReadFile(copied)
+		if err != nil || !bytes.Equal(got, readFile(t, f)) {
+			t.Errorf("manifests/%s differs from manifests/%s, its source: cp manifests/%[2]s manifests/%[1]s", copied, f)
+		}
+	}
+}
+
+// The chart's policies follow its release, its image and its config: named after the release,
+// bound to its namespace, admitting the image its coordinator starts Jobs with (the config's
+// jobTemplate.image when set) and the host network where its config's Jobs use it; off, they
+// are not rendered. Its NetworkPolicies take their rules from the values.
+func TestChartPoliciesFollowTheRelease(t *testing.T) {
+	helm := helmBinary(t)
+	render := func(args ...string) map[string]object {
+		t.Helper()
+		return parseObjects(t, run(t, helm, append([]string{"template", "dw", chart, "--namespace", "ops"}, args...)...))
+	}
+	field := func(o object, path ...string) any {
+		var v any = map[string]any(o)
+		for _, p := range path {
+			m, _ := v.(map[string]any)
+			v = m[p]
+		}
+		return v
+	}
+	param := func(objs map[string]object) corev1.PodTemplate {
+		t.Helper()
+		var pt corev1.PodTemplate
+		b, _ := yaml.Marshal(map[string]any(objs["PodTemplate ops/dw-depwatch-jobs"]))
+		if err := yaml.UnmarshalStrict(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+			t.Fatalf("no PodTemplate ops/dw-depwatch-jobs with one container among %v (%v)", slices.Sorted(maps.Keys(objs)), err)
+		}
+		return pt
+	}
+
+	objs := render("--set", "image.tag=v9.9.9")
+	for _, name := range []string{"dw-depwatch-jobs", "dw-depwatch-coordinator-configmaps"} {
+		policy, binding := objs["ValidatingAdmissionPolicy <nil>/"+name], objs["ValidatingAdmissionPolicyBinding <nil>/"+name]
+		if policy == nil || binding == nil {
+			t.Fatalf("no ValidatingAdmissionPolicy and binding %s among %v", name, slices.Sorted(maps.Keys(objs)))
+		}
+		if got := field(binding, "spec", "policyName"); got != name {
+			t.Errorf("binding %s binds policy %v", name, got)
+		}
+		if got := field(binding, "spec", "matchResources", "namespaceSelector", "matchLabels"); !reflectEqual(got, map[string]any{"kubernetes.io/metadata.name": "ops"}) {
+			t.Errorf("binding %s selects %v; want the release's namespace ops", name, got)
+		}
+	}
+	if got := field(objs["ValidatingAdmissionPolicyBinding <nil>/dw-depwatch-jobs"], "spec", "paramRef", "name"); got != "dw-depwatch-jobs" {
+		t.Errorf("binding dw-depwatch-jobs takes its parameters from %v; want the PodTemplate dw-depwatch-jobs", got)
+	}
+	pt := param(objs)
+	if got := pt.Template.Spec.Containers[0].Image; got != "ghcr.io/depwatch/depwatch:v9.9.9" {
+		t.Errorf("image.tag=v9.9.9: the policy admits image %s", got)
+	}
+	if pt.Template.Spec.HostNetwork {
+		t.Errorf("the default config's Jobs are not on the host network, but the policy admits it")
+	}
+
+	pt = param(render("--set-json", `config={"servicesAndDependantSelectors":{"db":{"podSelectors":[{"matchLabels":{"app":"web"}}]}},"jobTemplate":{"image":"registry.example.com/depwatch:v1","hostNetwork":true}}`))
+	if got := pt.Template.Spec.Containers[0].Image; got != "registry.example.com/depwatch:v1" || !pt.Template.Spec.HostNetwork {
+		t.Errorf("config jobTemplate.image and hostNetwork: the policy admits image %s, host network %v", got, pt.Template.Spec.HostNetwork)
+	}
+
+	objs = render("--set", "admissionPolicy.enabled=false", "--set", "networkPolicy.enabled=false")
+	for k := range objs {
+		if strings.HasPrefix(k, "ValidatingAdmissionPolicy") || strings.HasPrefix(k, "PodTemplate ") || strings.HasPrefix(k, "NetworkPolicy ") {
+			t.Errorf("admissionPolicy.enabled=false, networkPolicy.enabled=false: %s is still rendered", k)
+		}
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.29.0"); err == nil || !strings.Contains(err.Error(), "admissionPolicy.enabled=false") {
+		t.Errorf("Kubernetes 1.29 with the admission policy on: want a refusal naming admissionPolicy.enabled=false, got %v", err)
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.29.0", "--set", "admissionPolicy.enabled=false"); err != nil {
+		t.Errorf("Kubernetes 1.29 with the admission policy off: %v", err)
+	}
+
+	objs = render("--set-json", `networkPolicy.apiServer=[{"to":[{"ipBlock":{"cidr":"10.0.0.10/32"}}],"ports":[{"protocol":"TCP","port":6443}]}]`)
+	for _, name := range []string{"dw-depwatch-coordinator", "dw-depwatch-weeder", "dw-depwatch-probe"} {
+		var np networkingv1.NetworkPolicy
+		b, _ := yaml.Marshal(map[string]any(objs["NetworkPolicy ops/"+name]))
+		if err := yaml.UnmarshalStrict(b, &np); err != nil {
+			t.Fatal(err)
+		}
+		narrowed := false
+		for _, r := range np.Spec.Egress {
+			for _, to := range r.To {
+				narrowed = narrowed || (to.IPBlock != nil && to.IPBlock.CIDR == "10.0.0.10/32")
+			}
+			for _, p := range r.Ports {
+				if len(r.To) == 0 && p.Port.IntValue() != 53 {
+					t.Errorf("networkPolicy.apiServer narrowed: NetworkPolicy %s still allows port %s at any address", name, p.Port.String())
+				}
+			}
+		}
+		if !narrowed {
+			t.Errorf("networkPolicy.apiServer narrowed: NetworkPolicy %s does not reach 10.0.0.10/32", name)
+		}
+	}
+}
+
+func reflectEqual(a, b any) bool {
+	x, _ := yaml.Marshal(a)
+	y, _ := yaml.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// The image the admission policy admits is the coordinator's, with which it starts its Jobs:
+// kustomize's `images:` reaches the policy's PodTemplate as it reaches the Deployment, in the
+// base and in the local overlay (which also lets the Jobs use the host network, as its config
+// has them).
+func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("no kubectl on PATH to render the manifests with")
+	}
+	for dir, hostNetwork := range map[string]bool{".": false, "overlays/local": true} {
+		objs := parseObjects(t, run(t, "kubectl", "kustomize", dir))
+		var d struct {
+			Spec struct{ Template corev1.PodTemplateSpec } `json:"spec"`
+		}
+		b, _ := yaml.Marshal(map[string]any(objs["Deployment depwatch/depwatch-coordinator"]))
+		if err := yaml.Unmarshal(b, &d); err != nil || len(d.Spec.Template.Spec.Containers) == 0 {
+			t.Fatalf("%s: no coordinator Deployment (%v)", dir, err)
+		}
+		var pt corev1.PodTemplate
+		b, _ = yaml.Marshal(map[string]any(objs["PodTemplate depwatch/depwatch-jobs"]))
+		if err := yaml.UnmarshalStrict(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: no PodTemplate depwatch/depwatch-jobs with one container (%v)", dir, err)
+		}
+		if got, want := pt.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image; got != want {
+			t.Errorf("kubectl kustomize %s: the admission policy admits image %s, the coordinator runs %s", dir, got, want)
+		}
+		if pt.Template.Spec.HostNetwork != hostNetwork {
+			t.Errorf("kubectl kustomize %s: the admission policy allows the host network: %v, want %v", dir, pt.Template.Spec.HostNetwork, hostNetwork)
+		}
+	}
+	// The local config names its Jobs' image and host network itself.
+	cfg, err := coordinator.LoadConfig("overlays/local/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := parseObjects(t, run(t, "kubectl", "kustomize", "overlays/local"))
+	var pt corev1.PodTemplate
+	b, _ := yaml.Marshal(map[string]any(objs["PodTemplate depwatch/depwatch-jobs"]))
+	if err := yaml.Unmarshal(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+		t.Fatalf("overlays/local: no PodTemplate depwatch/depwatch-jobs with one container (%v)", err)
+	}
+	if tpl := cfg.JobTemplate; tpl.Image != pt.Template.Spec.Containers[0].Image || tpl.HostNetwork != pt.Template.Spec.HostNetwork {
+		t.Errorf("the local config's Jobs run %s (host network %v); the admission policy admits %s (host network %v)",
+			tpl.Image, tpl.HostNetwork, pt.Template.Spec.Containers[0].Image, pt.Template.Spec.HostNetwork)
+	}
+}
