@@ -68,7 +68,7 @@ func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 	for i, p := range pairs {
 		deps[i] = p.dependent()
 	}
-	cls := waitForBackOffAtLeast(t, 30*time.Second, 5*time.Minute, deps...)
+	cls := waitForBackOffAtLeast(t, 30*time.Second, 8*time.Minute, deps...)
 	for i := range pairs {
 		requireBackOffAhead(t, cls[i], 25*time.Second, "bringing the upstreams back")
 	}
