@@ -91,6 +91,11 @@ jobTemplate:
   tolerations: [{operator: Exists}]
   nodeSelector: {a: b}
   priorityClassName: high
+  imagePullSecrets: [{name: regcred}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [infra]}]}]
 prober:
   kubeConfigSecretName: shoot-access
   kcmNodeMonitorGraceDuration: 40s
@@ -116,6 +121,12 @@ prober:
 		t.Errorf("jobTemplate: %+v", tpl)
 	case len(tpl.Env) != 1 || tpl.Env[0].Value != "127.0.0.1":
 		t.Errorf("env: %+v", tpl.Env)
+	case len(tpl.ImagePullSecrets) != 1 || tpl.ImagePullSecrets[0].Name != "regcred":
+		t.Errorf("imagePullSecrets: %+v", tpl.ImagePullSecrets)
+	case tpl.Affinity == nil || tpl.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "infra":
+		t.Errorf("affinity: %+v", tpl.Affinity)
+	case len(cfg.Warnings()) > 0:
+		t.Errorf("warnings: %q", cfg.Warnings())
 	case cfg.Prober == nil || cfg.Prober.KubeConfigSecretName != "shoot-access" || len(cfg.Prober.Resources()) != 1:
 		t.Errorf("prober section dropped: %+v", cfg.Prober)
 	}
