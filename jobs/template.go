@@ -30,13 +30,13 @@ type Template struct {
 	// reap → depwatch-reaper.
 	ServiceAccounts map[Kind]string `json:"serviceAccounts,omitempty"`
 	// Resources of the Job's container; default: requests cpu 10m, memory 32Mi; limit memory 128Mi.
-	Resources         *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// Placement of the Jobs' pods, as in a pod spec. The chart fills each from its value of
 	// the same name (the coordinator's placement) unless the config sets it here.
-	NodeSelector      map[string]string            `json:"nodeSelector,omitempty"`
-	Tolerations       []corev1.Toleration          `json:"tolerations,omitempty"`
-	Affinity          *corev1.Affinity             `json:"affinity,omitempty"`
-	PriorityClassName string                       `json:"priorityClassName,omitempty"`
+	NodeSelector      map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations       []corev1.Toleration `json:"tolerations,omitempty"`
+	Affinity          *corev1.Affinity    `json:"affinity,omitempty"`
+	PriorityClassName string              `json:"priorityClassName,omitempty"`
 	// HostNetwork for clusters where pods reach the API server only from the host network.
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Env is added to every Job's container after the kind's own variables, which it cannot
