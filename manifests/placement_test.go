@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,41 @@ func TestChartPlacementLeavesWhatTheConfigsJobTemplateSets(t *testing.T) {
 	}
 	if tpl.Affinity != nil {
 		t.Errorf("the coordinator's default anti-affinity was given to the Jobs: %+v", tpl.Affinity)
+	}
+}
+
+// The schema's description of `config` says what the coordinator does with it: a field with a
+// wrong value is refused, an unknown field is ignored with a warning, a near miss of one of
+// depwatch's own fields is refused.
+func TestChartSchemaDescribesTheConfigAsTheCoordinatorReadsIt(t *testing.T) {
+	var schema struct {
+		Properties map[string]struct {
+			Description string `json:"description"`
+		} `json:"properties"`
+	}
+	readYAML(t, chart+"/values.schema.json", &schema)
+	desc := schema.Properties["config"].Description
+	const services = "servicesAndDependantSelectors: {etcd-main-client: {podSelectors: [{matchLabels: {app: web}}]}}\n"
+	for _, c := range []struct {
+		config, says string
+		loads        bool
+	}{
+		{services + "newGardenletField: true\n", "ignores an unknown field with a warning", true},
+		{services + "armWeedr: false\n", "near miss of one of depwatch's own fields", false},
+		{services + "watchDuration: soon\n", "refuses a field with a wrong value", false},
+	} {
+		cfg, err := coordinator.ParseConfig([]byte(c.config))
+		switch {
+		case c.loads && (err != nil || len(cfg.Warnings()) == 0):
+			t.Fatalf("the coordinator: %q: %v; this test expects it loaded with a warning", c.config, err)
+		case !c.loads && err == nil:
+			t.Fatalf("the coordinator loads %q; this test expects it refused", c.config)
+		}
+		if !strings.Contains(desc, c.says) {
+			t.Errorf("values.schema.json's config description does not say it %s (the coordinator does): %q", c.says, desc)
+		}
+	}
+	if strings.Contains(desc, "refuses unknown") {
+		t.Errorf("values.schema.json's config description says unknown fields are refused; the coordinator ignores them with a warning: %q", desc)
 	}
 }
