@@ -58,17 +58,23 @@ func ParseConfig(data []byte) (*Config, error) {
 	cfg := &Config{}
 	var errs []error
 	cfg.warnings, errs = ctrl.DropUnknown(top, reflect.TypeFor[Config](), "")
-	errs = append(errs, cfg.decode(top)...)
+	decodeErrs, undecoded := cfg.decode(top)
+	errs = append(errs, decodeErrs...)
 	var proberErrs []error
 	if hasProber {
 		raw, _ := json.Marshal(proberDoc) // decoded from JSON: cannot fail
 		cfg.Prober, proberErrs = prober.Parse(raw)
 		cfg.proberRefused = len(proberErrs) > 0
 	}
-	// The rest is validated only when it decoded, but a refused prober section must not hide
-	// its problems: every problem is reported at once.
-	if len(errs) == 0 {
-		errs = append(errs, cfg.Validate()...)
+	// Every problem is reported at once: the fields that decoded are validated even when
+	// others did not, leaving out what validation says about a field that did not decode
+	// (it would only repeat it, or call it missing).
+	for _, err := range cfg.Validate() {
+		if !slices.ContainsFunc(undecoded, func(k string) bool {
+			return strings.HasPrefix(err.Error(), k+":") || strings.HasPrefix(err.Error(), k+".")
+		}) {
+			errs = append(errs, err)
+		}
 	}
 	errs = append(errs, proberErrs...)
 	if len(errs) > 0 {
@@ -87,41 +93,50 @@ func (c *Config) Warnings() []string {
 }
 
 // decode decodes each known top-level field strictly into c, so that a wrong value is
-// named by its field. The services are decoded one by one, each problem naming its service.
-func (c *Config) decode(top map[string]any) []error {
-	var errs []error
+// named by its field, and returns the fields that did not decode. The services are decoded
+// one by one, each problem naming its service.
+func (c *Config) decode(top map[string]any) (errs []error, undecoded []string) {
 	fields := ctrl.JSONFields(reflect.TypeFor[Config]())
 	v := reflect.ValueOf(c).Elem()
 	for _, k := range slices.Sorted(maps.Keys(top)) {
 		raw, _ := json.Marshal(top[k])
 		if k == "servicesAndDependantSelectors" {
-			errs = append(errs, c.decodeServices(raw)...)
+			serviceErrs, failed := c.decodeServices(raw)
+			errs = append(errs, serviceErrs...)
+			for _, name := range failed {
+				undecoded = append(undecoded, k+"."+ctrl.PathKey(name))
+			}
+			if len(serviceErrs) > 0 && len(c.ServicesAndDependantSelectors) == 0 {
+				undecoded = append(undecoded, k) // not "required": given, but not decoded
+			}
 			continue
 		}
 		target := v.FieldByIndex(fields[k].Index).Addr().Interface()
 		if err := ctrl.StrictJSON(raw, target); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s", k, ctrl.CleanJSONError(err)))
+			undecoded = append(undecoded, k)
 		}
 	}
-	return errs
+	return errs, undecoded
 }
 
-func (c *Config) decodeServices(raw json.RawMessage) []error {
+// decodeServices decodes the services one by one; failed names those that did not decode.
+func (c *Config) decodeServices(raw json.RawMessage) (errs []error, failed []string) {
 	var services map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &services); err != nil {
-		return []error{fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", ctrl.CleanJSONError(err))}
+		return []error{fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", ctrl.CleanJSONError(err))}, nil
 	}
-	var errs []error
 	c.ServicesAndDependantSelectors = map[string]weeder.DependantSelectors{}
-	for name, raw := range services {
+	for _, name := range slices.Sorted(maps.Keys(services)) {
 		var d weeder.DependantSelectors
-		if err := ctrl.StrictJSON(raw, &d); err != nil {
+		if err := ctrl.StrictJSON(services[name], &d); err != nil {
 			errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", ctrl.PathKey(name), ctrl.CleanJSONError(err)))
+			failed = append(failed, name)
 			continue
 		}
 		c.ServicesAndDependantSelectors[name] = d
 	}
-	return errs
+	return errs, failed
 }
 
 // decodeDoc reads a YAML or JSON document whose top level is a map; nil for an empty one.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,11 @@ jobTemplate:
   tolerations: [{operator: Exists}]
   nodeSelector: {a: b}
   priorityClassName: high
+  imagePullSecrets: [{name: regcred}]
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [infra]}]}]
 prober:
   kubeConfigSecretName: shoot-access
   kcmNodeMonitorGraceDuration: 40s
@@ -116,6 +122,12 @@ prober:
 		t.Errorf("jobTemplate: %+v", tpl)
 	case len(tpl.Env) != 1 || tpl.Env[0].Value != "127.0.0.1":
 		t.Errorf("env: %+v", tpl.Env)
+	case len(tpl.ImagePullSecrets) != 1 || tpl.ImagePullSecrets[0].Name != "regcred":
+		t.Errorf("imagePullSecrets: %+v", tpl.ImagePullSecrets)
+	case tpl.Affinity == nil || tpl.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "infra":
+		t.Errorf("affinity: %+v", tpl.Affinity)
+	case len(cfg.Warnings()) > 0:
+		t.Errorf("warnings: %q", cfg.Warnings())
 	case cfg.Prober == nil || cfg.Prober.KubeConfigSecretName != "shoot-access" || len(cfg.Prober.Resources()) != 1:
 		t.Errorf("prober section dropped: %+v", cfg.Prober)
 	}
@@ -207,6 +219,41 @@ func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
+	}
+}
+
+// A value that does not decode does not hide the problems of the fields that did: each is
+// reported once, and a field that did not decode is not also called missing or invalid.
+func TestConfigReportsDecodeAndValidationProblemsTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"an undecodable duration beside invalid fields",
+			"watchDuration: soon\nservicesAndDependantSelectors: {a: {podSelectors: [{}]}}\njobTemplate: {imagePullPolicy: x}\n",
+			[]string{`watchDuration: time: invalid duration "soon"`, "servicesAndDependantSelectors.a.podSelectors[0]", "jobTemplate.imagePullPolicy"}},
+		{"an undecodable service beside a valid one and an invalid one",
+			"servicesAndDependantSelectors: {a: {podSelectors: 3}, b: {podSelectors: [{matchLabels: {app: web}}]}, c: {podSelectors: []}}\narmedMaxWait: -1h\n",
+			[]string{"servicesAndDependantSelectors.a:", "servicesAndDependantSelectors.c.podSelectors", "armedMaxWait"}},
+		{"the only service undecodable is not also called missing",
+			"servicesAndDependantSelectors: {a: {podSelectors: 3}}\n",
+			[]string{"servicesAndDependantSelectors.a:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Errorf("%d problems, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+			for _, want := range tc.want {
+				if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+					t.Errorf("no line with %q:\n%v", want, err)
+				}
+			}
+		})
 	}
 }
 

@@ -69,7 +69,7 @@ func TestConfigRefusesHostileFractionsNamingFieldAndValue(t *testing.T) {
 		{"leaseExpiryBufferFraction 2", proberWith("leaseExpiryBufferFraction: 2"), "prober.leaseExpiryBufferFraction: 2: must be in (0,1]"},
 		{"backoffJitterFactor 1", proberWith("backoffJitterFactor: 1"), "prober.backoffJitterFactor: 1: must be in [0,1)"},
 		{"backoffJitterFactor negative", proberWith("backoffJitterFactor: -0.1"), "prober.backoffJitterFactor: -0.1: must be in [0,1)"},
-		{"fraction written as text", proberWith("nodeLeaseFailureFraction: NaN"), "prober: field nodeLeaseFailureFraction"},
+		{"fraction written as text", proberWith("nodeLeaseFailureFraction: NaN"), "prober.nodeLeaseFailureFraction: a string cannot be a float64"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,6 +36,8 @@ type Options struct {
 	RetryPeriod             time.Duration
 	UseEndpoints            bool
 	Kubeconfig              string
+	// CheckConfig: check the flags and config files, say what would run, and exit.
+	CheckConfig bool
 }
 
 // Defaults of the seed (dependency-watchdog).
@@ -64,6 +66,10 @@ func EnvName(flagName string) string {
 	}
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
+
+// checkConfigFlag has no environment variable: one left in a Deployment would turn every
+// start into a check that exits.
+const checkConfigFlag = "check-config"
 
 // ErrHelp is returned by ParseFlags after printing the help.
 var ErrHelp = flag.ErrHelp
@@ -94,6 +100,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
 	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	fs.BoolVar(&o.CheckConfig, checkConfigFlag, false, "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig")
 	return fs
 }
 
@@ -109,8 +116,8 @@ func ParseFlags(args []string, lookup func(string) (string, bool), help io.Write
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
 		env := EnvName(f.Name)
-		if f.Name == "kubeconfig" {
-			return // the API client reads KUBECONFIG itself
+		if f.Name == "kubeconfig" || f.Name == checkConfigFlag {
+			return // the API client reads KUBECONFIG itself; --check-config is the command line's
 		}
 		if v, ok := lookup(env); ok && v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
@@ -274,6 +281,7 @@ func Usage(w io.Writer) {
 	var o Options
 	fs := newFlagSet(&o)
 	fmt.Fprintln(w, "Usage: depwatch coordinator --config-file PATH [flags]")
+	fmt.Fprintln(w, "       depwatch coordinator --check-config --config-file PATH [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprint(w, `Always-on coordinator. It never deletes a pod or scales anything itself: it launches Jobs.
 
@@ -291,7 +299,7 @@ kube-controller-manager and friends down when the shoot's node leases expire en 
 back up when they recover.
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost leadership), 2 invalid
-flags or config.
+flags or config. With --check-config: 0 valid, 2 invalid.
 `)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags (each also set by the environment variable shown; the flag wins):")
@@ -301,6 +309,10 @@ flags or config.
 		if def == "" {
 			def = `""`
 		}
-		fmt.Fprintf(w, "  --%s %s\n      %s\n      default %s, env %s\n", f.Name, typ, f.Usage, def, EnvName(f.Name))
+		env := "env " + EnvName(f.Name)
+		if f.Name == checkConfigFlag {
+			env = "no env (command line only)"
+		}
+		fmt.Fprintf(w, "  --%s %s\n      %s\n      default %s, %s\n", f.Name, typ, f.Usage, def, env)
 	})
 }

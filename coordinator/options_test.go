@@ -139,6 +139,23 @@ func TestHelpListsEveryFlagWithDefaultAndVariable(t *testing.T) {
 	}
 }
 
+// --check-config is read from the command line only: a DEPWATCH_CHECK_CONFIG left in a
+// Deployment's environment must not turn every start into a check that exits.
+func TestCheckConfigIsACommandLineFlagOnly(t *testing.T) {
+	o, err := ParseFlags([]string{"--config-file=c.yaml"}, envOf(map[string]string{"DEPWATCH_CHECK_CONFIG": "true"}), io.Discard)
+	if err != nil || o.CheckConfig {
+		t.Errorf("DEPWATCH_CHECK_CONFIG=true: CheckConfig %v, err %v; want it ignored", o.CheckConfig, err)
+	}
+	if o, err = ParseFlags([]string{"--config-file=c.yaml", "--check-config"}, envOf(nil), io.Discard); err != nil || !o.CheckConfig {
+		t.Errorf("--check-config: CheckConfig %v, err %v", o.CheckConfig, err)
+	}
+	var out bytes.Buffer
+	_, _ = ParseFlags([]string{"--help"}, envOf(nil), &out)
+	if !strings.Contains(out.String(), "--check-config") || !strings.Contains(out.String(), "no env (command line only)") || strings.Contains(out.String(), "DEPWATCH_CHECK_CONFIG") {
+		t.Errorf("the help does not say --check-config has no variable:\n%s", out.String())
+	}
+}
+
 // TestRunEndToEndOnFakeClientset runs the whole coordinator (informers, leader election on a
 // Lease, health endpoints, workers) against the fake clientset: a notReady → Ready update
 // produces a weeder Job, and cancelling the context stops everything and releases the Lease.

@@ -3,7 +3,7 @@
 # expressions, templates) and `promtool test rules` (internal/monitoring/rules_test.yaml: every alert
 # firing and quiet on series). promtool comes from Debian's `prometheus` package,
 # installed when missing by hack/install-prometheus.sh (without its service).
-# (The PrometheusRule holds the same groups: go test ./monitoring proves it.)
+# (The PrometheusRule holds the same groups: go test ./internal/monitoring proves it.)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RULES="$ROOT/manifests/components/monitoring/depwatch.rules.yaml"

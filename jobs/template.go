@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -22,14 +23,20 @@ type Template struct {
 	// Image of the depwatch binary (entrypoint /depwatch); default: the coordinator's image.
 	Image           string            `json:"image,omitempty"`
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// ImagePullSecrets of the Jobs' pods, for an image in a private registry: Secrets in
+	// the Jobs' namespace. The chart fills it from its imagePullSecrets value.
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 	// ServiceAccounts per Job kind; defaults: weeder → depwatch-weeder, probe → depwatch-probe,
 	// reap → depwatch-reaper.
 	ServiceAccounts map[Kind]string `json:"serviceAccounts,omitempty"`
 	// Resources of the Job's container; default: requests cpu 10m, memory 32Mi; limit memory 128Mi.
-	Resources         *corev1.ResourceRequirements `json:"resources,omitempty"`
-	NodeSelector      map[string]string            `json:"nodeSelector,omitempty"`
-	Tolerations       []corev1.Toleration          `json:"tolerations,omitempty"`
-	PriorityClassName string                       `json:"priorityClassName,omitempty"`
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Placement of the Jobs' pods, as in a pod spec. The chart fills each from its value of
+	// the same name (the coordinator's placement) unless the config sets it here.
+	NodeSelector      map[string]string   `json:"nodeSelector,omitempty"`
+	Tolerations       []corev1.Toleration `json:"tolerations,omitempty"`
+	Affinity          *corev1.Affinity    `json:"affinity,omitempty"`
+	PriorityClassName string              `json:"priorityClassName,omitempty"`
 	// HostNetwork for clusters where pods reach the API server only from the host network.
 	HostNetwork bool `json:"hostNetwork,omitempty"`
 	// Env is added to every Job's container after the kind's own variables, which it cannot
@@ -93,6 +100,17 @@ func (t Template) Validate(prefix string) []error {
 			f("serviceAccounts."+string(k), "%q: %s", sa, m)
 		}
 	}
+	for i, s := range t.ImagePullSecrets {
+		field := fmt.Sprintf("imagePullSecrets[%d].name", i)
+		if s.Name == "" {
+			f(field, "required: the name of a Secret of type kubernetes.io/dockerconfigjson in the Jobs' namespace")
+			continue
+		}
+		for _, m := range validation.IsDNS1123Subdomain(s.Name) {
+			f(field, "%q: %s", s.Name, m)
+		}
+	}
+	errs = append(errs, validateAffinity(t.Affinity, prefix+".affinity")...)
 	if t.TTLSecondsAfterFinished != nil && *t.TTLSecondsAfterFinished < 0 {
 		f("ttlSecondsAfterFinished", "%d: must not be negative", *t.TTLSecondsAfterFinished)
 	}
@@ -235,8 +253,10 @@ func podSpec(t Template, s Spec) corev1.PodSpec {
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		ServiceAccountName:            t.ServiceAccountFor(s.Kind),
 		AutomountServiceAccountToken:  ptr.To(true),
+		ImagePullSecrets:              slices.Clone(t.ImagePullSecrets),
 		NodeSelector:                  maps.Clone(t.NodeSelector),
-		Tolerations:                   append([]corev1.Toleration(nil), t.Tolerations...),
+		Tolerations:                   slices.Clone(t.Tolerations),
+		Affinity:                      t.Affinity.DeepCopy(),
 		PriorityClassName:             t.PriorityClassName,
 		HostNetwork:                   t.HostNetwork,
 		TerminationGracePeriodSeconds: ptr.To(int64(30)),

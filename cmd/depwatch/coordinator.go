@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
@@ -35,6 +36,9 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 }
 
 func coordinatorMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	if checkRequested(args) && !slices.ContainsFunc(args, isHelpFlag) {
+		return checkConfigMain(args, lookup, stdout, stderr)
+	}
 	opts, cfg, log, err := coordinatorConfig(args, lookup, stdout)
 	if errors.Is(err, coordinator.ErrHelp) {
 		fmt.Fprintln(stdout)

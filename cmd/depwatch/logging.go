@@ -11,9 +11,11 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// Log formats, named as pod-reaper names them so its Deployments keep their settings.
+// Log formats. Logrus, Fluentd and Text are named as pod-reaper names them, so its
+// Deployments keep their settings and their lines; json is the name log pipelines expect.
 const (
-	logFormatLogrus  = "Logrus"  // JSON: level, msg, time
+	logFormatJSON    = "json"    // JSON: time (RFC 3339 with nanoseconds), level, msg
+	logFormatLogrus  = "Logrus"  // JSON: time (to the second, as pod-reaper writes it), level, msg
 	logFormatFluentd = "Fluentd" // JSON: severity (pod-reaper's names: warn, fatal, ...), message, time
 	logFormatText    = "Text"    // key=value lines for people at a terminal
 )
@@ -21,7 +23,7 @@ const (
 // loggingSettings documents LOG_LEVEL and LOG_FORMAT for every subcommand's --help.
 var loggingSettings = [][3]string{
 	{"LOG_LEVEL", "info", "panic, fatal, error, warning, info, debug or trace"},
-	{"LOG_FORMAT", logFormatLogrus, "Logrus (JSON: level, msg, time), Fluentd (JSON: severity, message, time) or Text"},
+	{"LOG_FORMAT", logFormatLogrus, "json (JSON: time with nanoseconds, level, msg), Logrus (the same keys, time to the second, as pod-reaper), Fluentd (JSON: severity, message, time) or Text; client-go's own log lines are written in it too"},
 }
 
 // printLoggingSettings appends LOG_LEVEL and LOG_FORMAT to a command's --help, in the same
@@ -71,6 +73,10 @@ func buildLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logg
 		format = strings.TrimSpace(raw)
 	}
 	switch {
+	case strings.EqualFold(format, logFormatJSON):
+		// Nanoseconds: a weeder writes many lines a second, and their order must survive
+		// a pipeline that sorts by time.
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
 	case strings.EqualFold(format, logFormatLogrus):
 		log.SetFormatter(&logrus.JSONFormatter{})
 	case strings.EqualFold(format, logFormatFluentd):
@@ -79,14 +85,15 @@ func buildLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logg
 		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	case lenient:
 		log.SetFormatter(&logrus.JSONFormatter{})
-		warnings = append(warnings, fmt.Sprintf("LOG_FORMAT=%q: not a format (Logrus, Fluentd, Text); logging as Logrus JSON, as pod-reaper does", format))
+		warnings = append(warnings, fmt.Sprintf("LOG_FORMAT=%q: not a format (json, Logrus, Fluentd, Text); logging as Logrus JSON, as pod-reaper does", format))
 	default:
-		problems = append(problems, fmt.Sprintf("LOG_FORMAT=%q: must be Logrus, Fluentd or Text", format))
+		problems = append(problems, fmt.Sprintf("LOG_FORMAT=%q: must be json, Logrus, Fluentd or Text", format))
 	}
 
 	if len(problems) > 0 {
 		return nil, nil, fmt.Errorf("%s", strings.Join(problems, "\n"))
 	}
+	routeLibraryLogs(log)
 	return log, warnings, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -236,9 +237,20 @@ func Parse(raw json.RawMessage) (*Config, []error) {
 	}
 	warnings, errs := ctrl.DropUnknown(top, reflect.TypeFor[Config](), "prober")
 	var p Config
-	data, _ := json.Marshal(top) // decoded from JSON: cannot fail
-	if err := ctrl.StrictJSON(data, &p); err != nil {
-		return nil, append(errs, fmt.Errorf("prober: %s", ctrl.CleanJSONError(err)))
+	// Field by field, so that a value that does not decode is named by its field (a whole
+	// section's decode names only the first, and a duration's error none).
+	fields := ctrl.JSONFields(reflect.TypeFor[Config]())
+	v := reflect.ValueOf(&p).Elem()
+	decoded := true
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		raw, _ := json.Marshal(top[k]) // decoded from JSON: cannot fail
+		if err := ctrl.StrictJSON(raw, v.FieldByIndex(fields[k].Index).Addr().Interface()); err != nil {
+			errs = append(errs, fmt.Errorf("prober.%s: %s", k, ctrl.CleanJSONError(err)))
+			decoded = false
+		}
+	}
+	if !decoded {
+		return nil, errs // validating a half-decoded section would report fields as missing
 	}
 	errs = append(errs, p.validate()...)
 	if len(errs) > 0 {

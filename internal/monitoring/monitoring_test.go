@@ -52,7 +52,7 @@ func TestPrometheusRuleIsTheRulesFile(t *testing.T) {
 	}
 	got := read(t, path)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is not written from depwatch.rules.yaml: run go test ./monitoring -run TestPrometheusRule -update", path)
+		t.Fatalf("%s is not written from depwatch.rules.yaml: run go test ./internal/monitoring -run TestPrometheusRule -update", path)
 	}
 	var pr struct {
 		Kind string    `json:"kind"`

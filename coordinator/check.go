@@ -1,0 +1,150 @@
+package coordinator
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// CheckConfigFiles loads the config files the options name exactly as a start does, without
+// contacting a cluster (`depwatch coordinator --check-config`): the config, with the flags
+// that set a config field applied, or every problem, one a line, each naming the file it is
+// in, then the field or flag and the value.
+func (o Options) CheckConfigFiles() (*Config, []string) {
+	if o.ConfigFile == "" {
+		return nil, nil // ParseFlags has said --config-file is required
+	}
+	data, err := readConfigFiles(o.ConfigFile, o.ProberConfigFile)
+	if err != nil {
+		return nil, lines(err) // names the flag and the path
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		var problems []string
+		for _, line := range lines(err) {
+			file := "--config-file=" + o.ConfigFile
+			if o.ProberConfigFile != "" && strings.HasPrefix(line, "prober.") {
+				// Its fields read as the prober section's: the path says prober.<field>.
+				file = "--prober-config-file=" + o.ProberConfigFile
+			}
+			problems = append(problems, file+": "+line)
+		}
+		return nil, problems
+	}
+	o.applyTo(cfg)
+	return cfg, nil
+}
+
+func lines(err error) []string {
+	var out []string
+	for line := range strings.Lines(err.Error()) {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// Summary is one paragraph, for people, of what a coordinator started with these options and
+// this config would watch and launch; only what can be known without a cluster (the Jobs'
+// image, when the config names none, is read from the coordinator's pod at start).
+func (o Options) Summary(cfg *Config) string {
+	var s []string
+	add := func(format string, a ...any) { s = append(s, fmt.Sprintf(format, a...)) }
+
+	if services := cfg.Services(); len(services) == 0 {
+		add("No weeder: the config lists no service.")
+	} else {
+		source := "EndpointSlices"
+		if cfg.UseEndpoints {
+			source = "v1 Endpoints"
+		}
+		add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.namespacesText())
+		armed := 0
+		for _, svc := range services {
+			if cfg.Arm(svc) {
+				armed++
+			}
+		}
+		switch {
+		case armed == len(services):
+			add("When one loses its last ready endpoint it launches that service's weeder Job armed, which waits up to %s for the return;", cfg.MaxWait())
+		case armed == 0:
+			add("When one is Ready again it launches that service's weeder Job (armWeeder false);")
+		default:
+			add("When one loses its last ready endpoint it launches that service's weeder Job armed (%d of %d services; the others on their return), which waits up to %s;", armed, len(services), cfg.MaxWait())
+		}
+		cooldown := jobs.DefaultWeederReapCooldown
+		if d := cfg.Cooldown(); d != nil {
+			cooldown = *d
+		}
+		if cooldown > 0 {
+			add("from the return the Job restarts the service's crash-looping dependents for %s, each controller's at most once per %s.", cfg.Watch(), cooldown)
+		} else {
+			add("from the return the Job restarts the service's crash-looping dependents for %s, on every crash (reapCooldown 0s).", cfg.Watch())
+		}
+	}
+
+	if p := cfg.Prober; p == nil {
+		add("No prober: no meltdown protection (no prober section).")
+	} else {
+		var deps []string
+		for _, r := range p.Resources() {
+			deps = append(deps, r.Ref.String())
+		}
+		runs := fmt.Sprintf("each probing every %s for %s", p.Interval(), p.RunDuration())
+		if p.RunDuration() == 0 {
+			runs = fmt.Sprintf("one Job a shard every %s", p.Interval())
+		}
+		add("Prober: probes the namespaces matching %s with the kubeconfig of their Secret %s, through probe Jobs of about %d namespaces each (%s), and scales %s down when at least %g%% of a shoot's node leases expired, and back up when they recover.",
+			p.Selector(), p.KubeConfigSecretName, p.PerJob(), runs, strings.Join(deps, ", "), 100*p.LeaseFailure())
+		if p.DryRun {
+			add("dryRun: the probe Jobs only say what they would scale.")
+		}
+	}
+
+	tpl := cfg.JobTemplate
+	where := "the coordinator's own namespace"
+	if tpl.Namespace != "" {
+		where = "namespace " + tpl.Namespace
+	}
+	image := "the coordinator's own image (read from its pod at start)"
+	if tpl.Image != "" {
+		image = tpl.Image
+	}
+	accounts := []string{tpl.ServiceAccountFor(jobs.KindWeeder) + " (weeder)"}
+	if cfg.Prober != nil {
+		accounts = append(accounts, tpl.ServiceAccountFor(jobs.KindProbe)+" (probe)")
+	}
+	add("Jobs run in %s with %s, as %s.", where, image, strings.Join(accounts, " and "))
+
+	if o.EnableLeaderElection {
+		ns := o.LeaderElectionNamespace
+		if ns == "" {
+			ns = "the coordinator's own namespace"
+		}
+		add("One replica at a time leads, through the Lease %s in %s.", LeaseName, ns)
+	} else {
+		add("No leader election: run one replica.")
+	}
+	if o.ConfigReloadInterval > 0 {
+		add("The config files are read again every %s.", o.ConfigReloadInterval)
+	}
+	return strings.Join(s, " ")
+}
+
+// namespacesText says which namespaces the weeder watches.
+func (c *Config) namespacesText() string {
+	if c.Namespaces == nil || (c.Namespaces.Selector == nil && len(c.Namespaces.Names) == 0) {
+		return "every namespace"
+	}
+	var parts []string
+	if c.Namespaces.Selector != nil {
+		parts = append(parts, "matching "+c.NamespaceSelector().String())
+	}
+	if len(c.Namespaces.Names) > 0 {
+		parts = append(parts, "named "+strings.Join(c.Namespaces.Names, ", "))
+	}
+	return "the namespaces " + strings.Join(parts, " and ")
+}

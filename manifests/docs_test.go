@@ -1,0 +1,75 @@
+package manifests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The kustomizations the docs show can be built as shown: their bases and components come
+// from one place, all from the repository at one ref (an overlay of your own) or all by a
+// relative path that exists from an overlay in this checkout (manifests/overlays/<name>).
+// A remote base beside a relative component resolves neither way. The ref is the version's
+// tag, so that a release's docs point at itself.
+func TestDocsKustomizationsTakeBaseAndComponentsFromOnePlace(t *testing.T) {
+	docs, _ := filepath.Glob("../docs/*.md")
+	docs = append(docs, "../README.md")
+	block := regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	found := 0
+	for _, doc := range docs {
+		for _, m := range block.FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			var k struct {
+				Kind       string   `json:"kind"`
+				Resources  []string `json:"resources"`
+				Components []string `json:"components"`
+			}
+			if yaml.Unmarshal([]byte(m[1]), &k) != nil || k.Kind != "Kustomization" {
+				continue
+			}
+			found++
+			var remote, local []string
+			for _, p := range append(k.Resources, k.Components...) {
+				if strings.Contains(p, "://") || strings.HasPrefix(p, "github.com/") {
+					remote = append(remote, p)
+				} else {
+					local = append(local, p)
+				}
+			}
+			switch {
+			case len(remote) > 0 && len(local) > 0:
+				t.Errorf("%s: a kustomization mixes remote %v with relative %v: no overlay resolves both", doc, remote, local)
+			case len(remote) > 0:
+				ref := regexp.MustCompile(`^https://github\.com/depwatch/depwatch//manifests/[a-z/]+\?ref=v\d+\.\d+\.\d+$`)
+				refs := map[string]bool{}
+				for _, p := range remote {
+					if !ref.MatchString(p) {
+						t.Errorf("%s: %q: want https://github.com/depwatch/depwatch//manifests/<dir>?ref=<tag>", doc, p)
+					}
+					_, r, _ := strings.Cut(p, "?ref=")
+					refs[r] = true
+					dir := strings.TrimPrefix(strings.Split(p, "//")[2], "manifests/")
+					if _, err := os.Stat(strings.TrimSuffix(dir, "?ref="+r)); err != nil {
+						t.Errorf("%s: %q: manifests/%s is not in this repository", doc, p, strings.TrimSuffix(dir, "?ref="+r))
+					}
+				}
+				version := strings.TrimSpace(string(readFile(t, "../VERSION")))
+				if len(refs) > 1 || !refs[version] {
+					t.Errorf("%s: a kustomization takes depwatch at refs %v; want the release's tag, %s (VERSION)", doc, remote, version)
+				}
+			default:
+				for _, p := range local {
+					if _, err := os.Stat(filepath.Join("overlays", "example", p)); err != nil {
+						t.Errorf("%s: %q does not exist from an overlay in manifests/overlays/<name>", doc, p)
+					}
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no kustomization found in the docs: is the test still reading them?")
+	}
+}
