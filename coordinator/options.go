@@ -36,6 +36,21 @@ type Options struct {
 	RetryPeriod             time.Duration
 	UseEndpoints            bool
 	Kubeconfig              string
+
+	// Role is which half of the work this process does: both (`depwatch coordinator`), or
+	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
+	Role Role
+	// LeaseName is the leader election's Lease: LeaseName, or dependency-watchdog's own for
+	// its commands (empty: LeaseName).
+	LeaseName string
+}
+
+// Lease is the name of the Lease the leader election uses.
+func (o Options) Lease() string {
+	if o.LeaseName == "" {
+		return LeaseName
+	}
+	return o.LeaseName
 }
 
 // Defaults of the seed (dependency-watchdog).

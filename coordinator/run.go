@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +38,8 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 // OwnNamespace is the coordinator's namespace: POD_NAMESPACE (downward API), else the
 // in-cluster service account's namespace, else "depwatch" (running outside a cluster).
 func OwnNamespace(lookup func(string) (string, bool)) string {
-	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+	if ns, ok := ownNamespace(lookup); ok {
 		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b))
 	}
 	return "depwatch"
 }
@@ -219,13 +215,14 @@ func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Ha
 func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
 	ns := d.Options.LeaderElectionNamespace
 	if ns == "" {
-		ns = OwnNamespace(os.LookupEnv)
+		ns = d.Options.Role.leaseNamespace(os.LookupEnv)
 	}
+	lease := d.Options.Lease()
 	id := d.Identity
 	if id == "" {
 		id = leaseIdentity()
 	}
-	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + LeaseName, "identity": id})
+	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + lease, "identity": id})
 	// OnStartedLeading runs in a goroutine of the elector's: it only hands the context over,
 	// and lead runs here, so nothing outlives Run.
 	leading := make(chan context.Context, 1)
@@ -258,7 +255,7 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 		log.Info("Stopped; lease released.")
 		return nil
 	}
-	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, LeaseName)
+	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, lease)
 }
 
 // leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
@@ -274,9 +271,9 @@ func leaseIdentity() string {
 	return host + "_" + hex.EncodeToString(b)
 }
 
-// elector builds the leader election on the Lease LeaseName in ns, with the flags' timings.
+// elector builds the leader election on the options' Lease in ns, with the flags' timings.
 func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, LeaseName,
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.Lease(),
 		c.client.CoreV1(), c.client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
 	if err != nil {
@@ -288,7 +285,7 @@ func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
 		ReleaseOnCancel: true,
-		Name:            LeaseName,
+		Name:            o.Lease(),
 		WatchDog:        watchdog,
 		Callbacks:       cb,
 	})

@@ -52,6 +52,12 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
 	}
+	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
+}
+
+// runCoordinatorWith runs the coordinator (or, by opts.Role, one of its halves) on valid
+// options and config until ctx ends.
+func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coordinator.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
 	metrics := coordinator.NewMetrics(version)
 	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
 	clients, err := coordinatorClients(opts)
@@ -61,13 +67,15 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	}
 	tpl, err := coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup)
 	if errors.Is(err, coordinator.ErrImageRequired) {
-		return refuse(stderr, "coordinator", err)
+		return refuse(stderr, opts.Role.Command(), err)
 	}
 	if err != nil {
 		log.WithError(err).Error("Cannot tell which image the Jobs use.")
 		return exitFailure
 	}
-	log.WithFields(startFields(opts, cfg, tpl)).Info("Starting the coordinator.")
+	log.WithFields(startFields(opts, cfg, tpl)).Infof("Starting the %s.", map[coordinator.Role]string{
+		coordinator.RoleCoordinator: "coordinator", coordinator.RoleWeeder: "weeder (dependency-watchdog's weeder command)",
+		coordinator.RoleProber: "prober (dependency-watchdog's prober command)"}[opts.Role])
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Client:      clients.kube,
 		EventClient: clients.events,
@@ -126,6 +134,7 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"jobNamespace":   tpl.Namespace,
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
+		"lease":          opts.Lease(),
 		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
 	}
