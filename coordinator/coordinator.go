@@ -44,6 +44,9 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Executor carries the weeder and probe runs out: Jobs (nil: jobs.InCluster(Client)) or
+	// the same engines in this process (package coordinator/inprocess).
+	Executor jobs.Executor
 	// Resolve fills a reloaded config's jobTemplate as Template was filled at start (see
 	// ResolveTemplate); nil: an unset image or namespace keeps Template's.
 	Resolve func(context.Context, jobs.Template) (jobs.Template, error)
@@ -126,7 +129,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Recorder: c.recorder, Now: d.Now,
+			Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
 		})
 		if err != nil {
 			return err
@@ -138,7 +141,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
-		Template: d.Template, Recorder: c.recorder, Now: d.Now,
+		Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles},
 	})
 	if err != nil {

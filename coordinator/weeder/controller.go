@@ -69,6 +69,8 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Executor carries the weeder runs out; nil: Jobs through Client (jobs.InCluster).
+	Executor jobs.Executor
 	// Recorder records Events on the Services; nil: they are dropped.
 	Recorder record.EventRecorder
 	// Now is the clock (tests).
@@ -78,6 +80,7 @@ type Deps struct {
 // Controller watches the configured services and launches weeder Jobs.
 type Controller struct {
 	client   kubernetes.Interface
+	exec     jobs.Executor
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -115,6 +118,7 @@ func New(d Deps) (*Controller, error) {
 	}
 	c := &Controller{
 		client:      d.Client,
+		exec:        d.Executor,
 		opts:        d.Options,
 		log:         d.Log,
 		metrics:     d.Metrics,
@@ -126,7 +130,7 @@ func New(d Deps) (*Controller, error) {
 		batch:       newBatcher(),
 		weederState: newWeederState(),
 	}
-	c.running.Store(newRunningConfig(d.Client, d.Config, d.Template))
+	c.running.Store(newRunningConfig(d.Executor, d.Config, d.Template))
 	if err := c.newInformers(d.Client, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
 		return nil, err
 	}
@@ -147,6 +151,9 @@ func withDefaults(d Deps) (Deps, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Executor == nil {
+		d.Executor = jobs.InCluster(d.Client)
+	}
 	if d.Options.Batching == (Batching{}) {
 		d.Options.Batching = DefaultBatching() // Options not from the flags (tests, embedding)
 	}
@@ -160,7 +167,7 @@ func withDefaults(d Deps) (Deps, error) {
 // servicesChanged: which services count may have changed (namespaces or services edited), so
 // each known one is looked at again.
 func (c *Controller) Apply(cfg *Config, tpl jobs.Template, servicesChanged bool) {
-	c.running.Store(newRunningConfig(c.client, cfg, tpl))
+	c.running.Store(newRunningConfig(c.exec, cfg, tpl))
 	if servicesChanged {
 		c.recheckRelevance()
 	}

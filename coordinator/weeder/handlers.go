@@ -16,7 +16,8 @@ import (
 
 // newInformers makes the weeder's informers: the configured services' endpoints
 // (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
-// dependents' pods and the weeder Jobs in the Jobs' namespace. The coordinator runs them.
+// dependents' pods and the weeder Jobs (the executor's runs) in the Jobs' namespace. The
+// coordinator runs them.
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
 	c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
 	_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
@@ -35,7 +36,7 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 		return err
 	}
 	c.deps = deps
-	c.wjobs = newWeederJobs(client, jobNamespace)
+	c.wjobs = newWeederJobs(c.exec, jobNamespace)
 	return nil
 }
 
