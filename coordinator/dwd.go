@@ -218,7 +218,7 @@ func dwdLease(role Role) string {
 // returns ErrHelp.
 func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
 	o := Options{Role: role, LeaseName: dwdLease(role), ConfigReloadInterval: DefaultConfigReloadInterval,
-		EventsQPS: DefaultEventsQPS, EventsBurst: DefaultEventsBurst, Batching: weeder.DefaultBatching()}
+		EventsQPS: DefaultEventsQPS, EventsBurst: DefaultEventsBurst, Batching: weeder.DefaultBatching(), Executor: ExecutorChoiceAuto}
 	var s DWDSettings
 	if role != RoleWeeder && role != RoleProber {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)

@@ -95,6 +95,9 @@ func Run(ctx context.Context, d Deps) error {
 		var shutdown func()
 		d.Recorder, shutdown = eventRecorder(d)
 		defer shutdown()
+		if !d.rights().Events {
+			d.Recorder = inNamespace(d.Recorder, leaseNamespace(d.Options))
+		}
 	}
 	c, err := New(d)
 	if err != nil {
@@ -110,6 +113,9 @@ func Run(ctx context.Context, d Deps) error {
 	defer cancel()
 	if err := c.serveEndpoints(ctx, &wg, watchdog); err != nil {
 		return err
+	}
+	if r, ok := d.Executor.(interface{ Run(context.Context) }); ok {
+		wg.Go(func() { r.Run(ctx) }) // ends with ctx, after its runs
 	}
 	if synced, err := c.startInformers(ctx, &wg); !synced {
 		return err
@@ -213,10 +219,7 @@ func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Ha
 // runElected campaigns for the Lease and leads while it holds it. Losing the Lease ends it
 // with ErrLostLeadership: the process restarts as a standby rather than keep half-state.
 func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
-	ns := d.Options.LeaderElectionNamespace
-	if ns == "" {
-		ns = d.Options.Role.leaseNamespace(os.LookupEnv)
-	}
+	ns := leaseNamespace(d.Options)
 	lease := d.Options.Lease()
 	id := d.Identity
 	if id == "" {
@@ -258,6 +261,14 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, lease)
 }
 
+// leaseNamespace is where the Lease lives: --leader-election-namespace, else the role's default.
+func leaseNamespace(o Options) string {
+	if o.LeaderElectionNamespace != "" {
+		return o.LeaderElectionNamespace
+	}
+	return o.Role.leaseNamespace(os.LookupEnv)
+}
+
 // leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
 // passes it, is what a reader of the Lease looks for (a pod on the host network has the
 // node's host name, shared by every replica), plus a random suffix.
@@ -293,4 +304,21 @@ func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
 	return le, nil
+}
+
+// InProcessImage is the image a run's Job object names when the in-process executor carries
+// it out: no pod is made from it.
+const InProcessImage = "in-process"
+
+// InProcessTemplate fills what the config's jobTemplate leaves open for the in-process
+// executor: the namespace (the coordinator's own), and an image no pod is made from. The
+// runs' Job objects are built from it, so their names, labels and annotations are a Job's.
+func InProcessTemplate(t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
+	if t.Namespace == "" {
+		t.Namespace = OwnNamespace(lookup)
+	}
+	if t.Image == "" {
+		t.Image = InProcessImage
+	}
+	return t
 }

@@ -57,6 +57,14 @@ type Options struct {
 	Batching Batching
 	// ConcurrentReconciles is the number of workers (--concurrent-reconciles).
 	ConcurrentReconciles int
+	// NoNamespaceReads: this service account may not list or watch namespaces (gardenlet's
+	// weeder RBAC): no namespace informer, and whether a service's namespace is going away is
+	// not known (its armed weeder waits for it, as for a Service deleted on its own), and no
+	// namespaces.selector.
+	NoNamespaceReads bool
+	// NoServiceReads: this service account may not read Services (gardenlet's weeder RBAC): a
+	// lone outage is armed without asking whether its Service is being deleted.
+	NoServiceReads bool
 }
 
 // Deps is what the weeder runs with.
@@ -148,6 +156,9 @@ func withDefaults(d Deps) (Deps, error) {
 	if len(d.Config.Services()) == 0 {
 		return d, errors.New("weeder: no service is configured")
 	}
+	if d.Options.NoNamespaceReads && d.Config.NeedsNamespaceInformer() {
+		return d, errors.New("namespaces.selector: choosing namespaces by their labels needs to list and watch namespaces, which this service account may not")
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -181,7 +192,10 @@ func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs.
 func (c *Controller) Informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf, c.nsInf}
+	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf}
+	if c.nsInf != nil {
+		infs = append(infs, c.nsInf)
+	}
 	return append(infs, c.deps.informers()...)
 }
 

@@ -19,9 +19,11 @@ import (
 // dependents' pods and the weeder Jobs (the executor's runs) in the Jobs' namespace. The
 // coordinator runs them.
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
-	c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
-	_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
-	c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	if !c.opts.NoNamespaceReads {
+		c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
+		_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
+		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	}
 	if useEndpoints {
 		c.src = newEndpointsSource(client, c.base.Services())
 	} else {

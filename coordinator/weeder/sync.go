@@ -229,6 +229,9 @@ func (c *Controller) expectedLaunch(st *serviceState) (launchedJob, bool) {
 // cache does not hold (just created, or gone) costs an API read. A Service deleted on its own
 // takes its EndpointSlices with it: that is EdgeGone, and its namespace stays.
 func (c *Controller) namespaceGoing(ctx context.Context, ns string) (string, error) {
+	if c.nsLister == nil {
+		return "", nil // may not read namespaces (Options.NoNamespaceReads): not known
+	}
 	n, err := c.nsLister.Get(ns)
 	if err != nil {
 		n, err = c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -239,6 +242,9 @@ func (c *Controller) namespaceGoing(ctx context.Context, ns string) (string, err
 // serviceGoing says why the Service is not coming back ("" when it may): it is gone or being
 // deleted.
 func (c *Controller) serviceGoing(ctx context.Context, ns, svc string) (string, error) {
+	if c.opts.NoServiceReads {
+		return "", nil // not known; the armed weeder waits for it
+	}
 	s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
 	return going("service", err, err == nil && s.DeletionTimestamp != nil)
 }
