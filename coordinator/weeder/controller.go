@@ -58,9 +58,10 @@ type Options struct {
 	// ConcurrentReconciles is the number of workers (--concurrent-reconciles).
 	ConcurrentReconciles int
 	// NoNamespaceReads: this service account may not list or watch namespaces (gardenlet's
-	// weeder RBAC): no namespace informer, and whether a service's namespace is going away is
-	// not known (its armed weeder waits for it, as for a Service deleted on its own), and no
-	// namespaces.selector.
+	// weeder RBAC): no namespace informer, no namespaces.selector, and a deleted namespace
+	// shows only as its services' endpoints going: a service whose endpoints are gone counts
+	// as going away (its weeder is stopped; a return Ready with a crash-looping dependent is
+	// covered by that first sighting's catch-up).
 	NoNamespaceReads bool
 	// NoServiceReads: this service account may not read Services (gardenlet's weeder RBAC): a
 	// lone outage is armed without asking whether its Service is being deleted.

@@ -135,6 +135,12 @@ func (c *Controller) actOnEdge(ctx context.Context, rc *runningConfig, key strin
 			log.WithError(err).Error("Could not tell whether the service's namespace is being deleted; will retry.")
 			return err
 		}
+		if going == "" && e.edge == EdgeGone && c.opts.NoNamespaceReads {
+			// Without namespace reads a deleted namespace shows only as its endpoints going:
+			// an armed weeder left waiting would hold a place for maxWait. If the service comes
+			// back Ready with a crash-looping dependent, its first sighting's catch-up covers it.
+			going = "its endpoints are gone and namespaces are not read"
+		}
 		in.Going = going != ""
 	}
 	if in.Going {
