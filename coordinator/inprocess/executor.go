@@ -243,7 +243,7 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, r *run) {
 	limit := int(ptr.Deref(job.Spec.BackoffLimit, jobs.DefaultBackoffLimit))
 	for failures := 0; ; {
 		pod := e.startPod(job)
-		code, msg := e.opts.Engine(ctx, job, log.WithField("pod", pod.Name))
+		code, msg := e.opts.Engine(ctx, job, log)
 		e.endPod(pod, code, msg)
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded): // however the run ended
