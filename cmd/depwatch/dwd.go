@@ -38,6 +38,7 @@ func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string
 	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
 		return opts, dwd, nil, nil, err
 	}
+	log.SetOutput(stdout)
 	if dwd.LogLevel != nil {
 		log.SetLevel(*dwd.LogLevel)
 	}

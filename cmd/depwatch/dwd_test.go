@@ -59,3 +59,34 @@ func TestDWDCommandsRefuseBadInputWithExitTwo(t *testing.T) {
 		})
 	}
 }
+
+// TestDWDFlagsWithoutEffectAreNamedInOneWarning: dependency-watchdog's flags depwatch does not
+// use are accepted and named together in one warning line, before the run asks anything of
+// the API server (here out of reach: the run then stops with exit 1, not 2).
+func TestDWDFlagsWithoutEffectAreNamedInOneWarning(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "dep-config.yaml")
+	if err := os.WriteFile(cfg, []byte("servicesAndDependantSelectors: {etcd-main-client: {podSelectors: [{matchLabels: {role: apiserver}}]}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"--config-file=" + cfg, "--enable-leader-election=true", "--pprof-bind-addr=:8081", "--zap-encoder=console",
+		"--kubeconfig=" + writeKubeconfig(t, dir), "--metrics-bind-addr=0", "--health-bind-addr=0"}
+	env := map[string]string{"LOG_FORMAT": "Logrus"}
+	code := dwdMain(context.Background(), "weeder", args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &stdout, &stderr)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d (API server out of reach)\nstdout: %s\nstderr: %s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	var warnings []string
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if strings.Contains(l, "no effect") {
+			warnings = append(warnings, l)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "--pprof-bind-addr=:8081") || !strings.Contains(warnings[0], "--zap-encoder=console") {
+		t.Errorf("want one warning naming both flags, got %d:\n%s", len(warnings), strings.Join(warnings, "\n"))
+	}
+	if !strings.Contains(stdout.String(), "Cannot reach the Kubernetes API server") {
+		t.Errorf("the run did not say the API server is out of reach:\n%s", stdout.String())
+	}
+}
