@@ -3,17 +3,24 @@ package coordinator
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -122,4 +129,92 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	if _, _, stopped := runs.seen(); stopped != 1 {
 		t.Errorf("%d runs stopped with the coordinator, want 1", stopped)
 	}
+}
+
+// TestDWDProberReadsItsInProcessRunsReports: dependency-watchdog's prober command on a
+// prober ConfigMap, in-process: a shoot namespace gets a probe shard's run in this process,
+// whose environment is a probe's; when the run ends, its report (the pod's termination
+// message) feeds the metrics as a probe Job's would: the decisions, the namespace's last
+// probe, its meltdown state.
+func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dep-config.yaml")
+	cfgText := strings.Replace(gardenletProberConfigMap, "probeInterval: 30s", "probeInterval: 1s\ninitialDelay: 1s", 1)
+	if err := os.WriteFile(file, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, _, err := ParseDWDFlags(RoleProber, []string{"--config-file=" + file, "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := opts.LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--a", Labels: map[string]string{"gardener.cloud/role": "shoot"}}})
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	var mu sync.Mutex
+	var probed []string
+	engine := func(ctx context.Context, job *batchv1.Job, _ logrus.FieldLogger) (int32, string) {
+		env := map[string]string{}
+		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		o, err := probe.LoadOptions(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			return 2, err.Error()
+		}
+		mu.Lock()
+		probed = append(probed, strings.Join(o.Namespaces, ","))
+		mu.Unlock()
+		return 0, probe.EncodeReport(probe.Report{End: time.Now(), Results: map[string]int{"scale-down": 1},
+			Namespaces: map[string]probe.NamespaceResult{"shoot--a": {Last: probe.ResultScaleDown}}})
+	}
+	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: engine})
+	metrics := NewMetrics("test")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Deps{Client: client, Config: cfg, Options: opts, Log: log, Metrics: metrics,
+			Template: InProcessTemplate(cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
+			Executor: exec, Rights: &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true}})
+	}()
+	waitFor(t, "the shard's run to report", func() bool {
+		return sample(metrics.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&
+			sample(metrics.Prober.ProbeMeltdown.WithLabelValues("shoot--a")) == 1 &&
+			sample(metrics.Prober.ProbeLastProbe.WithLabelValues("shoot--a")) > 0
+	})
+	mu.Lock()
+	if len(probed) == 0 || probed[0] != "shoot--a" {
+		t.Errorf("runs probed %v, want the shard with shoot--a", probed)
+	}
+	mu.Unlock()
+	for _, a := range client.Actions() {
+		switch r := a.GetResource().Resource; r {
+		case "jobs", "pods", "configmaps":
+			t.Errorf("asked the API server to %s %s: the runs are in-process", a.GetVerb(), r)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a hang catcher
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// sample reads a counter's or gauge's value.
+func sample(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		return -1
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
 }
