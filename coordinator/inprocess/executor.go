@@ -340,13 +340,16 @@ func (e *Executor) startPod(job *batchv1.Job) *corev1.Pod {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
-		Spec: tpl.Spec,
+		// The spec only names the containers: no kubelet reads it, and the run's settings are
+		// the Job's (its copy here would double what the store and the informers hold).
+		Spec: corev1.PodSpec{RestartPolicy: tpl.Spec.RestartPolicy, ServiceAccountName: tpl.Spec.ServiceAccountName},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, StartTime: &now,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		},
 	}
 	for _, c := range tpl.Spec.Containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c.Name, Image: c.Image})
 		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
