@@ -300,8 +300,15 @@ func (e *Executor) markStarted(job *batchv1.Job) {
 	})
 }
 
-// endJob gives the Job its final condition (a Job already gone is left gone).
+// endJob gives the Job its final condition (a Job already gone is left gone) and says so,
+// as `kubectl get job` would show it.
 func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reason, message string) {
+	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess), "result": string(cond)})
+	if cond == batchv1.JobComplete {
+		log.Info("The in-process run ended: its Job is Complete.")
+	} else {
+		log.WithField("reason", reason).Warnf("The in-process run ended: its Job Failed (%s: %s).", reason, message)
+	}
 	now := metav1.NewTime(e.now())
 	e.store.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
 		j := o.(*batchv1.Job)
