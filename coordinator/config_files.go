@@ -34,13 +34,59 @@ func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
 // LoadConfig loads the config files the options name (LoadConfigFiles) and applies the flags
 // that set a config field too (applyTo), so that everything after reads the effective value
 // from the config alone.
+// dependency-watchdog's commands read their own ConfigMap as it is: the weeder's is the
+// config's top level, the prober's becomes its prober section.
 func (o Options) LoadConfig() (*Config, error) {
-	cfg, err := LoadConfigFiles(o.ConfigFile, o.ProberConfigFile)
+	var cfg *Config
+	var err error
+	switch o.Role {
+	case RoleProber:
+		cfg, err = loadProberConfigFile(o.ConfigFile)
+	default:
+		cfg, err = LoadConfigFiles(o.ConfigFile, o.ProberConfigFile)
+	}
 	if err != nil {
 		return nil, err
 	}
+	if o.Role == RoleWeeder && cfg.Prober != nil {
+		return nil, fmt.Errorf("config file %s:\nprober: the weeder command runs no prober (dependency-watchdog's prober reads its own ConfigMap, with the prober command)", o.ConfigFile)
+	}
 	o.applyTo(cfg)
 	return cfg, nil
+}
+
+// loadProberConfigFile reads dependency-watchdog's prober ConfigMap data, the prober
+// command's --config-file, as the config's prober section.
+func loadProberConfigFile(path string) (*Config, error) {
+	data, err := proberConfigData(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s (dependency-watchdog's prober config; its fields as prober.*):\n%w", path, err)
+	}
+	return cfg, nil
+}
+
+// proberConfigData is the prober command's config file as ParseConfig reads it: its content
+// as the prober section of an otherwise empty config.
+func proberConfigData(path string) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("--config-file: required (dependency-watchdog's prober config)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
+	}
+	prober, err := decodeDoc(data, "prober")
+	if err != nil {
+		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
+	}
+	if len(prober) == 0 {
+		return nil, fmt.Errorf("--config-file=%q: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)", path)
+	}
+	return json.Marshal(map[string]any{"prober": prober})
 }
 
 // applyTo sets cfg's fields that a flag can set too: --use-endpoints turns useEndpoints on
@@ -66,8 +112,12 @@ func readConfigFiles(configFile, proberFile string) ([]byte, error) {
 	return ComposeProberConfig(data, proberData)
 }
 
-// readConfig is readConfigFiles with the coordinator's own flags.
+// readConfig is what the coordinator's flags make of configFile: readConfigFiles, or the
+// prober command's config.
 func (c *Coordinator) readConfig(configFile string) ([]byte, error) {
+	if c.opts.Role == RoleProber {
+		return proberConfigData(configFile)
+	}
 	return readConfigFiles(configFile, c.opts.ProberConfigFile)
 }
 

@@ -44,6 +44,13 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Executor carries the weeder and probe runs out: Jobs (nil: jobs.InCluster(Client)) or
+	// the same engines in this process (package coordinator/inprocess). Run runs it when it
+	// has a Run method of its own.
+	Executor jobs.Executor
+	// Rights are what this service account may do (CheckRights); nil: AllRights, depwatch's
+	// own install. Without Events, only those in the Lease's namespace are written.
+	Rights *Rights
 	// Resolve fills a reloaded config's jobTemplate as Template was filled at start (see
 	// ResolveTemplate); nil: an unset image or namespace keeps Template's.
 	Resolve func(context.Context, jobs.Template) (jobs.Template, error)
@@ -126,7 +133,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Recorder: c.recorder, Now: d.Now,
+			Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
 		})
 		if err != nil {
 			return err
@@ -138,14 +145,23 @@ func (c *Coordinator) newControllers(d Deps) error {
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
-		Template: d.Template, Recorder: c.recorder, Now: d.Now,
-		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles},
+		Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
+		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
+			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services},
 	})
 	if err != nil {
 		return err
 	}
 	c.weeder = w
 	return nil
+}
+
+// rights are d.Rights, or AllRights when not given.
+func (d Deps) rights() Rights {
+	if d.Rights == nil {
+		return AllRights()
+	}
+	return *d.Rights
 }
 
 // logIgnored logs each field outside the prober section that cfg ignored, unless the running

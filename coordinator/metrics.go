@@ -13,6 +13,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // Metrics of the coordinator, on their own registry (plus Go and process collectors).
@@ -27,6 +28,7 @@ import (
 //	depwatch_coordinator_weeder_services_waiting               services waiting for a batch weeder Job (forming, or --max-weeder-jobs reached)
 //	depwatch_coordinator_kube_api_requests_total{method,code}  requests this process made to the API server (RegisterClientMetrics)
 //	depwatch_coordinator_leader                                1 while this replica leads
+//	depwatch_coordinator_executor{kind}                        1 for what carries the runs out (job, in-process), decided at start
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
 //	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
@@ -47,6 +49,8 @@ type Metrics struct {
 	// APIRequests counts the client's requests: what the coordinator costs the API server.
 	APIRequests *prometheus.CounterVec
 	Leader      prometheus.Gauge
+	// Executor is 1 for the kind of executor the runs go to (SetExecutor), 0 for the other.
+	Executor *prometheus.GaugeVec
 
 	ConfigValid           prometheus.Gauge
 	ConfigReloads         *prometheus.CounterVec
@@ -77,6 +81,10 @@ func NewMetrics(version string) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "leader",
 			Help: "1 while this replica is the active (leading) coordinator.",
 		}),
+		Executor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "executor",
+			Help: "1 for what carries the weeder and probe runs out, decided at start: job (a Job each) or in-process (the same engines in this process, where the cluster grants no Jobs); 0 for the other.",
+		}, []string{"kind"}),
 		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_valid",
 			Help: "1 while the config file is valid; 0 while it is invalid or unreadable: the coordinator keeps running with its last good config and /readyz fails until the file is fixed.",
@@ -102,7 +110,7 @@ func NewMetrics(version string) *Metrics {
 	m.Registry.MustRegister(jm.Collectors()...)
 	m.Registry.MustRegister(m.Weeder.Collectors()...)
 	m.Registry.MustRegister(m.Prober.Collectors()...)
-	m.Registry.MustRegister(m.APIRequests, m.Leader, build,
+	m.Registry.MustRegister(m.APIRequests, m.Leader, m.Executor, build,
 		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Weeder.Init()
@@ -111,6 +119,13 @@ func NewMetrics(version string) *Metrics {
 		m.ConfigReloads.WithLabelValues(r)
 	}
 	return m
+}
+
+// SetExecutor says which executor carries the runs out.
+func (m *Metrics) SetExecutor(kind jobs.ExecutorKind) {
+	for _, k := range []jobs.ExecutorKind{jobs.ExecutorJob, jobs.ExecutorInProcess} {
+		m.Executor.WithLabelValues(string(k)).Set(boolGauge(k == kind))
+	}
 }
 
 // configLoaded records the config read at start.

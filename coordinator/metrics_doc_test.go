@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/depwatch/depwatch/jobs"
 	"os"
 	"regexp"
 	"sort"
@@ -31,6 +32,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	m.Prober.ProbeLastProbe.WithLabelValues("x").Set(1)
 	m.Prober.ProbeShards.WithLabelValues("x").Set(1)
 	m.Prober.ProbeMeltdown.WithLabelValues("x").Set(1)
+	m.SetExecutor(jobs.ExecutorJob)
 	families, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)

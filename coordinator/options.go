@@ -38,6 +38,23 @@ type Options struct {
 	Kubeconfig              string
 	// CheckConfig: check the flags and config files, say what would run, and exit.
 	CheckConfig bool
+	// Executor is --executor: the runs as Jobs, in-process, or decided by the Job rights.
+	Executor ExecutorChoice
+
+	// Role is which half of the work this process does: both (`depwatch coordinator`), or
+	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
+	Role Role
+	// LeaseName is the leader election's Lease: LeaseName, or dependency-watchdog's own for
+	// its commands (empty: LeaseName).
+	LeaseName string
+}
+
+// Lease is the name of the Lease the leader election uses.
+func (o Options) Lease() string {
+	if o.LeaseName == "" {
+		return LeaseName
+	}
+	return o.LeaseName
 }
 
 // Defaults of the seed (dependency-watchdog).
@@ -101,6 +118,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.BoolVar(&o.CheckConfig, checkConfigFlag, false, "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig")
+	fs.Var(&executorFlag{&o.Executor}, "executor", "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor")
 	return fs
 }
 
@@ -108,7 +126,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 // are reported at once, each naming the flag (or variable) and the value. On --help it
 // writes the usage to help and returns ErrHelp.
 func ParseFlags(args []string, lookup func(string) (string, bool), help io.Writer) (Options, error) {
-	var o Options
+	o := Options{Executor: ExecutorChoiceJob}
 	fs := newFlagSet(&o)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -152,6 +170,25 @@ func ParseFlags(args []string, lookup func(string) (string, bool), help io.Write
 		o.EventsBurst = DefaultEventsBurst
 	}
 	return o, nil
+}
+
+// executorFlag is --executor: job, in-process or auto.
+type executorFlag struct{ v *ExecutorChoice }
+
+func (f *executorFlag) String() string {
+	if f.v == nil || *f.v == "" {
+		return string(ExecutorChoiceJob)
+	}
+	return string(*f.v)
+}
+
+func (f *executorFlag) Set(v string) error {
+	switch c := ExecutorChoice(v); c {
+	case ExecutorChoiceJob, ExecutorChoiceInProcess, ExecutorChoiceAuto:
+		*f.v = c
+		return nil
+	}
+	return errors.New("must be job, in-process or auto")
 }
 
 // validate checks every flag and names each invalid one with its value.

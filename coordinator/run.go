@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +38,8 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 // OwnNamespace is the coordinator's namespace: POD_NAMESPACE (downward API), else the
 // in-cluster service account's namespace, else "depwatch" (running outside a cluster).
 func OwnNamespace(lookup func(string) (string, bool)) string {
-	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+	if ns, ok := ownNamespace(lookup); ok {
 		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b))
 	}
 	return "depwatch"
 }
@@ -99,6 +95,9 @@ func Run(ctx context.Context, d Deps) error {
 		var shutdown func()
 		d.Recorder, shutdown = eventRecorder(d)
 		defer shutdown()
+		if !d.rights().Events {
+			d.Recorder = inNamespace(d.Recorder, leaseNamespace(d.Options))
+		}
 	}
 	c, err := New(d)
 	if err != nil {
@@ -114,6 +113,9 @@ func Run(ctx context.Context, d Deps) error {
 	defer cancel()
 	if err := c.serveEndpoints(ctx, &wg, watchdog); err != nil {
 		return err
+	}
+	if r, ok := d.Executor.(interface{ Run(context.Context) }); ok {
+		wg.Go(func() { r.Run(ctx) }) // ends with ctx, after its runs
 	}
 	if synced, err := c.startInformers(ctx, &wg); !synced {
 		return err
@@ -217,15 +219,13 @@ func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Ha
 // runElected campaigns for the Lease and leads while it holds it. Losing the Lease ends it
 // with ErrLostLeadership: the process restarts as a standby rather than keep half-state.
 func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
-	ns := d.Options.LeaderElectionNamespace
-	if ns == "" {
-		ns = OwnNamespace(os.LookupEnv)
-	}
+	ns := leaseNamespace(d.Options)
+	lease := d.Options.Lease()
 	id := d.Identity
 	if id == "" {
 		id = leaseIdentity()
 	}
-	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + LeaseName, "identity": id})
+	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + lease, "identity": id})
 	// OnStartedLeading runs in a goroutine of the elector's: it only hands the context over,
 	// and lead runs here, so nothing outlives Run.
 	leading := make(chan context.Context, 1)
@@ -258,7 +258,15 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 		log.Info("Stopped; lease released.")
 		return nil
 	}
-	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, LeaseName)
+	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, lease)
+}
+
+// leaseNamespace is where the Lease lives: --leader-election-namespace, else the role's default.
+func leaseNamespace(o Options) string {
+	if o.LeaderElectionNamespace != "" {
+		return o.LeaderElectionNamespace
+	}
+	return o.Role.leaseNamespace(os.LookupEnv)
 }
 
 // leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
@@ -274,9 +282,9 @@ func leaseIdentity() string {
 	return host + "_" + hex.EncodeToString(b)
 }
 
-// elector builds the leader election on the Lease LeaseName in ns, with the flags' timings.
+// elector builds the leader election on the options' Lease in ns, with the flags' timings.
 func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, LeaseName,
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.Lease(),
 		c.client.CoreV1(), c.client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
 	if err != nil {
@@ -288,7 +296,7 @@ func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
 		ReleaseOnCancel: true,
-		Name:            LeaseName,
+		Name:            o.Lease(),
 		WatchDog:        watchdog,
 		Callbacks:       cb,
 	})
@@ -296,4 +304,21 @@ func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
 	return le, nil
+}
+
+// InProcessImage is the image a run's Job object names when the in-process executor carries
+// it out: no pod is made from it.
+const InProcessImage = "in-process"
+
+// InProcessTemplate fills what the config's jobTemplate leaves open for the in-process
+// executor: the namespace (the coordinator's own), and an image no pod is made from. The
+// runs' Job objects are built from it, so their names, labels and annotations are a Job's.
+func InProcessTemplate(t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
+	if t.Namespace == "" {
+		t.Namespace = OwnNamespace(lookup)
+	}
+	if t.Image == "" {
+		t.Image = InProcessImage
+	}
+	return t
 }

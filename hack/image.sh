@@ -2,7 +2,8 @@
 # Builds the local cluster's images without Docker and, when the cluster's containerd
 # runs, imports them into it (namespace k8s.io, where the kubelet looks):
 #   localhost/pause:local    static pause program (hack/pause), containerd's sandbox_image
-#   localhost/depwatch:dev   CGO_ENABLED=0 build of ./cmd/depwatch, entrypoint /depwatch
+#   localhost/depwatch:dev   CGO_ENABLED=0 build of ./cmd/depwatch, entrypoint /depwatch, and
+#                            /usr/local/bin/dependency-watchdog linking to it (gardenlet's command)
 #   localhost/depwatch-testapp:dev   ./test/e2e/testapp (the e2e workload), entrypoint /testapp
 # Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
 # change is not packed again.
@@ -34,16 +35,21 @@ release_tar=
 log "building hack/imgpack"
 go build -C "$ROOT/hack/imgpack" -o "$TOOLS_BIN/imgpack" .
 
-# pack NAME REF BINARY [TAR]: packs BINARY as /NAME into $IMAGES_DIR/TAR.tar (default NAME)
-# tagged REF, unless the tarball already holds this exact binary.
+# DWD_LINK is where gardenlet starts dependency-watchdog: every depwatch image has its binary
+# there too (a symbolic link to /depwatch), so swapping the image is the whole change.
+DWD_LINK=usr/local/bin/dependency-watchdog
+
+# pack NAME REF BINARY [TAR [LINK]]: packs BINARY as /NAME into $IMAGES_DIR/TAR.tar (default
+# NAME) tagged REF, with a symbolic link LINK to it if given, unless the tarball already holds
+# exactly that.
 pack() {
-  local name=$1 ref=$2 binary=$3 tar="$IMAGES_DIR/${4:-$1}.tar" sum
-  sum="$(sha256sum "$binary" | cut -d' ' -f1) $ref"
+  local name=$1 ref=$2 binary=$3 tar="$IMAGES_DIR/${4:-$1}.tar" link=${5:-} sum
+  sum="$(sha256sum "$binary" | cut -d' ' -f1) $ref $link"
   if [[ -s $tar && -s $tar.src && "$(<"$tar.src")" == "$sum" ]]; then
     log "$ref: binary unchanged, reusing $tar"
     return
   fi
-  "$TOOLS_BIN/imgpack" -binary "$binary" -name "$name" -tag "$ref" -o "$tar"
+  "$TOOLS_BIN/imgpack" -binary "$binary" -name "$name" -tag "$ref" -o "$tar" ${link:+-link "$link"}
   echo "$sum" >"$tar.src"
 }
 
@@ -66,11 +72,11 @@ for t in "${targets[@]}"; do
       # Pack a binary built elsewhere (it must be static: CGO_ENABLED=0).
       log "packing the given DEPWATCH_BIN=$DEPWATCH_BIN"
       [[ -x $DEPWATCH_BIN ]] || die "DEPWATCH_BIN=$DEPWATCH_BIN is not an executable file"
-      pack depwatch "$DEPWATCH_IMAGE" "$DEPWATCH_BIN"
+      pack depwatch "$DEPWATCH_IMAGE" "$DEPWATCH_BIN" depwatch "$DWD_LINK"
       continue
     fi
     build_static depwatch ./cmd/depwatch "-s -w -X main.version=$VERSION"
-    pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch"
+    pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch" depwatch "$DWD_LINK"
     built_depwatch=1
     ;;
   release)
@@ -83,7 +89,7 @@ for t in "${targets[@]}"; do
     fi
     got="$("$TOOLS_BIN/depwatch-release" version)"
     [[ $got == "depwatch $VERSION "* ]] || die "the binary says '$got', not version $VERSION"
-    pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION"
+    pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION" "$DWD_LINK"
     release_tar="${IMAGES_DIR#"$ROOT"/}/depwatch-$VERSION.tar"
     ;;
   testapp)

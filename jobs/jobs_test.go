@@ -319,7 +319,7 @@ func finished(j *batchv1.Job, typ batchv1.JobConditionType) *batchv1.Job {
 
 func TestLaunchCreatesWhenNoneActive(t *testing.T) {
 	client := fake.NewClientset()
-	l := &Launcher{Client: client, Template: resolved()}
+	l := &Launcher{Executor: InCluster(client), Template: resolved()}
 	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0))
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +341,7 @@ func TestLaunchReplacesTheActiveJobOfTheSameService(t *testing.T) {
 	other, _ := Build(tpl, weederSpec(t, "ns", "other", t0))
 	otherNS, _ := Build(tpl, weederSpec(t, "ns2", "svc", t0))
 	client := fake.NewClientset(old, finished(done, batchv1.JobComplete), other, otherNS)
-	l := &Launcher{Client: client, Template: tpl}
+	l := &Launcher{Executor: InCluster(client), Template: tpl}
 
 	out, err := l.Launch(ctx, weederSpec(t, "ns", "svc", t0.Add(time.Minute)))
 	if err != nil {
@@ -380,7 +380,7 @@ func TestLaunchKeepsTheActiveJobWhenAsked(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	old, _ := Build(tpl, s)
 	client := fake.NewClientset(old)
-	l := &Launcher{Client: client, Template: tpl}
+	l := &Launcher{Executor: InCluster(client), Template: tpl}
 	s2 := weederSpec(t, "ns", "svc", t0.Add(time.Minute))
 	s2.OnActive = KeepActive
 	out, err := l.Launch(ctx, s2)
@@ -397,7 +397,7 @@ func TestLaunchIsIdempotentForTheSameTrigger(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	// A retry of a launch whose create succeeded but whose answer was lost hits
 	// AlreadyExists (same target, same trigger time): it returns that Job.
-	l2 := &Launcher{Client: fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed)), Template: tpl}
+	l2 := &Launcher{Executor: InCluster(fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed))), Template: tpl}
 	out, err := l2.Launch(context.Background(), s)
 	if err != nil || out.Result != ResultCreated || out.Job.Name != s.Name() {
 		t.Errorf("outcome %+v err %v", out, err)

@@ -8,11 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	batchv1listers "k8s.io/client-go/listers/batch/v1"
-	"k8s.io/utils/ptr"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
@@ -40,7 +37,8 @@ type Outcome struct {
 // namespace, service). Safe for concurrent use for different targets; the caller serialises
 // launches for the same target (the coordinator's workqueue does).
 type Launcher struct {
-	Client kubernetes.Interface
+	// Executor carries the runs out: Jobs in the cluster (InCluster) or in-process.
+	Executor Executor
 	// Template is resolved: Namespace and Image set.
 	Template Template
 	// Cache, if set, answers Active from an informer's cache instead of a List call (the
@@ -66,11 +64,11 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 			items = append(items, *j)
 		}
 	} else {
-		list, err := l.Client.BatchV1().Jobs(l.Template.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		list, err := l.Executor.ListJobs(ctx, l.Template.Namespace, sel.AsSelector())
 		if err != nil {
 			return nil, fmt.Errorf("listing %s Jobs for %s: %w", s.Kind, s.Target(), err)
 		}
-		items = list.Items
+		items = list
 	}
 	var active []batchv1.Job
 	for _, j := range items {
@@ -117,10 +115,10 @@ func (l *Launcher) LaunchOver(ctx context.Context, s Spec, active []batchv1.Job)
 		}
 		out.Result = ResultReplaced
 	}
-	created, err := l.Client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	created, err := l.Executor.CreateJob(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		// Same target, same trigger time: a retry of a launch that did succeed.
-		created, err = l.Client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+		created, err = l.Executor.GetJob(ctx, job.Namespace, job.Name)
 	}
 	if err != nil {
 		return Outcome{Result: ResultError, Replaced: out.Replaced}, fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)
@@ -136,10 +134,7 @@ func (l *Launcher) LaunchOver(ctx context.Context, s Spec, active []batchv1.Job)
 func (l *Launcher) Delete(ctx context.Context, list []batchv1.Job) ([]string, error) {
 	var deleted []string
 	for _, a := range list {
-		err := l.Client.BatchV1().Jobs(a.Namespace).Delete(ctx, a.Name, metav1.DeleteOptions{
-			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-			Preconditions:     &metav1.Preconditions{UID: &a.UID},
-		})
+		err := l.Executor.DeleteJob(ctx, a.Namespace, a.Name, a.UID)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return deleted, fmt.Errorf("deleting Job %s/%s: %w", a.Namespace, a.Name, err)
 		}

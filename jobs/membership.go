@@ -41,9 +41,8 @@ func (t Template) Membership(target string, m probe.Membership) *corev1.ConfigMa
 // ConfigMap as the caller's cache holds it.
 func (l *Launcher) SyncMembership(ctx context.Context, target string, m probe.Membership, current *corev1.ConfigMap) (bool, error) {
 	want := l.Template.Membership(target, m)
-	cms := l.Client.CoreV1().ConfigMaps(want.Namespace)
 	if current == nil {
-		_, err := cms.Create(ctx, want, metav1.CreateOptions{})
+		err := l.Executor.CreateConfigMap(ctx, want)
 		if apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("creating the membership ConfigMap %s/%s: it exists but is not in the cache yet; will retry: %w", want.Namespace, want.Name, err)
 		}
@@ -57,7 +56,7 @@ func (l *Launcher) SyncMembership(ctx context.Context, target string, m probe.Me
 	}
 	next := current.DeepCopy()
 	next.Data = want.Data
-	if _, err := cms.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+	if err := l.Executor.UpdateConfigMap(ctx, next); err != nil {
 		return false, fmt.Errorf("updating the membership ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	return true, nil
@@ -66,7 +65,7 @@ func (l *Launcher) SyncMembership(ctx context.Context, target string, m probe.Me
 // DeleteMembership deletes shard target's membership ConfigMap (gone already is fine).
 func (l *Launcher) DeleteMembership(ctx context.Context, target string) error {
 	name := MembershipName(target)
-	err := l.Client.CoreV1().ConfigMaps(l.Template.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	err := l.Executor.DeleteConfigMap(ctx, l.Template.Namespace, name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the membership ConfigMap %s/%s: %w", l.Template.Namespace, name, err)
 	}

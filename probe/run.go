@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +29,15 @@ type Deps struct {
 	Scales         scale.ScalesGetter   // the dependents' scale subresource (get/patch)
 	Mapper         meta.RESTMapper      // ref kind + apiVersion → resource
 	NewShootClient ShootClientFactory
+
+	// NoEvents: the run records no Events (it may not: the in-process executor under RBAC
+	// that grants none); what they would say is in its log lines all the same.
+	NoEvents bool
+	// FollowMembership, when set, is where a run that follows a shard's membership
+	// (NAMESPACES_CONFIGMAP) reads it from: it calls apply with each new membership of the
+	// ConfigMap namespace/name until ctx ends, never twice at once. nil: the ConfigMap is
+	// watched through Seed.
+	FollowMembership func(ctx context.Context, namespace, name string, apply func(Membership), log logrus.FieldLogger) error
 
 	// Test seams; zero values mean the real thing.
 	Now          func() time.Time // "now" of the lease expiry
@@ -67,7 +77,12 @@ func (d Deps) validate() error {
 // NewDeps builds the production clients for the seed from cfg: a deferred discovery
 // RESTMapper (re-reads discovery when a kind is not found, so CRDs installed later resolve),
 // the scale client on it, the dynamic client, and NewShootClient.
-func NewDeps(cfg *rest.Config) (Deps, error) {
+func NewDeps(cfg *rest.Config) (Deps, error) { return NewDepsWith(cfg, nil) }
+
+// NewDepsWith is NewDeps on a discovery cache shared by the runs of one process (the
+// in-process executor's): each run has clients with its own rate limit, and discovery is read
+// once, not once per run. nil: a cache of the run's own.
+func NewDepsWith(cfg *rest.Config, cached discovery.CachedDiscoveryInterface) (Deps, error) {
 	seed, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Deps{}, fmt.Errorf("building the Kubernetes client: %w", err)
@@ -76,7 +91,9 @@ func NewDeps(cfg *rest.Config) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("building the dynamic client: %w", err)
 	}
-	cached := memory.NewMemCacheClient(seed.Discovery())
+	if cached == nil {
+		cached = memory.NewMemCacheClient(seed.Discovery())
+	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cached)
 	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
 	if err != nil {
@@ -161,7 +178,13 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 		// and the fleet's runners are waited for.
 		var following sync.WaitGroup
 		following.Go(func() {
-			if err := followMembership(stop, deps.Seed, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
+			follow := deps.FollowMembership
+			if follow == nil {
+				follow = func(ctx context.Context, ns, name string, apply func(Membership), log logrus.FieldLogger) error {
+					return followMembership(ctx, deps.Seed, ns, name, apply, log)
+				}
+			}
+			if err := follow(stop, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
 				log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
 			}
 		})

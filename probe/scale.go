@@ -483,7 +483,7 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 // event records a core/v1 Event on the scaled resource synchronously, so it exists before a
 // one-shot Job exits. A failure is only logged: the resource was handled either way.
 func (s *scaler) event(obj *unstructured.Unstructured, eventType, reason, message string) {
-	if s.dryRun || obj == nil {
+	if s.dryRun || obj == nil || s.deps.NoEvents {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)

@@ -38,7 +38,12 @@ type events struct {
 	sent        atomic.Int64
 }
 
+// A nil client records none: the run may not write Events (the in-process executor under
+// RBAC that grants none).
 func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
+	if client == nil {
+		return &events{}
+	}
 	sink := &countingSink{client: client, log: log, done: make(chan struct{}, 1)}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(sink)
@@ -51,6 +56,9 @@ func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
 
 // record queues one Event on the pod; it never blocks.
 func (e *events) record(pod *corev1.Pod, eventType, reason, message string) {
+	if e.recorder == nil {
+		return
+	}
 	e.sent.Add(1)
 	e.recorder.Event(pod, eventType, reason, event.Truncate(message, event.MaxMessage))
 }
@@ -59,6 +67,9 @@ func (e *events) record(pod *corev1.Pod, eventType, reason, message string) {
 // Event the broadcaster's spam filter drops is never written), stops the broadcaster and
 // says how many could not be written.
 func (e *events) close(log logrus.FieldLogger) {
+	if e.broadcaster == nil {
+		return
+	}
 	deadline := time.NewTimer(eventFlushWait)
 	defer deadline.Stop()
 	for e.sink.finished.Load() < e.sent.Load() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,11 +9,13 @@ import (
 	"slices"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/inprocess"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -51,6 +54,14 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
 	}
+	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
+}
+
+// runCoordinatorWith runs the coordinator (or, by opts.Role, one of its halves) on valid
+// options and config until ctx ends. What carries the runs out, Jobs or this process, is
+// decided here, before anything runs, and said in the first log lines and in
+// depwatch_coordinator_executor.
+func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coordinator.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
 	metrics := coordinator.NewMetrics(version)
 	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
 	clients, err := coordinatorClients(opts)
@@ -58,15 +69,57 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
 		return exitFailure
 	}
-	tpl, err := coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup)
-	if errors.Is(err, coordinator.ErrImageRequired) {
-		return refuse(stderr, "coordinator", err)
+	var tpl jobs.Template
+	resolved := false
+	if opts.Role == coordinator.RoleCoordinator && opts.Executor == coordinator.ExecutorChoiceJob {
+		// Jobs whatever the rights say: their image is a config problem, said first.
+		if tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup); err != nil {
+			return templateProblem(err, opts, log, stderr)
+		}
+		resolved = true
 	}
-	if err != nil {
-		log.WithError(err).Error("Cannot tell which image the Jobs use.")
+	jobNS := cmp.Or(cfg.JobTemplate.Namespace, coordinator.OwnNamespace(lookup))
+	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
+	if rights.Unreachable() {
+		log.WithField("errors", rights.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
 		return exitFailure
 	}
-	log.WithFields(startFields(opts, cfg, tpl)).Info("Starting the coordinator.")
+	kind, why := coordinator.ChooseExecutor(opts.Role, opts.Executor, rights.CreateJobs, jobNS)
+	if kind == jobs.ExecutorJob && !resolved {
+		tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup)
+		switch {
+		case err != nil && opts.Role != coordinator.RoleCoordinator:
+			// dependency-watchdog's Deployment names no image for Jobs: run in-process.
+			kind, why = jobs.ExecutorInProcess, why+"; but the Jobs' image is not known ("+err.Error()+"), so in-process"
+		case err != nil:
+			return templateProblem(err, opts, log, stderr)
+		}
+	}
+	resolve := func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
+		return coordinator.ResolveTemplate(ctx, clients.kube, t, lookup)
+	}
+	var exec jobs.Executor = jobs.InCluster(clients.kube)
+	if kind == jobs.ExecutorInProcess {
+		tpl = coordinator.InProcessTemplate(cfg.JobTemplate, lookup)
+		resolve = func(_ context.Context, t jobs.Template) (jobs.Template, error) {
+			return coordinator.InProcessTemplate(t, lookup), nil
+		}
+		exec = inprocess.New(inprocess.Options{Config: clients.rest, Discovery: memory.NewMemCacheClient(clients.kube.Discovery()),
+			NoEvents: !rights.Events, Log: log})
+	}
+	if len(cfg.Services()) > 0 && !rights.Slices && rights.Endpoints && !opts.UseEndpoints {
+		// dependency-watchdog's weeder before EndpointSlices: gardenlet granted Endpoints.
+		opts.UseEndpoints = true
+		cfg.UseEndpoints = true
+	}
+	metrics.SetExecutor(kind)
+	fields := startFields(opts, cfg, tpl)
+	fields["executor"], fields["executorReason"] = string(kind), why
+	log.WithFields(fields).Infof("Starting the %s.", map[coordinator.Role]string{
+		coordinator.RoleCoordinator: "coordinator", coordinator.RoleWeeder: "weeder (dependency-watchdog's weeder command)",
+		coordinator.RoleProber: "prober (dependency-watchdog's prober command)"}[opts.Role])
+	sayExecutor(log, kind, why, tpl.Namespace)
+	sayRights(log, rights, kind, cfg, opts)
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Client:      clients.kube,
 		EventClient: clients.events,
@@ -76,9 +129,9 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 		Log:         log,
 		Metrics:     metrics,
 		Template:    tpl,
-		Resolve: func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
-			return coordinator.ResolveTemplate(ctx, clients.kube, t, lookup)
-		},
+		Executor:    exec,
+		Rights:      &rights,
+		Resolve:     resolve,
 	})
 	if err != nil {
 		log.WithError(err).Error("The coordinator stopped.")
@@ -87,8 +140,64 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	return exitOK
 }
 
+// templateProblem reports a Job template the coordinator cannot complete.
+func templateProblem(err error, opts coordinator.Options, log logrus.FieldLogger, stderr io.Writer) int {
+	if errors.Is(err, coordinator.ErrImageRequired) {
+		return refuse(stderr, opts.Role.Command(), err)
+	}
+	log.WithError(err).Error("Cannot tell which image the Jobs use.")
+	return exitFailure
+}
+
+// sayExecutor is the first thing the log says after the start line: where the runs go.
+func sayExecutor(log logrus.FieldLogger, kind jobs.ExecutorKind, why, namespace string) {
+	l := log.WithFields(logrus.Fields{"executor": string(kind), "reason": why})
+	if kind == jobs.ExecutorInProcess {
+		l.Infof("Runs are carried out in this process (%s): each weeder or probe run is the same engine a Job's pod would run, its log lines here with the name of the Job it would have been (field job, namespace %s); they end with this process.", why, namespace)
+		return
+	}
+	l.Infof("Runs are carried out as Jobs in namespace %s (%s).", namespace, why)
+}
+
+// sayRights says, once, what this service account may not do and what depwatch does
+// instead, so that nothing is found out by a request the API server refuses.
+func sayRights(log logrus.FieldLogger, r coordinator.Rights, kind jobs.ExecutorKind, cfg *coordinator.Config, opts coordinator.Options) {
+	if len(r.Unknown) > 0 {
+		log.WithField("reviews", r.Unknown).Warn("Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed.")
+	}
+	weeder := len(cfg.Services()) > 0
+	if !r.Events {
+		log.WithFields(logrus.Fields{"action": "log only", "reason": "may not create Events in every namespace"}).
+			Info("Events are written only in the Lease's namespace: this service account may not create them elsewhere. Every decision they would record is in the log.")
+	}
+	if weeder && !r.Namespaces {
+		log.WithFields(logrus.Fields{"action": "not read", "reason": "may not list or watch namespaces"}).
+			Info("Namespaces are not read: a service whose namespace is being deleted keeps its armed weeder until it returns or maxWait ends.")
+	}
+	if weeder && !r.Services {
+		log.WithFields(logrus.Fields{"action": "not read", "reason": "may not get Services"}).
+			Info("Services are not read: a lone outage is armed without asking whether its Service is being deleted.")
+	}
+	if weeder && opts.UseEndpoints && !r.Slices {
+		log.WithFields(logrus.Fields{"action": "watch Endpoints", "reason": "may not list or watch EndpointSlices"}).
+			Info("Watching v1 Endpoints: this service account may read Endpoints but not EndpointSlices (dependency-watchdog's RBAC before EndpointSlices).")
+	}
+	if kind != jobs.ExecutorInProcess {
+		return
+	}
+	if weeder && !r.DeletePods {
+		log.WithFields(logrus.Fields{"reason": "may not delete pods"}).
+			Warn("The weeder runs in this process, but this service account may not delete pods: they cannot restart crash-looping dependents. Grant it the weeder's rights.")
+	}
+	if cfg.Prober != nil && (!r.ScaleWorkloads || !r.ReadSecrets) {
+		log.WithFields(logrus.Fields{"reason": "may not scale Deployments or read Secrets"}).
+			Warn("The probe runs in this process, but this service account may not read the kubeconfig Secrets or scale Deployments: they cannot protect the control planes. Grant it the probe's rights.")
+	}
+}
+
 // apiClients are the coordinator's clients of the API server.
 type apiClients struct {
+	rest    *rest.Config // what they were built from, with the coordinator's rate limit
 	kube    kubernetes.Interface
 	events  kubernetes.Interface // a client of its own: its own rate limiter
 	dynamic dynamic.Interface
@@ -105,7 +214,7 @@ func coordinatorClients(opts coordinator.Options) (apiClients, error) {
 	erc := rest.CopyConfig(rc)
 	erc.QPS = float32(opts.EventsQPS)
 	erc.Burst = opts.EventsBurst
-	var c apiClients
+	c := apiClients{rest: rc}
 	var errs [3]error
 	c.kube, errs[0] = kubernetes.NewForConfig(rc)
 	c.events, errs[1] = kubernetes.NewForConfig(erc)
@@ -125,6 +234,7 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"jobNamespace":   tpl.Namespace,
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
+		"lease":          opts.Lease(),
 		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
 	}

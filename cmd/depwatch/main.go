@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	// Zone data for SCHEDULE=CRON_TZ=...: the distroless image has none of its own.
@@ -34,13 +35,29 @@ func commands() []command {
 		{"reap", "One reaper run: kill pods that match rules (pod-reaper's environment contract). The default command.", reapMain},
 		{"coordinator", "Always-on: watch services and control planes, launch weeder and probe Jobs.", coordinatorMain},
 		{"probe", "One meltdown-protection probe of a control-plane namespace: scale its controllers down or up.", probeMain},
+		{"weeder", "dependency-watchdog's weeder command, as gardenlet starts it: the coordinator's weeder alone.", weederMain},
+		{"prober", "dependency-watchdog's prober command, as gardenlet starts it: the coordinator's prober alone.", proberMain},
 		{"version", "Print the version and exit.", versionMain},
 	}
 }
 
+// DWDName is dependency-watchdog's binary name: the image has /usr/local/bin/dependency-watchdog,
+// the binary under that name, so gardenlet's command runs depwatch as it is.
+const DWDName = "dependency-watchdog"
+
 func main() {
 	setSoftMemoryLimit()
-	os.Exit(dispatch(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+	os.Exit(dispatchAs(os.Args[0], os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+}
+
+// dispatchAs runs the command args name. Invoked as dependency-watchdog (argv[0]'s base
+// name), it answers as dependency-watchdog does where it has no command: its usage, exit 0.
+func dispatchAs(argv0 string, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	if filepath.Base(argv0) == DWDName && len(args) == 0 {
+		usage(stdout)
+		return exitOK
+	}
+	return dispatch(args, lookup, stdout, stderr)
 }
 
 func dispatch(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -52,7 +69,14 @@ func dispatch(args []string, lookup func(string) (string, bool), stdout, stderr 
 		return exitBadConfig
 	}
 	switch args[0] {
-	case "-h", "--help", "-help", "help":
+	case "-h", "--help", "-help":
+		usage(stdout)
+		return exitOK
+	case "help":
+		// dependency-watchdog's `help <command>`; depwatch's `help` alone.
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"}, lookup, stdout, stderr)
+		}
 		usage(stdout)
 		return exitOK
 	case "--version", "-version":
@@ -99,6 +123,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "depwatch keeps Kubernetes workloads healthy when something they depend on fails.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: depwatch [<command>] [flags]")
+	fmt.Fprintln(w, "       dependency-watchdog weeder|prober [flags]   (the same binary under dependency-watchdog's name)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {

@@ -8,10 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -33,26 +29,15 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 	if !ok {
 		return code
 	}
-	// Everything a reap run reads and writes (pods, Events, EndpointSlices, evictions) is a
-	// built-in type: protobuf is several times smaller on the wire than JSON and cheaper to
-	// decode (docs/benchmarks.md), which is what a cycle over a large cluster spends its time on.
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	// Two clients, each with its rate limit: Events never delay a delete. Both count their
 	// requests, so the last line says what the run cost the API server.
-	limits := opts.Client.Effective()
 	var requests atomic.Int64
-	client, err := kubernetes.NewForConfig(countRequests(limits.API.Apply(cfg), &requests))
-	if err != nil {
-		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
-	}
-	events, err := kubernetes.NewForConfig(countRequests(limits.Events.Apply(cfg), &requests))
+	clients, err := reaper.NewClients(countRequests(cfg, &requests), opts.Client, false)
 	if err != nil {
 		return setup.cannotStart(log, "Cannot build a Kubernetes client", err)
 	}
 
-	summary, runErr := reaper.RunWith(ctx, reaper.Clients{API: client, Events: events}, opts, log)
+	summary, runErr := reaper.RunWith(ctx, clients, opts, log)
 	writeTerminationMessage(summary.String())
 	// pod-reaper's last line, which log alerts may wait for.
 	log.WithField("api_requests", requests.Load()).Info("pod reaper is exiting")

@@ -39,6 +39,7 @@ import (
 // messages feed the decision and scale metrics. Only the leader reconciles.
 type Controller struct {
 	client kubernetes.Interface
+	exec   jobs.Executor
 	dyn    dynamic.Interface
 	disco  discovery.DiscoveryInterface
 	// running is the running prober section and its launcher; a config reload swaps it whole.
@@ -87,9 +88,13 @@ func New(d Deps) (*Controller, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.Executor == nil {
+		d.Executor = jobs.InCluster(d.Client)
+	}
 	cfg := d.Config
 	p := &Controller{
 		client:     d.Client,
+		exec:       d.Executor,
 		dyn:        d.Dynamic,
 		disco:      d.Client.Discovery(),
 		log:        d.Log.WithField("component", "prober"),
@@ -124,7 +129,7 @@ func (p *Controller) Config() *Config { return p.current().cfg }
 // Apply makes cfg and tpl (resolved) the running prober section from the next decision on.
 // The fields it ignored are the coordinator's to log, with the rest of the config's.
 func (p *Controller) Apply(cfg *Config, tpl jobs.Template) {
-	p.running.Store(&runningConfig{cfg: cfg, launcher: &jobs.Launcher{Client: p.client, Template: tpl, Cache: p.jobCache}})
+	p.running.Store(&runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: tpl, Cache: p.jobCache}})
 }
 
 func jobTarget(j *batchv1.Job) string {

@@ -22,6 +22,8 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Executor carries the probe runs out; nil: Jobs through Client (jobs.InCluster).
+	Executor jobs.Executor
 	// Recorder records the prober's Events; nil: they are dropped.
 	Recorder record.EventRecorder
 	// Now is the clock (tests).

@@ -5,7 +5,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -14,18 +13,17 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// newInformers makes the prober's informers: the selected namespaces (cluster-wide), and from
-// one factory for the Jobs' namespace, filtered to depwatch.io/kind=probe, the probe Jobs,
-// their pods (reports) and the shards' membership ConfigMaps. The coordinator runs them.
+// newInformers makes the prober's informers: the selected namespaces (cluster-wide), and, in
+// the Jobs' namespace, filtered to depwatch.io/kind=probe, the executor's probe Jobs, their
+// pods (reports) and the shards' membership ConfigMaps. The coordinator runs them.
 func (p *Controller) newInformers(client kubernetes.Interface, selector, jobNamespace string) {
 	p.nsInf = coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(jobNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kindSel }))
-	p.jobInf = f.Batch().V1().Jobs().Informer()
-	p.podInf = f.Core().V1().Pods().Informer()
-	p.cmInf = f.Core().V1().ConfigMaps().Informer()
+	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	p.jobInf = cache.NewSharedIndexInformer(p.exec.Jobs(jobNamespace, kindSel), &batchv1.Job{}, 0, byNamespace)
+	p.podInf = cache.NewSharedIndexInformer(p.exec.Pods(jobNamespace, kindSel), &corev1.Pod{}, 0, byNamespace)
+	p.cmInf = cache.NewSharedIndexInformer(p.exec.ConfigMaps(jobNamespace, kindSel), &corev1.ConfigMap{}, 0, byNamespace)
 	_ = p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
 		if j, ok := obj.(*batchv1.Job); ok {
 			return []string{jobTarget(j)}, nil

@@ -225,3 +225,26 @@ func TestNoArmedWeederForAServiceGoingAway(t *testing.T) {
 		t.Errorf("jobs = %v after the outage of a deleted Service", names(js))
 	}
 }
+
+// TestWithoutNamespaceReadsEndpointsGoneStopTheArmedWeeder: under gardenlet's weeder RBAC a
+// namespace being deleted is not seen; its services' outages arm weeders (nothing says
+// otherwise), and when their endpoints are gone the armed weeders are stopped instead of
+// waiting maxWait. Nothing was read of namespaces or Services.
+func TestWithoutNamespaceReadsEndpointsGoneStopTheArmedWeeder(t *testing.T) {
+	h := newHarnessWith(t, testConfig, Options{NoNamespaceReads: true, NoServiceReads: true})
+	h.set(up("shoot--a", "etcd-main-client"))
+	h.set(down("shoot--a", "etcd-main-client"))
+	js := h.weederJobs()
+	if len(js) != 1 || js[0].Annotations[jobs.AnnotationArmed] != "true" {
+		t.Fatalf("jobs = %v, want the armed one", names(js))
+	}
+	h.remove(down("shoot--a", "etcd-main-client"))
+	if js := h.weederJobs(); len(js) != 0 {
+		t.Errorf("jobs = %v, want the armed weeder stopped once the endpoints are gone", names(js))
+	}
+	for _, a := range h.client.Actions() {
+		if r := a.GetResource().Resource; (r == "namespaces" || r == "services") && a.GetVerb() == "get" {
+			t.Errorf("read %s although the options say it may not", r)
+		}
+	}
+}

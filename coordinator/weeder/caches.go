@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -136,23 +135,25 @@ func slimPod(obj any) (any, error) {
 
 // weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by the services they
 // cover (a batch Job under each of its services), so an edge reads what covers its service
-// without an API call.
+// without an API call. They are the executor's: Jobs in the cluster, or the in-process runs.
 type weederJobs struct{ inf cache.SharedIndexInformer }
 
 // jobTargetIndex indexes weeder Jobs by each service they cover.
 const jobTargetIndex = "depwatch-target"
 
-func newWeederJobs(client kubernetes.Interface, namespace string) *weederJobs {
+func newWeederJobs(exec jobs.Executor, namespace string) *weederJobs {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
-	inf := batchinformers.NewFilteredJobInformer(client, namespace, 0,
-		cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
-			j, ok := obj.(*batchv1.Job)
-			if !ok {
-				return nil, nil
-			}
-			return jobs.JobTargets(j), nil
-		}},
-		func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	inf := cache.NewSharedIndexInformer(exec.Jobs(namespace, sel), &batchv1.Job{}, 0,
+		cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			jobTargetIndex: func(obj any) ([]string, error) {
+				j, ok := obj.(*batchv1.Job)
+				if !ok {
+					return nil, nil
+				}
+				return jobs.JobTargets(j), nil
+			},
+		})
 	_ = inf.SetTransform(ctrl.StripManagedFields)
 	return &weederJobs{inf: inf}
 }

@@ -57,6 +57,15 @@ type Options struct {
 	Batching Batching
 	// ConcurrentReconciles is the number of workers (--concurrent-reconciles).
 	ConcurrentReconciles int
+	// NoNamespaceReads: this service account may not list or watch namespaces (gardenlet's
+	// weeder RBAC): no namespace informer, no namespaces.selector, and a deleted namespace
+	// shows only as its services' endpoints going: a service whose endpoints are gone counts
+	// as going away (its weeder is stopped; a return Ready with a crash-looping dependent is
+	// covered by that first sighting's catch-up).
+	NoNamespaceReads bool
+	// NoServiceReads: this service account may not read Services (gardenlet's weeder RBAC): a
+	// lone outage is armed without asking whether its Service is being deleted.
+	NoServiceReads bool
 }
 
 // Deps is what the weeder runs with.
@@ -69,6 +78,8 @@ type Deps struct {
 	Metrics *Metrics
 	// Template is the config's jobTemplate with Namespace and Image resolved.
 	Template jobs.Template
+	// Executor carries the weeder runs out; nil: Jobs through Client (jobs.InCluster).
+	Executor jobs.Executor
 	// Recorder records Events on the Services; nil: they are dropped.
 	Recorder record.EventRecorder
 	// Now is the clock (tests).
@@ -78,6 +89,7 @@ type Deps struct {
 // Controller watches the configured services and launches weeder Jobs.
 type Controller struct {
 	client   kubernetes.Interface
+	exec     jobs.Executor
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -115,6 +127,7 @@ func New(d Deps) (*Controller, error) {
 	}
 	c := &Controller{
 		client:      d.Client,
+		exec:        d.Executor,
 		opts:        d.Options,
 		log:         d.Log,
 		metrics:     d.Metrics,
@@ -126,7 +139,7 @@ func New(d Deps) (*Controller, error) {
 		batch:       newBatcher(),
 		weederState: newWeederState(),
 	}
-	c.running.Store(newRunningConfig(d.Client, d.Config, d.Template))
+	c.running.Store(newRunningConfig(d.Executor, d.Config, d.Template))
 	if err := c.newInformers(d.Client, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
 		return nil, err
 	}
@@ -144,8 +157,14 @@ func withDefaults(d Deps) (Deps, error) {
 	if len(d.Config.Services()) == 0 {
 		return d, errors.New("weeder: no service is configured")
 	}
+	if d.Options.NoNamespaceReads && d.Config.NeedsNamespaceInformer() {
+		return d, errors.New("namespaces.selector: choosing namespaces by their labels needs to list and watch namespaces, which this service account may not")
+	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.Executor == nil {
+		d.Executor = jobs.InCluster(d.Client)
 	}
 	if d.Options.Batching == (Batching{}) {
 		d.Options.Batching = DefaultBatching() // Options not from the flags (tests, embedding)
@@ -160,7 +179,7 @@ func withDefaults(d Deps) (Deps, error) {
 // servicesChanged: which services count may have changed (namespaces or services edited), so
 // each known one is looked at again.
 func (c *Controller) Apply(cfg *Config, tpl jobs.Template, servicesChanged bool) {
-	c.running.Store(newRunningConfig(c.client, cfg, tpl))
+	c.running.Store(newRunningConfig(c.exec, cfg, tpl))
 	if servicesChanged {
 		c.recheckRelevance()
 	}
@@ -174,7 +193,10 @@ func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs.
 func (c *Controller) Informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf, c.nsInf}
+	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf}
+	if c.nsInf != nil {
+		infs = append(infs, c.nsInf)
+	}
 	return append(infs, c.deps.informers()...)
 }
 

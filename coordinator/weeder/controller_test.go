@@ -3,13 +3,16 @@ package weeder
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -237,5 +240,35 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	}
 	if n := len(h.weederJobs()); n != 1 {
 		t.Errorf("retry launched %d Jobs", n)
+	}
+}
+
+// TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem: under gardenlet's weeder RBAC
+// (no namespaces, no Services) the weeder runs no namespace informer and asks nothing about
+// a namespace or Service going away; a config that chooses namespaces by label is refused.
+func TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem(t *testing.T) {
+	client := fake.NewClientset()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	d := Deps{Client: client, Config: parseConfig(t, testConfig), Log: log, Metrics: newTestMetrics(),
+		Template: jobs.Template{Namespace: "garden", Image: "in-process"},
+		Options:  Options{NoNamespaceReads: true, NoServiceReads: true}}
+	c, err := New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.batch.queue.ShutDown)
+	if c.nsInf != nil || len(c.Informers()) != 2+len(c.deps.informers()) {
+		t.Errorf("a namespace informer runs (%d informers)", len(c.Informers()))
+	}
+	ns, err := c.namespaceGoing(context.Background(), "shoot--a")
+	svc, err2 := c.serviceGoing(context.Background(), "shoot--a", "etcd-main-client")
+	if ns != "" || svc != "" || err != nil || err2 != nil || len(client.Actions()) != 0 {
+		t.Errorf("going %q %q (%v %v); API actions %v", ns, svc, err, err2, client.Actions())
+	}
+	d.Config = parseConfig(t, testConfig+"namespaces: {selector: {matchLabels: {gardener.cloud/role: shoot}}}\n")
+	if _, err := New(d); err == nil || !strings.Contains(err.Error(), "namespaces.selector") {
+		t.Errorf("a namespace selector without namespace rights: %v", err)
 	}
 }

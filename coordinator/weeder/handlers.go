@@ -16,11 +16,14 @@ import (
 
 // newInformers makes the weeder's informers: the configured services' endpoints
 // (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
-// dependents' pods and the weeder Jobs in the Jobs' namespace. The coordinator runs them.
+// dependents' pods and the weeder Jobs (the executor's runs) in the Jobs' namespace. The
+// coordinator runs them.
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
-	c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
-	_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
-	c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	if !c.opts.NoNamespaceReads {
+		c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
+		_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
+		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	}
 	if useEndpoints {
 		c.src = newEndpointsSource(client, c.base.Services())
 	} else {
@@ -35,7 +38,7 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 		return err
 	}
 	c.deps = deps
-	c.wjobs = newWeederJobs(client, jobNamespace)
+	c.wjobs = newWeederJobs(c.exec, jobNamespace)
 	return nil
 }
 

@@ -48,6 +48,12 @@ servicesAndDependantSelectors:
 
 func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfgYAML, Options{}, objs...)
+}
+
+// newHarnessWith is newHarness with the weeder's options.
+func newHarnessWith(t *testing.T, cfgYAML string, opts Options, objs ...runtime.Object) *harness {
+	t.Helper()
 	cfg := parseConfig(t, cfgYAML)
 	client := fake.NewClientset(objs...)
 	rec := record.NewFakeRecorder(100)
@@ -62,6 +68,7 @@ func newHarness(t *testing.T, cfgYAML string, objs ...runtime.Object) *harness {
 		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
 		Recorder: rec,
 		Now:      func() time.Time { return h.now },
+		Options:  opts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +130,10 @@ func (h *harness) syncCaches() {
 	for i := range obj.(*corev1.NamespaceList).Items {
 		nss = append(nss, &obj.(*corev1.NamespaceList).Items[i])
 	}
-	if err := h.c.nsInf.GetIndexer().Replace(nss, ""); err != nil {
-		h.t.Fatal(err)
+	if h.c.nsInf != nil {
+		if err := h.c.nsInf.GetIndexer().Replace(nss, ""); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "")
 	if err != nil {

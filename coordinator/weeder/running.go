@@ -2,7 +2,6 @@ package weeder
 
 import (
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -17,9 +16,9 @@ type runningConfig struct {
 	launcher *jobs.Launcher
 }
 
-func newRunningConfig(client kubernetes.Interface, cfg *Config, tpl jobs.Template) *runningConfig {
+func newRunningConfig(exec jobs.Executor, cfg *Config, tpl jobs.Template) *runningConfig {
 	rc := &runningConfig{cfg: cfg, tpl: tpl, names: map[string]bool{}, nsSel: cfg.NamespaceSelector(),
-		launcher: &jobs.Launcher{Client: client, Template: tpl}}
+		launcher: &jobs.Launcher{Executor: exec, Template: tpl}}
 	if cfg.Namespaces != nil {
 		for _, n := range cfg.Namespaces.Names {
 			rc.names[n] = true

@@ -135,6 +135,12 @@ func (c *Controller) actOnEdge(ctx context.Context, rc *runningConfig, key strin
 			log.WithError(err).Error("Could not tell whether the service's namespace is being deleted; will retry.")
 			return err
 		}
+		if going == "" && e.edge == EdgeGone && c.opts.NoNamespaceReads {
+			// Without namespace reads a deleted namespace shows only as its endpoints going:
+			// an armed weeder left waiting would hold a place for maxWait. If the service comes
+			// back Ready with a crash-looping dependent, its first sighting's catch-up covers it.
+			going = "its endpoints are gone and namespaces are not read"
+		}
 		in.Going = going != ""
 	}
 	if in.Going {
@@ -229,6 +235,9 @@ func (c *Controller) expectedLaunch(st *serviceState) (launchedJob, bool) {
 // cache does not hold (just created, or gone) costs an API read. A Service deleted on its own
 // takes its EndpointSlices with it: that is EdgeGone, and its namespace stays.
 func (c *Controller) namespaceGoing(ctx context.Context, ns string) (string, error) {
+	if c.nsLister == nil {
+		return "", nil // may not read namespaces (Options.NoNamespaceReads): not known
+	}
 	n, err := c.nsLister.Get(ns)
 	if err != nil {
 		n, err = c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -239,6 +248,9 @@ func (c *Controller) namespaceGoing(ctx context.Context, ns string) (string, err
 // serviceGoing says why the Service is not coming back ("" when it may): it is gone or being
 // deleted.
 func (c *Controller) serviceGoing(ctx context.Context, ns, svc string) (string, error) {
+	if c.opts.NoServiceReads {
+		return "", nil // not known; the armed weeder waits for it
+	}
 	s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{})
 	return going("service", err, err == nil && s.DeletionTimestamp != nil)
 }

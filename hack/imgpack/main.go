@@ -2,7 +2,8 @@
 // writes it as an image tarball (docker "save" format, which `ctr images import`
 // and `docker load` both read). No Docker engine is needed.
 //
-//	imgpack -binary _output/bin/depwatch -name depwatch -tag localhost/depwatch:dev -o _output/images/depwatch.tar
+//	imgpack -binary _output/bin/depwatch -name depwatch -tag localhost/depwatch:dev -o _output/images/depwatch.tar \
+//	        -link usr/local/bin/dependency-watchdog
 package main
 
 import (
@@ -31,19 +32,20 @@ func main() {
 	out := flag.String("o", "", "output tarball path (required)")
 	user := flag.String("user", "65532", "user the image runs as")
 	arch := flag.String("arch", runtime.GOARCH, "image architecture")
+	link := flag.String("link", "", "another path of the binary in the image, a symbolic link to /<name> (e.g. usr/local/bin/dependency-watchdog, where gardenlet starts dependency-watchdog)")
 	flag.Parse()
 	if *binary == "" || *tag == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "imgpack: -binary, -tag and -o are required")
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*binary, *inName, *tag, *out, *user, *arch); err != nil {
+	if err := run(*binary, *inName, *tag, *out, *user, *arch, *link); err != nil {
 		fmt.Fprintf(os.Stderr, "imgpack: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary, inName, tag, out, user, arch string) error {
+func run(binary, inName, tag, out, user, arch, link string) error {
 	if inName == "" {
 		inName = path.Base(binary)
 	}
@@ -69,6 +71,9 @@ func run(binary, inName, tag, out, user, arch string) error {
 		return err
 	}
 	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := writeLink(tw, strings.Trim(link, "/"), "/"+inName, epoch); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {
@@ -117,6 +122,26 @@ func run(binary, inName, tag, out, user, arch string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("imgpack: wrote %s (%s, %s, entrypoint /%s)\n", out, ref.Name(), digest, inName)
+	also := ""
+	if link != "" {
+		also = ", also at /" + strings.Trim(link, "/")
+	}
+	fmt.Printf("imgpack: wrote %s (%s, %s, entrypoint /%s%s)\n", out, ref.Name(), digest, inName, also)
 	return nil
+}
+
+// writeLink adds the directories of link and link itself, a symbolic link to target; nothing
+// when link is empty.
+func writeLink(tw *tar.Writer, link, target string, mtime time.Time) error {
+	if link == "" {
+		return nil
+	}
+	dirs := strings.Split(link, "/")
+	for i := 1; i < len(dirs); i++ {
+		dir := strings.Join(dirs[:i], "/") + "/"
+		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: mtime}); err != nil {
+			return err
+		}
+	}
+	return tw.WriteHeader(&tar.Header{Name: link, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777, ModTime: mtime})
 }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/depwatch/depwatch/coordinator"
+)
+
+func weederMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, coordinator.RoleWeeder, args, lookup, stdout, stderr)
+}
+
+func proberMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, coordinator.RoleProber, args, lookup, stdout, stderr)
+}
+
+// dwdConfig reads dependency-watchdog's command line for role, LOG_LEVEL/LOG_FORMAT
+// (--zap-log-level overriding the level) and the config file, reporting every problem at
+// once.
+func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, coordinator.DWDSettings, *coordinator.Config, *logrus.Logger, error) {
+	opts, dwd, flagErr := coordinator.ParseDWDFlags(role, args, lookup, stdout)
+	if errors.Is(flagErr, coordinator.ErrHelp) {
+		return opts, dwd, nil, nil, flagErr
+	}
+	log, logErr := newLogger(lookup)
+	var cfg *coordinator.Config
+	var cfgErr error
+	if opts.ConfigFile != "" {
+		cfg, cfgErr = opts.LoadConfig()
+	}
+	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
+		return opts, dwd, nil, nil, err
+	}
+	log.SetOutput(stdout)
+	if dwd.LogLevel != nil {
+		log.SetLevel(*dwd.LogLevel)
+	}
+	return opts, dwd, cfg, log, nil
+}
+
+// dwdMain runs dependency-watchdog's command role: one half of the coordinator's work, with
+// dependency-watchdog's flags, Lease and config file.
+func dwdMain(ctx context.Context, role coordinator.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	opts, dwd, cfg, log, err := dwdConfig(role, args, lookup, stdout)
+	if errors.Is(err, coordinator.ErrHelp) {
+		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, "Logging (environment):")
+		for _, s := range loggingSettings {
+			fmt.Fprintf(stdout, "  %s\n      %s\n      default %q\n", s[0], s[2], s[1])
+		}
+		return exitOK
+	}
+	if err != nil {
+		return refuse(stderr, role.Command(), err)
+	}
+	if len(dwd.NoEffect) > 0 {
+		log.WithFields(logrus.Fields{"flags": dwd.NoEffect, "action": "ignored", "reason": "no effect in depwatch"}).
+			Warnf("dependency-watchdog flags accepted that have no effect in depwatch: %s.", strings.Join(dwd.NoEffect, "; "))
+	}
+	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
+}

@@ -1,0 +1,337 @@
+package coordinator
+
+// dependency-watchdog's command line, as gardenlet starts it:
+//
+//	/usr/local/bin/dependency-watchdog weeder --config-file=/etc/dependency-watchdog/config/dep-config.yaml --enable-leader-election=true
+//	/usr/local/bin/dependency-watchdog prober --config-file=... --kube-api-qps=20.0 --kube-api-burst=100 --zap-log-level=INFO --enable-leader-election=true
+//
+// (gardener v1.149.3, pkg/component/nodemanagement/dependencywatchdog/bootstrap.go). Each
+// command is one half of the coordinator's work with dependency-watchdog's flags (v1.7.0,
+// cmd/command.go, plus the --kubeconfig and --zap-* flags its binary registers), its Lease
+// names and its config file, read as it is. A flag depwatch gives no meaning is accepted,
+// with dependency-watchdog's own checks of its value, and named in one start-up warning.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/depwatch/depwatch/coordinator/weeder"
+)
+
+// Role is which half of the coordinator's work a process does.
+type Role string
+
+const (
+	// RoleCoordinator: both halves (`depwatch coordinator`).
+	RoleCoordinator Role = ""
+	// RoleWeeder: dependency-watchdog's weeder command; --config-file is its weeder ConfigMap.
+	RoleWeeder Role = "weeder"
+	// RoleProber: dependency-watchdog's prober command; --config-file is its prober ConfigMap.
+	RoleProber Role = "prober"
+)
+
+// Command is the subcommand that runs the role, as it names itself in its messages.
+func (r Role) Command() string {
+	if r == RoleCoordinator {
+		return "coordinator"
+	}
+	return string(r)
+}
+
+// The Leases dependency-watchdog's commands elect through; gardenlet's Roles grant these.
+const (
+	WeederLeaseName = "dwd-weeder-leader-election"
+	ProberLeaseName = "dwd-prober-leader-election"
+	// DWDLeaseNamespace is dependency-watchdog's --leader-election-namespace default, taken
+	// when the process does not know its own namespace.
+	DWDLeaseNamespace = "garden"
+)
+
+// leaseNamespace is where the Lease lives when --leader-election-namespace is not given: the
+// process's own namespace (on a seed gardenlet runs dependency-watchdog in garden, its
+// default), else depwatch's or dependency-watchdog's default.
+func (r Role) leaseNamespace(lookup func(string) (string, bool)) string {
+	if r == RoleCoordinator {
+		return OwnNamespace(lookup)
+	}
+	if ns, ok := ownNamespace(lookup); ok {
+		return ns
+	}
+	return DWDLeaseNamespace
+}
+
+// dependency-watchdog's defaults where they differ from the coordinator's.
+const (
+	dwdKubeAPIQPS   = 5  // client-go's default, which dependency-watchdog keeps
+	dwdKubeAPIBurst = 10 // client-go's default
+)
+
+// DWDSettings is what a dependency-watchdog command line says besides Options.
+type DWDSettings struct {
+	// LogLevel is --zap-log-level as a logrus level; nil: not given.
+	LogLevel *logrus.Level
+	// NoEffect names the flags given that depwatch accepts but does not use, each with why,
+	// for the one start-up warning.
+	NoEffect []string
+}
+
+// noEffectFlag is a dependency-watchdog flag depwatch accepts without using it: its value is
+// checked as dependency-watchdog checks it, so what dependency-watchdog refuses depwatch
+// refuses too.
+type noEffectFlag struct {
+	name, usage, why string
+	check            func(string) error // nil: any value
+	boolean          bool
+}
+
+var dwdNoEffectFlags = []noEffectFlag{
+	{name: "pprof-bind-addr", usage: "dependency-watchdog's profiling endpoint", why: "depwatch serves no profiling endpoint"},
+	{name: "zap-devel", usage: "zap's development mode", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", boolean: true},
+	{name: "zap-encoder", usage: "zap's encoding: json or console", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", check: oneOf("json", "console")},
+	{name: "zap-stacktrace-level", usage: "the level from which zap adds stack traces: info, error or panic", why: "depwatch writes no stack traces into its log", check: oneOf("info", "error", "panic")},
+	{name: "zap-time-encoding", usage: "zap's time encoding: epoch, millis, nanos, iso8601, rfc3339 or rfc3339nano", why: "depwatch writes RFC 3339 times", check: oneOf("epoch", "millis", "nanos", "iso8601", "rfc3339", "rfc3339nano")},
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(v string) error {
+		if slices.Contains(values, strings.ToLower(v)) {
+			return nil
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+	}
+}
+
+// checkedValue is a flag.Value that checks what it is set to.
+type checkedValue struct {
+	v       string
+	check   func(string) error
+	boolean bool
+}
+
+func (c *checkedValue) String() string { return c.v }
+
+func (c *checkedValue) Set(v string) error {
+	if c.boolean {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return errors.New("parse error")
+		}
+	} else if c.check != nil {
+		if err := c.check(v); err != nil {
+			return err
+		}
+	}
+	c.v = v
+	return nil
+}
+
+func (c *checkedValue) IsBoolFlag() bool { return c.boolean }
+
+// zapLevel is --zap-log-level: debug, info, error or panic (any case), or an integer > 0,
+// zap's verbosity, which depwatch logs as debug.
+type zapLevel struct{ level *logrus.Level }
+
+func (z *zapLevel) String() string {
+	if z.level == nil {
+		return ""
+	}
+	return z.level.String()
+}
+
+func (z *zapLevel) Set(v string) error {
+	var l logrus.Level
+	switch strings.ToLower(v) {
+	case "debug":
+		l = logrus.DebugLevel
+	case "info":
+		l = logrus.InfoLevel
+	case "error":
+		l = logrus.ErrorLevel
+	case "panic":
+		l = logrus.PanicLevel
+	default:
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return errors.New("must be debug, info, error, panic or an integer > 0 (zap's verbosity)")
+		}
+		l = logrus.DebugLevel
+	}
+	z.level = &l
+	return nil
+}
+
+// newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o (and
+// --zap-log-level into the returned value), the rest into values checked as
+// dependency-watchdog checks them.
+func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *zapLevel) {
+	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
+	what := map[Role]string{RoleWeeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
+		RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role]
+	fs.StringVar(&o.ConfigFile, "config-file", "", "path of "+what+" (required)")
+	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers: services ("+string(RoleWeeder)+") or namespaces and shards ("+string(RoleProber)+") handled at the same time (at least 1)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", dwdKubeAPIQPS, "queries per second to the API server (0 means 5)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", dwdKubeAPIBurst, "burst of queries to the API server (0 means 10)")
+	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it); --metrics-bind-address, as dependency-watchdog's help spells it, is the same flag")
+	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them); --health-bind-address, as dependency-watchdog's help spells it, is the same flag")
+	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active replica through the Lease "+dwdLease(role))
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own namespace, else "+DWDLeaseNamespace+")")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	zl := &zapLevel{}
+	fs.Var(zl, "zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL")
+	for _, f := range dwdNoEffectFlags {
+		fs.Var(&checkedValue{check: f.check, boolean: f.boolean}, f.name, f.usage+" (accepted; no effect: "+f.why+")")
+	}
+	// The spellings of dependency-watchdog's help text, one flag with the real ones.
+	for alias, name := range dwdAliases {
+		f := fs.Lookup(name)
+		fs.Var(f.Value, alias, "same as --"+name)
+	}
+	return fs, zl
+}
+
+// dwdAliases are the flag names dependency-watchdog's help text gives (its binary knows only
+// the -addr ones): depwatch takes both.
+var dwdAliases = map[string]string{"metrics-bind-address": "metrics-bind-addr", "health-bind-address": "health-bind-addr"}
+
+func dwdLease(role Role) string {
+	if role == RoleProber {
+		return ProberLeaseName
+	}
+	return WeederLeaseName
+}
+
+// ParseDWDFlags reads dependency-watchdog's command line for role (RoleWeeder or RoleProber):
+// the variables of the flags depwatch uses (DEPWATCH_ + the flag name, as for the
+// coordinator), then the command line, then validates. Every problem is reported at once,
+// each naming the flag and the value; a flag neither dependency-watchdog nor depwatch knows
+// is refused, as dependency-watchdog refuses it. On --help it writes the usage to help and
+// returns ErrHelp.
+func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
+	o := Options{Role: role, LeaseName: dwdLease(role), ConfigReloadInterval: DefaultConfigReloadInterval,
+		EventsQPS: DefaultEventsQPS, EventsBurst: DefaultEventsBurst, Batching: weeder.DefaultBatching(), Executor: ExecutorChoiceAuto}
+	var s DWDSettings
+	if role != RoleWeeder && role != RoleProber {
+		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
+	}
+	fs, zl := newDWDFlagSet(role, &o)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var errs []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "kubeconfig" || dwdAliases[f.Name] != "" {
+			return // KUBECONFIG is the client's; an alias has its flag's variable
+		}
+		env := EnvName(f.Name)
+		if v, ok := lookup(env); ok && v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err)))
+			}
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			DWDUsage(role, help)
+			return o, s, ErrHelp
+		}
+		return o, s, errors.New(strings.Join(append(errs, flagProblem(err)), "\n"))
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Sprintf("unexpected argument %q (flags only; see --help)", fs.Arg(0)))
+	}
+	s.LogLevel = zl.level
+	fs.Visit(func(f *flag.Flag) {
+		for _, n := range dwdNoEffectFlags {
+			if n.name == f.Name {
+				s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, f.Value.String(), n.why))
+			}
+		}
+	})
+	errs = append(errs, o.validate()...)
+	if len(errs) > 0 {
+		return o, s, errors.New(strings.Join(errs, "\n"))
+	}
+	if o.KubeAPIQPS == 0 {
+		o.KubeAPIQPS = dwdKubeAPIQPS
+	}
+	if o.KubeAPIBurst == 0 {
+		o.KubeAPIBurst = dwdKubeAPIBurst
+	}
+	return o, s, nil
+}
+
+// DWDUsage writes the help of dependency-watchdog's command role: every flag, its default,
+// its variable, and what depwatch does with it.
+func DWDUsage(role Role, w io.Writer) {
+	var o Options
+	fs, _ := newDWDFlagSet(role, &o)
+	fmt.Fprintf(w, "Usage: dependency-watchdog %s --config-file PATH [flags]\n", role)
+	fmt.Fprintln(w, "       (also: depwatch "+string(role)+" ...; the image has /usr/local/bin/dependency-watchdog)")
+	fmt.Fprintln(w)
+	switch role {
+	case RoleWeeder:
+		fmt.Fprint(w, `dependency-watchdog's weeder, as gardenlet starts it: the coordinator's weeder alone, on
+dependency-watchdog's weeder ConfigMap as it is. When a configured service loses its last
+ready endpoint its weeder is armed; when the service is Ready again the weeder restarts the
+dependents stuck in CrashLoopBackOff, for watchDuration.
+`)
+	case RoleProber:
+		fmt.Fprint(w, `dependency-watchdog's prober, as gardenlet starts it: the coordinator's prober alone, on
+dependency-watchdog's prober ConfigMap as it is. Every control-plane namespace (Gardener's
+Cluster resources, namespaces labelled gardener.cloud/role=shoot) is probed; when too many
+of a shoot's node leases expired, kube-controller-manager and the other dependents are
+scaled down level by level, and back up when the leases recover.
+`)
+	}
+	fmt.Fprint(w, `
+Where it runs: where the cluster grants depwatch's own Job rights (a SelfSubjectAccessReview
+at start says), each weeder or probe run is a Job; else, as under gardenlet's RBAC, which
+grants no Jobs, the same runs execute in this process, each run's log lines carrying the Job
+name it would have had. The first log lines and depwatch_coordinator_executor{kind} say which.
+
+Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost leadership), 2 invalid
+flags or config.
+`)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Flags (dependency-watchdog's; each depwatch uses also set by the environment variable shown, the flag winning):")
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, _ := flag.UnquoteUsage(f)
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  --%s %s\n      %s\n", f.Name, typ, f.Usage)
+		switch {
+		case f.Name == "kubeconfig":
+			fmt.Fprintf(w, "      default %s, env KUBECONFIG\n", def)
+		case dwdAliases[f.Name] != "" || noEffect(f.Name):
+		default:
+			fmt.Fprintf(w, "      default %s, env %s\n", def, EnvName(f.Name))
+		}
+	})
+}
+
+func noEffect(name string) bool {
+	return slices.ContainsFunc(dwdNoEffectFlags, func(f noEffectFlag) bool { return f.name == name })
+}
+
+// ownNamespace is the process's namespace when it knows it: POD_NAMESPACE, else the
+// in-cluster service account's (gardener-resource-manager projects it with the token).
+func ownNamespace(lookup func(string) (string, bool)) (string, bool) {
+	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
+		return ns, true
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b)), true
+	}
+	return "", false
+}

@@ -1,0 +1,99 @@
+package inprocess
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// Exit codes of a run, as its container's would be.
+const (
+	exitOK      int32 = 0
+	exitFailure int32 = 1
+)
+
+// engine runs one attempt of job's run with the engine its container's arguments name
+// (`reap`, `probe`), configured by the container's environment exactly as the pod would be:
+// the engine's own LoadOptions reads it, so a run here and a Job's pod cannot differ in
+// what they do.
+func (e *Executor) engine(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) (int32, string) {
+	cs := job.Spec.Template.Spec.Containers
+	if len(cs) == 0 || len(cs[0].Args) == 0 {
+		return jobs.ExitBadConfig, "the Job names no depwatch subcommand"
+	}
+	c := cs[0]
+	env := map[string]string{}
+	for _, v := range c.Env {
+		if v.ValueFrom == nil { // a field or Secret reference is not the engine's setting
+			env[v.Name] = v.Value
+		}
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	switch c.Args[0] {
+	case "reap":
+		return e.reap(ctx, lookup, log)
+	case "probe":
+		return e.probe(ctx, lookup, log)
+	}
+	return jobs.ExitBadConfig, fmt.Sprintf("unknown depwatch subcommand %q", c.Args[0])
+}
+
+// refused is the termination message of a run whose settings are invalid, as the
+// subcommands word it.
+func refused(cmd string, err error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "depwatch %s: invalid configuration, nothing was done:\n", cmd)
+	for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			fmt.Fprintf(&b, "  - %s\n", line)
+		}
+	}
+	return b.String()
+}
+
+func (e *Executor) reap(ctx context.Context, lookup func(string) (string, bool), log logrus.FieldLogger) (int32, string) {
+	opts, err := reaper.LoadOptions(lookup)
+	if err != nil {
+		log.WithError(err).Error("The weeder run's settings are invalid; no pod was touched.")
+		return jobs.ExitBadConfig, refused("reap", err)
+	}
+	clients, err := reaper.NewClients(e.opts.Config, opts.Client, e.opts.NoEvents)
+	if err != nil {
+		log.WithError(err).Error("Cannot build the run's clients; no pod was touched.")
+		return exitFailure, err.Error()
+	}
+	summary, err := reaper.RunWith(ctx, clients, opts, log)
+	if err != nil {
+		log.WithError(err).Error("The reaper run did not complete its job.")
+		return exitFailure, summary.String()
+	}
+	return exitOK, summary.String()
+}
+
+func (e *Executor) probe(ctx context.Context, lookup func(string) (string, bool), log logrus.FieldLogger) (int32, string) {
+	opts, err := probe.LoadOptions(lookup)
+	if err != nil {
+		log.WithError(err).Error("The probe run's settings are invalid; nothing was scaled.")
+		return jobs.ExitBadConfig, refused("probe", err)
+	}
+	deps, err := probe.NewDepsWith(opts.Client.Or(probe.DefaultClientLimit).Apply(e.opts.Config), e.opts.Discovery)
+	if err != nil {
+		log.WithError(err).Error("Cannot build the run's clients; nothing was scaled.")
+		return exitFailure, err.Error()
+	}
+	deps.NoEvents = e.opts.NoEvents
+	deps.FollowMembership = e.followMembership
+	report, _, err := probe.RunAll(ctx, deps, opts, log)
+	msg := probe.EncodeReport(report)
+	if err != nil {
+		return exitFailure, msg
+	}
+	return exitOK, msg
+}

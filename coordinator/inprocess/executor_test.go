@@ -1,0 +1,428 @@
+package inprocess
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
+)
+
+// fakeEngine is a run that ends when the test says, or when it is stopped.
+type fakeEngine struct {
+	mu      sync.Mutex
+	started map[string]chan struct{} // job name → closed when an attempt starts
+	results map[string]chan result   // job name → the attempt's outcome
+	stopped map[string]bool          // job name → an attempt saw its context end
+	calls   map[string]int
+}
+
+type result struct {
+	code int32
+	msg  string
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{started: map[string]chan struct{}{}, results: map[string]chan result{}, stopped: map[string]bool{}, calls: map[string]int{}}
+}
+
+func (f *fakeEngine) chans(name string) (chan struct{}, chan result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started[name] == nil {
+		f.started[name] = make(chan struct{})
+		f.results[name] = make(chan result, 10)
+	}
+	return f.started[name], f.results[name]
+}
+
+func (f *fakeEngine) run(ctx context.Context, job *batchv1.Job, _ logrus.FieldLogger) (int32, string) {
+	started, results := f.chans(job.Name)
+	f.mu.Lock()
+	f.calls[job.Name]++
+	if f.calls[job.Name] == 1 {
+		close(started)
+	}
+	f.mu.Unlock()
+	select {
+	case r := <-results:
+		return r.code, r.msg
+	case <-ctx.Done():
+		f.mu.Lock()
+		f.stopped[job.Name] = true
+		f.mu.Unlock()
+		return 0, "stopped"
+	}
+}
+
+func (f *fakeEngine) called(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeEngine) wasStopped(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped[name]
+}
+
+// rig is an executor running with a fake engine, a Launcher on it, and informers of its Jobs
+// and pods, as the controllers build them.
+type rig struct {
+	t        *testing.T
+	e        *Executor
+	engine   *fakeEngine
+	launcher *jobs.Launcher
+	jobInf   cache.SharedIndexInformer
+	podInf   cache.SharedIndexInformer
+}
+
+func newRig(t *testing.T, tpl jobs.Template) *rig {
+	t.Helper()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	fe := newFakeEngine()
+	e := New(Options{Log: log, Engine: fe.run})
+	if tpl.Namespace == "" {
+		tpl.Namespace = "garden"
+	}
+	tpl.Image = "in-process"
+	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}}
+	r.jobInf = cache.NewSharedIndexInformer(e.Jobs(tpl.Namespace, "depwatch.io/kind"), &batchv1.Job{}, 0, cache.Indexers{})
+	r.podInf = cache.NewSharedIndexInformer(e.Pods(tpl.Namespace, "depwatch.io/kind"), &corev1.Pod{}, 0, cache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Run(ctx) })
+	wg.Go(func() { r.jobInf.RunWithContext(ctx) })
+	wg.Go(func() { r.podInf.RunWithContext(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	if !cache.WaitForCacheSync(ctx.Done(), r.jobInf.HasSynced, r.podInf.HasSynced) {
+		t.Fatal("caches did not sync")
+	}
+	waitFor(t, "the executor to run", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.ctx != nil
+	})
+	return r
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second) // a hang catcher: each step takes milliseconds
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cachedJob is the Job as the informer's cache has it (nil: not there).
+func (r *rig) cachedJob(name string) *batchv1.Job {
+	obj, ok, _ := r.jobInf.GetStore().GetByKey(r.launcher.Template.Namespace + "/" + name)
+	if !ok {
+		return nil
+	}
+	return obj.(*batchv1.Job)
+}
+
+// cachedPods are the Job's pods as the informer's cache has them.
+func (r *rig) cachedPods(job string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, o := range r.podInf.GetStore().List() {
+		if p := o.(*corev1.Pod); p.Labels[batchv1.JobNameLabel] == job {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func weederSpec(t *testing.T, svc string, at time.Time) jobs.Spec {
+	t.Helper()
+	s, err := jobs.Weeder(jobs.WeederSpec{Namespace: "shoot--a", Service: svc, WatchDuration: 5 * time.Minute, TriggerTime: at,
+		Selectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"role": "apiserver"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestARunIsAJobThatRunsThenCompletes: a launched weeder is a Job the informer shows active,
+// with a Running pod named after it, until its run ends; then the Job is Complete and the
+// pod Succeeded with the run's termination message, as a Job's would be.
+func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	spec := weederSpec(t, "etcd-main-client", time.Now())
+	out, err := r.launcher.Launch(context.Background(), spec)
+	if err != nil || out.Result != jobs.ResultCreated {
+		t.Fatalf("launch: %v %v", out.Result, err)
+	}
+	if out.Job.Name != spec.Name() || out.Job.UID == "" || out.Job.CreationTimestamp.IsZero() {
+		t.Errorf("created %s uid %q at %v; want the Job name %s, a UID and a creation time", out.Job.Name, out.Job.UID, out.Job.CreationTimestamp, spec.Name())
+	}
+	started, results := r.engine.chans(out.Job.Name)
+	<-started
+	waitFor(t, "the Job active with a Running pod in the caches", func() bool {
+		j := r.cachedJob(out.Job.Name)
+		pods := r.cachedPods(out.Job.Name)
+		return j != nil && jobs.Active(j) && j.Status.Active == 1 && len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning
+	})
+	if f := jobs.ReadFacts(r.cachedJob(out.Job.Name)); f.Target != "shoot--a/etcd-main-client" {
+		t.Errorf("facts read back %+v", f)
+	}
+	// De-duplication by target sees the running one.
+	active, err := r.launcher.Active(context.Background(), spec)
+	if err != nil || len(active) != 1 {
+		t.Fatalf("active %d, %v", len(active), err)
+	}
+
+	results <- result{0, "reaped=1 deferred=0"}
+	waitFor(t, "the Job Complete and its pod Succeeded with the message", func() bool {
+		j := r.cachedJob(out.Job.Name)
+		pods := r.cachedPods(out.Job.Name)
+		if j == nil || !jobs.Finished(j) || jobs.Failed(j) || len(pods) != 1 {
+			return false
+		}
+		cs := pods[0].Status.ContainerStatuses
+		return pods[0].Status.Phase == corev1.PodSucceeded && len(cs) == 1 && cs[0].Name == "weeder" &&
+			cs[0].State.Terminated != nil && cs[0].State.Terminated.Message == "reaped=1 deferred=0"
+	})
+	if active, _ := r.launcher.Active(context.Background(), spec); len(active) != 0 {
+		t.Errorf("a finished run still counts as active: %v", active)
+	}
+}
+
+// TestDeletingTheJobStopsItsRun: stopping a weeder (Launcher.Delete) ends its run as SIGTERM
+// would; the Job and its pod are gone from the caches.
+func TestDeletingTheJobStopsItsRun(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "kube-apiserver", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, _ := r.engine.chans(out.Job.Name)
+	<-started
+	deleted, err := r.launcher.Delete(context.Background(), []batchv1.Job{*out.Job})
+	if err != nil || len(deleted) != 1 {
+		t.Fatalf("deleted %v, %v", deleted, err)
+	}
+	waitFor(t, "the run stopped, the Job and pod gone", func() bool {
+		return r.engine.wasStopped(out.Job.Name) && r.cachedJob(out.Job.Name) == nil && len(r.cachedPods(out.Job.Name)) == 0
+	})
+	// A UID that is not the Job's is the API server's conflict; a Job gone, not found.
+	if err := r.e.DeleteJob(context.Background(), out.Job.Namespace, out.Job.Name, out.Job.UID); !apierrors.IsNotFound(err) {
+		t.Errorf("deleting again: %v, want NotFound", err)
+	}
+}
+
+// TestAReplacedWeederStopsTheOldRunAndStartsTheNew: a new edge replaces the unarmed weeder
+// (ReplaceActive): the old run is stopped and a new one starts.
+func TestAReplacedWeederStopsTheOldRunAndStartsTheNew(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	t0 := time.Now()
+	first, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := r.engine.chans(first.Job.Name)
+	<-s1
+	second, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", t0.Add(time.Second)))
+	if err != nil || second.Result != jobs.ResultReplaced || len(second.Replaced) != 1 || second.Replaced[0] != first.Job.Name {
+		t.Fatalf("second launch %v replaced %v: %v", second.Result, second.Replaced, err)
+	}
+	s2, _ := r.engine.chans(second.Job.Name)
+	<-s2
+	waitFor(t, "the first run stopped", func() bool { return r.engine.wasStopped(first.Job.Name) })
+}
+
+// TestFailedRunsRetryWithinTheBackoffLimitButNotOnBadConfig: exit 1 is retried up to the
+// Job's backoffLimit, then the Job is Failed (BackoffLimitExceeded); exit 2 fails it at once
+// (its podFailurePolicy).
+func TestFailedRunsRetryWithinTheBackoffLimitButNotOnBadConfig(t *testing.T) {
+	r := newRig(t, jobs.Template{BackoffLimit: ptr.To(int32(0))})
+	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, results := r.engine.chans(out.Job.Name)
+	results <- result{1, "could not list pods"}
+	waitFor(t, "the Job Failed after its one attempt", func() bool {
+		j := r.cachedJob(out.Job.Name)
+		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonBackoffLimit
+	})
+	if n := r.engine.called(out.Job.Name); n != 1 {
+		t.Errorf("%d attempts with backoffLimit 0, want 1", n)
+	}
+
+	r2 := newRig(t, jobs.Template{}) // backoffLimit 2
+	bad, err := r2.launcher.Launch(context.Background(), weederSpec(t, "kube-apiserver", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, results = r2.engine.chans(bad.Job.Name)
+	results <- result{jobs.ExitBadConfig, "invalid configuration"}
+	waitFor(t, "the Job Failed by its podFailurePolicy", func() bool {
+		j := r2.cachedJob(bad.Job.Name)
+		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonPodFailurePolicy
+	})
+	if n := r2.engine.called(bad.Job.Name); n != 1 {
+		t.Errorf("exit 2 was retried: %d attempts", n)
+	}
+}
+
+// TestARunEndsAtItsJobsDeadline: activeDeadlineSeconds bounds a run as it bounds a Job.
+func TestARunEndsAtItsJobsDeadline(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	job, err := jobs.Build(r.launcher.Template, weederSpec(t, "etcd-main-client", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Spec.ActiveDeadlineSeconds = ptr.To(int64(1))
+	if _, err := r.e.CreateJob(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Job Failed at its deadline", func() bool {
+		j := r.cachedJob(job.Name)
+		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonDeadline
+	})
+	if !r.engine.wasStopped(job.Name) {
+		t.Error("the run was not told to stop at the deadline")
+	}
+}
+
+// TestAProbeShardIsKeptAndItsRunFollowsItsMembership: a probe shard's second launch while
+// its run goes on creates nothing (KeepActive, found by the de-duplication); the run reads
+// its membership ConfigMap from the executor, each change as it is made.
+func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	ps := jobs.ProbeSpec{Shard: "shard-0", Namespaces: []string{"shoot--a"}, MembershipIn: "garden", Concurrency: 5,
+		KubeconfigSecretName: "shoot-access-dependency-watchdog-probe", ProbeTimeout: 30 * time.Second, NodeMonitorGrace: 40 * time.Second,
+		NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75, DependentResources: `[{"ref":{"kind":"Deployment","name":"kube-controller-manager","apiVersion":"apps/v1"}}]`,
+		RunDuration: 2 * time.Minute, Interval: 30 * time.Second, TriggerTime: time.Now()}
+	spec, err := jobs.Probe(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.launcher.SyncMembership(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.launcher.Launch(context.Background(), spec)
+	if err != nil || first.Result != jobs.ResultCreated {
+		t.Fatalf("first %v %v", first.Result, err)
+	}
+	ps.TriggerTime = ps.TriggerTime.Add(time.Second)
+	again, _ := jobs.Probe(ps)
+	second, err := r.launcher.Launch(context.Background(), again)
+	if err != nil || second.Result != jobs.ResultKept || second.Job.Name != first.Job.Name {
+		t.Fatalf("second %v (%v): want the running one kept", second.Result, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan probe.Membership, 10)
+	go func() {
+		_ = r.e.followMembership(ctx, "garden", jobs.MembershipName("shard-0"), func(m probe.Membership) { got <- m }, logrus.New())
+	}()
+	if m := <-got; strings.Join(m.Namespaces, ",") != "shoot--a" {
+		t.Errorf("first membership %v", m.Namespaces)
+	}
+	cm, err := r.e.store.get(kindConfigMap, "garden", jobs.MembershipName("shard-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.launcher.SyncMembership(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a", "shoot--b"}}, cm.(*corev1.ConfigMap)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if strings.Join(m.Namespaces, ",") != "shoot--a,shoot--b" {
+			t.Errorf("followed membership %v", m.Namespaces)
+		}
+	case <-time.After(10 * time.Second): // a hang catcher
+		t.Fatal("the change did not reach the run")
+	}
+}
+
+// TestNoRunStartsBeforeRunOrAfterIt: the executor refuses Jobs while it is not running, so a
+// run never outlives its owner.
+func TestNoRunStartsBeforeRunOrAfterIt(t *testing.T) {
+	e := New(Options{Log: logrus.New(), Engine: newFakeEngine().run})
+	tpl := jobs.Template{Namespace: "garden", Image: "in-process"}
+	job, err := jobs.Build(tpl, weederSpec(t, "etcd-main-client", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateJob(context.Background(), job); err == nil {
+		t.Error("a Job was accepted before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	waitFor(t, "Run to start", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.ctx != nil })
+	if _, err := e.CreateJob(context.Background(), job); err != nil {
+		t.Fatalf("while running: %v", err)
+	}
+	cancel()
+	<-done // the run, blocked in the fake engine until its context ends, was waited for
+	job.Name += "-later"
+	if _, err := e.CreateJob(context.Background(), job); err == nil {
+		t.Error("a Job was accepted after Run ended")
+	}
+}
+
+// TestFinishedJobsGoAfterTheirTTL: the sweep removes finished Jobs and their pods once
+// ttlSecondsAfterFinished has passed, and leaves the others.
+func TestFinishedJobsGoAfterTheirTTL(t *testing.T) {
+	r := newRig(t, jobs.Template{TTLSecondsAfterFinished: ptr.To(int32(60))})
+	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, results := r.engine.chans(out.Job.Name)
+	results <- result{0, "done"}
+	waitFor(t, "the Job finished", func() bool { j := r.cachedJob(out.Job.Name); return j != nil && jobs.Finished(j) })
+	r.e.sweep()
+	if r.cachedJob(out.Job.Name) == nil {
+		t.Fatal("swept before its TTL")
+	}
+	r.e.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	r.e.sweep()
+	waitFor(t, "the Job and pod gone", func() bool { return r.cachedJob(out.Job.Name) == nil && len(r.cachedPods(out.Job.Name)) == 0 })
+}
+
+// TestTheEngineRefusesInvalidSettingsWithExitTwo: the default engine reads the Job's
+// environment as the pod would; invalid settings are exit 2 with the subcommand's refusal as
+// the termination message, and nothing is called.
+func TestTheEngineRefusesInvalidSettingsWithExitTwo(t *testing.T) {
+	e := New(Options{Log: logrus.New()})
+	job := &batchv1.Job{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "weeder", Args: []string{"reap"}, Env: []corev1.EnvVar{{Name: "WATCH", Value: "true"}, {Name: "RUN_DURATION", Value: "soon"}},
+	}}}}}}
+	code, msg := e.opts.Engine(context.Background(), job, logrus.New())
+	if code != jobs.ExitBadConfig || !strings.Contains(msg, "RUN_DURATION") || !strings.HasPrefix(msg, "depwatch reap: invalid configuration") {
+		t.Errorf("exit %d, message %q", code, msg)
+	}
+}
+
+func conditionReason(j *batchv1.Job, typ batchv1.JobConditionType) string {
+	for _, c := range j.Status.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue {
+			return c.Reason
+		}
+	}
+	return ""
+}

@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// Rights are what this process's service account may do among the things depwatch's own
+// install grants and a Gardener seed's dependency-watchdog RBAC does not, asked once at start
+// with SelfSubjectAccessReviews, so that each choice they decide is made and said then, never
+// found by a request that fails.
+type Rights struct {
+	CreateJobs bool // batch jobs: create, in the Jobs' namespace (the Job executor)
+	Events     bool // events: create, in every namespace (Events on Services, pods, dependents)
+	Namespaces bool // namespaces: list and watch (is a service's namespace going away)
+	Services   bool // services: get (is a Service that went down being deleted)
+	Slices     bool // discovery.k8s.io endpointslices: list and watch
+	Endpoints  bool // endpoints: list and watch (dependency-watchdog's weeder before EndpointSlices)
+	// What the runs themselves need, for the in-process executor (a Job has its own service
+	// account): the weeder's and the probe's.
+	DeletePods     bool // pods: delete, in every namespace
+	ScaleWorkloads bool // apps deployments/scale: patch, in every namespace
+	ReadSecrets    bool // secrets: get, in every namespace (the probe's kubeconfig Secrets)
+	// Unknown names the reviews that could not be made; each counts as not granted.
+	Unknown []string
+	asked   int
+}
+
+// Unreachable: not one review could be made (the API server is out of reach).
+func (r Rights) Unreachable() bool { return r.asked > 0 && len(r.Unknown) == r.asked }
+
+// AllRights is what depwatch's own install grants the coordinator and its runs: what a
+// coordinator assumes when it asks nothing (tests, embedding).
+func AllRights() Rights {
+	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true,
+		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true}
+}
+
+// review is one question: may this service account do verb on resource in namespace ("":
+// every namespace)?
+type review struct {
+	group, resource, namespace string
+	verbs                      []string
+	set                        func(*Rights, bool)
+}
+
+// CheckRights asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
+// this service account may do (Rights). jobNamespace is where Jobs would be created. A review
+// that cannot be made counts as denied, and is named in Unknown.
+func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
+	reviews := []review{
+		{"batch", "jobs", jobNamespace, []string{"create"}, func(r *Rights, ok bool) { r.CreateJobs = ok }},
+		{"", "events", "", []string{"create"}, func(r *Rights, ok bool) { r.Events = ok }},
+		{"", "namespaces", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Namespaces = ok }},
+		{"", "services", "", []string{"get"}, func(r *Rights, ok bool) { r.Services = ok }},
+		{"discovery.k8s.io", "endpointslices", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Slices = ok }},
+		{"", "endpoints", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Endpoints = ok }},
+		{"", "pods", "", []string{"delete"}, func(r *Rights, ok bool) { r.DeletePods = ok }},
+		{"apps", "deployments/scale", "", []string{"patch"}, func(r *Rights, ok bool) { r.ScaleWorkloads = ok }},
+		{"", "secrets", "", []string{"get"}, func(r *Rights, ok bool) { r.ReadSecrets = ok }},
+	}
+	out := Rights{asked: len(reviews)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, rv := range reviews {
+		wg.Go(func() {
+			ok, err := allowed(ctx, client, rv)
+			mu.Lock()
+			defer mu.Unlock()
+			rv.set(&out, ok)
+			if err != nil {
+				out.Unknown = append(out.Unknown, fmt.Sprintf("%s: %v", rv.describe(), err))
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// allowed: every verb of rv is allowed.
+func allowed(ctx context.Context, client kubernetes.Interface, rv review) (bool, error) {
+	resource, sub, _ := strings.Cut(rv.resource, "/")
+	for _, verb := range rv.verbs {
+		res, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: rv.namespace, Verb: verb, Group: rv.group, Resource: resource, Subresource: sub,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("asking the API server: %w", err)
+		}
+		if !res.Status.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (rv review) describe() string {
+	where := "every namespace"
+	if rv.namespace != "" {
+		where = "namespace " + rv.namespace
+	}
+	res := rv.resource
+	if rv.group != "" {
+		res = rv.group + " " + res
+	}
+	return fmt.Sprintf("%s %s in %s", strings.Join(rv.verbs, ", "), res, where)
+}
+
+// ExecutorChoice is --executor: where the coordinator's runs go.
+type ExecutorChoice string
+
+const (
+	ExecutorChoiceJob       ExecutorChoice = "job"
+	ExecutorChoiceInProcess ExecutorChoice = "in-process"
+	// ExecutorChoiceAuto: Jobs where this service account may create them, else in-process.
+	// dependency-watchdog's commands always choose so.
+	ExecutorChoiceAuto ExecutorChoice = "auto"
+)
+
+// ChooseExecutor decides, once at start, what carries the runs out, and says why: the
+// coordinator follows --executor (auto: Jobs where this service account may create them);
+// dependency-watchdog's commands, which gardenlet starts under RBAC that grants no Jobs, run
+// in-process unless the SelfSubjectAccessReview showed the Job rights depwatch's own install
+// grants. jobNamespace is where Jobs would be created.
+func ChooseExecutor(role Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
+	may := fmt.Sprintf("this service account may create Jobs in namespace %s", jobNamespace)
+	mayNot := fmt.Sprintf("this service account may not create Jobs in namespace %s", jobNamespace)
+	if role != RoleCoordinator {
+		if canCreateJobs {
+			return jobs.ExecutorJob, "dependency-watchdog's " + string(role) + " command, and " + may + " (depwatch's own RBAC)"
+		}
+		return jobs.ExecutorInProcess, "dependency-watchdog's " + string(role) + " command, and " + mayNot + " (as under gardenlet's RBAC)"
+	}
+	switch choice {
+	case ExecutorChoiceInProcess:
+		return jobs.ExecutorInProcess, "--executor=in-process"
+	case ExecutorChoiceAuto:
+		if canCreateJobs {
+			return jobs.ExecutorJob, "--executor=auto, and " + may
+		}
+		return jobs.ExecutorInProcess, "--executor=auto, and " + mayNot
+	}
+	return jobs.ExecutorJob, "--executor=job (the default)"
+}

@@ -1,0 +1,144 @@
+package jobs
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+// ExecutorKind names what carries out the controllers' runs.
+type ExecutorKind string
+
+const (
+	// ExecutorJob: each run is a batch/v1 Job in the cluster, its pod running `depwatch reap`
+	// or `depwatch probe` under the service account of its kind (the default).
+	ExecutorJob ExecutorKind = "job"
+	// ExecutorInProcess: each run is the same engine (reaper, probe) called in the
+	// coordinator's own process, for clusters that grant it no Jobs.
+	ExecutorInProcess ExecutorKind = "in-process"
+)
+
+// Executor is the one seam between the controllers and what carries out "run this weeder,
+// this probe shard". To the controllers a run is a Job object either way, built by Build
+// from a Spec, with the same name, labels and annotations (Facts): they launch it, read it
+// back from an informer (is it still running, has it failed), stop it by deleting it, read a
+// probe run's report from its pod's termination message, and keep a probe shard's membership
+// in a ConfigMap the run follows. The Job executor (InCluster) does this with the API server,
+// where the Job controller and the kubelet run the pod; the in-process executor keeps the
+// objects itself and answers the same questions from the goroutines that run the engines.
+//
+// Errors are the API server's kinds (apierrors.IsNotFound, IsAlreadyExists, IsConflict).
+type Executor interface {
+	// Kind names the executor.
+	Kind() ExecutorKind
+
+	// CreateJob starts the run job describes; GetJob, ListJobs and DeleteJob (UID-guarded,
+	// its pods going with it) are the Job API's.
+	CreateJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error)
+	GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error)
+	ListJobs(ctx context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error)
+	DeleteJob(ctx context.Context, namespace, name string, uid types.UID) error
+
+	// CreateConfigMap, UpdateConfigMap and DeleteConfigMap keep a probe shard's membership.
+	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
+	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
+	DeleteConfigMap(ctx context.Context, namespace, name string) error
+
+	// Jobs, Pods and ConfigMaps are what the controllers' informers of their runs are built
+	// on: the objects of that type in namespace matching the label selector.
+	Jobs(namespace, selector string) cache.ListerWatcher
+	Pods(namespace, selector string) cache.ListerWatcher
+	ConfigMaps(namespace, selector string) cache.ListerWatcher
+}
+
+// InCluster is the Job executor: runs are Jobs created through client.
+func InCluster(client kubernetes.Interface) Executor { return clusterExecutor{client} }
+
+type clusterExecutor struct{ client kubernetes.Interface }
+
+func (clusterExecutor) Kind() ExecutorKind { return ExecutorJob }
+
+func (e clusterExecutor) CreateJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+	return e.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+}
+
+func (e clusterExecutor) GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
+	return e.client.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (e clusterExecutor) ListJobs(ctx context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error) {
+	list, err := e.client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// DeleteJob deletes with propagation Background: the Job goes at once, its pod gets SIGTERM
+// and the run in it stops cleanly.
+func (e clusterExecutor) DeleteJob(ctx context.Context, namespace, name string, uid types.UID) error {
+	return e.client.BatchV1().Jobs(namespace).Delete(ctx, name, metav1.DeleteOptions{
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+	})
+}
+
+func (e clusterExecutor) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	_, err := e.client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	return err
+}
+
+func (e clusterExecutor) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	_, err := e.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	return err
+}
+
+func (e clusterExecutor) DeleteConfigMap(ctx context.Context, namespace, name string) error {
+	return e.client.CoreV1().ConfigMaps(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+func (e clusterExecutor) Jobs(namespace, selector string) cache.ListerWatcher {
+	jobs := e.client.BatchV1().Jobs(namespace)
+	return e.listWatch(selector,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return jobs.List(ctx, o) },
+		jobs.Watch)
+}
+
+func (e clusterExecutor) Pods(namespace, selector string) cache.ListerWatcher {
+	pods := e.client.CoreV1().Pods(namespace)
+	return e.listWatch(selector,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+		pods.Watch)
+}
+
+func (e clusterExecutor) ConfigMaps(namespace, selector string) cache.ListerWatcher {
+	cms := e.client.CoreV1().ConfigMaps(namespace)
+	return e.listWatch(selector,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
+		cms.Watch)
+}
+
+// listWatch is what client-go's generated filtered informers build: list and watch with the
+// label selector, and the client's own say on watch-list semantics.
+func (e clusterExecutor) listWatch(selector string, list cache.ListWithContextFunc, w cache.WatchFuncWithContext) cache.ListerWatcher {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return w(ctx, o)
+		},
+	}, e.client)
+}
