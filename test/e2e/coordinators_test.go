@@ -198,8 +198,8 @@ func (c *deployedCoordinator) namespace(t *testing.T, prefix string) string {
 // waitLeading waits until c's metrics say it leads.
 func (c *deployedCoordinator) waitLeading(t *testing.T) {
 	t.Helper()
-	if !c.leadsWithin(t, time.Minute) {
-		t.Fatalf("timed out after a minute waiting for coordinator %s to take the lead", c.name)
+	if !c.leadsWithin(t, minWait) {
+		t.Fatalf("timed out after %s waiting for coordinator %s to take the lead", minWait, c.name)
 	}
 }
 

@@ -383,8 +383,13 @@ func mustKubectl(t *testing.T, args ...string) string {
 // cheap (an API read), less often when it is not (a kubectl run, a big list) or once the wait
 // has gone on for a while. Dozens of tests wait at once on a two-core machine that also runs
 // the cluster: a test waiting must not become its load.
+//
+// Its timeout is a hang catcher, never a verdict (development.md, "No verdict on a wall-clock
+// bound"), so it is at least minWait, whatever the caller asks: a test that passes is not
+// slowed by it, and one that waits for what never comes fails a little later.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
+	timeout = max(timeout, minWait)
 	start := time.Now()
 	deadline := start.Add(timeout)
 	var lastErr error
@@ -401,6 +406,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 		time.Sleep(pollPause(time.Since(began), began.Sub(start)))
 	}
 }
+
+// minWait is the shortest a wait waits before it gives up: with the suite, fuzzing, a cold
+// build and other work on two cores (load average 50), a new pod took a minute from
+// Scheduled to Started, and a minute's wait for it failed a test that had nothing wrong.
+const minWait = 3 * time.Minute
 
 // pollPause is how long waitFor rests after a check that took took, waited into the wait:
 // four times the check (so checking takes at most a fifth of the time), and a twentieth of

@@ -317,8 +317,8 @@ func ensureCoordinator(t *testing.T) {
 			return
 		}
 		// Available is not yet leading: a test must not begin before the coordinator acts.
-		if !lab.leadsWithin(t, time.Minute) {
-			coordinatorErr = fmt.Errorf("timed out after a minute waiting for the available coordinator to take the lead")
+		if !lab.leadsWithin(t, minWait) {
+			coordinatorErr = fmt.Errorf("timed out after %s waiting for the available coordinator to take the lead", minWait)
 		}
 	})
 	if coordinatorErr != nil {
