@@ -23,7 +23,9 @@ var demoLine = regexp.MustCompile(`^(\[demo \+ *\d+s\] .+|    \S.*|NAME +READY +
 // already is, plays one outage and shows the weeder beat the kubelet's back-off.
 func TestDemoRunsAsTheREADMESays(t *testing.T) {
 	parallelLong(t, 60*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A hang catcher: the demo takes about a minute on a running cluster; on a loaded one its
+	// image build and install alone took two.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
 		_, _ = runKubectl("delete", "namespace", "depwatch-demo", "--ignore-not-found", "--wait=false")

@@ -162,9 +162,9 @@ func TestReapRunsAPodReaperEnvWithTrailingCommasAndEmptyValues(t *testing.T) {
 	crasher := crashingPod(t, ns, "crasher", map[string]string{"app": "crasher"})
 	kept := crashingPod(t, ns, "kept", map[string]string{"app": "crasher", "keep": ""})
 	other := crashingPod(t, ns, "other", map[string]string{"app": "other"})
-	waitCrashLoopBackOff(t, ns, "crasher")
 	waitCrashLoopBackOff(t, ns, "kept")
 	waitCrashLoopBackOff(t, ns, "other")
+	waitCrashLoopBackOffAhead(t, ns, "crasher", reapJobStart) // the one cycle must find it waiting
 
 	suffix := applyExample(t, ns, reapExample, map[string]string{
 		"NAMESPACE": ns, "RUN_DURATION": "1s", "REAP_AT_START": "true",

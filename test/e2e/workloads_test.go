@@ -66,16 +66,19 @@ func waitCrashLoopBackOff(t *testing.T, ns, name string) {
 	waitCrashLoopBackOffAhead(t, ns, name, 0)
 }
 
-// reapJobStart bounds, with a wide margin, the time from `kubectl apply` of a one-shot reap
-// Job to its list of pods (a few seconds on an idle machine).
-const reapJobStart = 15 * time.Second
+// reapJobStart is how much of a crash-looping pod's back-off a one-shot reap Job's test leaves
+// ahead before it applies the Job, so that the Job's one cycle finds the pod still waiting,
+// not restarted by the kubelet: `kubectl apply` to the Job's list of pods takes a few seconds
+// on an idle machine and took 40 s on one at load average 50. A minute takes the 80 s
+// back-off (about two minutes of crash-looping first).
+const reapJobStart = time.Minute
 
 // waitCrashLoopBackOffAhead is waitCrashLoopBackOff with at least ahead of the back-off left,
 // so a one-shot reap Job started now still finds the pod crash-looping, not restarted by the
 // kubelet in the meantime.
 func waitCrashLoopBackOffAhead(t *testing.T, ns, name string, ahead time.Duration) {
 	t.Helper()
-	waitFor(t, 90*time.Second, fmt.Sprintf("pod %s/%s in CrashLoopBackOff with %s or more of it ahead", ns, name, ahead), func() (bool, error) {
+	waitFor(t, 5*time.Minute, fmt.Sprintf("pod %s/%s in CrashLoopBackOff with %s or more of it ahead", ns, name, ahead), func() (bool, error) {
 		pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
