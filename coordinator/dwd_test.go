@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/depwatch/depwatch/internal/upstream"
 )
 
 // gardenletArgs are the arguments gardenlet gives dependency-watchdog's container after the
@@ -212,64 +214,8 @@ func TestDWDCommandsReadTheirOwnConfigMaps(t *testing.T) {
 }
 
 // gardenletWeederConfigMap and gardenletProberConfigMap are the dep-config.yaml keys of the
-// ConfigMaps gardenlet writes (gardener v1.149.3: components.go newDependencyWatchdogs,
-// serialised with sigs.k8s.io/yaml as bootstrap.go's encodeConfig does).
-const gardenletWeederConfigMap = `servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-    - matchExpressions:
-      - key: gardener.cloud/role
-        operator: In
-        values:
-        - controlplane
-      - key: role
-        operator: In
-        values:
-        - apiserver
-  kube-apiserver:
-    podSelectors:
-    - matchExpressions:
-      - key: gardener.cloud/role
-        operator: In
-        values:
-        - controlplane
-      - key: role
-        operator: NotIn
-        values:
-        - main
-        - apiserver
-watchDuration: 5m0s
-`
-
-const gardenletProberConfigMap = `dependentResourceInfos:
-- optional: false
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: kube-controller-manager
-  scaleDown:
-    level: 1
-  scaleUp:
-    level: 0
-- optional: false
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: machine-controller-manager
-  scaleDown:
-    level: 0
-  scaleUp:
-    initialDelay: 30s
-    level: 1
-- optional: true
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: cluster-autoscaler
-  scaleDown:
-    level: 0
-  scaleUp:
-    level: 2
-kubeConfigSecretName: shoot-access-dependency-watchdog-probe
-probeInterval: 30s
-`
+// ConfigMaps gardenlet writes (internal/upstream).
+var (
+	gardenletWeederConfigMap = upstream.GardenletWeederConfig()
+	gardenletProberConfigMap = upstream.GardenletProberConfig()
+)

@@ -99,6 +99,19 @@ func ProberConfig() []byte { return read("dwd-prober-config.yaml") }
 // set (testdata/dwd-weeder-config.yaml).
 func WeederConfig() []byte { return read("dwd-weeder-config.yaml") }
 
+// GardenletWeederConfig and GardenletProberConfig are the dep-config.yaml keys of the
+// ConfigMaps gardenlet writes for dependency-watchdog's weeder and prober (gardener v1.149.3:
+// the weeder's services and dependents of etcd's and kube-apiserver's
+// NewDependencyWatchdogWeederConfiguration with watchDuration 5m, the prober's Secret, interval
+// and dependents of kube-apiserver's NewDependencyWatchdogProberConfiguration, in
+// components.go newDependencyWatchdogs; serialised with sigs.k8s.io/yaml as bootstrap.go's
+// encodeConfig does): only what gardenlet sets, where WeederConfig and ProberConfig set every
+// field.
+func GardenletWeederConfig() string { return string(read("gardenlet-weeder-config.yaml")) }
+
+// GardenletProberConfig: see GardenletWeederConfig.
+func GardenletProberConfig() string { return string(read("gardenlet-prober-config.yaml")) }
+
 // Shoot is the state of a shoot that depwatch's decisions read, written into a copy of the
 // Cluster fixture by Cluster. The zero value is an active shoot: hibernation off, not
 // hibernated, last operation Reconcile Succeeded, one worker pool "pool-a", and neither a

@@ -44,69 +44,11 @@ const (
 )
 
 // gardenletWeederConfigMap and gardenletProberConfigMap are the dep-config.yaml gardenlet
-// writes: the weeder's services with their dependents (etcd's and kube-apiserver's
-// NewDependencyWatchdogWeederConfiguration, watchDuration 5m), the prober's Secret, interval
-// and dependents (kube-apiserver's NewDependencyWatchdogProberConfiguration), serialised with
-// sigs.k8s.io/yaml as bootstrap.go's encodeConfig does.
-const gardenletWeederConfigMap = `servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-    - matchExpressions:
-      - key: gardener.cloud/role
-        operator: In
-        values:
-        - controlplane
-      - key: role
-        operator: In
-        values:
-        - apiserver
-  kube-apiserver:
-    podSelectors:
-    - matchExpressions:
-      - key: gardener.cloud/role
-        operator: In
-        values:
-        - controlplane
-      - key: role
-        operator: NotIn
-        values:
-        - main
-        - apiserver
-watchDuration: 5m0s
-`
-
-const gardenletProberConfigMap = `dependentResourceInfos:
-- optional: false
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: kube-controller-manager
-  scaleDown:
-    level: 1
-  scaleUp:
-    level: 0
-- optional: false
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: machine-controller-manager
-  scaleDown:
-    level: 0
-  scaleUp:
-    initialDelay: 30s
-    level: 1
-- optional: true
-  ref:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: cluster-autoscaler
-  scaleDown:
-    level: 0
-  scaleUp:
-    level: 2
-kubeConfigSecretName: shoot-access-dependency-watchdog-probe
-probeInterval: 30s
-`
+// writes (internal/upstream, shared with the coordinator's unit tests).
+var (
+	gardenletWeederConfigMap = upstream.GardenletWeederConfig()
+	gardenletProberConfigMap = upstream.GardenletProberConfig()
+)
 
 // The prober's timings under gardenlet's config: what its own defaults make of it. The waits
 // below are hang catchers derived from them, not bounds the test asserts.
