@@ -44,11 +44,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	}
 	opts, cfg, log, err := coordinatorConfig(args, lookup, stdout)
 	if errors.Is(err, coordinator.ErrHelp) {
-		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, "Logging (environment):")
-		for _, s := range loggingSettings {
-			fmt.Fprintf(stdout, "  %s\n      %s\n      default %q\n", s[0], s[2], s[1])
-		}
+		printLoggingSettings(stdout)
 		return exitOK
 	}
 	if err != nil {

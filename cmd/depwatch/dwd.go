@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 
@@ -49,11 +48,7 @@ func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string
 func dwdMain(ctx context.Context, role coordinator.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	opts, dwd, cfg, log, err := dwdConfig(role, args, lookup, stdout)
 	if errors.Is(err, coordinator.ErrHelp) {
-		fmt.Fprintln(stdout)
-		fmt.Fprintln(stdout, "Logging (environment):")
-		for _, s := range loggingSettings {
-			fmt.Fprintf(stdout, "  %s\n      %s\n      default %q\n", s[0], s[2], s[1])
-		}
+		printLoggingSettings(stdout)
 		return exitOK
 	}
 	if err != nil {
