@@ -258,7 +258,8 @@ func gardenletPodLabels(name string) map[string]string {
 //     on loopback (KUBERNETES_SERVICE_HOST/PORT), as every lab pod that calls it;
 //   - on the host network the pods share the node's ports: each Deployment's /metrics and
 //     /healthz get loopback ports of their own through their flags' variables
-//     (DEPWATCH_METRICS_BIND_ADDR, DEPWATCH_HEALTH_BIND_ADDR), the command stays gardenlet's;
+//     (DEPWATCH_METRICS_BIND_ADDR, DEPWATCH_HEALTH_BIND_ADDR), and its declared port is that
+//     metrics port; the command stays gardenlet's;
 //   - the ServiceAccount says automountServiceAccountToken: false and on a seed
 //     gardener-resource-manager's webhook projects the token (volume kube-api-access-gardener);
 //     the lab has no gardener-resource-manager, so the pod carries that volume itself.
@@ -279,7 +280,10 @@ func gardenletDWDPod(d *dwdDeployment, configMap string) corev1.PodSpec {
 				{Name: "DEPWATCH_METRICS_BIND_ADDR", Value: fmt.Sprintf("127.0.0.1:%d", d.metrics)},
 				{Name: "DEPWATCH_HEALTH_BIND_ADDR", Value: fmt.Sprintf("127.0.0.1:%d", d.health)},
 			},
-			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9643, Protocol: corev1.ProtocolTCP}},
+			// lab deviation: gardenlet declares 9643; on the host network a declared port is a
+			// host port the scheduler reserves, so the weeder's and the prober's pods (and any
+			// earlier one still terminating) could not share the node.
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: int32(d.metrics), Protocol: corev1.ProtocolTCP}},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi"),
 			}},
@@ -412,7 +416,7 @@ func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet
 	_, armedAt := d.waitLine(t, time.Minute, "the armed weeder of "+target, func(l logLine) bool {
 		return strings.HasPrefix(l.str("msg"), "Reaper armed at") && l.str("wait_for") == target
 	})
-	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
+	cl := p.waitCrashLoop(30*time.Second, 5*time.Minute)
 
 	p.scaleUpstream(1)
 	upAt := p.waitServiceReady(true, time.Minute)
