@@ -261,20 +261,14 @@ func waitJobLogLine(t *testing.T, ns, job string, want map[string]string, timeou
 
 // restartedByWeeder checks what a weeder is for, with no bound the machine's load can break:
 // the crash-looping pod cl was deleted by depwatch's weeder (the Reaped Event its reaper
-// records), not before its upstream came back, and its replacement was Ready before the
-// kubelet's own restart of cl was due. Every moment compared is one the cluster recorded
-// (Event, pod conditions, container finish), never when the test happened to look. It waits
-// for the replacement until the kubelet's restart plus a margin (after that, nothing the
-// weeder does helps), and returns the replacement and how long after the upstream's return
-// it was Ready, for the test's log.
+// records), not before its upstream came back and before the kubelet's own restart of it was
+// due, and a replacement became Ready. Every moment compared is one the cluster recorded
+// (Event, pod conditions, container finish), never when the test happened to look. How soon
+// the replacement is Ready is the figure it returns for the log, not a verdict: a new pod's
+// start is the node's speed (tens of seconds for twenty at once on a loaded machine), not
+// depwatch's.
 func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	p.t.Helper()
-	ready, _ := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
-	readyAt := readySince(ready)
-	if !readyAt.Before(cl.kubeletRestart) {
-		p.t.Errorf("%s: the dependent's replacement %s was Ready at %s, not before the kubelet's own restart of %s at %s: the weeder did not help",
-			p.ns, ready.Name, clock(readyAt), cl.pod.Name, clock(cl.kubeletRestart))
-	}
 	reaped := reapedBy(p.t, p.ns, cl.pod.Name)
 	upAt := p.upstreamReadySince()
 	switch {
@@ -283,8 +277,12 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	case reaped.FirstTimestamp.Time.Before(upAt):
 		p.t.Errorf("%s: pod %s was reaped at %s, before its upstream was Ready again at %s: a weeder must wait for the return",
 			p.ns, cl.pod.Name, clock(reaped.FirstTimestamp.Time), clock(upAt))
+	case !reaped.FirstTimestamp.Time.Before(cl.kubeletRestart):
+		p.t.Errorf("%s: pod %s was reaped at %s, not before the kubelet's own restart of it at %s: the weeder did not help",
+			p.ns, cl.pod.Name, clock(reaped.FirstTimestamp.Time), clock(cl.kubeletRestart))
 	}
-	return ready, readyAt.Sub(upAt)
+	ready, _ := p.waitDependentReady(minWait, cl.pod.UID)
+	return ready, readySince(ready).Sub(upAt)
 }
 
 // reaperComponent is the source of the Events depwatch's reaper records (reaper/act.go).

@@ -23,7 +23,7 @@ const recoveryPairs = stormPairs
 // once and are covered by ONE batch weeder Job (a private coordinator that always batches and
 // lingers long enough for all 8). They come back one after the other, a second apart; each
 // crash-looping dependent is reaped by depwatch after its own upstream's return (not held
-// for the batch's other services) and is Ready before the kubelet's own restart; how soon
+// for the batch's other services) and before the kubelet's own restart; how soon
 // after its return (about 1 s on a quiet machine, as a lone pair's) is in the log.
 func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 	parallelLong(t, 180*time.Second)
@@ -94,7 +94,7 @@ func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	// The poller's figures are for the log; the verdict is each pair's own (restartedByWeeder):
-	// reaped by depwatch after its own upstream's return, Ready before the kubelet's restart.
+	// reaped by depwatch after its own upstream's return and before the kubelet's restart.
 	// The wait ends with the last kubelet restart any of them could have had.
 	var last time.Time
 	for _, cl := range cls {
