@@ -125,14 +125,15 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 	missing.waitLog(2*time.Minute, map[string]string{"result": "error"})
 	hang.waitLog(2*time.Minute, map[string]string{"result": "api-unreachable"})
 	// The healthy namespace keeps being probed every interval (5s ± 20%) while each of the
-	// hanging one's probes takes its retries' timeouts (3 × probeTimeout 5s) and the broken
-	// one fails at once: between two of the hanging namespace's probes, the healthy one is
-	// probed several times. A shard that probed its namespaces one after the other would
-	// probe it once per round, each round as long as the hanging probe.
+	// hanging one's probes waits out its probeTimeout (5s) and the broken one fails at once:
+	// between two of the hanging namespace's probes, the healthy one is probed more than once
+	// (1.5 times on a loaded machine, more on a quiet one). A shard that probed its namespaces
+	// one after the other would probe it once per round, each round as long as the hanging
+	// probe: at most once between two of the hanging one's.
 	var hangTimes []time.Time
-	waitFor(t, 3*time.Minute, "three probes of the hanging namespace", func() (bool, error) {
+	waitFor(t, 3*time.Minute, "five probes of the hanging namespace", func() (bool, error) {
 		hangTimes = hang.probeTimes()
-		return len(hangTimes) >= 3, nil
+		return len(hangTimes) >= 5, nil
 	})
 	for _, name := range dependents {
 		if d := ok.deployment(name); *d.Spec.Replicas != dependentReplicas || d.Annotations[annReplicas] != "" {
@@ -147,8 +148,8 @@ func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
 	for _, n := range between {
 		total += n
 	}
-	if total < 2*len(between) {
-		t.Errorf("the healthy namespace was probed %d times in the %d intervals between its hanging neighbour's probes, want at least two each on average: its probes waited for its shard's broken neighbours", total, len(between))
+	if total <= len(between) {
+		t.Errorf("the healthy namespace was probed %d times in the %d intervals between its hanging neighbour's probes, want more than once each on average: its probes waited for its shard's broken neighbours", total, len(between))
 	}
 	// One Job covered them all, and the per-namespace label finds it.
 	list, err := kube.BatchV1().Jobs(depwatchNS).List(context.Background(), metav1.ListOptions{LabelSelector: "depwatch.io/kind=probe," + jobs.ProbeLabel(ok.ns)})
