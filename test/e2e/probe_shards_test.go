@@ -103,7 +103,7 @@ func (s *probeScenario) probeTimes() []time.Time {
 // probed every interval meanwhile. Events go to the control-plane namespace, and
 // `kubectl logs -l depwatch.io/kind=probe,probe.depwatch.io/<namespace>` finds its Jobs.
 func TestProbeShardJobIsolatesEachNamespace(t *testing.T) {
-	parallelLong(t, 90*time.Second)
+	parallelLong(t, 5*time.Minute)
 	ensureCoordinator(t)
 	down := newProbeScenario(t, "shard-down", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	ok := newProbeScenario(t, "shard-ok", probeSetup{})
