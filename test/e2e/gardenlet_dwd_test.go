@@ -420,11 +420,8 @@ func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet
 
 	p.scaleUpstream(1)
 	upAt := p.waitServiceReady(true, time.Minute)
-	ready, readyAt := p.waitDependentReady(time.Until(cl.kubeletRestart)+30*time.Second, cl.pod.UID)
-	t.Logf("etcd-main-client Ready → dependent %s Ready: %s", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
-	if !readyAt.Before(cl.kubeletRestart) {
-		t.Errorf("the dependent became Ready at %s, not before the kubelet's own restart at %s", clock(readyAt), clock(cl.kubeletRestart))
-	}
+	ready, readyAt := p.waitDependentReady(minWait, cl.pod.UID)
+	t.Logf("etcd-main-client Ready → dependent %s Ready: %s (a figure: the new pod's start is the node's speed)", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
 
 	// The actor: gardenlet's weeder pod, its in-process run of the armed weeder.
 	lines, deleted := d.waitLine(t, 30*time.Second, "the crash-looping pod deleted", func(l logLine) bool {
@@ -434,8 +431,15 @@ func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet
 	if deleted < armedAt {
 		t.Errorf("the pod was deleted (line %d) before the weeder was armed (line %d)", deleted, armedAt)
 	}
-	if job := lines[deleted].str("job"); job == "" || job != armed.str("job") || !strings.HasPrefix(job, garden+"/weeder-") {
-		t.Errorf("the delete was made by run %q, the armed weeder is %q: want the same in-process run, a Job named in %s", job, armed.str("job"), garden)
+	// Under gardenlet's RBAC the weeder reads no Services: a service whose endpoints are all
+	// gone counts as gone, its armed run stops, and the return starts a run of its own. Either
+	// is this pod's in-process run, named as a Job in garden would be.
+	if job := lines[deleted].str("job"); job == "" || !strings.HasPrefix(job, garden+"/weeder-") || lines[deleted].str("executor") != "in-process" {
+		t.Errorf("the delete was made by run %q (executor %q; the armed weeder is %q): want an in-process run of this pod, named as a Job in %s", job, lines[deleted].str("executor"), armed.str("job"), garden)
+	}
+	// The verdict, from the delete's own log line: before the kubelet's restart was due.
+	if at, err := time.Parse(time.RFC3339, lines[deleted].str("time")); err != nil || !at.Before(cl.kubeletRestart) {
+		t.Errorf("the crash-looping pod was deleted at %q, not before the kubelet's own restart of it at %s (%v)", lines[deleted].str("time"), clock(cl.kubeletRestart), err)
 	}
 	if js := p.weederJobs(); len(js) > 0 {
 		t.Errorf("weeder Jobs cover %s: %v; gardenlet's weeder may create none", target, jobNames(js))
@@ -488,8 +492,10 @@ func TestGardenletsDWDProberOnDepwatchsImageScalesTheControlPlaneDownAndUpInLeve
 	}
 	for _, name := range dependents {
 		dep := s.deployment(name)
-		if dep.Annotations[annReplicas] != fmt.Sprint(dependentReplicas) || dep.Annotations[annMeltdown] == "" {
-			t.Errorf("%s scaled down without the replicas (%q) or meltdown (%q) annotation", name, dep.Annotations[annReplicas], dep.Annotations[annMeltdown])
+		// The meltdown annotation's value is empty, as dependency-watchdog writes it: its
+		// presence is what counts.
+		if _, meltdown := dep.Annotations[annMeltdown]; dep.Annotations[annReplicas] != fmt.Sprint(dependentReplicas) || !meltdown {
+			t.Errorf("%s scaled down without the replicas (%q) or meltdown (present: %v) annotation", name, dep.Annotations[annReplicas], meltdown)
 		}
 	}
 	lines := d.shootLines(t, s.ns)
@@ -511,7 +517,7 @@ func TestGardenletsDWDProberOnDepwatchsImageScalesTheControlPlaneDownAndUpInLeve
 	waitFor(t, 2*dwdProbeTimeout, "the scale-down annotations removed", func() (bool, error) {
 		for _, name := range dependents {
 			dep := s.deployment(name)
-			if dep.Annotations[annReplicas] != "" || dep.Annotations[annMeltdown] != "" {
+			if _, meltdown := dep.Annotations[annMeltdown]; dep.Annotations[annReplicas] != "" || meltdown {
 				return false, nil
 			}
 		}
