@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // The fault tests break things under depwatch on purpose: the coordinator's pod, the
@@ -28,16 +30,18 @@ import (
 const unarmedService = "upstream-unarmed"
 
 // weederWatch follows the weeder Jobs in the depwatch namespace and records, per service,
-// the most Jobs that existed unfinished at the same moment.
+// the most Jobs that existed unfinished at the same moment, and when each Job covering it was
+// created (a finished Job may be removed before the test looks: the history limit).
 type weederWatch struct {
-	mu     sync.Mutex
-	active map[string]map[string]bool // namespace/service → unfinished Job names
-	most   map[string]int
+	mu      sync.Mutex
+	active  map[string]map[string]bool // namespace/service → unfinished Job names
+	most    map[string]int
+	created map[string]map[string]time.Time // namespace/service → Job name → creation
 }
 
 func watchWeederJobs(t *testing.T) *weederWatch {
 	t.Helper()
-	w := &weederWatch{active: map[string]map[string]bool{}, most: map[string]int{}}
+	w := &weederWatch{active: map[string]map[string]bool{}, most: map[string]int{}, created: map[string]map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(depwatchNS),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "depwatch.io/kind=weeder" }))
 	inf := factory.Batch().V1().Jobs().Informer()
@@ -71,6 +75,12 @@ func (w *weederWatch) observe(obj any, gone bool) {
 	key := j.Labels["depwatch.io/namespace"] + "/" + j.Labels["depwatch.io/service"]
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, target := range jobs.JobTargets(j) {
+		if w.created[target] == nil {
+			w.created[target] = map[string]time.Time{}
+		}
+		w.created[target][j.Name] = j.CreationTimestamp.Time
+	}
 	if w.active[key] == nil {
 		w.active[key] = map[string]bool{}
 	}
@@ -80,6 +90,19 @@ func (w *weederWatch) observe(obj any, gone bool) {
 	}
 	w.active[key][j.Name] = true
 	w.most[key] = max(w.most[key], len(w.active[key]))
+}
+
+// createdSince tells whether a Job covering ns/svc was created at or after since (whole
+// seconds: since is rounded down).
+func (w *weederWatch) createdSince(ns, svc string, since time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.created[ns+"/"+svc] {
+		if !at.Before(since.Truncate(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *weederWatch) mostAtOnce(ns, svc string) int {
@@ -171,7 +194,7 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 		if most := jobsSeen.mostAtOnce(p.ns, p.svc); most > 1 {
 			t.Errorf("service %s/%s had %d unfinished weeder Jobs at once, want at most 1", p.ns, p.svc, most)
 		}
-		if len(jobsCreatedAfter(p.weederJobs(), upAt)) == 0 {
+		if !jobsSeen.createdSince(p.ns, p.svc, upAt) {
 			t.Errorf("service %s/%s got no weeder Job after its return", p.ns, p.svc)
 		}
 	}
