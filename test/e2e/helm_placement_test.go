@@ -24,12 +24,7 @@ import (
 // says, and nothing the coordinator created is left.
 func TestHelmChartPullSecretAndTolerationReachTheWeederJob(t *testing.T) {
 	parallelLong(t, 60*time.Second)
-	helm := helmBinary(t)
-	releaseNS := newNamespace(t, "helm-place")
-	release := "dwp-" + strings.TrimPrefix(releaseNS, "e2e-helm-place-")
-	c := &deployedCoordinator{name: release + "-depwatch-coordinator", component: "coordinator", leaseNS: releaseNS,
-		metrics: freePort(t), health: freePort(t)}
-	work := newNamespaceLabelled(t, "helm-place-app", map[string]string{privateCoordinatorLabel: releaseNS})
+	helm, releaseNS, release, c, work := newHelmRelease(t, "helm-place", "dwp")
 
 	const secret = "e2e-regcred"
 	_, err := kube.CoreV1().Secrets(releaseNS).Create(context.Background(), &corev1.Secret{

@@ -25,12 +25,7 @@ import (
 // the lab's config leaves alone.
 func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 	parallelLong(t, 90*time.Second)
-	helm := helmBinary(t)
-	releaseNS := newNamespace(t, "helm")
-	release := "dwh-" + strings.TrimPrefix(releaseNS, "e2e-helm-")
-	c := &deployedCoordinator{name: release + "-depwatch-coordinator", component: "coordinator", leaseNS: releaseNS,
-		metrics: freePort(t), health: freePort(t)}
-	work := newNamespaceLabelled(t, "helm-app", map[string]string{privateCoordinatorLabel: releaseNS})
+	helm, releaseNS, release, c, work := newHelmRelease(t, "helm", "dwh")
 
 	services := map[string]any{"upstream": weederDependents()}
 	values := helmValues(c, releaseNS, "1m", services)
@@ -205,4 +200,18 @@ func helmRun(t *testing.T, helm string, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// newHelmRelease names a Helm release of its own for a test: the helm binary, the release's
+// namespace (e2e-<prefix>-…) and name (<short>-…), the coordinator it will run (its own ports
+// and Lease), and a work namespace labelled for that coordinator alone.
+func newHelmRelease(t *testing.T, prefix, short string) (helm, releaseNS, release string, c *deployedCoordinator, work string) {
+	t.Helper()
+	helm = helmBinary(t)
+	releaseNS = newNamespace(t, prefix)
+	release = short + "-" + strings.TrimPrefix(releaseNS, "e2e-"+prefix+"-")
+	c = &deployedCoordinator{name: release + "-depwatch-coordinator", component: "coordinator", leaseNS: releaseNS,
+		metrics: freePort(t), health: freePort(t)}
+	work = newNamespaceLabelled(t, prefix+"-app", map[string]string{privateCoordinatorLabel: releaseNS})
+	return helm, releaseNS, release, c, work
 }
