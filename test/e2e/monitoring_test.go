@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/internal/monitoring"
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // The monitoring test runs a coordinator of its own as a process on this machine (this
@@ -31,9 +36,11 @@ const (
 	monitoringProbeLabel = "depwatch.io/e2e-monitoring"
 	// The shipped threshold, probeJobRunDuration + 2 × probeInterval, and this test's: the same
 	// formula plus the pod start allowance above.
-	shippedLastProbeThreshold = "> 140"
-	testLastProbeThreshold    = "> 60"
-	forScale                  = 4
+	shippedLastProbeThreshold     = "> 140"
+	testLastProbeThresholdSeconds = 60
+	// The shipped alert's `for`, which testRules checks.
+	shippedLastProbeFor = time.Minute
+	forScale            = 4
 )
 
 // monitoringCoordinatorConfig: the weeder for the namespaces labelled
@@ -94,10 +101,13 @@ func testRules(t *testing.T) string {
 				r.For = fmt.Sprintf("%dms", (d / forScale).Milliseconds())
 			}
 			if r.Alert == "DepwatchProbeLastProbeTooOld" {
+				if d, err := time.ParseDuration(r.For); err != nil || d != shippedLastProbeFor/forScale {
+					t.Fatalf("%s: for %q, want the shipped %s scaled by %d", r.Alert, r.For, shippedLastProbeFor, forScale)
+				}
 				if strings.Count(r.Expr, shippedLastProbeThreshold) != 1 {
 					t.Fatalf("%s: expression %q has not exactly one %q", r.Alert, r.Expr, shippedLastProbeThreshold)
 				}
-				r.Expr = strings.Replace(r.Expr, shippedLastProbeThreshold, testLastProbeThreshold, 1)
+				r.Expr = strings.Replace(r.Expr, shippedLastProbeThreshold, fmt.Sprintf("> %d", testLastProbeThresholdSeconds), 1)
 				replaced++
 			}
 		}
@@ -185,14 +195,16 @@ scrape_configs:
 	// must not fire.
 	watchFrom := time.Now()
 	healthy, stopWatching := context.WithCancel(context.Background())
-	var lastProbeFired []string
+	var lastProbeFired []time.Time
+	reports := map[types.UID]probeReportSeen{} // the shard's finished probe pods, by UID
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		for healthy.Err() == nil {
 			if a := prom.alerts("DepwatchProbeLastProbeTooOld", "firing", selector); len(a) > 0 {
-				lastProbeFired = append(lastProbeFired, time.Now().Format(time.TimeOnly))
+				lastProbeFired = append(lastProbeFired, time.Now())
 			}
+			collectProbeReports(healthy, s.ns, reports)
 			select {
 			case <-healthy.Done():
 			case <-time.After(time.Second):
@@ -226,8 +238,20 @@ scrape_configs:
 	stopWatching()
 	<-watched
 	t.Logf("the last-probe alert was watched for %.0fs while the namespace was probed", time.Since(watchFrom).Seconds())
-	if len(lastProbeFired) > 0 {
-		t.Errorf("DepwatchProbeLastProbeTooOld fired for %s while it was probed, at %v", s.ns, lastProbeFired)
+	collectProbeReports(context.Background(), s.ns, reports)
+	t.Logf("%d probe pods reported probing %s; the longest time between two probes they reported: %s",
+		len(reports), s.ns, longestProbeGap(reports).Round(time.Second))
+	if len(reports) == 0 {
+		t.Errorf("no finished probe pod reported probing %s while it was probed", s.ns)
+	}
+	// The alert may fire while the namespace is probed: on a loaded machine a shard Job's pod
+	// can take longer to start than the threshold allows, and then the namespace really went
+	// unprobed that long. What it must not do is fire although the coordinator had a newer
+	// probe to read: a report it missed or read wrong.
+	if wrong := lastProbeAlertsAgainstReports(lastProbeFired, reports); len(wrong) > 0 {
+		t.Errorf("DepwatchProbeLastProbeTooOld fired for %s although a probe pod had reported a recent probe of it well before: %s", s.ns, strings.Join(wrong, "; "))
+	} else if len(lastProbeFired) > 0 {
+		t.Logf("the last-probe alert fired %d time(s) while probed, each after a real gap in probing (first at %s)", len(lastProbeFired), lastProbeFired[0].Format(time.TimeOnly))
 	}
 
 	// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
@@ -257,6 +281,74 @@ scrape_configs:
 		}
 	}
 	t.Logf("the flows and checks took %s", time.Since(start).Round(time.Second))
+}
+
+// probeReportSeen is one finished probe pod's report of a namespace: when the pod ended
+// (its container's finish) and when it last probed the namespace (its report's end less the
+// entry's age).
+type probeReportSeen struct {
+	finished, probed time.Time
+}
+
+// collectProbeReports adds every finished probe pod in the Jobs' namespace whose report names
+// ns as probed. It runs again and again: the coordinator removes finished Jobs beyond their
+// history limit, and their pods with them.
+func collectProbeReports(ctx context.Context, ns string, into map[types.UID]probeReportSeen) {
+	pods, err := kube.CoreV1().Pods(depwatchNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, pod := range pods.Items {
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name != string(jobs.KindProbe) || cs.State.Terminated == nil {
+				continue
+			}
+			rep, err := probe.DecodeReport(cs.State.Terminated.Message)
+			if err != nil {
+				continue
+			}
+			if e, ok := rep.Namespaces[ns]; ok && e.Last != probe.ResultNotProbed {
+				into[pod.UID] = probeReportSeen{finished: cs.State.Terminated.FinishedAt.Time, probed: rep.End.Add(-e.Ago)}
+			}
+		}
+	}
+}
+
+// longestProbeGap is the longest time between two consecutive probes the reports name.
+func longestProbeGap(reports map[types.UID]probeReportSeen) time.Duration {
+	var at []time.Time
+	for _, r := range reports {
+		at = append(at, r.probed)
+	}
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	var longest time.Duration
+	for i := 1; i < len(at); i++ {
+		longest = max(longest, at[i].Sub(at[i-1]))
+	}
+	return longest
+}
+
+// lastProbeAlertsAgainstReports names each moment the last-probe alert was firing although a
+// probe pod had already reported a newer probe than the alert implies. Firing at f means the
+// expression held over the whole `for` before f, so at f−for the coordinator's last probe
+// was older than f−for−threshold. A report that probed the namespace after that, from a pod
+// that ended before f−for−for (the second `for` is the time allowed for the pod's end to
+// reach the coordinator through the API server and its informer), was missed.
+func lastProbeAlertsAgainstReports(fired []time.Time, reports map[types.UID]probeReportSeen) []string {
+	threshold := testLastProbeThresholdSeconds * time.Second
+	forDur := shippedLastProbeFor / forScale
+	var wrong []string
+	for _, f := range fired {
+		for _, r := range reports {
+			// derived bound: the alert's own threshold and `for`, as the comment above says.
+			if r.probed.After(f.Add(-threshold-forDur)) && r.finished.Before(f.Add(-2*forDur)) {
+				wrong = append(wrong, fmt.Sprintf("firing at %s, a pod that ended at %s had probed at %s",
+					f.Format(time.TimeOnly), r.finished.Format(time.TimeOnly), r.probed.Format(time.TimeOnly)))
+				break
+			}
+		}
+	}
+	return wrong
 }
 
 // indent puts prefix before every line of doc that is not empty.
