@@ -14,8 +14,8 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// gate follows the readiness of START_WHEN_READY's service: Ready as podstate.SlicesReady says, over
-// its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
+// gate follows the readiness of START_WHEN_READY's service: Ready as podstate.SlicesReady
+// says, over its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
 // single goroutine reads Ready when changed is signalled.
 type gate struct {
 	ref     ServiceRef
