@@ -18,27 +18,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // The shared caches of a batch run: one EndpointSlice informer for every target's service and
 // one pod informer for every target's dependents, each cluster-wide and filtered server-side
 // as far as a label selector can (a namespace set cannot be; the target set is checked here).
 // Their handlers only record and enqueue: all reaping happens on the run's workers.
-
-// byService indexes EndpointSlices by <namespace>/<service>.
-const byService = "service"
-
-func sliceServiceKey(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return nil, nil
-	}
-	return []string{ServiceRef{Namespace: s.Namespace, Name: name}.String()}, nil
-}
 
 // serviceTracker follows the readiness of the targets' services and records each return (not
 // Ready → Ready) with the time it was seen: a fact the target's gate acts on however late its
@@ -70,7 +57,7 @@ func newServiceTracker(client kubernetes.Interface, refs []ServiceRef, clock fun
 	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
 	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
-	_ = t.informer.AddIndexers(cache.Indexers{byService: sliceServiceKey})
+	_ = t.informer.AddIndexers(cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys})
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.changed,
 		UpdateFunc: func(_, obj any) { t.changed(obj) },
@@ -83,13 +70,11 @@ func (t *serviceTracker) changed(obj any) {
 	if !t.synced.Load() {
 		return // a partial store during the first list says nothing; resync decides
 	}
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	keys, _ := sliceServiceKey(obj)
+	keys, _ := podstate.ServiceKeys(obj)
 	for _, k := range keys {
-		ns, name, _ := cutRef(k)
-		t.evaluate(ServiceRef{Namespace: ns, Name: name})
+		if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {
+			t.evaluate(ServiceRef{Namespace: ns, Name: name})
+		}
 	}
 }
 
@@ -103,14 +88,8 @@ func (t *serviceTracker) resync() {
 
 // evaluate records the service's readiness now, and a return if it just became Ready.
 func (t *serviceTracker) evaluate(ref ServiceRef) {
-	objs, _ := t.informer.GetIndexer().ByIndex(byService, ref.String())
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			slices = append(slices, s)
-		}
-	}
-	ready := SlicesReady(slices)
+	objs, _ := t.informer.GetIndexer().ByIndex(podstate.ServiceIndex, ref.String())
+	ready := podstate.ObjectsReady(objs)
 	t.mu.Lock()
 	v, ours := t.views[ref]
 	changed := ours && (!v.Known || v.Ready != ready)
@@ -135,15 +114,6 @@ func (t *serviceTracker) view(ref ServiceRef) serviceView {
 		return *v
 	}
 	return serviceView{}
-}
-
-func cutRef(key string) (ns, name string, ok bool) {
-	for i := range len(key) {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", key, false
 }
 
 // podCache is the batch's pod informers: one cluster-wide informer whose label selector every

@@ -10,10 +10,12 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// gate follows the readiness of START_WHEN_READY's service: Ready as SlicesReady says, over
-// its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
+// gate follows the readiness of START_WHEN_READY's service: Ready as podstate.SlicesReady
+// says, over its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
 // single goroutine reads Ready when changed is signalled.
 type gate struct {
 	ref     ServiceRef
@@ -36,11 +38,11 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 		return nil, fmt.Errorf("listing the EndpointSlices of service %s (START_WHEN_READY): %w", ref, err)
 	}
 	g := &gate{ref: ref, changed: make(chan struct{}, 1)}
-	items := make([]*discoveryv1.EndpointSlice, len(list.Items))
+	items := make([]any, len(list.Items))
 	for i := range list.Items {
 		items[i] = &list.Items[i]
 	}
-	g.set(SlicesReady(ownSlices(ref.Name, items)))
+	g.set(serviceReady(ref, items))
 
 	g.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(ref.Namespace),
@@ -53,7 +55,7 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 		default:
 			return // a partial store during the first list says nothing; sync decides below
 		}
-		g.set(SlicesReady(ownSlices(ref.Name, storeSlices(inf.GetStore()))))
+		g.set(serviceReady(ref, inf.GetStore().List()))
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { reevaluate() },
@@ -101,44 +103,14 @@ func (g *gate) shutdown() {
 	g.wg.Wait()
 }
 
-func storeSlices(s cache.Store) []*discoveryv1.EndpointSlice {
-	var out []*discoveryv1.EndpointSlice
-	for _, obj := range s.List() {
-		if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, es)
+// serviceReady is podstate.ObjectsReady over the service's own slices: slices of other
+// services are dropped, should a lenient API return them.
+func serviceReady(ref ServiceRef, objs []any) bool {
+	own := objs[:0:0]
+	for _, o := range objs {
+		if keys, _ := podstate.ServiceKeys(o); len(keys) == 1 && keys[0] == ref.String() {
+			own = append(own, o)
 		}
 	}
-	return out
-}
-
-// ownSlices keeps the slices of the service (slices of other services are dropped, should a
-// lenient API return them).
-func ownSlices(service string, slices []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
-	out := slices[:0:0]
-	for _, s := range slices {
-		if s.Labels[discoveryv1.LabelServiceName] == service {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// SlicesReady is what "the service is Ready" means everywhere in depwatch (the reaper's
-// START_WHEN_READY gate and the coordinator's weeder): at least one endpoint, in any of the
-// service's EndpointSlices, is ready, where a ready condition that is not set counts as ready
-// (the discovery/v1 contract). It is a property of the service, not of one slice: a Service
-// sends traffic to any ready endpoint of any of its slices, so its dependents can work again
-// as soon as one is ready, whichever slice holds it (a large service's endpoints are spread
-// over several slices; a dual-stack service has one slice per address family). A slice
-// without endpoints says nothing is ready. Terminating endpoints are not ready (the
-// EndpointSlice controller sets ready=false for them).
-func SlicesReady(slices []*discoveryv1.EndpointSlice) bool {
-	for _, s := range slices {
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready == nil || *e.Conditions.Ready {
-				return true
-			}
-		}
-	}
-	return false
+	return podstate.ObjectsReady(own)
 }

@@ -286,3 +286,13 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 		t.Errorf("run ended %v after the return, want RUN_DURATION %v after it", ended.Sub(returned), window)
 	}
 }
+
+// TestGateIgnoresSlicesOfOtherServices: a slice labelled for another service never opens the
+// gate, should a lenient API return it.
+func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
+	other := endpointSlice("shoot", "other", ptr.To(true))
+	own := endpointSlice("shoot", "etcd", ptr.To(false))
+	if serviceReady(ServiceRef{Namespace: "shoot", Name: "etcd"}, []any{other, own}) {
+		t.Error("a ready slice of another service opened the gate")
+	}
+}

@@ -6,7 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
+
+// ReasonCrashLoopBackOff is CONTAINER_STATUSES' value that asks for podstate.CrashLoopBackOff,
+// the kubelet's waiting reason for a container it holds back after repeated crashes.
+const ReasonCrashLoopBackOff = podstate.ReasonCrashLoopBackOff
 
 // containerStatusesRule (CONTAINER_STATUSES) matches a pod when any regular or init container
 // is waiting or terminated with one of the listed reasons, as pod-reaper reads it. Init
@@ -14,7 +20,7 @@ import (
 // (dependency-watchdog ignores them; depwatch does not). Ephemeral containers do not count,
 // as in pod-reaper: a `kubectl debug` container that exited with Error must not get the pod it
 // debugged killed. CrashLoopBackOff also matches a container the kubelet still reports as
-// terminated while it waits out the back-off (see CrashLoopBackOff).
+// terminated while it waits out the back-off (see podstate.CrashLoopBackOff).
 type containerStatusesRule struct {
 	reasons []string
 }
@@ -31,7 +37,7 @@ func (containerStatusesRule) Name() string { return envContainerStatuses }
 
 func (r containerStatusesRule) Decide(pod *corev1.Pod, _ time.Time) (bool, string) {
 	if slices.Contains(r.reasons, ReasonCrashLoopBackOff) {
-		if reason, ok := CrashLoopBackOff(pod); ok {
+		if reason, ok := podstate.CrashLoopBackOff(pod); ok {
 			return true, reason
 		}
 	}

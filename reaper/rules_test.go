@@ -119,3 +119,16 @@ func TestDecideIsAnAndOfAllRules(t *testing.T) {
 		t.Errorf("no rules must reap nothing")
 	}
 }
+
+func TestContainerStatusesRuleMatchesCrashLoopBackOffDuringTheTerminatedPartOfTheBackOff(t *testing.T) {
+	pod := &corev1.Pod{
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}, RestartCount: 2}}},
+	}
+	if ok, reason := (containerStatusesRule{reasons: []string{"CrashLoopBackOff"}}).Decide(pod, time.Now()); !ok {
+		t.Errorf("CONTAINER_STATUSES=CrashLoopBackOff did not match a container terminated between restarts (%q)", reason)
+	}
+	if ok, _ := (containerStatusesRule{reasons: []string{"OOMKilled"}}).Decide(pod, time.Now()); ok {
+		t.Errorf("CONTAINER_STATUSES=OOMKilled matched a container that exited with Error")
+	}
+}

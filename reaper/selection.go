@@ -68,18 +68,6 @@ func (s *selector) evaluate(pod *corev1.Pod, now time.Time) (match, bool) {
 	return match{pod: pod, reasons: reasons}, true
 }
 
-// selectMatches is one cycle's selection without the I/O: evaluate every pod, sort the matches.
-func (s *selector) selectMatches(pods []*corev1.Pod, now time.Time, strategy SortingStrategy, shuffle func(int, func(i, j int))) []match {
-	var out []match
-	for _, p := range pods {
-		if m, ok := s.evaluate(p, now); ok {
-			out = append(out, m)
-		}
-	}
-	sortMatches(out, strategy, shuffle)
-	return out
-}
-
 // quota is MAX_PODS: it counts pods actually reaped (or, in a dry run, that would have been),
 // so a failed delete or a PodDisruptionBudget refusal leaves room for the next candidate.
 type quota struct {

@@ -86,22 +86,14 @@ func podPage() *corev1.PodList {
 }
 
 // BenchmarkPodPageDecode measures what one list page of 500 realistic pods costs the reaper
-// as JSON (client-go's default), as protobuf decoded whole, and as protobuf decoded by the
-// skipping decoder into slim pods (what depwatch reap does): bytes on the wire per page and
-// the time and allocations to decode it.
+// as JSON (client-go's default) and as protobuf (what depwatch reap's typed client asks for):
+// bytes on the wire per page and the time and allocations to decode it.
 //
 //	go test -run '^$' -bench BenchmarkPodPageDecode -benchmem ./reaper/
 func BenchmarkPodPageDecode(b *testing.B) {
 	page := podPage()
 	for _, mediaType := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
-		info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
-		if !ok {
-			b.Fatalf("no serializer for %s", mediaType)
-		}
-		data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), page)
-		if err != nil {
-			b.Fatal(err)
-		}
+		data := encodeAs(b, page, mediaType)
 		dec := scheme.Codecs.UniversalDeserializer()
 		b.Run(strings.TrimPrefix(mediaType, "application/"), func(b *testing.B) {
 			b.ReportAllocs()
@@ -113,19 +105,6 @@ func BenchmarkPodPageDecode(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(data)), "bytes/page") // after the loop, which resets metrics
 		})
-		if mediaType == runtime.ContentTypeProtobuf {
-			// What depwatch reap does with a page: the skipping decoder, straight to slim pods.
-			b.Run("vnd.kubernetes.protobuf-slim", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					l, err := decodeSlimPodList(data)
-					if err != nil || len(l.Items) != pageSize {
-						b.Fatalf("decode: %v", err)
-					}
-				}
-				b.ReportMetric(float64(len(data)), "bytes/page")
-			})
-		}
 	}
 }
 

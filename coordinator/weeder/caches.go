@@ -16,11 +16,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 )
 
 // dependents caches the pods the configured dependant selectors match, one informer per
-// distinct selector (server-side filtered), cut down to what the crash-loop test reads. The
+// distinct selector (server-side filtered), cut down to what the crash-loop test reads
+// (podstate.Slim). The
 // weeder asks it whether a Ready service has a crash-looping dependent (on a first sighting,
 // on start and on winning leadership) without an API call: on a seed that question comes
 // for thousands of services at once.
@@ -38,7 +40,7 @@ func newDependents(client kubernetes.Interface, cfg *Config) (*dependents, error
 		inf := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0,
 			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 			func(o *metav1.ListOptions) { o.LabelSelector = sel })
-		_ = inf.SetTransform(slimPod)
+		_ = inf.SetTransform(podstate.Transform) // a seed runs many dependents; their specs are most of their size
 		d.infs[sel] = inf
 	}
 	return d, nil
@@ -97,40 +99,14 @@ func (d *dependents) crashLooping(ctx context.Context, client kubernetes.Interfa
 			}
 		}
 		for _, p := range pods {
-			if CrashLooping(p) {
+			// The weeder Job's own test (CONTAINER_STATUSES=CrashLoopBackOff), so catch-up and
+			// the Job agree on which pods count.
+			if _, ok := podstate.CrashLoopBackOff(p); ok {
 				return p.Name, nil
 			}
 		}
 	}
 	return "", nil
-}
-
-// slimPod keeps what reaper.CrashLoopBackOff reads: a seed runs many dependents, and their
-// specs (env, volumes) are most of their size.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec: corev1.PodSpec{RestartPolicy: p.Spec.RestartPolicy},
-		Status: corev1.PodStatus{
-			Phase:                 p.Status.Phase,
-			ContainerStatuses:     p.Status.ContainerStatuses,
-			InitContainerStatuses: p.Status.InitContainerStatuses,
-		},
-	}
-	for _, c := range p.Spec.Containers {
-		slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
-	}
-	for _, c := range p.Spec.InitContainers {
-		slim.Spec.InitContainers = append(slim.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
-	}
-	return slim, nil
 }
 
 // weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by the services they

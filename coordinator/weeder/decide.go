@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/depwatch/depwatch/reaper"
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // Observation is what the coordinator knows of one service's readiness.
@@ -166,10 +166,10 @@ func PlanWeeder(in WeederInput) Action {
 }
 
 // SlicesObservation aggregates one service's EndpointSlices: Known if there is any slice,
-// Ready as reaper.SlicesReady says (any ready endpoint of any slice), the same test the
+// Ready as podstate.SlicesReady says (any ready endpoint of any slice), the same test the
 // weeder Job's START_WHEN_READY gate applies.
 func SlicesObservation(slices []*discoveryv1.EndpointSlice) Observation {
-	return Observation{Known: len(slices) > 0, Ready: reaper.SlicesReady(slices)}
+	return Observation{Known: len(slices) > 0, Ready: podstate.SlicesReady(slices)}
 }
 
 // EndpointsObservation reads a legacy v1 Endpoints object (nil: not known): Ready if any
@@ -185,11 +185,4 @@ func EndpointsObservation(ep *corev1.Endpoints) Observation {
 		}
 	}
 	return obs
-}
-
-// CrashLooping is true when any container or init container of the pod is in crash-loop
-// back-off, by the reaper's own test (so catch-up and the weeder Job agree on which pods count).
-func CrashLooping(p *corev1.Pod) bool {
-	_, ok := reaper.CrashLoopBackOff(p)
-	return ok
 }

@@ -2,7 +2,6 @@ package weeder
 
 import (
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -132,25 +131,4 @@ func crashPod(ns, name string, lbl map[string]string, init bool) *corev1.Pod {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
 	}
 	return p
-}
-
-func TestCrashLoopingCountsInitContainers(t *testing.T) {
-	running := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
-	terminating := crashPod("n", "p", nil, false)
-	terminating.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	cases := []struct {
-		name string
-		pod  *corev1.Pod
-		want bool
-	}{
-		{"running", running, false},
-		{"container in CrashLoopBackOff", crashPod("n", "p", nil, false), true},
-		{"init container in CrashLoopBackOff", crashPod("n", "p", nil, true), true},
-		{"terminating", terminating, false},
-	}
-	for _, tc := range cases {
-		if got := CrashLooping(tc.pod); got != tc.want {
-			t.Errorf("%s: %v", tc.name, got)
-		}
-	}
 }

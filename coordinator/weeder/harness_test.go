@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -148,8 +149,7 @@ func (h *harness) syncCaches() {
 		var ps []any
 		for i := range pods {
 			if s.Matches(labels.Set(pods[i].Labels)) {
-				p, _ := slimPod(&pods[i])
-				ps = append(ps, p)
+				ps = append(ps, podstate.Slim(&pods[i]))
 			}
 		}
 		if err := inf.GetIndexer().Replace(ps, ""); err != nil {

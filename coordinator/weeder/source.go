@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
@@ -58,8 +59,6 @@ func unwrap(obj any) any {
 	return obj
 }
 
-const serviceIndex = "depwatch-service"
-
 // sliceSource watches discovery/v1 EndpointSlices of the configured service names only
 // (server-side label selector kubernetes.io/service-name in (...)), indexed by service.
 type sliceSource struct{ inf cache.SharedIndexInformer }
@@ -71,31 +70,16 @@ func newSliceSource(client kubernetes.Interface, services []string) (*sliceSourc
 	}
 	sel := labels.NewSelector().Add(*req).String()
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
-		cache.Indexers{serviceIndex: sliceServiceIndex},
+		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	_ = inf.SetTransform(ctrl.StripManagedFields)
 	return &sliceSource{inf: inf}, nil
 }
 
-func sliceServiceIndex(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	svc := s.Labels[discoveryv1.LabelServiceName]
-	if svc == "" {
-		return nil, nil
-	}
-	return []string{s.Namespace + "/" + svc}, nil
-}
-
 func (s *sliceSource) Informer() cache.SharedIndexInformer { return s.inf }
 
 func (s *sliceSource) KeyOf(obj any) (string, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	keys, _ := sliceServiceIndex(obj)
+	keys, _ := podstate.ServiceKeys(obj)
 	if len(keys) == 0 {
 		return "", false
 	}
@@ -121,7 +105,7 @@ func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 }
 
 func (s *sliceSource) Keys() []string {
-	keys := s.inf.GetIndexer().ListIndexFuncValues(serviceIndex)
+	keys := s.inf.GetIndexer().ListIndexFuncValues(podstate.ServiceIndex)
 	sort.Strings(keys)
 	return keys
 }

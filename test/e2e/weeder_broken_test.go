@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -190,7 +191,7 @@ func waitDeploymentCrashLooping(t *testing.T, ns, app string, n int) []corev1.Po
 		}
 		out = out[:0]
 		for _, p := range pods.Items {
-			_, crashLooping := reaper.CrashLoopBackOff(&p)
+			_, crashLooping := podstate.CrashLoopBackOff(&p)
 			if crashLooping && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1 {
 				out = append(out, p)
 			}

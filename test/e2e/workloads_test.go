@@ -21,8 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
-	"github.com/depwatch/depwatch/reaper"
 )
 
 // crashingPod creates a bare pod whose container exits 1 at once, so the kubelet puts it in
@@ -60,7 +60,7 @@ func createPod(t *testing.T, ns, name string, labels map[string]string, command 
 // waitCrashLoopBackOff waits until the pod's container has crashed, been restarted, crashed
 // again and now waits out the kubelet's back-off. The kubelet shows waiting/CrashLoopBackOff
 // only when it re-syncs the pod, mostly at the end of a back-off; in between the container
-// shows as terminated (reaper.CrashLoopBackOff knows both).
+// shows as terminated (podstate.CrashLoopBackOff knows both).
 func waitCrashLoopBackOff(t *testing.T, ns, name string) {
 	t.Helper()
 	waitCrashLoopBackOffAhead(t, ns, name, 0)
@@ -83,7 +83,7 @@ func waitCrashLoopBackOffAhead(t *testing.T, ns, name string, ahead time.Duratio
 		if err != nil {
 			return false, err
 		}
-		_, crashLooping := reaper.CrashLoopBackOff(pod)
+		_, crashLooping := podstate.CrashLoopBackOff(pod)
 		if !crashLooping || len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].RestartCount < 1 {
 			return false, nil
 		}

@@ -1,4 +1,4 @@
-package reaper
+package podstate
 
 import (
 	"strings"
@@ -83,18 +83,5 @@ func TestCrashLoopBackOffRecognisesBackOffTheKubeletStillReportsAsTerminatedButN
 				t.Errorf("reason %q does not say %q", reason, tc.wantReason)
 			}
 		})
-	}
-}
-
-func TestContainerStatusesRuleMatchesCrashLoopBackOffDuringTheTerminatedPartOfTheBackOff(t *testing.T) {
-	pod := &corev1.Pod{
-		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: exited(1), RestartCount: 2}}},
-	}
-	if ok, reason := (containerStatusesRule{reasons: []string{"CrashLoopBackOff"}}).Decide(pod, time.Now()); !ok {
-		t.Errorf("CONTAINER_STATUSES=CrashLoopBackOff did not match a container terminated between restarts (%q)", reason)
-	}
-	if ok, _ := (containerStatusesRule{reasons: []string{"OOMKilled"}}).Decide(pod, time.Now()); ok {
-		t.Errorf("CONTAINER_STATUSES=OOMKilled matched a container that exited with Error")
 	}
 }

@@ -1,4 +1,4 @@
-package reaper
+package podstate
 
 import (
 	"testing"
@@ -47,15 +47,5 @@ func TestSlicesReadyIsAPropertyOfTheServiceAcrossItsSlices(t *testing.T) {
 				t.Errorf("SlicesReady = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestGateIgnoresSlicesOfOtherServices: a slice labelled for another service never opens the
-// gate, should a lenient API return it.
-func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
-	other := readySlice("x", discoveryv1.AddressTypeIPv4, ptr.To(true))
-	other.Labels[discoveryv1.LabelServiceName] = "other"
-	if SlicesReady(ownSlices("etcd", []*discoveryv1.EndpointSlice{other, readySlice("a", discoveryv1.AddressTypeIPv4, ptr.To(false))})) {
-		t.Error("a ready slice of another service opened the gate")
 	}
 }
