@@ -130,7 +130,7 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 	b := batchJob{armed: items[0].armed, first: items[0].edge}
 	for _, it := range items {
 		if !c.relevant(rc, it.key) {
-			continue // a reload took it out since
+			continue // its namespace stopped matching since
 		}
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
 		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: rc.cfg.Selectors(svc)})
