@@ -68,18 +68,6 @@ const (
 	jobTargetIndex = "depwatch-target"
 )
 
-// jobCovers is the namespaces a probe Job probes: its shard's namespaces, or the one
-// namespace of a Job for one namespace alone.
-func jobCovers(j *batchv1.Job) []string {
-	if list := jobs.ReadFacts(j).Namespaces; len(list) > 0 {
-		return list
-	}
-	if ns := j.Labels[jobs.LabelNamespace]; ns != "" {
-		return []string{jobTarget(j)}
-	}
-	return nil
-}
-
 func New(d Deps) (*Controller, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
 		return nil, errors.New("prober: client, config, log and metrics are required")
@@ -125,12 +113,8 @@ func (p *Controller) current() *runningConfig { return p.running }
 // Config is the running prober section.
 func (p *Controller) Config() *Config { return p.current().cfg }
 
-func jobTarget(j *batchv1.Job) string {
-	if t := jobs.ReadFacts(j).Target; t != "" {
-		return t
-	}
-	return j.Labels[jobs.LabelNamespace]
-}
+// jobTarget is the shard or namespace a probe Job is for.
+func jobTarget(j *batchv1.Job) string { return jobs.ReadFacts(j).Target }
 
 func (p *Controller) enqueue(key string, ok bool) {
 	if ok && key != "" {

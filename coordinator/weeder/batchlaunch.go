@@ -136,7 +136,7 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: rc.cfg.Selectors(svc)})
 		b.items = append(b.items, it)
 		for _, j := range c.wjobs.active(it.key) {
-			if len(jobs.JobTargets(j)) == 1 && !jobs.Armed(j) {
+			if len(jobs.ReadFacts(j).Covers()) == 1 && !jobs.Armed(j) {
 				b.replace = append(b.replace, *j)
 			}
 		}

@@ -189,7 +189,7 @@ func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) c
 		cov.active, cov.by = UnarmedWeeder, j.Name
 	}
 	for _, j := range active {
-		if len(jobs.JobTargets(j)) == 1 {
+		if len(jobs.ReadFacts(j).Covers()) == 1 {
 			cov.own = append(cov.own, *j)
 		}
 	}
