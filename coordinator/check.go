@@ -15,6 +15,14 @@ func (o Options) CheckConfigFiles() (*Config, []string) {
 	if o.ConfigFile == "" {
 		return nil, nil // ParseFlags has said --config-file is required
 	}
+	if o.Role != RoleCoordinator {
+		// dependency-watchdog's commands read their own ConfigMap, which names one file.
+		cfg, err := o.LoadConfig()
+		if err != nil {
+			return nil, lines(err)
+		}
+		return cfg, nil
+	}
 	data, err := readConfigFiles(o.ConfigFile, o.ProberConfigFile)
 	if err != nil {
 		return nil, lines(err) // names the flag and the path
@@ -129,7 +137,7 @@ func (o Options) Summary(cfg *Config) string {
 		add("No leader election: run one replica.")
 	}
 	if o.ConfigReloadInterval > 0 {
-		add("The config files are read again every %s.", o.ConfigReloadInterval)
+		add("The config files are checked every %s: a valid change restarts the coordinator to apply it.", o.ConfigReloadInterval)
 	}
 	return strings.Join(s, " ")
 }

@@ -1,5 +1,5 @@
-// Package coordinator is depwatch's always-on plumbing: flags, config loading and live
-// reload, leader election, informer start-up, metrics and health. The work is done by two
+// Package coordinator is depwatch's always-on plumbing: flags, config loading and watching
+// (configwatch.go: a valid change restarts the coordinator), leader election, informer start-up, metrics and health. The work is done by two
 // controllers, each in its own package and each end to end (config section, pure decisions,
 // its Jobs, its metrics):
 //
@@ -16,7 +16,6 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,9 +50,6 @@ type Deps struct {
 	// Rights are what this service account may do (CheckRights); nil: AllRights, depwatch's
 	// own install. Without Events, only those in the Lease's namespace are written.
 	Rights *Rights
-	// Resolve fills a reloaded config's jobTemplate as Template was filled at start (see
-	// ResolveTemplate); nil: an unset image or namespace keeps Template's.
-	Resolve func(context.Context, jobs.Template) (jobs.Template, error)
 	// EventClient writes Events (a client with a rate limit of its own); nil: Client.
 	EventClient kubernetes.Interface
 	// Recorder records Events; nil: Run builds one that writes to the API server.
@@ -74,23 +70,13 @@ type Coordinator struct {
 	recorder record.EventRecorder
 	now      func() time.Time
 
-	// cur is the running config; a reload swaps it whole and hands each controller its section.
-	cur atomic.Pointer[running]
-	// base is the config the informers were built from: what a reload cannot change.
-	base    *Config
-	resolve func(context.Context, jobs.Template) (jobs.Template, error)
-	reload  reloadState
+	cfg  *Config     // the config it started with, which it runs until it stops
+	file configState // what the config file has held since
 
 	weeder *weeder.Controller // nil when no service is configured (prober only)
 	prober *prober.Controller // nil without a prober section
 
 	synced atomic.Bool
-}
-
-// running is the applied config and its resolved Job template.
-type running struct {
-	cfg *Config
-	tpl jobs.Template
 }
 
 // New builds the coordinator and its controllers' informers (not started).
@@ -115,12 +101,10 @@ func New(d Deps) (*Coordinator, error) {
 		metrics:  d.Metrics,
 		recorder: d.Recorder,
 		now:      d.Now,
-		base:     d.Config,
-		resolve:  d.Resolve,
+		cfg:      d.Config,
 	}
-	c.cur.Store(&running{cfg: d.Config, tpl: d.Template})
-	c.logIgnored(nil, d.Config)
-	c.metrics.configLoaded(d.Now())
+	c.logIgnored()
+	c.metrics.ConfigValid.Set(1)
 	if err := c.newControllers(d); err != nil {
 		return nil, err
 	}
@@ -164,13 +148,10 @@ func (d Deps) rights() Rights {
 	return *d.Rights
 }
 
-// logIgnored logs each field outside the prober section that cfg ignored, unless the running
-// config ignored the same ones (before); the prober logs its section's own.
-func (c *Coordinator) logIgnored(before []string, cfg *Config) {
-	if slices.Equal(before, cfg.Warnings()) {
-		return
-	}
-	for _, w := range cfg.Warnings() {
+// logIgnored logs each field the config ignored, each by its path (prober.<field> for the
+// prober section's).
+func (c *Coordinator) logIgnored() {
+	for _, w := range c.cfg.Warnings() {
 		field, _, _ := strings.Cut(w, ":")
 		c.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
 			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)

@@ -33,14 +33,14 @@ func (c *Coordinator) metricsHandler() http.Handler {
 }
 
 // readyz answers /readyz: ready once the caches have synced, unless the config file has
-// become invalid (the coordinator still works, with its last good config).
+// become invalid (the coordinator still works, with the config it started with).
 func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !c.Ready() {
 		http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
 		return
 	}
 	if problem, since := c.ConfigProblem(); problem != "" {
-		http.Error(w, fmt.Sprintf("config file %s is invalid (since %s); running with the last good config until it is fixed:\n%s",
+		http.Error(w, fmt.Sprintf("config file %s is invalid (since %s); running with the config it started with until it is fixed:\n%s",
 			c.opts.ConfigFile, since.UTC().Format(time.RFC3339), problem), http.StatusServiceUnavailable)
 		return
 	}

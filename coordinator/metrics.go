@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"runtime/debug"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,10 +34,7 @@ import (
 //	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)
 //	depwatch_coordinator_probe_meltdown_protection_active{namespace}  1 while the namespace's dependents are held scaled down
 //	depwatch_coordinator_probe_jobs_cleaned_up_total           finished probe Jobs removed beyond the history limits
-//	depwatch_coordinator_config_valid                          1 while the config file is valid, 0 while it is invalid (the last good config runs)
-//	depwatch_coordinator_config_reloads_total{result}          new config file contents read (result: success, failure, restart-required)
-//	depwatch_coordinator_config_last_reload_success_timestamp_seconds  when a valid config was last loaded or reloaded
-//	depwatch_coordinator_config_restart_required               1 while the file holds a valid change that applies only on restart
+//	depwatch_coordinator_config_valid                          1 while the config file is valid, 0 while it is invalid (the config at start runs)
 //	depwatch_build_info{version,revision,goversion}            always 1
 type Metrics struct {
 	Registry *prometheus.Registry
@@ -52,18 +48,8 @@ type Metrics struct {
 	// Executor is 1 for the kind of executor the runs go to (SetExecutor), 0 for the other.
 	Executor *prometheus.GaugeVec
 
-	ConfigValid           prometheus.Gauge
-	ConfigReloads         *prometheus.CounterVec
-	ConfigLastSuccess     prometheus.Gauge
-	ConfigRestartRequired prometheus.Gauge
+	ConfigValid prometheus.Gauge
 }
-
-// Results of depwatch_coordinator_config_reloads_total.
-const (
-	ReloadSuccess         = "success"
-	ReloadFailure         = "failure"
-	ReloadRestartRequired = "restart-required"
-)
 
 // NewMetrics registers the coordinator's metrics on a fresh registry.
 func NewMetrics(version string) *Metrics {
@@ -87,19 +73,7 @@ func NewMetrics(version string) *Metrics {
 		}, []string{"kind"}),
 		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_valid",
-			Help: "1 while the config file is valid; 0 while it is invalid or unreadable: the coordinator keeps running with its last good config and /readyz fails until the file is fixed.",
-		}),
-		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_reloads_total",
-			Help: "New contents of the config file read while running, by result: success (applied, or the same as the running config), failure (invalid: refused), restart-required (valid, but it changes something only a restart applies: not applied).",
-		}, []string{"result"}),
-		ConfigLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_last_reload_success_timestamp_seconds",
-			Help: "Unix time the config file was last loaded (start) or reloaded successfully.",
-		}),
-		ConfigRestartRequired: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "depwatch", Subsystem: "coordinator", Name: "config_restart_required",
-			Help: "1 while the config file holds a valid change that takes effect only when the coordinator restarts (new services, useEndpoints, prober added or removed, ...); the previous config runs meanwhile.",
+			Help: "1 while the config file is valid; 0 while it is invalid or unreadable: the coordinator keeps running with the config it started with and /readyz fails until the file is fixed.",
 		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -111,13 +85,10 @@ func NewMetrics(version string) *Metrics {
 	m.Registry.MustRegister(m.Weeder.Collectors()...)
 	m.Registry.MustRegister(m.Prober.Collectors()...)
 	m.Registry.MustRegister(m.APIRequests, m.Leader, m.Executor, build,
-		m.ConfigValid, m.ConfigReloads, m.ConfigLastSuccess, m.ConfigRestartRequired,
+		m.ConfigValid,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Weeder.Init()
 	m.APIRequests.WithLabelValues("GET", "200") // the first series, so the family is listed before any request
-	for _, r := range []string{ReloadSuccess, ReloadFailure, ReloadRestartRequired} {
-		m.ConfigReloads.WithLabelValues(r)
-	}
 	return m
 }
 
@@ -128,7 +99,6 @@ func (m *Metrics) SetExecutor(kind jobs.ExecutorKind) {
 	}
 }
 
-// configLoaded records the config read at start.
 // RegisterClientMetrics makes client-go count every request of this process in
 // m.APIRequests. client-go takes one registration per process: the first wins.
 func RegisterClientMetrics(m *Metrics) {
@@ -141,11 +111,6 @@ func (r requestCounter) Increment(_ context.Context, code, method, _ string) {
 	r.c.WithLabelValues(method, code).Inc()
 }
 
-func (m *Metrics) configLoaded(at time.Time) {
-	m.ConfigValid.Set(1)
-	m.ConfigLastSuccess.Set(float64(at.Unix()))
-}
-
 func revision() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
@@ -155,4 +120,11 @@ func revision() string {
 		}
 	}
 	return "unknown"
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -95,7 +95,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
 	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
 	fs.StringVar(&o.ProberConfigFile, "prober-config-file", "", "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none")
-	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is read again: a valid change is applied live, an invalid one refused while the last good config keeps running (0: never)")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is checked: a valid change stops the coordinator (exit 0) so that its Deployment restarts it with the file; an invalid one is reported and the running config kept (0: never)")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server (0 means 20)")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server (0 means 100)")
 	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)")
@@ -201,7 +201,7 @@ func (o *Options) validate() []string {
 		errs = append(errs, "--config-file: required (or "+EnvName("config-file")+")")
 	}
 	if o.ConfigReloadInterval < 0 {
-		bad("config-reload-interval", o.ConfigReloadInterval.String(), "must not be negative (0: never reload)")
+		bad("config-reload-interval", o.ConfigReloadInterval.String(), "must not be negative (0: never check)")
 	}
 	for _, n := range []struct {
 		name  string

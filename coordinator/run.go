@@ -83,7 +83,8 @@ func ResolveTemplate(ctx context.Context, client kubernetes.Interface, t jobs.Te
 	return t, nil
 }
 
-// Run runs the coordinator until ctx ends (nil) or it fails: metrics and health endpoints,
+// Run runs the coordinator until ctx ends or its config file holds a valid change (nil), or
+// until it fails: metrics and health endpoints,
 // Events, informers, then leader election (or straight to work). Every goroutine it starts
 // has ended when it returns.
 func Run(ctx context.Context, d Deps) error {
@@ -121,7 +122,8 @@ func Run(ctx context.Context, d Deps) error {
 		return err
 	}
 	if d.Options.ConfigFile != "" && d.Options.ConfigReloadInterval > 0 {
-		wg.Go(func() { c.watchConfig(ctx, d.Options.ConfigFile, d.Options.ConfigReloadInterval) })
+		// A valid change ends ctx: Run stops as on SIGTERM and returns nil.
+		wg.Go(func() { c.watchConfig(ctx, d.Options.ConfigReloadInterval, cancel) })
 	}
 	if c.prober != nil {
 		// Gardener's Cluster kind may be installed later: looked for now and periodically.

@@ -3,7 +3,6 @@ package jobs
 import (
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/reaper"
@@ -60,20 +59,4 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	s := weederJob(one, run, trigger)
 	s.Service, s.Batch = "", keys
 	return s, nil
-}
-
-// JobTargets reads back the services a weeder Job covers, <namespace>/<service>: a batch
-// Job's AnnotationTargets, else its one target.
-func JobTargets(j *batchv1.Job) []string {
-	f := ReadFacts(j)
-	if len(f.Targets) > 0 {
-		return f.Targets
-	}
-	if f.Target != "" {
-		return []string{f.Target}
-	}
-	if ns := j.Labels[LabelNamespace]; ns != "" {
-		return []string{ns}
-	}
-	return nil
 }

@@ -28,8 +28,8 @@ func TestBatchWeederJobNamesEveryTargetOnceAndForTheReaper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(JobTargets(job), " "); got != "shoot--a/etcd-main shoot--b/etcd-main shoot--b/kube-apiserver" {
-		t.Errorf("JobTargets = %q", got)
+	if got := strings.Join(ReadFacts(job).Covers(), " "); got != "shoot--a/etcd-main shoot--b/etcd-main shoot--b/kube-apiserver" {
+		t.Errorf("covers %q", got)
 	}
 	if !Armed(job) || job.Labels[LabelBatch] != "true" || job.Labels[LabelNamespace] != "" || !strings.HasPrefix(job.Name, "weeder-batch-") {
 		t.Errorf("armed %v labels %v name %s", Armed(job), job.Labels, job.Name)
@@ -59,7 +59,7 @@ func TestBatchWeederJobNamesEveryTargetOnceAndForTheReaper(t *testing.T) {
 
 	one, _ := Weeder(WeederSpec{Namespace: "shoot--a", Service: "etcd-main", Selectors: apiserverSelectors(), WatchDuration: time.Minute, TriggerTime: at})
 	single, _ := Build(resolved(), one)
-	if got := JobTargets(single); len(got) != 1 || got[0] != "shoot--a/etcd-main" {
+	if got := ReadFacts(single).Covers(); len(got) != 1 || got[0] != "shoot--a/etcd-main" {
 		t.Errorf("a single weeder Job's targets = %v", got)
 	}
 }

@@ -74,7 +74,8 @@ func (f Facts) annotations() map[string]string {
 }
 
 // ReadFacts reads back the Facts Build wrote into j; what is missing or unreadable is left
-// zero (a Job made by hand may carry none of them).
+// zero. It is the one reader of a Job's target: a Job made by hand is covered only if it
+// carries AnnotationTarget too (examples/weeder-job.yaml).
 func ReadFacts(j *batchv1.Job) Facts {
 	a := j.Annotations
 	f := Facts{Target: a[AnnotationTarget], Membership: a[AnnotationMembership], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime])}
@@ -88,6 +89,20 @@ func ReadFacts(j *batchv1.Job) Facts {
 	f.Armed = armedAt || a[AnnotationArmed] == "true"
 	f.ArmedAt = parseTime(at)
 	return f
+}
+
+// Covers is what a Job acts for: a batch weeder's services, a shard probe Job's namespaces,
+// else its one Target (<namespace>/<service>, or <namespace>); nil for a Job that says none.
+func (f Facts) Covers() []string {
+	switch {
+	case len(f.Targets) > 0:
+		return f.Targets
+	case len(f.Namespaces) > 0:
+		return f.Namespaces
+	case f.Target != "":
+		return []string{f.Target}
+	}
+	return nil
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -135,3 +135,26 @@ func TestJobsNamesNoEngineVariable(t *testing.T) {
 		})
 	}
 }
+
+// What a Job covers is read back from the facts Build wrote, whatever its labels say.
+func TestCoversIsReadFromTheFactsAlone(t *testing.T) {
+	cases := []struct {
+		name  string
+		facts Facts
+		want  []string
+	}{
+		{"a service's weeder", Facts{Target: "a/etcd"}, []string{"a/etcd"}},
+		{"a batch weeder", Facts{Target: "batch-0123abcd", Targets: []string{"a/etcd", "b/etcd"}}, []string{"a/etcd", "b/etcd"}},
+		{"a probe Job for one namespace", Facts{Target: "shoot--a"}, []string{"shoot--a"}},
+		{"a shard's probe Job", Facts{Target: "shard-3", Namespaces: []string{"shoot--a", "shoot--b"}}, []string{"shoot--a", "shoot--b"}},
+		{"a Job that names no target", Facts{}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobWith(tc.facts.annotations(), map[string]string{LabelNamespace: "labelled"})
+			if got := ReadFacts(j).Covers(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("covers %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

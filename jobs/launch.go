@@ -75,8 +75,8 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 		if !Active(&j) {
 			continue
 		}
-		// Labels may be shortened with a hash; the annotation has the exact target.
-		if t, ok := j.Annotations[AnnotationTarget]; ok && t != s.Target() {
+		// Labels may be shortened with a hash; the facts have the exact target.
+		if t := ReadFacts(&j).Target; t != "" && t != s.Target() {
 			continue
 		}
 		active = append(active, j)

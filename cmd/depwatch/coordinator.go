@@ -91,15 +91,9 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 			return templateProblem(err, opts, log, stderr)
 		}
 	}
-	resolve := func(ctx context.Context, t jobs.Template) (jobs.Template, error) {
-		return coordinator.ResolveTemplate(ctx, clients.kube, t, lookup)
-	}
 	var exec jobs.Executor = jobs.InCluster(clients.kube)
 	if kind == jobs.ExecutorInProcess {
 		tpl = coordinator.InProcessTemplate(cfg.JobTemplate, lookup)
-		resolve = func(_ context.Context, t jobs.Template) (jobs.Template, error) {
-			return coordinator.InProcessTemplate(t, lookup), nil
-		}
 		exec = inprocess.New(inprocess.Options{Config: clients.rest, Discovery: memory.NewMemCacheClient(clients.kube.Discovery()),
 			NoEvents: !rights.Events, Log: log})
 	}
@@ -127,7 +121,6 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		Template:    tpl,
 		Executor:    exec,
 		Rights:      &rights,
-		Resolve:     resolve,
 	})
 	if err != nil {
 		log.WithError(err).Error("The coordinator stopped.")
@@ -231,7 +224,7 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"jobImage":       tpl.Image,
 		"leaderElection": opts.EnableLeaderElection,
 		"lease":          opts.Lease(),
-		"configReload":   map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
+		"configCheck":    map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
 	}
 	if p := cfg.Prober; p != nil {

@@ -33,7 +33,6 @@ func (p *Controller) WatchClusters(ctx context.Context) {
 		p.mu.Unlock()
 		p.clusterW.Wait()
 	}()
-	// A timer, not a ticker: each wait reads the running config (a reload may change it).
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

@@ -38,12 +38,11 @@ import (
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
 // messages feed the decision and scale metrics. Only the leader reconciles.
 type Controller struct {
-	client kubernetes.Interface
-	exec   jobs.Executor
-	dyn    dynamic.Interface
-	disco  discovery.DiscoveryInterface
-	// running is the running prober section and its launcher; a config reload swaps it whole.
-	running  atomic.Pointer[runningConfig]
+	client   kubernetes.Interface
+	exec     jobs.Executor
+	dyn      dynamic.Interface
+	disco    discovery.DiscoveryInterface
+	running  *runningConfig // the prober section and the launcher of its Jobs
 	jobCache batchv1listers.JobLister
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -68,18 +67,6 @@ type Controller struct {
 const (
 	jobTargetIndex = "depwatch-target"
 )
-
-// jobCovers is the namespaces a probe Job probes: its shard's namespaces, or the one
-// namespace of a Job for one namespace alone.
-func jobCovers(j *batchv1.Job) []string {
-	if list := jobs.ReadFacts(j).Namespaces; len(list) > 0 {
-		return list
-	}
-	if ns := j.Labels[jobs.LabelNamespace]; ns != "" {
-		return []string{jobTarget(j)}
-	}
-	return nil
-}
 
 func New(d Deps) (*Controller, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
@@ -107,7 +94,7 @@ func New(d Deps) (*Controller, error) {
 	}
 	p.newInformers(d.Client, cfg.Selector().String(), d.Template.Namespace)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
-	p.Apply(cfg, d.Template)
+	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template, Cache: p.jobCache}}
 	if err := p.addHandlers(); err != nil {
 		return nil, err
 	}
@@ -115,29 +102,19 @@ func New(d Deps) (*Controller, error) {
 	return p, nil
 }
 
-// runningConfig is one applied prober section with the launcher of its Jobs.
+// runningConfig is the prober section with the launcher of its Jobs.
 type runningConfig struct {
 	cfg      *Config
 	launcher *jobs.Launcher
 }
 
-func (p *Controller) current() *runningConfig { return p.running.Load() }
+func (p *Controller) current() *runningConfig { return p.running }
 
 // Config is the running prober section.
 func (p *Controller) Config() *Config { return p.current().cfg }
 
-// Apply makes cfg and tpl (resolved) the running prober section from the next decision on.
-// The fields it ignored are the coordinator's to log, with the rest of the config's.
-func (p *Controller) Apply(cfg *Config, tpl jobs.Template) {
-	p.running.Store(&runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: tpl, Cache: p.jobCache}})
-}
-
-func jobTarget(j *batchv1.Job) string {
-	if t := jobs.ReadFacts(j).Target; t != "" {
-		return t
-	}
-	return j.Labels[jobs.LabelNamespace]
-}
+// jobTarget is the shard or namespace a probe Job is for.
+func jobTarget(j *batchv1.Job) string { return jobs.ReadFacts(j).Target }
 
 func (p *Controller) enqueue(key string, ok bool) {
 	if ok && key != "" {

@@ -383,21 +383,3 @@ func TestProberForgetsANamespaceThatIsNoLongerSelected(t *testing.T) {
 		t.Error("its schedule was kept")
 	}
 }
-
-// A reload hands the prober a new section (Apply): its next Job is made from it.
-func TestProberUsesTheAppliedSection(t *testing.T) {
-	h := newProbeHarness(t)
-	next, err := parseFile([]byte(strings.Replace(probeOnlyConfig, "shoot-access", "shoot-access-2", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c.Apply(next.Prober, h.c.current().launcher.Template)
-	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
-	h.reconcile("shoot--p--a")
-	h.now = h.now.Add(31 * time.Second)
-	h.reconcile("shoot--p--a")
-	js := h.jobs()
-	if len(js) != 1 || probeJobEnv(js[0])["KUBECONFIG_SECRET_NAME"] != "shoot-access-2" {
-		t.Fatalf("probe Jobs %d, want one using the applied secret name", len(js))
-	}
-}

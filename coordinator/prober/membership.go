@@ -66,12 +66,13 @@ func (p *Controller) membershipOf(name string) (*corev1.ConfigMap, *probe.Member
 // covers is the namespaces a probe Job probes now: its shard's membership when it follows
 // one, else the namespaces it was launched with.
 func (p *Controller) covers(j *batchv1.Job) []string {
-	if f := jobs.ReadFacts(j); f.Membership != "" {
+	f := jobs.ReadFacts(j)
+	if f.Membership != "" {
 		if _, m := p.membershipOf(f.Membership); m != nil {
 			return m.Namespaces
 		}
 	}
-	return jobCovers(j)
+	return f.Covers()
 }
 
 // syncMembership makes shard target's ConfigMap hold members, with their settings as they

@@ -143,7 +143,6 @@ func TestANewLeaderLeavesARunningJobsMembershipUntilItKnowsEveryNamespace(t *tes
 	next := newProbeHarnessWith(t, followingConfig)
 	next.client, next.now = h.client, h.now
 	next.c.client = h.client
-	next.c.Apply(next.c.Config(), jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"})
 	next.namespace("shoot--p--a", shoot)
 	next.namespace("shoot--p--b", shoot)
 	next.c.mu.Lock()

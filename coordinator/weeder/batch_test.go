@@ -100,7 +100,7 @@ func TestAStormIsCoveredByFewJobsAndEveryServiceIsArmed(t *testing.T) {
 		if !jobs.Armed(&j) {
 			t.Errorf("Job %s is not armed", j.Name)
 		}
-		for _, k := range jobs.JobTargets(&j) {
+		for _, k := range jobs.ReadFacts(&j).Covers() {
 			if covered[k] {
 				t.Errorf("%s covered twice", k)
 			}
@@ -164,7 +164,7 @@ func TestServicesPastTheCapWaitUntilAWeederFinishes(t *testing.T) {
 		t.Fatalf("launched %d batch Jobs after a place freed, want 1 (the cap is 1)", n)
 	}
 	_, batch := batchJobs(h.weederJobs())
-	if len(batch) != 1 || h.c.batch.count() != 0 || strings.Join(jobs.JobTargets(&batch[0]), " ") != "b/etcd-main-client c/etcd-main-client" {
+	if len(batch) != 1 || h.c.batch.count() != 0 || strings.Join(jobs.ReadFacts(&batch[0]).Covers(), " ") != "b/etcd-main-client c/etcd-main-client" {
 		t.Fatalf("batch Jobs %v, waiting %d: want one covering b and c", names(batch), h.c.batch.count())
 	}
 }

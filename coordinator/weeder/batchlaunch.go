@@ -130,13 +130,13 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 	b := batchJob{armed: items[0].armed, first: items[0].edge}
 	for _, it := range items {
 		if !c.relevant(rc, it.key) {
-			continue // a reload took it out since
+			continue // its namespace stopped matching since
 		}
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
 		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: rc.cfg.Selectors(svc)})
 		b.items = append(b.items, it)
 		for _, j := range c.wjobs.active(it.key) {
-			if len(jobs.JobTargets(j)) == 1 && !jobs.Armed(j) {
+			if len(jobs.ReadFacts(j).Covers()) == 1 && !jobs.Armed(j) {
 				b.replace = append(b.replace, *j)
 			}
 		}

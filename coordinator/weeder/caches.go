@@ -127,7 +127,7 @@ func newWeederJobs(exec jobs.Executor, namespace string) *weederJobs {
 				if !ok {
 					return nil, nil
 				}
-				return jobs.JobTargets(j), nil
+				return jobs.ReadFacts(j).Covers(), nil
 			},
 		})
 	_ = inf.SetTransform(ctrl.StripManagedFields)

@@ -96,11 +96,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	now      func() time.Time
 
-	// running is the applied config; a reload swaps it whole (Apply). Each sync reads it
-	// once, so one decision never mixes two configs.
-	running atomic.Pointer[runningConfig]
-	// base is the config the informers were built from: what a reload cannot change.
-	base *Config
+	running *runningConfig // the config and what the decisions derive from it
 
 	src      source      // the configured services' endpoints
 	deps     *dependents // the configured dependents' pods
@@ -133,13 +129,12 @@ func New(d Deps) (*Controller, error) {
 		metrics:     d.Metrics,
 		recorder:    d.Recorder,
 		now:         d.Now,
-		base:        d.Config,
 		nsSelect:    d.Config.NeedsNamespaceInformer(),
 		queue:       ctrl.NewQueue("depwatch-coordinator"),
 		batch:       newBatcher(),
 		weederState: newWeederState(),
+		running:     newRunningConfig(d.Executor, d.Config, d.Template),
 	}
-	c.running.Store(newRunningConfig(d.Executor, d.Config, d.Template))
 	if err := c.newInformers(d.Client, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
 		return nil, err
 	}
@@ -175,18 +170,8 @@ func withDefaults(d Deps) (Deps, error) {
 	return d, nil
 }
 
-// Apply makes cfg and tpl (resolved) the running config from the next decision on.
-// servicesChanged: which services count may have changed (namespaces or services edited), so
-// each known one is looked at again.
-func (c *Controller) Apply(cfg *Config, tpl jobs.Template, servicesChanged bool) {
-	c.running.Store(newRunningConfig(c.exec, cfg, tpl))
-	if servicesChanged {
-		c.recheckRelevance()
-	}
-}
-
 // config returns the running config.
-func (c *Controller) config() *runningConfig { return c.running.Load() }
+func (c *Controller) config() *runningConfig { return c.running }
 
 // Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
 func (c *Controller) Keys() []string { return c.src.Keys() }

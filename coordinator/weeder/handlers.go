@@ -25,15 +25,15 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
 	if useEndpoints {
-		c.src = newEndpointsSource(client, c.base.Services())
+		c.src = newEndpointsSource(client, c.config().cfg.Services())
 	} else {
-		src, err := newSliceSource(client, c.base.Services())
+		src, err := newSliceSource(client, c.config().cfg.Services())
 		if err != nil {
 			return err
 		}
 		c.src = src
 	}
-	deps, err := newDependents(client, c.base)
+	deps, err := newDependents(client, c.config().cfg)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	if _, svc, _ := cache.SplitMetaNamespaceKey(key); !c.base.Configured(svc) {
+	if _, svc, _ := cache.SplitMetaNamespaceKey(key); !c.config().cfg.Configured(svc) {
 		return // legacy Endpoints of every service in the cluster reach the handler
 	}
 	rc, now := c.config(), c.now()
@@ -136,30 +136,6 @@ func edgeOf(prev, now Observation, at time.Time) *recordedEdge {
 		return catchUpEdge(at)
 	}
 	return nil
-}
-
-// recheckRelevance applies a reloaded config to every known service: one it no longer covers
-// is forgotten (its owed action dropped), one it now covers counts as first seen.
-func (c *Controller) recheckRelevance() {
-	rc, now := c.config(), c.now()
-	var keys []string
-	c.mu.Lock()
-	for key, st := range c.services {
-		relevant := c.relevant(rc, key)
-		switch {
-		case !relevant:
-			st.owed = nil
-		case !st.relevant && st.seen.Ready:
-			st.owed = catchUpEdge(now)
-			keys = append(keys, key)
-		}
-		st.relevant = relevant
-		c.countReady(st)
-	}
-	c.mu.Unlock()
-	for _, k := range keys {
-		c.queue.Add(k)
-	}
 }
 
 // countReady keeps the services_ready gauge; c.mu must be held.

@@ -6,8 +6,7 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// runningConfig is one applied config and what the weeder's decisions derive from it. A
-// reload swaps it whole; each sync reads it once, so one decision never mixes two configs.
+// runningConfig is the weeder's config and what its decisions derive from it.
 type runningConfig struct {
 	cfg      *Config
 	tpl      jobs.Template // jobTemplate resolved (namespace, image)

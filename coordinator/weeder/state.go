@@ -33,8 +33,8 @@ type serviceState struct {
 	view view
 	// seen is the readiness after the last event folded: the "before" of the next edge.
 	seen Observation
-	// relevant: configured and in a watched namespace when last looked at. A reload or a
-	// namespace's labels change it, and a service that becomes relevant counts as first seen.
+	// relevant: configured and in a watched namespace when last looked at. A namespace's
+	// labels change it, and a service that becomes relevant counts as first seen.
 	relevant bool
 	// inReadyGauge: the service is counted in services_ready, so it is taken out once.
 	inReadyGauge bool

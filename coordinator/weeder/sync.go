@@ -76,7 +76,7 @@ func (c *Controller) GiveUp(key string, err error) {
 	c.recordEvent(ns, svc, corev1.EventTypeWarning, EventWeederFailed, "Could not launch a weeder Job: "+err.Error())
 }
 
-// worthActing: the edge still calls for PlanWeeder. Not when a reload took the service out
+// worthActing: the edge still calls for PlanWeeder. Not when its namespace stopped matching
 // since, nor for a gone service without a weeder or a catch-up without a crash-looping
 // dependent: those read only the caches.
 func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key string, st *serviceState, e *recordedEdge, seen Observation, log logrus.FieldLogger) (bool, error) {
@@ -189,7 +189,7 @@ func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) c
 		cov.active, cov.by = UnarmedWeeder, j.Name
 	}
 	for _, j := range active {
-		if len(jobs.JobTargets(j)) == 1 {
+		if len(jobs.ReadFacts(j).Covers()) == 1 {
 			cov.own = append(cov.own, *j)
 		}
 	}

@@ -191,19 +191,15 @@ func armedEvents(t *testing.T, c kubernetes.Interface, want map[string]bool, sta
 }
 
 // applyLabConfig gives the lab coordinator its config as edit changes it, waits until it has
-// reloaded it, and restores the config when the test ends.
+// restarted with it, and restores the config when the test ends.
 func applyLabConfig(t *testing.T, what string, edit func(string) string) {
 	t.Helper()
 	base, err := os.ReadFile(repoRoot + "/manifests/overlays/local/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reloads := lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`)
-	lab.applyConfig(t, edit(string(base)))
-	t.Cleanup(func() { lab.applyConfig(t, string(base)) })
-	waitFor(t, 2*time.Minute, "the coordinator to reload "+what, func() (bool, error) {
-		return lab.metric(t, `depwatch_coordinator_config_reloads_total{result="success"}`) > reloads, nil
-	})
+	lab.applyConfigAndRestart(t, what, edit(string(base)))
+	t.Cleanup(func() { lab.applyConfigAndRestart(t, "its own config", string(base)) })
 }
 
 // setAllReady patches every service's slice (setReady), 32 at a time, and says when each was

@@ -75,7 +75,7 @@ func (w *weederWatch) observe(obj any, gone bool) {
 	key := j.Labels["depwatch.io/namespace"] + "/" + j.Labels["depwatch.io/service"]
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, target := range jobs.JobTargets(j) {
+	for _, target := range jobs.ReadFacts(j).Covers() {
 		if w.created[target] == nil {
 			w.created[target] = map[string]time.Time{}
 		}

@@ -362,7 +362,7 @@ func weederSawReturn(t *testing.T, ns, key string, after time.Time) (time.Time, 
 	}
 	var first time.Time
 	for _, j := range list.Items {
-		if !slices.Contains(jobs.JobTargets(&j), key) {
+		if !slices.Contains(jobs.ReadFacts(&j).Covers(), key) {
 			continue
 		}
 		out, _ := kubectl(t, "-n", ns, "logs", "job/"+j.Name)

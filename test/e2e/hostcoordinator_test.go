@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,9 @@ type hostCoordinator struct {
 
 // startHostCoordinator runs `depwatch coordinator args...` with env added to the test's own
 // (KUBECONFIG: the local cluster) until the test ends, then stops it with SIGTERM; its output
-// is logged if the test failed.
+// is logged if the test failed. Like a Deployment's container (restartPolicy Always), the
+// process is started again whenever it exits before the test ends: a coordinator whose
+// config file changed exits 0 to be restarted with it.
 func startHostCoordinator(t *testing.T, args, env []string) *hostCoordinator {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "depwatch")
@@ -35,17 +38,28 @@ func startHostCoordinator(t *testing.T, args, env []string) *hostCoordinator {
 	}
 	c := &hostCoordinator{}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, append([]string{"coordinator"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	cmd.Stdout, cmd.Stderr = lockedWriter{&c.mu, &c.out}, lockedWriter{&c.mu, &c.out}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cmd := exec.CommandContext(ctx, bin, append([]string{"coordinator"}, args...)...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+			cmd.WaitDelay = 30 * time.Second
+			cmd.Stdout, cmd.Stderr = lockedWriter{&c.mu, &c.out}, lockedWriter{&c.mu, &c.out}
+			err := cmd.Run()
+			c.mu.Lock()
+			fmt.Fprintf(&c.out, "e2e: the coordinator process ended (%v)\n", err)
+			c.mu.Unlock()
+			select { // a second between starts, as a kubelet's back-off would allow at least
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 	t.Cleanup(func() {
 		cancel()
-		_ = cmd.Wait()
+		<-done
 		if t.Failed() {
 			t.Logf("coordinator output:\n%s", c.output())
 		}

@@ -264,7 +264,7 @@ func (p *pair) weederJobs() []batchv1.Job {
 	}
 	var out []batchv1.Job
 	for _, j := range list.Items {
-		if slices.Contains(jobs.JobTargets(&j), p.ns+"/"+p.svc) {
+		if slices.Contains(jobs.ReadFacts(&j).Covers(), p.ns+"/"+p.svc) {
 			out = append(out, j)
 		}
 	}

@@ -55,7 +55,7 @@ var rbacTable = []rbacGrant{
 	{saCoordinator, scopeCluster, "namespaces", "", []string{"get", "list", "watch"},
 		"namespace selectors of the weeder and the prober (informers), is a namespace being deleted (get)"},
 	{saCoordinator, scopeCluster, "pods", "", []string{"list", "watch"},
-		"catch-up: informers on the configured dependents' pods, filtered by their selectors (`coordinator/weeder/caches.go`); a selector added by a reload is listed in one namespace"},
+		"catch-up: informers on the configured dependents' pods, filtered by their selectors (`coordinator/weeder/caches.go`)"},
 	{saCoordinator, scopeCluster, "clusters.extensions.gardener.cloud", "", []string{"list", "watch"},
 		"prober: informer on Gardener's Cluster resources, when the kind is installed (`coordinator/prober/clusters.go`)"},
 	{saCoordinator, scopeCluster, "events", "", []string{"create", "patch"},

@@ -28,7 +28,7 @@ func coveringJobs(t *testing.T, since time.Time, nss map[string]bool) (map[strin
 	by := map[string][]string{}
 	for _, j := range jobsCreatedAfter(list.Items, since) {
 		ours := false
-		for _, k := range jobs.JobTargets(&j) {
+		for _, k := range jobs.ReadFacts(&j).Covers() {
 			if ns, _, _ := strings.Cut(k, "/"); nss == nil || nss[ns] {
 				by[k] = append(by[k], j.Name)
 				ours = true
@@ -153,7 +153,7 @@ func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *tes
 		for _, l := range parseLogLines(out) {
 			targets[l.str("target")] = true
 		}
-		for _, k := range jobs.JobTargets(&j) {
+		for _, k := range jobs.ReadFacts(&j).Covers() {
 			if !targets[k] {
 				t.Errorf("batch Job %s's log has no line for its target %s", j.Name, k)
 			}

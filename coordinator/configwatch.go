@@ -1,0 +1,135 @@
+package coordinator
+
+// The config file is watched, not reloaded: a change takes effect through a restart, as an
+// install's change does (kustomize's hashed ConfigMap name and the chart's checksum
+// annotation roll the pods). Rebuilding informers, workers and the prober in place would
+// only redo what a start does. The file is polled (a mounted ConfigMap changes by a symlink
+// swap, which inotify on the file does not see) and checked as --check-config checks it:
+//
+//   - invalid or unreadable: the running config stays; logged once ("The config file is
+//     invalid"), depwatch_coordinator_config_valid 0 and /readyz failing with the problems
+//     until the file is fixed;
+//   - valid and the same as the running config (comments, order, "5m" and "300s" do not
+//     count): nothing to do;
+//   - valid and changed: logged, and the coordinator stops as on SIGTERM (the Lease released,
+//     exit 0), so that its Deployment starts it again with the file while a standby takes
+//     the lead.
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// DefaultConfigReloadInterval is how often the config file is read again.
+const DefaultConfigReloadInterval = 10 * time.Second
+
+// configState is what the coordinator knows of its config file since start.
+type configState struct {
+	mu sync.Mutex
+	// problem: why the file cannot be used (its problems, one per line); "" while it is valid.
+	problem string
+	since   time.Time // when problem began
+}
+
+// ConfigProblem says why the config file cannot be used ("" while it is valid) and since when.
+func (c *Coordinator) ConfigProblem() (string, time.Time) {
+	c.file.mu.Lock()
+	defer c.file.mu.Unlock()
+	return c.file.problem, c.file.since
+}
+
+// watchConfig checks the config file every interval until ctx ends, or until it holds a
+// valid change: then it calls restart, which stops the coordinator.
+func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, restart context.CancelFunc) {
+	c.log.WithFields(logrus.Fields{"configFile": c.opts.ConfigFile, "interval": every.String()}).
+		Info("Watching the config file: a valid change restarts the coordinator to apply it; an invalid one is reported and changes nothing.")
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if c.checkConfig() {
+				restart()
+				return
+			}
+		}
+	}
+}
+
+// checkConfig reads the config files as --check-config does and reports whether they hold a
+// valid config other than the running one: one that a restart applies.
+func (c *Coordinator) checkConfig() bool {
+	next, problems := c.opts.CheckConfigFiles()
+	log := c.log.WithField("configFile", c.opts.ConfigFile)
+	if len(problems) > 0 {
+		c.configInvalid(problems, log)
+		return false
+	}
+	c.metrics.ConfigValid.Set(1)
+	c.file.mu.Lock()
+	wasInvalid := c.file.problem != ""
+	c.file.problem = ""
+	c.file.mu.Unlock()
+	changed := ConfigChanges(c.cfg, next)
+	if len(changed) == 0 {
+		if wasInvalid {
+			log.Info("The config file is valid again and the same as the running config: nothing to change.")
+		}
+		return false
+	}
+	log.WithField("changed", changed).
+		Info("The config file changed and is valid: the coordinator stops to apply it; its Deployment starts it again with the file, and a standby leads meanwhile.")
+	return true
+}
+
+// configInvalid keeps the running config and reports the file's problems, once for each
+// new set of them.
+func (c *Coordinator) configInvalid(problems []string, log logrus.FieldLogger) {
+	c.metrics.ConfigValid.Set(0)
+	problem := strings.Join(problems, "\n")
+	c.file.mu.Lock()
+	same := c.file.problem == problem
+	if c.file.problem == "" {
+		c.file.since = c.now()
+	}
+	c.file.problem = problem
+	c.file.mu.Unlock()
+	if !same {
+		log.WithField("errors", problems).
+			Error("The config file is invalid: the coordinator keeps running with the config it started with; /readyz fails and depwatch_coordinator_config_valid is 0 until the file is fixed.")
+	}
+}
+
+// ConfigChanges lists the top-level fields that differ between two configs. Values are
+// compared as they take effect, so "5m" and "300s" are the same, and comments or order do
+// not count.
+func ConfigChanges(old, next *Config) []string {
+	a, b := asMap(old), asMap(next)
+	keys := maps.Clone(a)
+	maps.Copy(keys, b)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if !reflect.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// asMap is v as its JSON object: the form in which two configs compare as they take effect.
+func asMap(v any) map[string]any {
+	var m map[string]any
+	data, _ := json.Marshal(v) // a decoded config: cannot fail
+	_ = json.Unmarshal(data, &m)
+	return m
+}
