@@ -74,6 +74,7 @@ func (p *Controller) forget(ns string, watched bool, why string, log logrus.Fiel
 	delete(p.next, ns)
 	delete(p.throttled, ns)
 	delete(p.shootNotes, ns)
+	delete(p.reportedProbe, ns)
 	if _, ok := p.lastProbe[ns]; ok {
 		delete(p.lastProbe, ns)
 		p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
@@ -104,6 +105,10 @@ func (p *Controller) startProbing(ns string, now time.Time, why string, log logr
 	delay := p.current().cfg.Delay()
 	p.mu.Lock()
 	p.next[ns] = now.Add(delay)
+	if at, ok := p.reportedProbe[ns]; ok { // a report read before it was probed: see reportedProbe
+		p.lastProbe[ns] = at
+		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
+	}
 	if _, wasPaused := p.paused[ns]; wasPaused {
 		delete(p.paused, ns)
 		p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()

@@ -10,9 +10,9 @@ import (
 	"github.com/depwatch/depwatch/probe"
 )
 
-// onPod reads a finished probe pod's report once (leader only, pods that ended after this
-// coordinator started, so a restart does not count old ones again): the totals feed the
-// metrics, each namespace's entry its last-probe time and its throttling back-off.
+// onPod reads a finished probe pod's report once (leader only). A pod that ended before this
+// coordinator started gives only each namespace's last-probe time: its totals and decisions
+// were counted by the replica that saw it end.
 func (p *Controller) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !p.leading.Load() {
@@ -23,9 +23,7 @@ func (p *Controller) onPod(obj any) {
 			continue
 		}
 		term := cs.State.Terminated
-		if term.FinishedAt.Time.Before(p.started) {
-			return
-		}
+		old := term.FinishedAt.Time.Before(p.started)
 		p.mu.Lock()
 		done := p.reportCounted[pod.UID]
 		p.reportCounted[pod.UID] = true
@@ -35,16 +33,20 @@ func (p *Controller) onPod(obj any) {
 		}
 		rep, err := probe.DecodeReport(term.Message)
 		if err != nil {
-			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
-			p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
-				Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
+			if !old {
+				p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
+				p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
+					Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
+			}
 			return
 		}
-		for r, n := range rep.Results {
-			p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
-		}
-		for r, n := range rep.Ops {
-			p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
+		if !old {
+			for r, n := range rep.Results {
+				p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
+			}
+			for r, n := range rep.Ops {
+				p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
+			}
 		}
 		for ns, e := range rep.Namespaces {
 			if e.Last == probe.ResultNotProbed {
@@ -52,6 +54,9 @@ func (p *Controller) onPod(obj any) {
 			}
 			at := rep.End.Add(-e.Ago)
 			p.noteLastProbe(ns, at)
+			if old {
+				continue
+			}
 			if !rep.DryRun {
 				p.noteMeltdown(ns, e.Last)
 			}
@@ -61,15 +66,16 @@ func (p *Controller) onPod(obj any) {
 	}
 }
 
-// noteLastProbe sets the namespace's last-probe time (only while it is probed: a forgotten
-// namespace's series is gone for good).
+// noteLastProbe keeps the namespace's newest reported probe and, while it is probed, its
+// last-probe series (a forgotten namespace's series is gone for good).
 func (p *Controller) noteLastProbe(ns string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, probed := p.next[ns]; !probed {
+	if !at.After(p.reportedProbe[ns]) {
 		return
 	}
-	if at.After(p.lastProbe[ns]) {
+	p.reportedProbe[ns] = at
+	if _, probed := p.next[ns]; probed {
 		p.lastProbe[ns] = at
 		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
 	}

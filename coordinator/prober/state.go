@@ -26,6 +26,11 @@ type probeState struct {
 	// lastProbe: per probed namespace, its last probe as the last report said (a finished
 	// pod's termination message, gone once the Job is cleaned up).
 	lastProbe map[string]time.Time
+	// reportedProbe: per namespace, the newest probe any report named, probed by this replica
+	// yet or not: a replica that starts (a config change restarts it) reads the reports of
+	// the pods that ended before it before it knows which namespaces it probes, and a
+	// namespace whose probes fail from then on must still have a last-probe series to alert on.
+	reportedProbe map[string]time.Time
 	// shardNext: per shard, no Job is launched before this (one interval after the last).
 	shardNext map[int]time.Time
 	// stuck: per shard, why its active Job has no running pod (reported once per change).
@@ -48,6 +53,7 @@ func newProbeState() probeState {
 		throttled:     map[string]int{},
 		shootNotes:    map[string]string{},
 		lastProbe:     map[string]time.Time{},
+		reportedProbe: map[string]time.Time{},
 		shardNext:     map[int]time.Time{},
 		stuck:         map[int]string{},
 	}

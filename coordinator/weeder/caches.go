@@ -1,7 +1,6 @@
 package weeder
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -75,34 +74,25 @@ func (d *dependents) informers() []cache.SharedIndexInformer {
 }
 
 // crashLooping names a crash-looping pod of namespace ns that one of sels matches ("" if none).
-// A selector a config reload added has no watch: its pods are listed in ns alone.
-func (d *dependents) crashLooping(ctx context.Context, client kubernetes.Interface, ns string, sels []string) (string, error) {
+// Every selector of the config has its watch from the start (a changed config restarts the
+// coordinator), so the informers' stores answer alone.
+func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
 	for _, sel := range sels {
-		var pods []*corev1.Pod
-		if inf, ok := d.infs[sel]; ok {
-			objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-			if err != nil {
-				return "", err
-			}
-			for _, o := range objs {
-				if p, ok := o.(*corev1.Pod); ok {
-					pods = append(pods, p)
-				}
-			}
-		} else {
-			list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-			if err != nil {
-				return "", fmt.Errorf("listing the dependents %q in %s: %w", sel, ns, err)
-			}
-			for i := range list.Items {
-				pods = append(pods, &list.Items[i])
-			}
+		inf, ok := d.infs[sel]
+		if !ok {
+			return "", fmt.Errorf("the dependents %q have no watch (the config was not resolved at start)", sel)
 		}
-		for _, p := range pods {
+		objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		if err != nil {
+			return "", fmt.Errorf("reading the dependents %q of %s from their cache: %w", sel, ns, err)
+		}
+		for _, o := range objs {
 			// The weeder Job's own test (CONTAINER_STATUSES=CrashLoopBackOff), so catch-up and
 			// the Job agree on which pods count.
-			if _, ok := podstate.CrashLoopBackOff(p); ok {
-				return p.Name, nil
+			if p, ok := o.(*corev1.Pod); ok {
+				if _, crashing := podstate.CrashLoopBackOff(p); crashing {
+					return p.Name, nil
+				}
 			}
 		}
 	}

@@ -98,7 +98,7 @@ func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key str
 		if err != nil {
 			return false, err // validated at load; cannot happen
 		}
-		pod, err := c.deps.crashLooping(ctx, c.client, ns, sels)
+		pod, err := c.deps.crashLooping(ns, sels)
 		if err != nil {
 			return false, err
 		}
