@@ -1,6 +1,6 @@
 // Package jobs is the one place in depwatch that knows what a Job looks like.
 //
-// A typed Spec (a weeder run now; probe and reap runs later) plus the Template from the
+// A Spec (a weeder run, WeederSpec, or a probe run, ProbeSpec) plus the Template from the
 // coordinator's config becomes a batch/v1 Job: its name, labels, annotations, environment,
 // deadlines, TTL, security context and the template overrides. Build is a pure function;
 // Launcher creates the Job with de-duplication (at most one active Job per target).

@@ -2,11 +2,11 @@ package probe
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // fleet is the namespaces a run probes, each with its own runner. It starts with the run's
@@ -51,7 +51,8 @@ func (f *fleet) start(t nsTarget) {
 	var spread time.Duration
 	if f.multi && f.opts.Schedule != nil && f.opts.Jitter > 0 {
 		now := time.Now()
-		spread = time.Duration(rand.Float64() * f.opts.Jitter * float64(f.opts.Schedule.Next(now).Sub(now)))
+		interval := f.opts.Schedule.Next(now).Sub(now)
+		spread = wait.Jitter(interval, f.opts.Jitter) - interval
 	}
 	f.wg.Go(func() {
 		defer m.cancel()

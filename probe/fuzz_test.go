@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // FuzzLoadOptions: any environment of `depwatch probe`, however broken, gives options or a
-// *ConfigError whose every line names a variable - never a panic. Options that are accepted
-// satisfy everything Run relies on (Options.validate), so no probe starts on a half-valid
-// configuration.
+// *envconf.ConfigError whose every line names a variable - never a panic. Options that are
+// accepted satisfy everything Run relies on (Options.validate), so no probe starts on a
+// half-valid configuration.
 func FuzzLoadOptions(f *testing.F) {
 	valid := "NAMESPACE=shoot--a\nKUBECONFIG_SECRET_NAME=probe-kubeconfig\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=" +
 		strings.ReplaceAll(validResources, "\n", " ")
@@ -42,9 +44,9 @@ func FuzzLoadOptions(f *testing.F) {
 		}
 		o, err := LoadOptions(lookupFrom(env))
 		if err != nil {
-			var ce *ConfigError
+			var ce *envconf.ConfigError
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
-				t.Fatalf("error %v is not a *ConfigError with problems", err)
+				t.Fatalf("error %v is not a *envconf.ConfigError with problems", err)
 			}
 			for _, p := range ce.Problems {
 				if strings.Contains(p, "\n") || !namesAVariable(p) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,7 @@ func ParseMembership(data map[string]string) (Membership, error) {
 		m.Settings = parseNamespaceSettings(e, v, known)
 	}
 	if len(e.Problems) > 0 {
-		return Membership{}, &ConfigError{Problems: e.Problems}
+		return Membership{}, &envconf.ConfigError{Problems: e.Problems}
 	}
 	return m, nil
 }

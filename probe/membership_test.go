@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -68,7 +69,7 @@ func TestARunFollowsItsShardsMembership(t *testing.T) {
 	opts := testOptions(dep("Deployment", "kube-controller-manager", 0, 0))
 	opts.Namespace, opts.Namespaces, opts.Concurrency = "", []string{testNS}, 100
 	opts.ScheduleSpec, opts.RunDuration = "@every 1s", 3500*time.Millisecond
-	opts.Schedule, _ = cronParser.Parse(opts.ScheduleSpec)
+	opts.Schedule, _ = envconf.CronParser.Parse(opts.ScheduleSpec)
 	opts.MembershipNamespace, opts.MembershipName = "depwatch", "shard-0"
 	cms := c.seed.CoreV1().ConfigMaps("depwatch")
 	ctx := context.Background()

@@ -45,24 +45,9 @@ type Options struct {
 	Client apilimit.Limit // KUBE_API_QPS, KUBE_API_BURST as set; zero: DefaultClientLimit
 }
 
-// ConfigError lists every configuration problem, one per line and nothing else (like the
-// reaper's), so that depwatch prints one bullet per problem under its own heading. main exits
-// with code 2 on it.
-type ConfigError struct {
-	Problems []string
-}
-
-func (e *ConfigError) Error() string {
-	return strings.Join(e.Problems, "\n")
-}
-
-// cronParser accepts five fields, an optional leading seconds field, and descriptors such as
-// @every 10s (the same syntax as `depwatch reap`).
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // LoadOptions reads every setting through lookup (os.LookupEnv in production). On bad input it
-// returns a *ConfigError listing every problem at once, each as `NAME="value": problem`; it
-// never panics.
+// returns a *envconf.ConfigError listing every problem at once, each as
+// `NAME="value": problem`; it never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	e := newEnv(lookup)
 	var o Options
@@ -71,7 +56,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	o.loadProbing(e)
 	o.loadSchedule(e)
 	if len(e.Problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.Problems}
+		return Options{}, &envconf.ConfigError{Problems: e.Problems}
 	}
 	return o, nil
 }
@@ -155,7 +140,7 @@ func (o *Options) loadSchedule(e *env) {
 	spec, hasSchedule := e.optional(envSchedule)
 	if hasSchedule {
 		o.ScheduleSpec = spec
-		o.Schedule = parseSchedule(e, spec)
+		o.Schedule = e.Schedule(envSchedule, spec, strings.TrimSpace(spec))
 	}
 	if v, ok := e.optional(envRunDuration); ok {
 		d, valid := e.positiveDuration(envRunDuration, v)
@@ -171,28 +156,6 @@ func (o *Options) loadSchedule(e *env) {
 	if v, ok := e.optional(envNamespacesConfigMap); ok {
 		o.MembershipNamespace, o.MembershipName = parseMembershipRef(e, v, o.Namespaces != nil, hasSchedule)
 	}
-}
-
-// parseSchedule parses SCHEDULE. robfig/cron v3.0.1 panics on some inputs (a time-zone prefix
-// without a space, e.g. "TZ=UTC"), so a panic becomes a configuration problem: bad input must
-// never crash the process. A schedule that never fires (30 February) is rejected too.
-func parseSchedule(e *env, spec string) (s cron.Schedule) {
-	defer func() {
-		if r := recover(); r != nil {
-			e.fail(envSchedule, spec, "not a valid cron schedule")
-			s = nil
-		}
-	}()
-	s, err := cronParser.Parse(strings.TrimSpace(spec))
-	if err != nil {
-		e.fail(envSchedule, spec, "not a valid cron schedule: %v", err)
-		return nil
-	}
-	if s.Next(time.Now()).IsZero() {
-		e.fail(envSchedule, spec, "never fires")
-		return nil
-	}
-	return s
 }
 
 // validate guards Run against an Options that did not come from LoadOptions.
@@ -226,7 +189,7 @@ func (o Options) validate() error {
 		problems = append(problems, "a schedule needs a run duration > 0 and vice versa")
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("probe options: %w", &ConfigError{Problems: problems})
+		return fmt.Errorf("probe options: %w", &envconf.ConfigError{Problems: problems})
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 const validResources = `[
@@ -33,9 +35,9 @@ func lookupFrom(m map[string]string) func(string) (string, bool) {
 
 func problemsOf(t *testing.T, err error) []string {
 	t.Helper()
-	var ce *ConfigError
+	var ce *envconf.ConfigError
 	if !errors.As(err, &ce) {
-		t.Fatalf("want a *ConfigError, got %v", err)
+		t.Fatalf("want a *envconf.ConfigError, got %v", err)
 	}
 	return ce.Problems
 }
@@ -202,7 +204,7 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 			t.Errorf("problem %d = %q, want prefix %q", i, p[i], want[i])
 		}
 	}
-	if msg := (&ConfigError{Problems: p}).Error(); strings.Count(msg, "\n") != len(p)-1 {
+	if msg := (&envconf.ConfigError{Problems: p}).Error(); strings.Count(msg, "\n") != len(p)-1 {
 		t.Errorf("one problem per line:\n%s", msg)
 	}
 }

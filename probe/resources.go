@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -56,7 +57,7 @@ const (
 func ParseDependentResources(data []byte) ([]DependentResource, error) {
 	res, problems := parseDependentResources(data, "dependentResourceInfos")
 	if len(problems) > 0 {
-		return nil, &ConfigError{Problems: problems}
+		return nil, &envconf.ConfigError{Problems: problems}
 	}
 	return res, nil
 }
@@ -70,7 +71,7 @@ func ParseDependentResourcesLenient(data []byte) ([]DependentResource, []string,
 	p := &resourceParser{lenient: true}
 	res := p.parse(data, "dependentResourceInfos")
 	if len(p.problems) > 0 {
-		return nil, nil, &ConfigError{Problems: p.problems}
+		return nil, nil, &envconf.ConfigError{Problems: p.problems}
 	}
 	return res, p.warnings, nil
 }

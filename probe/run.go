@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -300,7 +300,7 @@ func (r *runner) nextProbe() time.Time {
 	now := time.Now()
 	next := r.opts.Schedule.Next(now)
 	if r.opts.Jitter > 0 {
-		next = next.Add(time.Duration(rand.Float64() * r.opts.Jitter * float64(next.Sub(now))))
+		next = now.Add(wait.Jitter(next.Sub(now), r.opts.Jitter))
 	}
 	if r.throttled > 0 {
 		until := now.Add(ThrottleBackoff(r.throttled))

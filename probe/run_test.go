@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -886,7 +887,7 @@ func TestThrottledProbesBackOffWithinAScheduledRun(t *testing.T) {
 	})
 	opts := testOptions(dep("Deployment", "kube-controller-manager", 0, 0))
 	opts.ScheduleSpec, opts.RunDuration = "@every 1s", 2500*time.Millisecond
-	opts.Schedule, _ = cronParser.Parse(opts.ScheduleSpec)
+	opts.Schedule, _ = envconf.CronParser.Parse(opts.ScheduleSpec)
 	sum, err := c.run(opts)
 	if err != nil {
 		t.Fatal(err)

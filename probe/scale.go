@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/depwatch/depwatch/internal/event"
@@ -390,31 +391,24 @@ func hasAnnotations(obj *unstructured.Unstructured) bool {
 	return r || m
 }
 
-// waitReady polls the resource's ready replicas until cond holds or ctx ends.
+// waitReady polls the resource's ready replicas until cond holds or ctx ends; a read that
+// fails is tried again at the next poll, and named in the error if ctx ends before one works.
 func (s *scaler) waitReady(ctx context.Context, t *target, cond func(int64) bool) (int64, error) {
-	ticker := time.NewTicker(s.poll)
-	defer ticker.Stop()
 	var ready int64
 	var lastErr error
-	for {
+	err := wait.PollUntilContextCancel(ctx, s.poll, true, func(ctx context.Context) (bool, error) {
 		n, err := s.readyReplicas(ctx, t)
-		if err == nil {
-			ready, lastErr = n, nil
-			if cond(n) {
-				return n, nil
-			}
-		} else {
+		if err != nil {
 			lastErr = err
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			if lastErr != nil {
-				return ready, fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr)
-			}
-			return ready, ctx.Err()
-		case <-ticker.C:
-		}
+		ready, lastErr = n, nil
+		return cond(n), nil
+	})
+	if err != nil && lastErr != nil {
+		return ready, fmt.Errorf("%w (last error: %w)", err, lastErr)
 	}
+	return ready, err
 }
 
 // readyReplicas reads status.readyReplicas of the object (absent = 0, as Deployments and

@@ -254,8 +254,7 @@ func (b *batch) end(t *batchTarget, st gateStep) {
 	why := "RUN_DURATION elapsed"
 	if st.gaveUp {
 		t.run.sum.NotStarted = true
-		why = fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", b.opts.MaxWait, t.ref)
-		t.run.log.WithFields(logrus.Fields{"service": t.ref.String(), "max_wait": b.opts.MaxWait.String()}).Warnf("%s.", why)
+		why = t.run.maxWaitLine(t.ref)
 	}
 	t.run.finishLine(why)
 	if b.left.Add(-1) == 0 {

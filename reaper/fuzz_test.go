@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// FuzzLoadOptions: any environment, however broken, gives options or a *ConfigError whose
-// every line names a variable - never a panic, never options without a rule.
+// FuzzLoadOptions: any environment, however broken, gives options or a *envconf.ConfigError
+// whose every line names a variable - never a panic, never options without a rule.
 func FuzzLoadOptions(f *testing.F) {
 	for _, seed := range []string{
 		"CONTAINER_STATUSES=CrashLoopBackOff",
@@ -32,9 +33,9 @@ func FuzzLoadOptions(f *testing.F) {
 		}
 		o, err := LoadOptions(envOf(m))
 		if err != nil {
-			var cfg *ConfigError
+			var cfg *envconf.ConfigError
 			if !errors.As(err, &cfg) || len(cfg.Problems) == 0 {
-				t.Fatalf("error %v is not a *ConfigError with problems", err)
+				t.Fatalf("error %v is not a *envconf.ConfigError with problems", err)
 			}
 			for _, p := range cfg.Problems {
 				if !strings.Contains(p, `="`) && !strings.HasPrefix(p, "no rule is enabled") {

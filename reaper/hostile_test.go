@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -78,9 +79,9 @@ func TestHostileEnvironmentIsRefusedAndNoPodIsTouched(t *testing.T) {
 			}
 			client := fake.NewClientset(podObjects(newPod("kube-system", "coredns-1", withLabel("app", "a"), crashLooping))...)
 			err := loadThenRun(t, client, env)
-			var ce *ConfigError
+			var ce *envconf.ConfigError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v\nwant a *ConfigError containing %s", err, tc.want)
+				t.Fatalf("err = %v\nwant a *envconf.ConfigError containing %s", err, tc.want)
 			}
 			for _, p := range ce.Problems {
 				if strings.Contains(p, "\n") {

@@ -30,6 +30,13 @@ func (r *runner) readyLine(ref ServiceRef, readyAt, armedAt time.Time) {
 		ref, readyAt.UTC().Format(time.RFC3339), waited.Seconds(), r.opts.RunDuration)
 }
 
+// maxWaitLine: MAX_WAIT passed before the service was ever Ready; it returns the stop reason.
+func (r *runner) maxWaitLine(ref ServiceRef) string {
+	why := fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", r.opts.MaxWait, ref)
+	r.log.WithFields(logrus.Fields{"service": ref.String(), "max_wait": r.opts.MaxWait.String()}).Warnf("%s.", why)
+	return why
+}
+
 // pausedLine: the service went down again after the gate opened.
 func (r *runner) pausedLine(ref ServiceRef) {
 	r.log.WithField("service", ref.String()).Infof("Service %s has no ready endpoint any more: reaping paused until it is Ready again (restarted dependents would only crash again).", ref)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,7 +42,8 @@ type Options struct {
 	// endpoint; RUN_DURATION counts from that moment. MaxWait bounds the wait.
 	StartWhenReady *ServiceRef
 	MaxWait        time.Duration
-	// Targets (TARGETS): a run per service, each gated on its own service (runTargets).
+	// Targets (TARGETS): one run over all these services (runBatch), each target gated on its
+	// own service and reaping its own dependents.
 	Targets []Target
 
 	// Client: the run's API rate limits (KUBE_API_*), as set; ClientLimits.Effective fills
@@ -67,22 +69,8 @@ type ServiceRef struct {
 
 func (s ServiceRef) String() string { return s.Namespace + "/" + s.Name }
 
-// ConfigError lists every configuration problem, one per line and nothing else, so the caller
-// can present them as it likes (depwatch prints one bullet per line). main exits 2 on it.
-type ConfigError struct {
-	Problems []string
-}
-
-func (e *ConfigError) Error() string {
-	return strings.Join(e.Problems, "\n")
-}
-
-// cronParser accepts pod-reaper's schedules: five fields, an optional leading seconds field,
-// and descriptors such as @every 1m or @hourly.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // LoadOptions reads every setting through lookup (os.LookupEnv in production). On bad input it
-// returns a *ConfigError listing every problem at once; it never panics.
+// returns a *envconf.ConfigError listing every problem at once; it never panics.
 func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	e := newEnv(lookup)
 	var o Options
@@ -108,7 +96,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	}
 
 	if len(e.Problems) > 0 {
-		return Options{}, &ConfigError{Problems: e.Problems}
+		return Options{}, &envconf.ConfigError{Problems: e.Problems}
 	}
 	o.Warnings = e.Warnings
 	return o, nil
@@ -133,7 +121,7 @@ func loadPlace(e *env, o *Options) {
 // loadTiming reads when the run reaps: SCHEDULE and RUN_DURATION.
 func loadTiming(e *env, o *Options) {
 	o.ScheduleSpec, _ = e.get("SCHEDULE")
-	o.Schedule = parseSchedule(e, o.ScheduleSpec)
+	o.Schedule = e.Schedule("SCHEDULE", o.ScheduleSpec, o.ScheduleSpec)
 	if v, ok := e.lookup(envRunDuration); ok && strings.TrimSpace(v) == "" {
 		o.RunDuration = 0 // pod-reaper: an empty RUN_DURATION also means forever
 	} else {
@@ -221,28 +209,6 @@ func anyRuleSet(e *env) bool {
 	return false
 }
 
-// parseSchedule parses SCHEDULE. robfig/cron v3.0.1 panics on a time-zone prefix without a
-// space (e.g. "TZ=UTC"), so a panic is turned into a configuration problem here: bad input must
-// never crash the process. A schedule that never fires (e.g. 30 February) is rejected too.
-func parseSchedule(e *env, spec string) (s cron.Schedule) {
-	defer func() {
-		if r := recover(); r != nil {
-			e.fail("SCHEDULE", spec, "not a valid cron schedule")
-			s = nil
-		}
-	}()
-	s, err := cronParser.Parse(spec)
-	if err != nil {
-		e.fail("SCHEDULE", spec, "not a valid cron schedule: %v", err)
-		return nil
-	}
-	if s.Next(time.Now()).IsZero() {
-		e.fail("SCHEDULE", spec, "never fires")
-		return nil
-	}
-	return s
-}
-
 // fieldSelector is the server-side field filter: spec.nodeName and what the rules can express.
 func (o Options) fieldSelector() string {
 	var sels []fields.Selector
@@ -283,7 +249,7 @@ func (o Options) validate() error {
 		problems = append(problems, "START_WHEN_READY or TARGETS without a positive MAX_WAIT")
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("reaper options: %w", &ConfigError{Problems: problems})
+		return fmt.Errorf("reaper options: %w", &envconf.ConfigError{Problems: problems})
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // rule is the minimal valid rule so a test can focus on one other variable.
@@ -168,9 +170,9 @@ func TestLoadOptionsInvalidValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := LoadOptions(envOf(tt.env))
-			var cfg *ConfigError
+			var cfg *envconf.ConfigError
 			if !errors.As(err, &cfg) {
-				t.Fatalf("LoadOptions(%v) error = %v, want a *ConfigError", tt.env, err)
+				t.Fatalf("LoadOptions(%v) error = %v, want a *envconf.ConfigError", tt.env, err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("LoadOptions(%v) error =\n%v\nwant it to contain\n%s", tt.env, err, tt.want)
@@ -186,9 +188,9 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 		"MAX_PODS": "abc", "DRY_RUN": "yes", "SCHEDULE": "nope", "CHAOS_CHANCE": "2",
 		"REQUIRE_LABEL_KEY": "app", "LABEL_SELECTORS": "[]", "MAX_DURATION": "-1s",
 	}))
-	var cfg *ConfigError
+	var cfg *envconf.ConfigError
 	if !errors.As(err, &cfg) {
-		t.Fatalf("error = %v, want *ConfigError", err)
+		t.Fatalf("error = %v, want *envconf.ConfigError", err)
 	}
 	want := []string{"MAX_PODS=", "DRY_RUN=", "SCHEDULE=", "CHAOS_CHANCE=", "REQUIRE_LABEL_KEY=", "LABEL_SELECTORS=", "MAX_DURATION="}
 	if len(cfg.Problems) != len(want) {

@@ -86,15 +86,16 @@ func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts O
 		return r.gateFailed(ctx, err)
 	}
 	defer src.cancel()
+	g := &oneGate{g: src.gate, rules: gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: armedAt}}
 	if src.gate != nil {
-		if opened, why := r.waitForGate(ctx, src.gate, armedAt); !opened {
+		if opened, why := r.waitForGate(ctx, g); !opened {
 			src.shutdown()
 			r.sum.NotStarted = true
 			r.finishLine(why)
 			return r.sum, nil
 		}
 	}
-	why := r.reapUntilStopped(ctx, src)
+	why := r.reapUntilStopped(ctx, src, g)
 	src.shutdown()
 	r.finishLine(why)
 	if r.lastErr != nil {
@@ -176,15 +177,16 @@ func (r *runner) gateFailed(ctx context.Context, err error) (Summary, error) {
 // reapUntilStopped runs the first cycle, if the run has one at start, then serves the
 // SCHEDULE ticks, the watched pods and the gate's changes one at a time until SIGTERM (ctx)
 // or RUN_DURATION ends the run; it returns why, for the summary line.
-func (r *runner) reapUntilStopped(ctx context.Context, src *sources) string {
+func (r *runner) reapUntilStopped(ctx context.Context, src *sources, g *oneGate) string {
 	atStart, planned := r.startLine(src.gate != nil)
-	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION, counted from
-	// now (the start, or the moment the gate opened) and, with the gate, from each later return
-	// of the service: every return is a recovery of its own and gets the full window, as
-	// dependency-watchdog gives each return a fresh watchDuration.
+	if src.gate == nil {
+		g.step() // the service of a run without a gate is Ready from the start: it opens now
+	}
+	// stop ends everything after the first cycle: SIGTERM (ctx) or the gate's window
+	// (RUN_DURATION), which every later return of the service starts afresh.
 	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
-	window := newRunWindow(r.opts.RunDuration, cancelStop)
+	window := newRunWindow(g.state.windowEnd, cancelStop)
 	defer window.stop()
 
 	if atStart {
@@ -193,19 +195,18 @@ func (r *runner) reapUntilStopped(ctx context.Context, src *sources) string {
 	}
 	timer := time.NewTimer(time.Until(planned))
 	defer timer.Stop()
-	paused := false
 	for stop.Err() == nil {
 		select {
 		case <-stop.Done():
 		case <-timer.C:
-			if !paused {
+			if g.state.reaping() {
 				r.runCycle(stop)
 			}
 			planned = r.nextTick(planned, timer)
-		case key := <-src.watched(paused):
+		case key := <-src.watched(!g.state.reaping()):
 			r.judgeWatched(stop, src.watch, key)
 		case <-src.gateChanged():
-			paused = r.followGate(stop, src.gate, paused, window)
+			r.followGate(stop, g, window)
 		}
 	}
 	if ctx.Err() != nil {
@@ -242,44 +243,64 @@ func (r *runner) judgeWatched(stop context.Context, w *watcher, key cache.Object
 	}
 }
 
-// followGate pauses reaping while the gate's service is down again and resumes it, with a
-// cycle and a full RUN_DURATION from that moment, when the service is Ready; it returns
-// whether reaping is paused.
-func (r *runner) followGate(stop context.Context, g *gate, paused bool, window *runWindow) bool {
-	switch ready := g.Ready(); {
-	case !ready && !paused:
-		r.pausedLine(g.ref)
-		return true
-	case ready && paused:
-		if !window.restart() {
-			return false // the window ended just now: the run is over
-		}
-		r.resumedLine(g.ref)
-		r.cool.reset() // a new return of the service is a new recovery
-		r.runCycle(stop)
-		return false
-	}
-	return paused
+// oneGate is the gate of a run of one service: stepGate over what its gate's readiness says
+// on the wall clock. Without START_WHEN_READY (g nil) the service is Ready from the start, so
+// only RUN_DURATION ends it.
+type oneGate struct {
+	g     *gate
+	rules gateRules
+	view  serviceView
+	state gateState
 }
 
-// waitForGate waits until the gate's service is Ready (opened=true), MAX_WAIT passes or ctx
-// is cancelled; why says which, for the summary line.
-func (r *runner) waitForGate(ctx context.Context, g *gate, armedAt time.Time) (opened bool, why string) {
-	timer := time.NewTimer(r.opts.MaxWait - time.Since(armedAt))
-	defer timer.Stop()
-	for {
-		if g.Ready() {
-			r.readyLine(g.ref, time.Now(), armedAt)
-			return true, ""
+// step moves the gate by what its service says now.
+func (o *oneGate) step() gateStep {
+	now := time.Now()
+	o.view = o.view.seen(o.g == nil || o.g.Ready(), now)
+	var st gateStep
+	o.state, st = stepGate(o.state, o.rules, o.view, now)
+	return st
+}
+
+// followGate steps the gate on a change of its service's readiness: reaping pauses while the
+// service is down again and resumes, with a cycle and a full RUN_DURATION from that return,
+// when it is Ready.
+func (r *runner) followGate(stop context.Context, g *oneGate, window *runWindow) {
+	switch st := g.step(); {
+	case st.ended:
+		window.end()
+	case st.paused:
+		r.pausedLine(g.g.ref)
+	case st.resumed:
+		if !window.moveTo(g.state.windowEnd) {
+			return // the window ended just now: the run is over
 		}
+		r.resumedLine(g.g.ref)
+		r.cool.reset() // a new return of the service is a new recovery
+		r.runCycle(stop)
+	}
+}
+
+// waitForGate steps the gate until its service is Ready (opened=true), MAX_WAIT passes or
+// ctx is cancelled; why says which, for the summary line.
+func (r *runner) waitForGate(ctx context.Context, g *oneGate) (opened bool, why string) {
+	for {
+		st := g.step()
+		switch {
+		case st.opened:
+			r.readyLine(g.g.ref, st.returnAt, g.rules.armedAt)
+			return true, ""
+		case st.gaveUp:
+			return false, r.maxWaitLine(g.g.ref)
+		}
+		timer := time.NewTimer(time.Until(st.wakeAt))
 		select {
 		case <-ctx.Done():
-			return false, stoppedWhileWaiting(g.ref)
+			timer.Stop()
+			return false, stoppedWhileWaiting(g.g.ref)
 		case <-timer.C:
-			why := fmt.Sprintf("MAX_WAIT %s elapsed and service %s never became Ready; nothing was reaped", r.opts.MaxWait, g.ref)
-			r.log.WithFields(logrus.Fields{"service": g.ref.String(), "max_wait": r.opts.MaxWait.String()}).Warnf("%s.", why)
-			return false, why
-		case <-g.changed:
+		case <-g.g.changed:
+			timer.Stop()
 		}
 	}
 }
@@ -291,31 +312,31 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
-// runWindow is RUN_DURATION: when it elapses, end is called (0 = forever, never). restart
-// starts a full window afresh from now.
+// runWindow ends the run (end) when the gate's window ends; a zero end time: never.
 type runWindow struct {
-	d     time.Duration
 	timer *time.Timer
+	end   func()
 }
 
-func newRunWindow(d time.Duration, end func()) *runWindow {
-	w := &runWindow{d: d}
-	if d > 0 {
-		w.timer = time.AfterFunc(d, end)
+func newRunWindow(until time.Time, end func()) *runWindow {
+	w := &runWindow{end: end}
+	if !until.IsZero() {
+		w.timer = time.AfterFunc(time.Until(until), end)
 	}
 	return w
 }
 
-// restart reports false when the window had already ended (end was called or is being
-// called): a run that is ending is not revived.
-func (w *runWindow) restart() bool {
+// moveTo moves the window's end to until (a later return's fresh window). It reports false
+// when the window had already ended (end was called or is being called): a run that is
+// ending is not revived.
+func (w *runWindow) moveTo(until time.Time) bool {
 	if w.timer == nil {
 		return true
 	}
 	if !w.timer.Stop() {
 		return false
 	}
-	w.timer.Reset(w.d)
+	w.timer.Reset(time.Until(until))
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -336,9 +337,9 @@ func TestRunListFailureIsAnError(t *testing.T) {
 func TestRunRejectsOptionsNotFromLoadOptions(t *testing.T) {
 	log, _ := quietLogger()
 	_, err := Run(context.Background(), fake.NewClientset(), Options{}, log)
-	var cfg *ConfigError
+	var cfg *envconf.ConfigError
 	if !errors.As(err, &cfg) {
-		t.Fatalf("err = %v, want *ConfigError", err)
+		t.Fatalf("err = %v, want *envconf.ConfigError", err)
 	}
 }
 

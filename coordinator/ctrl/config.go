@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/agnivade/levenshtein"
 )
 
 // MaxDuration bounds every duration of the config file. A Job's activeDeadlineSeconds is the
@@ -150,7 +152,7 @@ func joinPath(path, k string) string {
 func nearMiss(k string, fields map[string]reflect.StructField) (string, bool) {
 	lenient := ""
 	for _, f := range slices.Sorted(maps.Keys(fields)) {
-		if !strings.EqualFold(k, f) && editDistance(strings.ToLower(k), strings.ToLower(f)) > min(2, len(f)/4) {
+		if !strings.EqualFold(k, f) && levenshtein.ComputeDistance(strings.ToLower(k), strings.ToLower(f)) > min(2, len(f)/4) {
 			continue
 		}
 		if !dependencyWatchdogFields[f] {
@@ -159,25 +161,4 @@ func nearMiss(k string, fields map[string]reflect.StructField) (string, bool) {
 		lenient = f
 	}
 	return lenient, lenient != ""
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	next := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		next[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			next[j] = min(prev[j]+1, next[j-1]+1, prev[j-1]+cost)
-		}
-		prev, next = next, prev
-	}
-	return prev[len(b)]
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -355,7 +356,7 @@ func (p *Config) validateResources(add func(string, ...any), othersValid bool) {
 	for _, w := range warnings {
 		p.warnings = append(p.warnings, "prober."+w)
 	}
-	var ce *probe.ConfigError
+	var ce *envconf.ConfigError
 	switch {
 	case asConfigError(err, &ce):
 		for _, pr := range ce.Problems {
@@ -377,8 +378,8 @@ func (p *Config) validateResources(add func(string, ...any), othersValid bool) {
 	}
 }
 
-func asConfigError(err error, target **probe.ConfigError) bool {
-	ce, ok := err.(*probe.ConfigError)
+func asConfigError(err error, target **envconf.ConfigError) bool {
+	ce, ok := err.(*envconf.ConfigError)
 	if ok {
 		*target = ce
 	}

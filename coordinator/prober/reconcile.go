@@ -28,7 +28,7 @@ func (p *Controller) input(ns string) (ProbeInput, error) {
 	return in, nil
 }
 
-// reconcile handles one queue key: a shard ("shard:<i>") or a namespace.
+// Reconcile handles one queue key: a shard ("shard:<i>") or a namespace.
 func (p *Controller) Reconcile(ctx context.Context, key string) error {
 	if i, ok := parseShardKey(key); ok {
 		return p.reconcileShard(ctx, i)
@@ -137,7 +137,8 @@ func (p *Controller) decided(ns string) {
 	}
 }
 
-// memberships reports whether the shards' memberships are complete (see starting).
+// membershipsComplete reports whether the shards' memberships are complete: every namespace
+// listed when this replica began to lead has been decided about (decided).
 func (p *Controller) membershipsComplete() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

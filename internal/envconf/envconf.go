@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -145,4 +146,42 @@ func LookupIn(env []corev1.EnvVar) Lookup {
 		}
 		return v, ok
 	}
+}
+
+// ConfigError lists every configuration problem, one per line and nothing else, so the caller
+// can present them as it likes (depwatch prints one bullet per problem under its own
+// heading). main exits 2 on it.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return strings.Join(e.Problems, "\n")
+}
+
+// CronParser accepts the engines' schedules (SCHEDULE), pod-reaper's syntax: five fields, an
+// optional leading seconds field, and descriptors such as @every 1m or @hourly.
+var CronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Schedule parses spec, the value of name as its engine reads it, and quotes value in its
+// problems. robfig/cron v3.0.1 panics on some inputs (a time-zone prefix without a space, e.g.
+// "TZ=UTC"), so a panic becomes a problem: bad input must never crash the process. A schedule
+// that never fires (30 February) is refused too. nil: a problem was recorded.
+func (r *Reader) Schedule(name, value, spec string) (s cron.Schedule) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.Fail(name, value, "not a valid cron schedule")
+			s = nil
+		}
+	}()
+	s, err := CronParser.Parse(spec)
+	if err != nil {
+		r.Fail(name, value, "not a valid cron schedule: %v", err)
+		return nil
+	}
+	if s.Next(time.Now()).IsZero() {
+		r.Fail(name, value, "never fires")
+		return nil
+	}
+	return s
 }

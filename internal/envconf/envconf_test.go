@@ -96,3 +96,30 @@ func TestWriterKeepsTheOrderOfSetting(t *testing.T) {
 		t.Errorf("env %v", env)
 	}
 }
+
+// TestScheduleNamesTheVariableAndValueOfEveryScheduleItRefuses: the engines' SCHEDULE, parsed
+// once; a refused one is a problem naming the variable and the value as written, never a panic.
+func TestScheduleNamesTheVariableAndValueOfEveryScheduleItRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, spec string
+		problem           string // "" = accepted
+	}{
+		{"a descriptor", "@every 1m", "@every 1m", ""},
+		{"five fields with seconds", "*/10 * * * * *", "*/10 * * * * *", ""},
+		{"not cron", "often", "often", `SCHEDULE="often": not a valid cron schedule: `},
+		{"a time-zone prefix robfig/cron panics on", "TZ=UTC", "TZ=UTC", `SCHEDULE="TZ=UTC": not a valid cron schedule`},
+		{"a day that never comes", "0 0 30 2 *", "0 0 30 2 *", `SCHEDULE="0 0 30 2 *": never fires`},
+		{"the spec as the engine read it is parsed (the probe trims)", " @every 1m ", "@every 1m", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reader{}
+			s := r.Schedule("SCHEDULE", tc.value, tc.spec)
+			switch {
+			case tc.problem == "" && (s == nil || len(r.Problems) > 0):
+				t.Fatalf("refused: %q", r.Problems)
+			case tc.problem != "" && (s != nil || len(r.Problems) != 1 || !strings.HasPrefix(r.Problems[0], tc.problem)):
+				t.Fatalf("schedule %v, problems %q, want one starting %q", s, r.Problems, tc.problem)
+			}
+		})
+	}
+}

@@ -2,12 +2,14 @@ package reaper
 
 import "time"
 
-// The gate of one target of a batch run (TARGETS), as a pure decision over what the shared
-// caches say: the same rules as a single run's START_WHEN_READY gate and RUN_DURATION, per
-// target. A target reaps nothing until its own service is Ready; its window (RUN_DURATION)
-// counts from its own return; while its service is down again it pauses; every later return
-// gets a fresh, full window; the window keeps running during an outage; MAX_WAIT counts from
-// the run's start. No target's state depends on another's.
+// The gate of a run's service (START_WHEN_READY, or one target of TARGETS) and its window
+// (RUN_DURATION), as one pure decision over what is known of the service: a run of one service
+// (runOne, over its gate's readiness) and each target of a batch run (batch.turn, over the
+// shared caches) both step it. A run reaps nothing until its service is Ready; its window
+// counts from that return; while its service is down again it pauses; every later return gets
+// a fresh, full window; the window keeps running during an outage; MAX_WAIT counts from the
+// run's start. A run without START_WHEN_READY is one whose service is Ready from the start.
+// No target's state depends on another's.
 
 // gatePhase is where a target stands.
 type gatePhase int
@@ -19,9 +21,9 @@ const (
 	phaseEnded                    // its window elapsed, or MAX_WAIT did before it opened
 )
 
-// serviceView is what the EndpointSlice cache says of a target's service. Returns are facts
-// recorded when they are seen (serviceTracker): a return that came and went before the
-// target's turn still counts, however late the queue gets there.
+// serviceView is what is known of a run's service. Returns are facts recorded when they are
+// seen (serviceTracker, seen): a return that came and went before the target's turn still
+// counts, however late the queue gets there.
 type serviceView struct {
 	Known      bool      // the slices' cache has synced: Ready is meaningful
 	Ready      bool      // at least one ready endpoint now (SlicesReady)
@@ -29,14 +31,14 @@ type serviceView struct {
 	LastReturn time.Time // when the last of those was seen
 }
 
-// gateState is one target's gate.
+// gateState is one run's (one target's) gate.
 type gateState struct {
 	phase       gatePhase
 	seenReturns int       // the service's returns this gate has acted on
 	windowEnd   time.Time // phaseOpen, phasePaused: when the window ends; zero: never (RUN_DURATION 0)
 }
 
-// gateRules are the settings every target shares.
+// gateRules are the settings every target of a run shares.
 type gateRules struct {
 	runDuration time.Duration // 0: forever
 	maxWait     time.Duration
@@ -106,6 +108,17 @@ func windowFrom(at time.Time, d time.Duration) time.Time {
 		return time.Time{}
 	}
 	return at.Add(d)
+}
+
+// seen is v after a follower that reads readiness saw ready at now: every change to Ready
+// is a return.
+func (v serviceView) seen(ready bool, now time.Time) serviceView {
+	if ready && !(v.Known && v.Ready) {
+		v.Returns++
+		v.LastReturn = now
+	}
+	v.Known, v.Ready = true, ready
+	return v
 }
 
 // reaping says whether the target reaps its dependents now.

@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// TestBatchGateStepsEachTargetOnItsOwnService: the gate of one target of a batch run, decided
-// from what the shared EndpointSlice cache says of that target's service alone.
-func TestBatchGateStepsEachTargetOnItsOwnService(t *testing.T) {
+// TestGateStepWaitsOpensPausesResumesAndEnds: the one gate of a run of one service and of each
+// target of a batch run, decided from what is known of that run's service alone.
+func TestGateStepWaitsOpensPausesResumesAndEnds(t *testing.T) {
 	start := t0
 	rules := gateRules{runDuration: 5 * time.Minute, maxWait: time.Hour, armedAt: start}
 	at := func(d time.Duration) time.Time { return start.Add(d) }
@@ -92,6 +92,17 @@ func TestBatchGateStepsEachTargetOnItsOwnService(t *testing.T) {
 			want: gateState{phase: phaseOpen, seenReturns: 1}, step: gateStep{opened: true, returnAt: at(time.Second)},
 		},
 		{
+			name: "a service already Ready at the first step opens even if MAX_WAIT is already past",
+			s:    gateState{}, v: serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(2 * time.Hour)}, now: 2 * time.Hour,
+			want: open(2*time.Hour+5*time.Minute, 1),
+			step: gateStep{opened: true, returnAt: at(2 * time.Hour), wakeAt: at(2*time.Hour + 5*time.Minute)},
+		},
+		{
+			name: "a return seen exactly at its window's end ends the run",
+			s:    open(6*time.Minute, 1), v: serviceView{Known: true, Ready: true, Returns: 2, LastReturn: at(6 * time.Minute)}, now: 6 * time.Minute,
+			want: gateState{phase: phaseEnded, seenReturns: 2, windowEnd: at(6 * time.Minute)}, step: gateStep{ended: true},
+		},
+		{
 			name: "an ended target never moves again",
 			s:    gateState{phase: phaseEnded}, v: serviceView{Known: true, Ready: true, Returns: 5, LastReturn: at(time.Second)}, now: time.Second,
 			want: gateState{phase: phaseEnded},
@@ -108,6 +119,34 @@ func TestBatchGateStepsEachTargetOnItsOwnService(t *testing.T) {
 			}
 			if step != tc.step {
 				t.Errorf("step = %+v, want %+v", step, tc.step)
+			}
+		})
+	}
+}
+
+// TestSeenCountsEveryBecomingReadyAsAReturn: a run of one service reads its gate's readiness;
+// what it saw becomes the view the gate steps on.
+func TestSeenCountsEveryBecomingReadyAsAReturn(t *testing.T) {
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, tc := range []struct {
+		name  string
+		v     serviceView
+		ready bool
+		want  serviceView
+	}{
+		{"a first sight of a Ready service is its first return", serviceView{}, true,
+			serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(time.Minute)}},
+		{"a first sight of a down service is no return", serviceView{}, false, serviceView{Known: true}},
+		{"Ready again after down is a return", serviceView{Known: true, Returns: 1, LastReturn: at(0)}, true,
+			serviceView{Known: true, Ready: true, Returns: 2, LastReturn: at(time.Minute)}},
+		{"still Ready is no return", serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}, true,
+			serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}},
+		{"down keeps the returns seen", serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}, false,
+			serviceView{Known: true, Returns: 1, LastReturn: at(0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.v.seen(tc.ready, at(time.Minute)); got != tc.want {
+				t.Errorf("seen = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
