@@ -157,6 +157,8 @@ type ProbeInput struct {
 	Cluster        *unstructured.Unstructured
 	// Probed: the namespace is probed already (a member of its shard).
 	Probed bool
+	// StandAside: why the prober stands aside for dependency-watchdog's ("": it does not).
+	StandAside string
 	Now    time.Time
 }
 
@@ -174,6 +176,9 @@ const (
 func DecideProbe(in ProbeInput) (ProbeAction, string) {
 	if !in.Watched {
 		return ProbeForget, "namespace not selected (or gone, or terminating)"
+	}
+	if in.StandAside != "" {
+		return ProbeForget, "standing aside: " + in.StandAside
 	}
 	if in.ClusterPending {
 		return ProbeDeferred, "waiting for the Gardener Cluster cache"
