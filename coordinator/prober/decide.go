@@ -159,7 +159,7 @@ type ProbeInput struct {
 	Probed bool
 	// StandAside: why the prober stands aside for dependency-watchdog's ("": it does not).
 	StandAside string
-	Now    time.Time
+	Now        time.Time
 }
 
 // ProbeAction is what the coordinator does for one namespace now.

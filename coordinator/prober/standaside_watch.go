@@ -52,7 +52,9 @@ func newStandAsideWatch(d Deps) *standAsideWatch {
 		w.off = fmt.Sprintf("the Lease %s is this coordinator's own: it elects through it in dependency-watchdog's prober's place", ref)
 	default:
 		w.inf = coordinationinformers.NewFilteredLeaseInformer(d.Client, ref.Namespace, 0, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String() })
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String()
+			})
 		_ = w.inf.SetTransform(ctrl.StripManagedFields)
 		w.synced = w.inf.HasSynced
 	}
