@@ -1,6 +1,9 @@
 package coordinator
 
 import (
+	"fmt"
+	"os"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/depwatch/depwatch/coordinator/prober"
@@ -27,4 +30,17 @@ func proberLeases(o Options, lookup func(string) (string, bool)) (dwdNamespace s
 	own = &prober.LeaseRef{Namespace: leaseNamespace(o), Name: o.Lease()}
 	self = &corev1.ObjectReference{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: own.Namespace, Name: own.Name}
 	return dwdNamespace, own, self
+}
+
+// standAsideSummary is --check-config's sentence on prober.standAsideForDependencyWatchdog.
+func standAsideSummary(o Options, p *prober.Config) string {
+	dwdNS, own, _ := proberLeases(o, os.LookupEnv)
+	ref, on := p.StandAsideLease(dwdNS)
+	switch {
+	case !on:
+		return "Does not stand aside for dependency-watchdog's prober (standAsideForDependencyWatchdog.enabled: false)."
+	case own != nil && *own == ref:
+		return fmt.Sprintf("Elects through dependency-watchdog's prober Lease %s itself, in its place.", ref)
+	}
+	return fmt.Sprintf("Probes nothing while dependency-watchdog's prober holds its Lease %s (renewed within its leaseDurationSeconds).", ref)
 }
