@@ -109,21 +109,14 @@ func holdDWDProberLease(t *testing.T, ns string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		everyTick(ctx, 2*time.Second, func() {
 			cur, err := kube.CoordinationV1().Leases(ns).Get(ctx, prober.DefaultDWDLeaseName, metav1.GetOptions{})
 			if err != nil {
-				continue
+				return
 			}
 			cur.Spec.RenewTime = ptr.To(metav1.NowMicro())
 			_, _ = kube.CoordinationV1().Leases(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		}
+		})
 	})
 	stop = func() {
 		cancel()
