@@ -222,3 +222,38 @@ func gaugeValue(g prometheus.Gauge) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// A namespace being probed when dependency-watchdog's prober takes its Lease leaves its
+// shard's running probe Job at once: the membership that Job follows lists it no more.
+func TestProberStandingAsideTakesTheNamespacesOutOfTheRunningJob(t *testing.T) {
+	h := newProbeHarnessWith(t, followingConfig)
+	w := h.c.aside
+	w.synced = func() bool { return true }
+	h.now = standAsideNow
+	h.c.reconcileStandAside() // no Lease: probing
+	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
+	h.reconcile("shoot--p--a")
+	h.now = h.now.Add(h.c.Config().Delay())
+	h.reconcile("shoot--p--a")
+	list := h.jobs()
+	if len(list) != 1 {
+		t.Fatalf("%d probe Jobs after the initial delay, want 1", len(list))
+	}
+	target := jobTarget(&list[0])
+	if m := h.membership(target); len(m.Namespaces) != 1 {
+		t.Fatalf("the running Job's membership is %v, want the namespace", m.Namespaces)
+	}
+
+	renewed := lease("dwd-prober-0", 0, 15)
+	renewed.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+	if err := w.inf.GetIndexer().Add(renewed); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(standAsideKey)
+	if m := h.membership(target); len(m.Namespaces) != 0 {
+		t.Errorf("standing aside, the running Job still probes %v", m.Namespaces)
+	}
+	if n := len(h.jobs()); n != 1 {
+		t.Errorf("%d probe Jobs while standing aside, want the one running before", n)
+	}
+}
