@@ -113,16 +113,6 @@ func TestStandAsideSetting(t *testing.T) {
 	if got, on := cfg.Prober.StandAsideLease(""); got != dwdLease || !on {
 		t.Errorf("unset: %s on=%t, want %s on", got, on, dwdLease)
 	}
-	off, err := parseFile([]byte(strings.Replace(base, "SETTING", "{enabled: false}", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := StandAsideRestartReasons(cfg.Prober, off.Prober); len(r) != 1 || !strings.Contains(r[0], "standAsideForDependencyWatchdog") {
-		t.Errorf("restart reasons turning it off: %v", r)
-	}
-	if r := StandAsideRestartReasons(cfg.Prober, cfg.Prober); len(r) != 0 {
-		t.Errorf("restart reasons of no change: %v", r)
-	}
 }
 
 // The prober beside a live Lease of dependency-watchdog's: a selected namespace is not
