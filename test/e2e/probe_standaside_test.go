@@ -71,20 +71,27 @@ func TestProbeStandsAsideWhileDependencyWatchdogsProberHoldsItsLease(t *testing.
 	assertOrder(t, "scale-down", down, []step{
 		{kcm, "scaled-down"}, {kcm, "ready"}, {mcm, "scaled-down"}, {mcm, "ready"}, {ca, "scaled-down"},
 	})
-	resumedAt, err := time.Parse(time.RFC3339, resumed.str("time"))
-	if err != nil {
-		t.Fatalf("the resume line's time %q: %v", resumed.str("time"), err)
-	}
-	for _, j := range s.probeJobs() {
-		if j.CreationTimestamp.Time.Before(resumedAt.Truncate(time.Second)) {
-			t.Errorf("probe Job %s was created at %s, before the prober said it no longer stands aside (%s)", j.Name, j.CreationTimestamp.Time, resumedAt)
-		}
-	}
+	s.assertLaunchedAfter(resumed)
 	if v := c.metric(t, "depwatch_coordinator_probe_standing_aside"); v != 0 {
 		t.Errorf("depwatch_coordinator_probe_standing_aside = %g after the Lease expired, want 0", v)
 	}
 	if len(eventsFor(t, c.leaseNS, "depwatch-coordinator")["ProberResumed"]) == 0 {
 		t.Errorf("no Event ProberResumed on %s/depwatch-coordinator", c.leaseNS)
+	}
+}
+
+// assertLaunchedAfter: every probe Job of the namespace was created after the coordinator's
+// line (its creationTimestamp has whole seconds: compared with the line's second).
+func (s *probeScenario) assertLaunchedAfter(line logLine) {
+	s.t.Helper()
+	at, err := time.Parse(time.RFC3339, line.str("time"))
+	if err != nil {
+		s.t.Fatalf("the line's time %q: %v", line.str("time"), err)
+	}
+	for _, j := range s.probeJobs() {
+		if j.CreationTimestamp.Time.Before(at.Truncate(time.Second)) {
+			s.t.Errorf("probe Job %s was created at %s, before the coordinator said %q (%s)", j.Name, j.CreationTimestamp.Time, line.str("msg"), at)
+		}
 	}
 }
 
