@@ -110,6 +110,7 @@ func (o Options) Summary(cfg *Config) string {
 		if p.DryRun {
 			add("dryRun: the probe Jobs only say what they would scale.")
 		}
+		add("%s", standAsideSummary(o, p))
 	}
 
 	tpl := cfg.JobTemplate

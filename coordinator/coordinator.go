@@ -16,6 +16,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,9 +116,11 @@ func New(d Deps) (*Coordinator, error) {
 // has services.
 func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
+		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
 			Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
+			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self,
 		})
 		if err != nil {
 			return err

@@ -128,6 +128,7 @@ func Run(ctx context.Context, d Deps) error {
 	if c.prober != nil {
 		// Gardener's Cluster kind may be installed later: looked for now and periodically.
 		wg.Go(func() { c.prober.WatchClusters(ctx) })
+		wg.Go(func() { c.prober.WatchStandAside(ctx) }) // dependency-watchdog's prober Lease
 	}
 	if !d.Options.EnableLeaderElection {
 		c.lead(ctx)

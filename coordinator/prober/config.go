@@ -73,6 +73,8 @@ const (
 //	probeJobRunDuration: 2m        # 0: one probe per Job; > 0: one Job probes every interval this long
 //	clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
 //	dryRun: false
+//	standAsideForDependencyWatchdog: {enabled: true, namespace: garden, leaseName: dwd-prober-leader-election}
+//	                               # probe nothing while dependency-watchdog's prober holds that Lease (standaside.go)
 type Config struct {
 	KubeConfigSecretName        string           `json:"kubeConfigSecretName"`
 	ProbeInterval               *metav1.Duration `json:"probeInterval,omitempty"`
@@ -91,6 +93,8 @@ type Config struct {
 	NamespacesPerProbeJob      *int32                `json:"namespacesPerProbeJob,omitempty"`
 	ClusterDiscoveryInterval   *metav1.Duration      `json:"clusterDiscoveryInterval,omitempty"`
 	DryRun                     bool                  `json:"dryRun,omitempty"`
+
+	StandAsideForDependencyWatchdog *StandAside `json:"standAsideForDependencyWatchdog,omitempty"`
 
 	// Filled by validate.
 	resources    []probe.DependentResource
@@ -274,6 +278,7 @@ func (p *Config) validate() []error {
 	}
 	p.validateDurations(add)
 	p.validateNumbers(add)
+	p.validateStandAside(add)
 	if p.NamespaceSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
 		switch {

@@ -61,6 +61,7 @@ type Controller struct {
 	// recorder returns the coordinator's Event recorder; nil: Events are dropped.
 	recorder record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
+	aside    *standAsideWatch
 	clusterW sync.WaitGroup
 }
 
@@ -95,7 +96,11 @@ func New(d Deps) (*Controller, error) {
 	p.newInformers(d.Client, cfg.Selector().String(), d.Template.Namespace)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
 	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template, Cache: p.jobCache}}
+	p.aside = newStandAsideWatch(d)
 	if err := p.addHandlers(); err != nil {
+		return nil, err
+	}
+	if err := p.addStandAsideHandlers(); err != nil {
 		return nil, err
 	}
 	p.metrics.initProbe()
@@ -154,6 +159,8 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	}
 	p.settled = len(p.starting) == 0
 	p.mu.Unlock()
+	defer p.endStandAside()
+	p.startStandAside(ctx) // before any namespace is looked at
 	cfg := p.current().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")

@@ -157,7 +157,9 @@ type ProbeInput struct {
 	Cluster        *unstructured.Unstructured
 	// Probed: the namespace is probed already (a member of its shard).
 	Probed bool
-	Now    time.Time
+	// StandAside: why the prober stands aside for dependency-watchdog's ("": it does not).
+	StandAside string
+	Now        time.Time
 }
 
 // ProbeAction is what the coordinator does for one namespace now.
@@ -174,6 +176,9 @@ const (
 func DecideProbe(in ProbeInput) (ProbeAction, string) {
 	if !in.Watched {
 		return ProbeForget, "namespace not selected (or gone, or terminating)"
+	}
+	if in.StandAside != "" {
+		return ProbeForget, "standing aside: " + in.StandAside
 	}
 	if in.ClusterPending {
 		return ProbeDeferred, "waiting for the Gardener Cluster cache"

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -26,6 +27,15 @@ type Deps struct {
 	Executor jobs.Executor
 	// Recorder records the prober's Events; nil: they are dropped.
 	Recorder record.EventRecorder
+	// DWDLeaseNamespace is where dependency-watchdog's prober Lease is when the config names
+	// no namespace ("": garden).
+	DWDLeaseNamespace string
+	// OwnLease is the Lease this coordinator elects through (nil: no leader election): the
+	// prober never stands aside for it.
+	OwnLease *LeaseRef
+	// Self is what the prober's own Events (standing aside) are about: the coordinator's
+	// Lease or pod; nil: they are dropped.
+	Self *corev1.ObjectReference
 	// Now is the clock (tests).
 	Now func() time.Time
 }

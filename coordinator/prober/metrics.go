@@ -17,6 +17,8 @@ type Metrics struct {
 	ProbeShards      *prometheus.GaugeVec
 	// ProbeMeltdown names the shoots whose dependents meltdown protection holds scaled down.
 	ProbeMeltdown *prometheus.GaugeVec
+	// ProbeStandingAside is 1 while the prober stands aside for dependency-watchdog's.
+	ProbeStandingAside prometheus.Gauge
 }
 
 // NewMetrics makes the prober's series (not registered: see Collectors).
@@ -47,6 +49,10 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_meltdown_protection_active",
 			Help: "1 per probed namespace whose last probe with a decision scaled its dependents down (too many node leases expired), until a probe scales them up again or the namespace is no longer probed; as its shard's last finished probe Job reports it. A dry run sets nothing.",
 		}, []string{"namespace"}),
+		ProbeStandingAside: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_standing_aside",
+			Help: "1 while the leading coordinator's prober stands aside because dependency-watchdog's prober holds its Lease (prober.standAsideForDependencyWatchdog), or the Lease cannot be read: no namespace is probed or scaled; 0 otherwise.",
+		}),
 		ProbeJobsCleaned: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_jobs_cleaned_up_total",
 			Help: "Finished probe Jobs deleted because they exceeded the history limits.",
@@ -57,7 +63,7 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 // Collectors are the prober's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards, m.ProbeMeltdown}
+	return []prometheus.Collector{m.ProbeDecisions, m.ProbeScaleOps, m.ProbeNamespaces, m.ProbeJobsCleaned, m.ProbeLastProbe, m.ProbeShards, m.ProbeMeltdown, m.ProbeStandingAside}
 }
 
 // initProbe shows the probe series from the start (only when a prober is configured), so

@@ -22,6 +22,7 @@ func (p *Controller) input(ns string) (ProbeInput, error) {
 			p.current().cfg.Selector().Matches(labels.Set(n.Labels))
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
+	in.StandAside = p.standingAside()
 	p.mu.Lock()
 	_, in.Probed = p.next[ns]
 	p.mu.Unlock()
@@ -32,6 +33,10 @@ func (p *Controller) input(ns string) (ProbeInput, error) {
 func (p *Controller) Reconcile(ctx context.Context, key string) error {
 	if i, ok := parseShardKey(key); ok {
 		return p.reconcileShard(ctx, i)
+	}
+	if key == standAsideKey {
+		p.reconcileStandAside()
+		return nil
 	}
 	return p.reconcileNamespace(ctx, key)
 }

@@ -131,6 +131,9 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 		p.queue.AddAfter(shardKey(i), max(at.Sub(now), time.Second))
 		return nil
 	}
+	if p.standingAside() != "" {
+		return nil // its namespaces leave it; looked at again when the prober no longer stands aside
+	}
 	return p.launchShard(ctx, i, target, due, mine, notBefore, now, log)
 }
 

@@ -28,6 +28,13 @@ import (
 // the shard's next Job would wait that long.
 func privateProber(t *testing.T, prefix string, runFor time.Duration) (*deployedCoordinator, string) {
 	t.Helper()
+	return privateProberWith(t, prefix, runFor, nil)
+}
+
+// privateProberWith is privateProber whose prober section edit may change further before
+// the coordinator starts.
+func privateProberWith(t *testing.T, prefix string, runFor time.Duration, edit func(prober map[string]any)) (*deployedCoordinator, string) {
+	t.Helper()
 	var labCfg map[string]any
 	if err := yaml.Unmarshal([]byte(labConfig(t)), &labCfg); err != nil {
 		t.Fatalf("reading the lab's config: %v", err)
@@ -62,6 +69,9 @@ func privateProber(t *testing.T, prefix string, runFor time.Duration) (*deployed
 		p, _ := labCfg["prober"].(map[string]any)
 		p["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{privateProberLabel: h}}
 		p["probeJobRunDuration"] = runFor.String()
+		if edit != nil {
+			edit(p)
+		}
 		cfg["prober"] = p
 	})
 	return c, home

@@ -196,14 +196,7 @@ func (s *probeScenario) createFakeNode(name string, expired bool) {
 
 // renewLeases renews, every second, the leases of the fake nodes marked for renewal.
 func (s *probeScenario) renewLeases(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyTick(ctx, time.Second, func() {
 		s.mu.Lock()
 		var names []string
 		for n, on := range s.renew {
@@ -216,6 +209,20 @@ func (s *probeScenario) renewLeases(ctx context.Context) {
 			patch := fmt.Sprintf(`{"spec":{"renewTime":%q}}`, metav1.NowMicro().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
 			_, _ = kube.CoordinationV1().Leases(nodeLeaseNS).Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		}
+	})
+}
+
+// everyTick calls f every period until ctx ends.
+func everyTick(ctx context.Context, period time.Duration, f func()) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		f()
 	}
 }
 

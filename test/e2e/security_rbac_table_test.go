@@ -58,6 +58,8 @@ var rbacTable = []rbacGrant{
 		"catch-up: informers on the configured dependents' pods, filtered by their selectors (`coordinator/weeder/caches.go`)"},
 	{saCoordinator, scopeCluster, "clusters.extensions.gardener.cloud", "", []string{"list", "watch"},
 		"prober: informer on Gardener's Cluster resources, when the kind is installed (`coordinator/prober/clusters.go`)"},
+	{saCoordinator, scopeCluster, "leases.coordination.k8s.io", "dwd-prober-leader-election", []string{"get", "list", "watch"},
+		"prober: stand aside while dependency-watchdog's prober holds its Lease; an informer on that one Lease by name (`coordinator/prober/standaside_watch.go`)"},
 	{saCoordinator, scopeCluster, "events", "", []string{"create", "patch"},
 		"client-go's event recorder (WeederStarted, leader election); it patches repeated Events"},
 	{saCoordinator, "depwatch", "pods", "", []string{"get", "watch"},
