@@ -109,8 +109,11 @@ bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): we
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) $(GO) test -tags e2e -count=1 -timeout 80m \
 	  -run '^TestBenchScale(Weeder|WeederRecovery|Probe)$$' -v ./test/e2e
 
-demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
-	./hack/demo.sh
+# The demo's cluster is the local one unless DEMO_KUBECONFIG names another (an exported
+# KUBECONFIG does not): there it installs the chart, never the lab overlay, and removes it after.
+DEMO_KUBECONFIG ?=
+demo: ## Watch depwatch work on the local cluster; DEMO_KUBECONFIG=<file>: on that cluster, with the chart, removed after.
+	DEMO_KUBECONFIG=$(DEMO_KUBECONFIG) ./hack/demo.sh
 
 clean: cluster-down ## Remove build output (keeps nothing).
 	rm -rf _output
