@@ -47,7 +47,7 @@ CHART := manifests/charts/depwatch
 helm: ## Build the pinned helm CLI into _output/bin/helm (reused; a copy per user in ~/.cache/depwatch).
 	@./hack/build-helm.sh >/dev/null
 
-lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, promtool on the alert rules, helm lint and render of the chart.
+lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, promtool on the alert rules, helm lint and render of the chart (defaults, and every monitoring extra on).
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(RACE) vet -race ./...
@@ -58,7 +58,7 @@ lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal t
 	$(HELM) template depwatch $(CHART) --namespace depwatch >/dev/null
 	$(HELM) template depwatch $(CHART) --namespace depwatch --set service.enabled=true \
 	  --set serviceMonitor.enabled=true --api-versions monitoring.coreos.com/v1/ServiceMonitor \
-	  --set prometheusRule.enabled=true --api-versions monitoring.coreos.com/v1/PrometheusRule >/dev/null
+	  --set prometheusRule.enabled=true --api-versions monitoring.coreos.com/v1/PrometheusRule --set dashboard.enabled=true >/dev/null
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)
