@@ -47,7 +47,7 @@ CHART := manifests/charts/depwatch
 helm: ## Build the pinned helm CLI into _output/bin/helm (reused; a copy per user in ~/.cache/depwatch).
 	@./hack/build-helm.sh >/dev/null
 
-lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, promtool on the alert rules, helm lint and render of the chart.
+lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal to go.mod's, promtool on the alert rules, helm lint and render of the chart (defaults, and every monitoring extra on).
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*'))"; \
 	  if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(RACE) vet -race ./...
@@ -58,7 +58,7 @@ lint: helm ## gofmt check, go vet, the Kubernetes module's versions kept equal t
 	$(HELM) template depwatch $(CHART) --namespace depwatch >/dev/null
 	$(HELM) template depwatch $(CHART) --namespace depwatch --set service.enabled=true \
 	  --set serviceMonitor.enabled=true --api-versions monitoring.coreos.com/v1/ServiceMonitor \
-	  --set prometheusRule.enabled=true --api-versions monitoring.coreos.com/v1/PrometheusRule >/dev/null
+	  --set prometheusRule.enabled=true --api-versions monitoring.coreos.com/v1/PrometheusRule --set dashboard.enabled=true >/dev/null
 
 fuzz: ## Run every fuzz target for FUZZTIME (default 20000x: executions, not seconds) each.
 	./hack/fuzz.sh $(FUZZTIME)
@@ -109,8 +109,11 @@ bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): we
 	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) $(GO) test -tags e2e -count=1 -timeout 80m \
 	  -run '^TestBenchScale(Weeder|WeederRecovery|Probe)$$' -v ./test/e2e
 
-demo: ## Run depwatch on the local cluster (or the current context when KUBECONFIG is set) and watch it work.
-	./hack/demo.sh
+# The demo's cluster is the local one unless DEMO_KUBECONFIG names another (an exported
+# KUBECONFIG does not): there it installs the chart, never the lab overlay, and removes it after.
+DEMO_KUBECONFIG ?=
+demo: ## Watch depwatch work on the local cluster; DEMO_KUBECONFIG=<file>: on that cluster, with the chart, removed after.
+	DEMO_KUBECONFIG=$(DEMO_KUBECONFIG) ./hack/demo.sh
 
 clean: cluster-down ## Remove build output (keeps nothing).
 	rm -rf _output

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -12,6 +11,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
+	"github.com/depwatch/depwatch/internal/buildinfo"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -80,7 +80,7 @@ func NewMetrics(version string) *Metrics {
 		Namespace: "depwatch", Name: "build_info",
 		Help: "Build information of the running depwatch; always 1.",
 	}, []string{"version", "revision", "goversion"})
-	build.WithLabelValues(version, revision(), runtime.Version()).Set(1)
+	build.WithLabelValues(version, buildinfo.Revision(), runtime.Version()).Set(1)
 	m.Registry.MustRegister(jm.Collectors()...)
 	m.Registry.MustRegister(m.Weeder.Collectors()...)
 	m.Registry.MustRegister(m.Prober.Collectors()...)
@@ -109,17 +109,6 @@ type requestCounter struct{ c *prometheus.CounterVec }
 
 func (r requestCounter) Increment(_ context.Context, code, method, _ string) {
 	r.c.WithLabelValues(method, code).Inc()
-}
-
-func revision() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				return s.Value
-			}
-		}
-	}
-	return "unknown"
 }
 
 func boolGauge(b bool) float64 {

@@ -5,16 +5,22 @@
 #   localhost/depwatch:dev   CGO_ENABLED=0 build of ./cmd/depwatch, entrypoint /depwatch, and
 #                            /usr/local/bin/dependency-watchdog linking to it (gardenlet's command)
 #   localhost/depwatch-testapp:dev   ./test/e2e/testapp (the e2e workload), entrypoint /testapp
-# Tarballs (docker-save format) land in _output/images/. A tarball whose binary did not
-# change is not packed again.
+#   $IMAGE_REPO:$VERSION     (release-local) the image users run, tagged as released
+#                            (ghcr.io/depwatch/depwatch:<VERSION file>), this machine's
+#                            architecture only: the chart's e2e test installs it with the
+#                            chart's default image
+# Tarballs (docker-save format) land in _output/images/ (the last one as
+# depwatch-$VERSION-local.tar). A tarball whose binary did not change is not packed again.
 #
-#   $IMAGE_REPO:$VERSION     the image users run (ghcr.io/depwatch/depwatch:<VERSION file>),
-#                            in _output/images/depwatch-$VERSION.tar; the chart's e2e test
-#                            installs it with the chart's default image.
-# `hack/image.sh release` alone (make image) writes only that one, imports nothing, and says
-# how to load it elsewhere.
+# `hack/image.sh release` alone (make image) writes the release archive instead, imports
+# nothing, and says how to load it elsewhere: _output/images/depwatch-$VERSION.tar (or
+# $IMAGE_OUT), an OCI image layout whose index holds the image for every platform of
+# hack/image.conf (linux/amd64, linux/arm64), with the OCI labels (source, version, revision,
+# licenses). The commit is HEAD's unless REVISION=<commit> says otherwise; the Dockerfile
+# builds the same image (hack/image.conf says how, for both).
 #
-# Usage: hack/image.sh [pause|depwatch|testapp|release]...   (default: all four)
+# Usage: hack/image.sh [pause|depwatch|testapp|release-local]...   (default: all four)
+#        hack/image.sh release
 # DEPWATCH_BIN=/path/to/static/binary packs that binary instead of building ./cmd/depwatch.
 set -euo pipefail
 LOG_PREFIX=image
@@ -24,13 +30,14 @@ cd "$ROOT"
 
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(pause depwatch release)
+  targets=(pause depwatch release-local)
   [[ -d ./test/e2e/testapp ]] && targets+=(testapp)
 fi
 mkdir -p "$IMAGES_DIR" "$TOOLS_BIN"
 VERSION=${VERSION:-$(<"$ROOT/VERSION")}
 IMAGE_REPO=${IMAGE_REPO:-ghcr.io/depwatch/depwatch}
-release_tar=
+[[ ${targets[*]} == release || " ${targets[*]} " != *" release "* ]] ||
+  die "release writes the multi-platform release archive and goes alone (make image); the local cluster's copy is release-local"
 
 log "building hack/imgpack"
 go build -C "$ROOT/hack/imgpack" -o "$TOOLS_BIN/imgpack" .
@@ -79,7 +86,7 @@ for t in "${targets[@]}"; do
     pack depwatch "$DEPWATCH_IMAGE" "$TOOLS_BIN/depwatch" depwatch "$DWD_LINK"
     built_depwatch=1
     ;;
-  release)
+  release-local)
     ref="$IMAGE_REPO:$VERSION"
     # The same binary as localhost/depwatch:dev: built once when both are packed.
     if [[ -n ${built_depwatch:-} ]]; then
@@ -89,36 +96,27 @@ for t in "${targets[@]}"; do
     fi
     got="$("$TOOLS_BIN/depwatch-release" version)"
     [[ $got == "depwatch $VERSION "* ]] || die "the binary says '$got', not version $VERSION"
-    pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION" "$DWD_LINK"
-    release_tar="${IMAGES_DIR#"$ROOT"/}/depwatch-$VERSION.tar"
+    pack depwatch "$ref" "$TOOLS_BIN/depwatch-release" "depwatch-$VERSION-local" "$DWD_LINK"
+    ;;
+  release)
+    # shellcheck source=hack/release-image.sh
+    source "$ROOT/hack/release-image.sh"
+    release_image
     ;;
   testapp)
     build_static testapp ./test/e2e/testapp
     pack testapp "$TESTAPP_IMAGE" "$TOOLS_BIN/testapp"
     ;;
-  *) die "unknown image '$t' (want pause, depwatch or testapp)" ;;
+  *) die "unknown image '$t' (want pause, depwatch, testapp, release-local, or release alone)" ;;
   esac
 done
 
-if [[ ${targets[*]} == release ]]; then
-  cat <<EOF
-[image] wrote $release_tar ($(du -h "$release_tar" | cut -f1)), image $ref
-[image] get it onto your cluster's nodes, one of:
-    kind load image-archive $release_tar                   # kind
-    ctr -n k8s.io images import $release_tar               # containerd, on every node (k3s: k3s ctr ...)
-    crane push $release_tar <registry>/depwatch:$VERSION   # your registry
-    skopeo copy docker-archive:$release_tar docker://<registry>/depwatch:$VERSION
-[image] with your registry, name it there when you install (README, "Install on your cluster"):
-    cd manifests && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
-    helm install depwatch manifests/charts/depwatch -n depwatch --create-namespace --set image.repository=<registry>/depwatch
-EOF
-  exit 0
-fi
+[[ ${targets[*]} == release ]] && exit 0
 
 if containerd_up; then
   for t in "${targets[@]}"; do
     tar="$IMAGES_DIR/$t.tar"
-    [[ $t == release ]] && tar="$ROOT/$release_tar"
+    [[ $t == release-local ]] && tar="$IMAGES_DIR/depwatch-$VERSION-local.tar"
     log "importing $tar into containerd ($CONTAINERD_SOCK, namespace k8s.io)"
     ctr_local images import "$tar" >/dev/null
   done

@@ -264,11 +264,13 @@ func TestChartPoliciesFollowTheRelease(t *testing.T) {
 			t.Errorf("admissionPolicy.enabled=false, networkPolicy.enabled=false: %s is still rendered", k)
 		}
 	}
-	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.29.0"); err == nil || !strings.Contains(err.Error(), "admissionPolicy.enabled=false") {
-		t.Errorf("Kubernetes 1.29 with the admission policy on: want a refusal naming admissionPolicy.enabled=false, got %v", err)
+	// The chart states Kubernetes 1.36 and later (Chart.yaml kubeVersion): an older cluster is
+	// refused before any template, the admission policy's own 1.30 check included.
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.35.0", "--set", "admissionPolicy.enabled=false"); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("Kubernetes 1.35: want a refusal naming the chart's kubeVersion, got %v", err)
 	}
-	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.29.0", "--set", "admissionPolicy.enabled=false"); err != nil {
-		t.Errorf("Kubernetes 1.29 with the admission policy off: %v", err)
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.36.0"); err != nil {
+		t.Errorf("Kubernetes 1.36 with the admission policy on: %v", err)
 	}
 
 	objs = render("--set-json", `networkPolicy.apiServer=[{"to":[{"ipBlock":{"cidr":"10.0.0.10/32"}}],"ports":[{"protocol":"TCP","port":6443}]}]`)

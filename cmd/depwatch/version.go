@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"runtime/debug"
+
+	"github.com/depwatch/depwatch/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func versionString() string {
-	rev := "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				rev = s.Value[:12]
-			}
-		}
+	rev := buildinfo.Revision()
+	if len(rev) > 12 {
+		rev = rev[:12]
 	}
 	return fmt.Sprintf("depwatch %s (commit %s, %s, %s/%s)", version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -1,9 +1,18 @@
-// Command imgpack packs one static binary into a single-layer container image and
-// writes it as an image tarball (docker "save" format, which `ctr images import`
-// and `docker load` both read). No Docker engine is needed.
+// Command imgpack packs static binaries into single-layer container images without a Docker
+// engine, in one of two forms:
+//
+// One binary, one architecture: an image tarball (docker "save" format, which `ctr images
+// import` and `docker load` both read), as the local cluster imports it.
 //
 //	imgpack -binary _output/bin/depwatch -name depwatch -tag localhost/depwatch:dev -o _output/images/depwatch.tar \
 //	        -link usr/local/bin/dependency-watchdog
+//
+// One binary per platform (-platform, repeated): an OCI image layout archive whose index.json
+// names one image index listing every platform's image (index.go), as a release ships it.
+//
+//	imgpack -platform linux/amd64=_output/bin/depwatch-amd64 -platform linux/arm64=_output/bin/depwatch-arm64 \
+//	        -name depwatch -tag ghcr.io/depwatch/depwatch:v0.1.0 -o depwatch-v0.1.0.tar \
+//	        -user 65532:65532 -label org.opencontainers.image.version=v0.1.0 ...
 package main
 
 import (
@@ -23,7 +32,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
+
+// listFlag collects a repeated flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
 	binary := flag.String("binary", "", "path of the static binary to pack (required)")
@@ -33,19 +49,32 @@ func main() {
 	user := flag.String("user", "65532", "user the image runs as")
 	arch := flag.String("arch", runtime.GOARCH, "image architecture")
 	link := flag.String("link", "", "another path of the binary in the image, a symbolic link to /<name> (e.g. usr/local/bin/dependency-watchdog, where gardenlet starts dependency-watchdog)")
+	var platforms, labels listFlag
+	flag.Var(&platforms, "platform", "OS/ARCH=BINARY, repeated: write an OCI image layout archive with an index of one image per platform (instead of -binary and -arch)")
+	flag.Var(&labels, "label", "KEY=VALUE, repeated: an image label (and, for -platform, an annotation of the index)")
 	flag.Parse()
-	if *binary == "" || *tag == "" || *out == "" {
-		fmt.Fprintln(os.Stderr, "imgpack: -binary, -tag and -o are required")
+	if (*binary == "") == (len(platforms) == 0) || *tag == "" || *out == "" {
+		fmt.Fprintln(os.Stderr, "imgpack: -tag, -o and either -binary or -platform are required")
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*binary, *inName, *tag, *out, *user, *arch, *link); err != nil {
+	labelMap, err := keyValues(labels)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "imgpack: -label: %v\n", err)
+		os.Exit(2)
+	}
+	if len(platforms) > 0 {
+		err = runIndex(platforms, *inName, *tag, *out, *user, *link, labelMap)
+	} else {
+		err = run(*binary, *inName, *tag, *out, *user, *arch, *link, labelMap)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "imgpack: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary, inName, tag, out, user, arch, link string) error {
+func run(binary, inName, tag, out, user, arch, link string, labels map[string]string) error {
 	if inName == "" {
 		inName = path.Base(binary)
 	}
@@ -54,9 +83,39 @@ func run(binary, inName, tag, out, user, arch, link string) error {
 	if err != nil {
 		return fmt.Errorf("bad tag %q: %w", tag, err)
 	}
-	data, err := os.ReadFile(binary)
+	img, err := buildImage(binary, inName, user, arch, link, labels, false)
 	if err != nil {
 		return err
+	}
+	tmp := out + ".tmp"
+	if err := tarball.WriteToFile(tmp, ref, img); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("imgpack: wrote %s (%s, %s, entrypoint /%s%s)\n", out, ref.Name(), digest, inName, alsoAt(link))
+	return nil
+}
+
+func alsoAt(link string) string {
+	if link == "" {
+		return ""
+	}
+	return ", also at /" + strings.Trim(link, "/")
+}
+
+// buildImage packs binary as /inName for linux/arch. oci: OCI media types (the index
+// archive's); otherwise Docker's (the docker "save" tarball's, as the local cluster has
+// always imported it).
+func buildImage(binary, inName, user, arch, link string, labels map[string]string, oci bool) (v1.Image, error) {
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
 	}
 
 	// One layer: the binary at /<name>, mode 0755, owned by root; a fixed mtime
@@ -65,35 +124,41 @@ func run(binary, inName, tag, out, user, arch, link string) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if err := tw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 01777, ModTime: epoch}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tw.WriteHeader(&tar.Header{Name: inName, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data)), ModTime: epoch}); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := tw.Write(data); err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeLink(tw, strings.Trim(link, "/"), "/"+inName, epoch); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tw.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	layerBytes := buf.Bytes()
+	var layerOpts []tarball.LayerOption
+	base := empty.Image
+	if oci {
+		layerOpts = append(layerOpts, tarball.WithMediaType(types.OCILayer))
+		base = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerBytes)), nil
-	})
+	}, layerOpts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg = cfg.DeepCopy()
 	cfg.Architecture = arch
@@ -106,28 +171,23 @@ func run(binary, inName, tag, out, user, arch, link string) error {
 	cfg.Config.User = user
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"PATH=/"}
-	img, err = mutate.ConfigFile(img, cfg)
-	if err != nil {
-		return err
+	if len(labels) > 0 {
+		cfg.Config.Labels = labels
 	}
+	return mutate.ConfigFile(img, cfg)
+}
 
-	tmp := out + ".tmp"
-	if err := tarball.WriteToFile(tmp, ref, img); err != nil {
-		return err
+// keyValues parses KEY=VALUE pairs.
+func keyValues(pairs []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not KEY=VALUE", p)
+		}
+		m[k] = v
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	also := ""
-	if link != "" {
-		also = ", also at /" + strings.Trim(link, "/")
-	}
-	fmt.Printf("imgpack: wrote %s (%s, %s, entrypoint /%s%s)\n", out, ref.Name(), digest, inName, also)
-	return nil
+	return m, nil
 }
 
 // writeLink adds the directories of link and link itself, a symbolic link to target; nothing

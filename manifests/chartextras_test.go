@@ -1,0 +1,131 @@
+package manifests
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// monitoringDashboard is the one source of depwatch's Grafana dashboard; the chart ships a
+// copy, since a chart cannot read files outside its folder.
+const (
+	monitoringDashboard = "components/monitoring/depwatch-dashboard.json"
+	chartDashboard      = chart + "/files/depwatch-dashboard.json"
+)
+
+func TestChartShipsTheMonitoringComponentsDashboard(t *testing.T) {
+	if !bytes.Equal(readFile(t, chartDashboard), readFile(t, monitoringDashboard)) {
+		t.Errorf("manifests/%s differs from manifests/%s, its source: cp manifests/%[2]s manifests/%[1]s", chartDashboard, monitoringDashboard)
+	}
+}
+
+// dashboard.enabled renders one ConfigMap holding the dashboard file byte for byte, with the
+// label Grafana's sidecar looks for; off (the default) renders none.
+func TestDashboardConfigMapHoldsTheDashboardFileOnlyWhenEnabled(t *testing.T) {
+	helm := helmBinary(t)
+	render := func(args ...string) map[string]object {
+		t.Helper()
+		return parseObjects(t, run(t, helm, append([]string{"template", "dw", chart, "--namespace", "ops"}, args...)...))
+	}
+	for k := range render() {
+		if strings.Contains(k, "dashboard") {
+			t.Errorf("dashboard off (the default): %s is rendered", k)
+		}
+	}
+
+	objs := render("--set", "dashboard.enabled=true", "--set", "dashboard.namespace=grafana",
+		"--set", "dashboard.annotations.grafana_folder=Kubernetes")
+	cm := objs["ConfigMap grafana/dw-depwatch-dashboard"]
+	if cm == nil {
+		t.Fatalf("dashboard.enabled=true: no ConfigMap grafana/dw-depwatch-dashboard among %v", keys(objs))
+	}
+	data, _ := cm["data"].(map[string]any)
+	got, _ := data["depwatch-dashboard.json"].(string)
+	if want := string(readFile(t, monitoringDashboard)); got != want {
+		t.Errorf("the ConfigMap's depwatch-dashboard.json is not manifests/%s (%d bytes; want %d)", monitoringDashboard, len(got), len(want))
+	}
+	md, _ := cm["metadata"].(map[string]any)
+	labels, _ := md["labels"].(map[string]any)
+	if labels["grafana_dashboard"] != "1" {
+		t.Errorf("the ConfigMap's labels %v have no grafana_dashboard: \"1\" (the sidecar's default)", labels)
+	}
+	if ann, _ := md["annotations"].(map[string]any); ann["grafana_folder"] != "Kubernetes" {
+		t.Errorf("dashboard.annotations not on the ConfigMap: %v", md["annotations"])
+	}
+}
+
+// chartMetadata is what Chart.yaml says beyond its version.
+type chartMetadata struct {
+	AppVersion  string            `json:"appVersion"`
+	KubeVersion string            `json:"kubeVersion"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// The chart claims only the Kubernetes version the e2e suite runs on (hack/lib.sh's
+// K8S_VERSION, the local cluster's): its kubeVersion's lower bound is that minor version.
+func TestChartKubeVersionIsTheOneTheSuiteRuns(t *testing.T) {
+	var meta chartMetadata
+	readYAML(t, chart+"/Chart.yaml", &meta)
+	m := regexp.MustCompile(`(?m)^K8S_VERSION="v(\d+)\.(\d+)\.\d+"`).FindSubmatch(readFile(t, "../hack/lib.sh"))
+	if m == nil {
+		t.Fatal(`hack/lib.sh has no K8S_VERSION="vX.Y.Z"`)
+	}
+	if want := ">=" + string(m[1]) + "." + string(m[2]) + ".0-0"; meta.KubeVersion != want {
+		t.Errorf("Chart.yaml kubeVersion=%q; the e2e suite runs on Kubernetes v%s.%s (hack/lib.sh): want %q until a run on an older version passes",
+			meta.KubeVersion, m[1], m[2], want)
+	}
+}
+
+// Artifact Hub's annotations name what the chart installs: the default image at the
+// appVersion for the platforms make image packs, and the repository's licence.
+func TestChartArtifactHubAnnotationsNameTheReleasedImage(t *testing.T) {
+	var meta chartMetadata
+	readYAML(t, chart+"/Chart.yaml", &meta)
+	var values struct{ Image struct{ Repository string } }
+	readYAML(t, chart+"/values.yaml", &values)
+	var images []struct {
+		Name      string   `json:"name"`
+		Image     string   `json:"image"`
+		Platforms []string `json:"platforms"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(meta.Annotations["artifacthub.io/images"]), &images); err != nil || len(images) != 1 {
+		t.Fatalf("Chart.yaml artifacthub.io/images: want one image, got %d (%v)", len(images), err)
+	}
+	if want := values.Image.Repository + ":" + meta.AppVersion; images[0].Image != want {
+		t.Errorf("artifacthub.io/images names %s; the chart runs %s", images[0].Image, want)
+	}
+	conf := readFile(t, "../hack/image.conf")
+	pm := regexp.MustCompile(`(?m)^IMAGE_PLATFORMS="([^"]*)"`).FindSubmatch(conf)
+	if pm == nil || strings.Join(images[0].Platforms, " ") != string(pm[1]) {
+		t.Errorf("artifacthub.io/images platforms %v; make image packs %q (hack/image.conf)", images[0].Platforms, pm)
+	}
+	lm := regexp.MustCompile(`(?m)^IMAGE_LICENSES=(\S+)`).FindSubmatch(conf)
+	if lm == nil || meta.Annotations["artifacthub.io/license"] != string(lm[1]) {
+		t.Errorf("artifacthub.io/license=%q; the image's licences label (hack/image.conf) %q", meta.Annotations["artifacthub.io/license"], lm)
+	}
+	for _, link := range regexp.MustCompile(`/(?:tree|blob)/([^/\s]+)`).FindAllStringSubmatch(meta.Annotations["artifacthub.io/links"], -1) {
+		if link[1] != meta.AppVersion {
+			t.Errorf("artifacthub.io/links points at %s; the release is %s", link[1], meta.AppVersion)
+		}
+	}
+	for _, key := range []string{"artifacthub.io/changes", "artifacthub.io/links"} {
+		if strings.TrimSpace(meta.Annotations[key]) == "" {
+			t.Errorf("Chart.yaml has no %s annotation", key)
+		}
+	}
+	if _, err := os.Stat("../LICENSE"); err != nil {
+		t.Error(err)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
