@@ -103,3 +103,17 @@ func ObjectsReadyWhen(objs []any, w ReadyWhen) bool {
 	}
 	return w.Ready(slices)
 }
+
+// MarshalText writes String, so a readyWhen travels in JSON (a weeder Job's TARGETS) as
+// "any", "all" or "2".
+func (w ReadyWhen) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
+// UnmarshalText is ParseReadyWhen.
+func (w *ReadyWhen) UnmarshalText(b []byte) error {
+	v, err := ParseReadyWhen(string(b))
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
