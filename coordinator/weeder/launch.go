@@ -171,7 +171,7 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors = ns, svc, rc.cfg.Selectors(svc)
+	w.Namespace, w.Service, w.Selectors, w.ReadyWhen = ns, svc, rc.cfg.Selectors(svc), rc.cfg.ReadyWhenOf(svc)
 	return jobs.Weeder(w)
 }
 
@@ -190,6 +190,7 @@ func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederS
 		Armed:         armed,
 		MaxWait:       cfg.MaxWait(),
 		ReapCooldown:  cfg.Cooldown(),
+		BackOffFloor:  cfg.Floor(),
 	}
 }
 
