@@ -29,8 +29,9 @@ const (
 	envBackOffFloor      = "BACKOFF_FLOOR"
 )
 
-// DefaultBackOffFloor is BACKOFF_FLOOR's default: a fresh pod's create to Ready as measured
-// on the lab (docs/benchmarks.md, row (a): at most 1.46 s), rounded up.
+// DefaultBackOffFloor is the weeder Jobs' BACKOFF_FLOOR unless the coordinator's config says
+// otherwise: a fresh pod's create to Ready as measured on the lab (docs/benchmarks.md, row
+// (a): at most 1.46 s), rounded up. A plain reap run's default is 0 (off), as pod-reaper.
 const DefaultBackOffFloor = 2 * time.Second
 
 // JobSettings are a reap run's settings as plain values, the part of the environment a Job
