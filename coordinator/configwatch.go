@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // DefaultConfigReloadInterval is how often the config file is read again.
@@ -51,19 +52,14 @@ func (c *Coordinator) ConfigProblem() (string, time.Time) {
 func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, restart context.CancelFunc) {
 	c.log.WithFields(logrus.Fields{"configFile": c.opts.ConfigFile, "interval": every.String()}).
 		Info("Watching the config file: a valid change restarts the coordinator to apply it; an invalid one is reported and changes nothing.")
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if c.checkConfig() {
-				restart()
-				return
-			}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	wait.UntilWithContext(ctx, func(context.Context) {
+		if c.checkConfig() {
+			restart()
+			stop()
 		}
-	}
+	}, every)
 }
 
 // checkConfig reads the config files as --check-config does and reports whether they hold a

@@ -306,22 +306,6 @@ servicesAndDependantSelectors:
       - matchLabels: {app: machine-controller-manager}
 `
 
-const probeOnlyConfig = `
-prober:
-  kubeConfigSecretName: shoot-access
-  probeInterval: 10s
-  initialDelay: 30s
-  backoffJitterFactor: 0
-  kcmNodeMonitorGraceDuration: 40s
-  successfulJobsHistoryLimit: 1
-  failedJobsHistoryLimit: 1
-  probeJobRunDuration: 0s
-  dependentResourceInfos:
-    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
-      scaleUp: {level: 1, timeout: 30s}
-      scaleDown: {level: 0, timeout: 40s}
-`
-
 // value reads a counter or gauge.
 func value(m prometheus.Metric) float64 {
 	var d dto.Metric

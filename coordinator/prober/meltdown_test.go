@@ -27,19 +27,7 @@ func TestMeltdownSeriesFollowsTheNamespacesLastDecision(t *testing.T) {
 		return finishedProbePod(name, probe.Report{End: finished, DryRun: dryRun, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last)}}})
 	}
-	active := func() int {
-		r := prometheus.NewRegistry()
-		r.MustRegister(p.metrics.ProbeMeltdown)
-		fams, err := r.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, f := range fams {
-			n += len(f.GetMetric())
-		}
-		return n
-	}
+	active := func() int { return seriesCount(t, p.metrics.ProbeMeltdown) }
 	for _, step := range []struct {
 		pod, last string
 		dryRun    bool
@@ -71,20 +59,7 @@ func TestReportsOfPodsThatEndedBeforeTheStartGiveTheLastProbeOnly(t *testing.T) 
 	before := p.started.Add(-time.Minute).Truncate(time.Second)
 	p.onPod(finishedProbePod("old", probe.Report{End: before, Results: map[string]int{"scale-down": 1},
 		Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.ResultScaleDown, Ago: 5 * time.Second}}}))
-	count := func(c prometheus.Collector) int {
-		r := prometheus.NewRegistry()
-		r.MustRegister(c)
-		fams, err := r.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, f := range fams {
-			n += len(f.GetMetric())
-		}
-		return n
-	}
-	if n := count(p.metrics.ProbeLastProbe); n != 0 {
+	if n := seriesCount(t, p.metrics.ProbeLastProbe); n != 0 {
 		t.Fatalf("%d last-probe series before the namespace is probed, want none", n)
 	}
 	p.startProbing(ns, h.now, "test", p.log)
@@ -95,11 +70,27 @@ func TestReportsOfPodsThatEndedBeforeTheStartGiveTheLastProbeOnly(t *testing.T) 
 	if got := m.GetGauge().GetValue(); got != float64(before.Add(-5*time.Second).Unix()) {
 		t.Errorf("last probe %v, want the old report's %v", got, before.Add(-5*time.Second).Unix())
 	}
-	if n := count(p.metrics.ProbeMeltdown); n != 0 {
+	if n := seriesCount(t, p.metrics.ProbeMeltdown); n != 0 {
 		t.Errorf("%d meltdown series from a report another replica counted, want none", n)
 	}
 	d := &dto.Metric{}
 	if err := p.metrics.ProbeDecisions.WithLabelValues("scale-down").Write(d); err != nil || d.GetCounter().GetValue() != 0 {
 		t.Errorf("scale-down decisions %v (%v) from a report another replica counted, want 0", d.GetCounter().GetValue(), err)
 	}
+}
+
+// seriesCount is how many series the collector has now.
+func seriesCount(t *testing.T, c prometheus.Collector) int {
+	t.Helper()
+	r := prometheus.NewRegistry()
+	r.MustRegister(c)
+	fams, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fams {
+		n += len(f.GetMetric())
+	}
+	return n
 }
