@@ -33,6 +33,7 @@ const DefaultWatchDuration = 5 * time.Minute
 //	armWeeder: true                         # launch the weeder armed when the outage begins
 //	armedMaxWait: 6h                        # an armed weeder's MAX_WAIT for its service
 //	reapCooldown: 1m                        # weeder's REAP_COOLDOWN per controller; 0s: off
+//	dependsOnAnnotation: true               # follow workloads' depwatch.io/depends-on
 type Config struct {
 	WatchDuration                 *metav1.Duration              `json:"watchDuration,omitempty"`
 	ServicesAndDependantSelectors map[string]DependantSelectors `json:"servicesAndDependantSelectors"`
@@ -52,6 +53,9 @@ type Config struct {
 	// only after this long, so a dependent broken for another reason is restarted at most
 	// 1 + floor(watchDuration / reapCooldown) times per weeder run. 0s turns the bound off.
 	ReapCooldown *metav1.Duration `json:"reapCooldown,omitempty"`
+	// DependsOnAnnotation (default true) follows the depwatch.io/depends-on annotation of
+	// Deployments, StatefulSets and DaemonSets (dependson.go); false: the config alone.
+	DependsOnAnnotation *bool `json:"dependsOnAnnotation,omitempty"`
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.
