@@ -92,7 +92,7 @@ func (c *Controller) onWorkload(obj any, deleted bool) {
 	}
 	followed, unfollowed := dep.index.set(w.key(), d)
 	dep.mu.Unlock()
-	log := c.log.WithFields(logrus.Fields{"workload": w.String(), "dependsOn": value})
+	log := c.log.WithFields(logrus.Fields{"namespace": w.meta.Namespace, "workload": w.String(), "dependsOn": value})
 	if problem != "" {
 		log.Warnf("A workload's depends-on annotation is malformed and is ignored: %s.", problem)
 		if c.recorder != nil {
@@ -115,7 +115,7 @@ func (c *Controller) onWorkload(obj any, deleted bool) {
 func (c *Controller) crossNamespace(w workload, d declared) {
 	for _, key := range d.services {
 		if ns, _, _ := cache.SplitMetaNamespaceKey(key); ns != w.meta.Namespace {
-			c.log.WithFields(logrus.Fields{"workload": w.String(), "service": key}).
+			c.log.WithFields(logrus.Fields{"namespace": w.meta.Namespace, "workload": w.String(), "service": key}).
 				Warn("A workload depends on a Service of another namespace: its pods are not restarted for it yet (a weeder restarts pods in its service's namespace).")
 		}
 	}
