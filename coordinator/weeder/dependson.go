@@ -2,7 +2,8 @@ package weeder
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,12 +44,7 @@ func ParseDependsOn(ns, value string) ([]string, field.ErrorList) {
 		}
 		seen[key] = true
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, errs
+	return slices.Sorted(maps.Keys(seen)), errs
 }
 
 // dependsOnKey is one entry's service key, or why it is not a Service ("" when it is).

@@ -1,7 +1,8 @@
 package weeder
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,20 +61,11 @@ func (x dependsOnIndex) set(workload string, d declared) (followed, unfollowed [
 func minus(a, b []string) []string {
 	var out []string
 	for _, s := range a {
-		if !contains(b, s) {
+		if !slices.Contains(b, s) {
 			out = append(out, s)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // follows: a workload declares a dependency on the service key.
@@ -85,13 +77,8 @@ func (x dependsOnIndex) follows(key string) bool { return len(x.byService[key]) 
 func (x dependsOnIndex) selectors(key string) []metav1.LabelSelector {
 	ns, _, _ := strings.Cut(key, "/")
 	deps := x.byService[key]
-	names := make([]string, 0, len(deps))
-	for w := range deps {
-		names = append(names, w)
-	}
-	sort.Strings(names)
 	var out []metav1.LabelSelector
-	for _, w := range names {
+	for _, w := range slices.Sorted(maps.Keys(deps)) {
 		if d := deps[w]; d.namespace == ns {
 			out = append(out, *d.selector.DeepCopy())
 		}
@@ -99,7 +86,7 @@ func (x dependsOnIndex) selectors(key string) []metav1.LabelSelector {
 	return out
 }
 
-// namesInUse counts, per service name, the followed keys with that name.
+// nameInUse: a followed service key has that name (in any namespace).
 func (x dependsOnIndex) nameInUse(name string) bool {
 	for key := range x.byService {
 		if _, n, _ := strings.Cut(key, "/"); n == name {
