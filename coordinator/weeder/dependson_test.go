@@ -169,3 +169,46 @@ func TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne(t *testing.T) {
 		t.Error("a malformed annotation is followed in part")
 	}
 }
+
+// TestAnnotatedNamesShareOneWatchWhileNamed: the first workload naming "db" starts the
+// EndpointSlice watch of that name; a second namespace's "db" reads what the running watch
+// holds at once (a Ready service first seen: a catch-up check is queued); the watch stops
+// with the last workload naming it. A configured name gets no watch of its own.
+func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
+	h := newHarness(t, testConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.c.StartDependsOn(ctx)
+	d := h.c.dependsOn
+	h.c.onWorkload(annotated("a", "web", "db, etcd-main-client"), false)
+	d.mu.Lock()
+	inf, running := d.watch["db"]
+	_, configured := d.watch["etcd-main-client"]
+	d.mu.Unlock()
+	if !running || configured || d.names["db"] == nil {
+		t.Fatalf("watches %v: want one for db only, running", d.watch)
+	}
+	if err := inf.GetIndexer().Add(up("b", "db")); err != nil {
+		t.Fatal(err)
+	}
+	h.c.onWorkload(annotated("b", "api", "db"), false)
+	h.c.mu.Lock()
+	st, ok := h.c.services["b/db"]
+	h.c.mu.Unlock()
+	if !ok || !st.seen.Ready || st.owed == nil || !st.owed.catchUp || h.c.queue.Len() != 1 {
+		t.Fatalf("b/db not read from the running watch: state %+v, queue %d", st, h.c.queue.Len())
+	}
+	h.c.onWorkload(annotated("a", "web", ""), false)
+	if d.watch["db"] == nil {
+		t.Fatal("the watch stopped while b/db is still named")
+	}
+	h.c.onWorkload(annotated("b", "api", ""), true)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.watch) != 0 || len(d.names) != 0 {
+		t.Errorf("watches left: %v", d.watch)
+	}
+	if _, ok := h.c.services["b/db"]; ok {
+		t.Error("b/db's state outlived its last dependent")
+	}
+}
