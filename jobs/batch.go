@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -20,6 +21,7 @@ type WeederTarget struct {
 	Namespace string
 	Service   string
 	Selectors []metav1.LabelSelector
+	ReadyWhen podstate.ReadyWhen // when Service counts as back (zero: any)
 }
 
 // Key is <namespace>/<service>, the target's name in AnnotationTargets.
@@ -37,14 +39,18 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	keys := make([]string, 0, len(targets))
 	for _, t := range targets {
 		one := base
-		one.Namespace, one.Service, one.Selectors = t.Namespace, t.Service, t.Selectors
+		one.Namespace, one.Service, one.Selectors, one.ReadyWhen = t.Namespace, t.Service, t.Selectors, t.ReadyWhen
 		// The same checks as a Job of its own; the reaper's own checks of every target run
 		// once, on the whole batch, below.
 		run, _, err := weederRun(one)
 		if err != nil {
 			return Spec{}, fmt.Errorf("weeder batch: %w", err)
 		}
-		rts = append(rts, reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: run.Selectors})
+		rt := reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: run.Selectors}
+		if t.ReadyWhen != podstate.ReadyAny {
+			rt.ReadyWhen = &run.ReadyWhen // TARGETS stays short for the default
+		}
+		rts = append(rts, rt)
 		keys = append(keys, t.Key())
 	}
 	// The first target's run gives what every target shares; the targets replace its one
@@ -53,6 +59,7 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	one.Namespace, one.Service, one.Selectors = targets[0].Namespace, targets[0].Service, targets[0].Selectors
 	run, trigger, _ := weederRun(one) // checked above
 	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, rts
+	run.ReadyWhen = podstate.ReadyAny // each target carries its own
 	if err := run.Validate(); err != nil {
 		return Spec{}, fmt.Errorf("weeder batch: %w", err) // e.g. a service listed twice
 	}

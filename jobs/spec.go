@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -170,6 +171,10 @@ type WeederSpec struct {
 	// ReapCooldown is REAP_COOLDOWN: nil = DefaultWeederReapCooldown; 0 = off (every
 	// crash-looping pod on every event, pod-reaper's behaviour); negative is refused.
 	ReapCooldown *time.Duration
+	// ReadyWhen is READY_WHEN, when the service counts as back (zero: any).
+	ReadyWhen podstate.ReadyWhen
+	// BackOffFloor is BACKOFF_FLOOR: nil = reaper.DefaultBackOffFloor; 0 = off.
+	BackOffFloor *time.Duration
 	// Client is the run's API rate limits (KUBE_API_*); zero: the run's defaults, which fit
 	// one service. A batch Job's are sized by its number of services.
 	Client reaper.ClientLimits
@@ -213,6 +218,10 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	if cooldown < 0 {
 		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: reap cooldown must not be negative, got %s", w.Namespace, w.Service, cooldown)
 	}
+	floor := reaper.DefaultBackOffFloor
+	if w.BackOffFloor != nil {
+		floor = *w.BackOffFloor
+	}
 	trigger := w.Trigger
 	if trigger == "" {
 		trigger = TriggerReady
@@ -245,6 +254,8 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 		ReapCooldown:      cooldown,
 		StartWhenReady:    &reaper.ServiceRef{Namespace: w.Namespace, Name: w.Service},
 		MaxWait:           gateWait,
+		ReadyWhen:         w.ReadyWhen,
+		BackOffFloor:      floor,
 		Client:            w.Client,
 	}, trigger, nil
 }

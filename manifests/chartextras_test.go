@@ -2,8 +2,10 @@ package manifests
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,4 +130,27 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// executor in-process (or auto) gives the coordinator the flag and the runs' rights: its
+// service account is bound to the weeder's and the probe's roles beside theirs; the default
+// (job) binds nothing more.
+func TestChartExecutorInProcessBindsTheRunsRolesToTheCoordinator(t *testing.T) {
+	helm := helmBinary(t)
+	for _, executor := range []string{"job", "in-process", "auto"} {
+		objs := parseObjects(t, run(t, helm, "template", "dw", chart, "--namespace", "ops", "--set", "executor="+executor))
+		dep, _ := yaml.Marshal(objs["Deployment ops/dw-depwatch-coordinator"])
+		if got, want := strings.Contains(string(dep), "--executor="+executor), executor != "job"; got != want {
+			t.Errorf("executor=%s: the --executor flag rendered %v, want %v", executor, got, want)
+		}
+		for _, binding := range []string{"ClusterRoleBinding <nil>/dw-depwatch-weeder", "ClusterRoleBinding <nil>/dw-depwatch-probe"} {
+			if objs[binding] == nil {
+				t.Fatalf("no %s among %v", binding, slices.Sorted(maps.Keys(objs)))
+			}
+			subjects, _ := yaml.Marshal(objs[binding]["subjects"])
+			if got, want := strings.Contains(string(subjects), "depwatch-coordinator"), executor != "job"; got != want {
+				t.Errorf("executor=%s: %s binds the coordinator %v, want %v:\n%s", executor, binding, got, want, subjects)
+			}
+		}
+	}
 }

@@ -51,7 +51,7 @@ const (
 
 // reap acts on one matched pod - dry run, delete or evict - records an Event and logs exactly
 // one line. It never returns early on a cancelled run: the pod in hand is finished.
-func (r *runner) reap(m match) outcome {
+func (r *runner) reap(m match, s saving) outcome {
 	pod := m.pod
 	verb, action := "delete", ActionDeleted
 	if r.opts.Evict {
@@ -76,7 +76,10 @@ func (r *runner) reap(m match) outcome {
 	err := r.removePod(ctx, pod)
 	switch {
 	case err == nil:
-		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why)
+		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why) + s.savedNote()
+		if s.known {
+			line = line.WithField("backoff_saved_seconds", s.saved.Seconds())
+		}
 		line.WithFields(logrus.Fields{"action": action, "detail": msg}).Info(MsgReaping)
 		r.recordEvent(pod, corev1.EventTypeNormal, ReasonReaped, msg)
 		return outcomeReaped

@@ -15,7 +15,10 @@ const (
 	ActionMaxPods = "max-pods"
 	// ActionDeferred: held back by REAP_COOLDOWN.
 	ActionDeferred = "deferred"
+	// ActionBackOffSkipped: in crash-loop back-off that the kubelet ends sooner than
+	// BACKOFF_FLOOR; left to the kubelet.
+	ActionBackOffSkipped = "backoff-skipped"
 )
 
 // PodActions are every value of a pod log line's action field.
-var PodActions = []string{ActionDeleted, ActionEvicted, ActionSkipped, ActionGone, ActionFailed, ActionDryRun, ActionMaxPods, ActionDeferred}
+var PodActions = []string{ActionDeleted, ActionEvicted, ActionSkipped, ActionGone, ActionFailed, ActionDryRun, ActionMaxPods, ActionDeferred, ActionBackOffSkipped}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // A batch run (TARGETS) is one run over many services, not many runs in one pod: one
@@ -133,17 +135,19 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: b.clock()}
 	refs := make([]ServiceRef, len(opts.Targets))
+	when := make(map[ServiceRef]podstate.ReadyWhen, len(opts.Targets))
 	var selectors = opts.Selectors[:0:0]
 	for i, t := range opts.Targets {
 		one := opts.forTarget(t)
 		refs[i] = t.ref()
+		when[refs[i]] = one.ReadyWhen
 		b.targets = append(b.targets, &batchTarget{ref: refs[i], run: newRunner(ctx, client, ev, one, log.WithField("target", refs[i].String()))})
 		b.byRef[refs[i]] = i
 		b.byNS[t.Namespace] = append(b.byNS[t.Namespace], i)
 		selectors = append(selectors, one.Selectors...)
 	}
 	b.left.Store(int64(len(b.targets)))
-	b.services = newServiceTracker(client, refs, b.clock, func(ref ServiceRef) { b.queue.Add(b.byRef[ref]) })
+	b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) { b.queue.Add(b.byRef[ref]) })
 	b.pods = newPodCache(client, selectors, opts.fieldSelector(), func(ns string) {
 		for _, i := range b.byNS[ns] {
 			b.queue.Add(i)

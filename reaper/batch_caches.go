@@ -37,6 +37,7 @@ type serviceTracker struct {
 	synced   atomic.Bool
 	onChange func(ServiceRef) // the target's turn; called without the lock held
 	clock    func() time.Time
+	when     map[ServiceRef]podstate.ReadyWhen // each service's READY_WHEN (its target's readyWhen)
 
 	mu    sync.Mutex
 	views map[ServiceRef]*serviceView
@@ -44,10 +45,10 @@ type serviceTracker struct {
 
 // newServiceTracker builds the informer: every namespace, label kubernetes.io/service-name in
 // the targets' service names (a storm's targets share a few names: etcd-main-client, ...).
-func newServiceTracker(client kubernetes.Interface, refs []ServiceRef, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
+func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
 	names := sets.New[string]()
-	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, onChange: onChange, clock: clock}
-	for _, r := range refs {
+	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, when: when, onChange: onChange, clock: clock}
+	for r := range when {
 		names.Insert(r.Name)
 		t.views[r] = &serviceView{}
 	}
@@ -89,7 +90,7 @@ func (t *serviceTracker) resync() {
 // evaluate records the service's readiness now, and a return if it just became Ready.
 func (t *serviceTracker) evaluate(ref ServiceRef) {
 	objs, _ := t.informer.GetIndexer().ByIndex(podstate.ServiceIndex, ref.String())
-	ready := podstate.ObjectsReady(objs)
+	ready := podstate.ObjectsReadyWhen(objs, t.when[ref])
 	t.mu.Lock()
 	v, ours := t.views[ref]
 	changed := ours && (!v.Known || v.Ready != ready)

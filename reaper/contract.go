@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // The variables of a reap run that depwatch's coordinator writes into its weeder Jobs:
@@ -24,7 +25,14 @@ const (
 	envMaxWait           = "MAX_WAIT"
 	envTargets           = "TARGETS"
 	envDryRun            = "DRY_RUN"
+	envReadyWhen         = "READY_WHEN"
+	envBackOffFloor      = "BACKOFF_FLOOR"
 )
+
+// DefaultBackOffFloor is the weeder Jobs' BACKOFF_FLOOR unless the coordinator's config says
+// otherwise: a fresh pod's create to Ready as measured on the lab (docs/benchmarks.md, row
+// (a): at most 1.46 s), rounded up. A plain reap run's default is 0 (off), as pod-reaper.
+const DefaultBackOffFloor = 2 * time.Second
 
 // JobSettings are a reap run's settings as plain values, the part of the environment a Job
 // made by the coordinator carries (a weeder: WATCH, CONTAINER_STATUSES, the selectors, the
@@ -47,6 +55,12 @@ type JobSettings struct {
 	MaxWait        time.Duration // MAX_WAIT, written when > 0 (only valid with a gate)
 	Targets        []Target      // TARGETS, a JSON list
 	DryRun         bool          // DRY_RUN, written when true
+	// ReadyWhen (READY_WHEN) is when START_WHEN_READY's service counts as back, written when
+	// not any (a TARGETS run carries each target's own in TARGETS).
+	ReadyWhen podstate.ReadyWhen
+	// BackOffFloor (BACKOFF_FLOOR) is always written, like REAP_COOLDOWN: a crash-looping pod
+	// the kubelet restarts sooner than this is left to it; 0 = off.
+	BackOffFloor time.Duration
 	// Client: the run's API rate limits (KUBE_API_*), each written when set.
 	Client ClientLimits
 }
@@ -85,6 +99,10 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	if s.DryRun {
 		w.Set(envDryRun, envconf.FormatBool(true))
 	}
+	if s.ReadyWhen != podstate.ReadyAny {
+		w.Set(envReadyWhen, s.ReadyWhen.String())
+	}
+	w.Set(envBackOffFloor, envconf.FormatDuration(s.BackOffFloor))
 	s.Client.write(&w)
 	return w.Env()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // settingsOf reads back the JobSettings that Options o means: the inverse of what LoadOptions
@@ -22,6 +23,7 @@ func settingsOf(o Options) JobSettings {
 	s := JobSettings{
 		Watch: o.Watch, Namespace: o.Namespace, RunDuration: o.RunDuration, ReapCooldown: o.ReapCooldown,
 		StartWhenReady: o.StartWhenReady, Targets: o.Targets, DryRun: o.DryRun, Client: o.Client,
+		ReadyWhen: o.ReadyWhen, BackOffFloor: o.BackOffFloor,
 	}
 	if o.StartWhenReady != nil || len(o.Targets) > 0 {
 		s.MaxWait = o.MaxWait
@@ -64,6 +66,7 @@ func weederSettings() JobSettings {
 		Selectors: []string{"app=kubernetes,role=apiserver"}, Namespace: "shoot--a",
 		RunDuration: 5 * time.Minute, GracePeriod: &grace, ReapCooldown: time.Minute,
 		StartWhenReady: &ServiceRef{Namespace: "shoot--a", Name: "etcd-main-client"}, MaxWait: 6 * time.Hour,
+		BackOffFloor: DefaultBackOffFloor,
 	}
 }
 
@@ -73,6 +76,9 @@ func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 		"unarmed weeder":          func(s *JobSettings) { s.MaxWait = time.Minute; s.GracePeriod = nil },
 		"weeder without cooldown": func(s *JobSettings) { s.ReapCooldown = 0 },
 		"dry run":                 func(s *JobSettings) { s.DryRun = true },
+		"every endpoint ready":    func(s *JobSettings) { s.ReadyWhen = podstate.ReadyAll },
+		"two ready endpoints":     func(s *JobSettings) { s.ReadyWhen = podstate.ReadyWhen{Min: 2} },
+		"no back-off floor":       func(s *JobSettings) { s.BackOffFloor = 0 },
 		"a batch's client limits": func(s *JobSettings) {
 			s.Client = ClientLimits{API: apilimit.Limit{QPS: 200, Burst: 500}, Events: apilimit.Limit{QPS: 100.5, Burst: 200}}
 		},
@@ -82,7 +88,8 @@ func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 		"batch TARGETS weeder": func(s *JobSettings) {
 			s.Namespace, s.Selectors, s.StartWhenReady = "", nil, nil
 			s.Targets = []Target{{Namespace: "a", Service: "etcd-main-client", Selectors: []string{"app=x"}},
-				{Namespace: "b", Service: "kube-apiserver", Selectors: []string{"app=y", "role in (p,q)"}}}
+				{Namespace: "b", Service: "kube-apiserver", Selectors: []string{"app=y", "role in (p,q)"}, ReadyWhen: &podstate.ReadyAll},
+				{Namespace: "c", Service: "etcd", Selectors: []string{"app=z"}, ReadyWhen: &podstate.ReadyWhen{Min: 3}}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -117,7 +124,8 @@ func genSettings(r *rand.Rand) JobSettings {
 		}
 		return out
 	}
-	s := JobSettings{Watch: r.IntN(2) == 0, DryRun: r.IntN(2) == 0, ReapCooldown: dur(time.Millisecond) * time.Duration(r.IntN(2))}
+	s := JobSettings{Watch: r.IntN(2) == 0, DryRun: r.IntN(2) == 0, ReapCooldown: dur(time.Millisecond) * time.Duration(r.IntN(2)),
+		BackOffFloor: dur(time.Millisecond) * time.Duration(r.IntN(2))}
 	for _, reason := range []string{ReasonCrashLoopBackOff, "OOMKilled", "Error", "ImagePullBackOff"} {
 		if r.IntN(2) == 0 || len(s.ContainerStatuses) == 0 && reason == "ImagePullBackOff" {
 			s.ContainerStatuses = append(s.ContainerStatuses, reason)
@@ -141,9 +149,15 @@ func genSettings(r *rand.Rand) JobSettings {
 		s.Namespace, s.Selectors = name("ns-"), selectors()
 		s.StartWhenReady = &ServiceRef{Namespace: s.Namespace, Name: name("svc-")}
 		s.MaxWait = dur(time.Second)
+		s.ReadyWhen = genReadyWhen(r)
 	case 1: // a batch
 		for i := range 1 + r.IntN(4) {
-			s.Targets = append(s.Targets, Target{Namespace: name("ns-"), Service: fmt.Sprintf("svc-%d", i), Selectors: selectors()})
+			t := Target{Namespace: name("ns-"), Service: fmt.Sprintf("svc-%d", i), Selectors: selectors()}
+			if r.IntN(2) == 0 {
+				w := genReadyWhen(r)
+				t.ReadyWhen = &w
+			}
+			s.Targets = append(s.Targets, t)
 		}
 		s.MaxWait = dur(time.Second)
 	default: // a plain run, maybe namespaced
@@ -157,12 +171,20 @@ func genSettings(r *rand.Rand) JobSettings {
 	return s
 }
 
+// genReadyWhen is any, all or a count of 2 to 5, at random.
+func genReadyWhen(r *rand.Rand) podstate.ReadyWhen {
+	if n := r.IntN(6); n > 1 {
+		return podstate.ReadyWhen{Min: n}
+	}
+	return []podstate.ReadyWhen{podstate.ReadyAny, podstate.ReadyAll}[r.IntN(2)]
+}
+
 func TestWeederEnvKeepsItsNamesAndOrder(t *testing.T) {
 	var names []string
 	for _, e := range weederSettings().Env() {
 		names = append(names, e.Name+"="+e.Value)
 	}
-	want := `WATCH=true CONTAINER_STATUSES=CrashLoopBackOff LABEL_SELECTORS=["app=kubernetes,role=apiserver"] NAMESPACE=shoot--a RUN_DURATION=5m0s GRACE_PERIOD=10s REAP_COOLDOWN=1m0s START_WHEN_READY=shoot--a/etcd-main-client MAX_WAIT=6h0m0s`
+	want := `WATCH=true CONTAINER_STATUSES=CrashLoopBackOff LABEL_SELECTORS=["app=kubernetes,role=apiserver"] NAMESPACE=shoot--a RUN_DURATION=5m0s GRACE_PERIOD=10s REAP_COOLDOWN=1m0s START_WHEN_READY=shoot--a/etcd-main-client MAX_WAIT=6h0m0s BACKOFF_FLOOR=2s`
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("env\n got %s\nwant %s", got, want)
 	}
@@ -174,7 +196,7 @@ func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
 		"no rule":           func(s *JobSettings) { s.ContainerStatuses = nil },
 		"a service twice": func(s *JobSettings) {
 			s.Namespace, s.Selectors, s.StartWhenReady = "", nil, nil
-			s.Targets = []Target{{"a", "s", []string{"x=y"}}, {"a", "s", []string{"x=z"}}}
+			s.Targets = []Target{{Namespace: "a", Service: "s", Selectors: []string{"x=y"}}, {Namespace: "a", Service: "s", Selectors: []string{"x=z"}}}
 		},
 		"a namespace too long": func(s *JobSettings) { s.Namespace = strings.Repeat("n", 64) },
 	} {

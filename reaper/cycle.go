@@ -24,11 +24,12 @@ type runner struct {
 	fields string
 	clock  func() time.Time
 
-	sum     Summary
-	quota   quota
-	cool    cooldown // REAP_COOLDOWN, per owner
-	cycle   int
-	lastErr error // the most recent cycle's list failure; nil once a cycle lists again
+	sum      Summary
+	quota    quota
+	cool     cooldown // REAP_COOLDOWN, per owner
+	backOffs backOffs // BACKOFF_FLOOR's skips, and the back-offs it cannot read
+	cycle    int
+	lastErr  error // the most recent cycle's list failure; nil once a cycle lists again
 }
 
 func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
@@ -152,10 +153,17 @@ func (r *runner) handle(m match) {
 		r.deferPod(m, o, now)
 		return
 	}
-	switch r.reap(m) {
+	s := r.savingOf(m, now)
+	if r.belowFloor(m, s, now) {
+		return
+	}
+	switch r.reap(m, s) {
 	case outcomeReaped:
 		r.quota.take()
 		r.sum.Reaped++
+		if s.known && !r.opts.DryRun {
+			r.sum.BackOffSaved = append(r.sum.BackOffSaved, s.saved)
+		}
 		r.sel.done[m.pod.UID] = r.cycle
 		r.cool.reaped(o.uid, v, now)
 	case outcomeGone:

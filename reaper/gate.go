@@ -14,8 +14,8 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// gate follows the readiness of START_WHEN_READY's service: Ready as podstate.SlicesReady
-// says, over its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
+// gate follows the readiness of START_WHEN_READY's service: Ready as READY_WHEN
+// (podstate.ReadyWhen, default any: podstate.SlicesReady) says, over its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
 // single goroutine reads Ready when changed is signalled.
 type gate struct {
 	ref     ServiceRef
@@ -31,7 +31,7 @@ type gate struct {
 // startGate lists the service's EndpointSlices once (so a missing right or API fails the run
 // at once, and a service that is already Ready opens the gate at once), then follows them
 // with an informer until stop ends. onSynced (tests) runs once the informer has synced.
-func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef, onSynced func()) (*gate, error) {
+func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef, when podstate.ReadyWhen, onSynced func()) (*gate, error) {
 	sel := discoveryv1.LabelServiceName + "=" + ref.Name
 	list, err := client.DiscoveryV1().EndpointSlices(ref.Namespace).List(stop, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -42,7 +42,7 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 	for i := range list.Items {
 		items[i] = &list.Items[i]
 	}
-	g.set(serviceReady(ref, items))
+	g.set(serviceReady(ref, when, items))
 
 	g.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(ref.Namespace),
@@ -55,7 +55,7 @@ func startGate(stop context.Context, client kubernetes.Interface, ref ServiceRef
 		default:
 			return // a partial store during the first list says nothing; sync decides below
 		}
-		g.set(serviceReady(ref, inf.GetStore().List()))
+		g.set(serviceReady(ref, when, inf.GetStore().List()))
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { reevaluate() },
@@ -103,14 +103,14 @@ func (g *gate) shutdown() {
 	g.wg.Wait()
 }
 
-// serviceReady is podstate.ObjectsReady over the service's own slices: slices of other
+// serviceReady is podstate.ObjectsReadyWhen over the service's own slices: slices of other
 // services are dropped, should a lenient API return them.
-func serviceReady(ref ServiceRef, objs []any) bool {
+func serviceReady(ref ServiceRef, when podstate.ReadyWhen, objs []any) bool {
 	own := objs[:0:0]
 	for _, o := range objs {
 		if keys, _ := podstate.ServiceKeys(o); len(keys) == 1 && keys[0] == ref.String() {
 			own = append(own, o)
 		}
 	}
-	return podstate.ObjectsReady(own)
+	return podstate.ObjectsReadyWhen(own, when)
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 func endpointSlice(ns, svc string, ready ...*bool) *discoveryv1.EndpointSlice {
@@ -292,7 +294,7 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
 	other := endpointSlice("shoot", "other", ptr.To(true))
 	own := endpointSlice("shoot", "etcd", ptr.To(false))
-	if serviceReady(ServiceRef{Namespace: "shoot", Name: "etcd"}, []any{other, own}) {
+	if serviceReady(ServiceRef{Namespace: "shoot", Name: "etcd"}, podstate.ReadyAny, []any{other, own}) {
 		t.Error("a ready slice of another service opened the gate")
 	}
 }

@@ -115,6 +115,7 @@ func (r *runner) startFields() logrus.Fields {
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
 		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
+		"ready_when": r.opts.ReadyWhen.String(), "backoff_floor": r.opts.BackOffFloor.String(),
 	}
 }
 
@@ -123,6 +124,7 @@ func (r *runner) summaryFields() logrus.Fields {
 	return logrus.Fields{
 		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
 		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
+		"backoff_skipped": s.BackOffSkipped, "backoff_saved_seconds": s.SavedSeconds(),
 		"never_started": s.NotStarted,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,6 +43,12 @@ type Options struct {
 	// endpoint; RUN_DURATION counts from that moment. MaxWait bounds the wait.
 	StartWhenReady *ServiceRef
 	MaxWait        time.Duration
+	// ReadyWhen (READY_WHEN) is when the gate's service counts as Ready: any (the default),
+	// all, or a count of ready endpoints; a TARGETS target may set its own.
+	ReadyWhen podstate.ReadyWhen
+	// BackOffFloor (BACKOFF_FLOOR): a matched crash-looping pod whose kubelet restarts it
+	// sooner than this is left to the kubelet (about a fresh pod's start to Ready); 0 = off.
+	BackOffFloor time.Duration
 	// Targets (TARGETS): one run over all these services (runBatch), each target gated on its
 	// own service and reaping its own dependents.
 	Targets []Target
@@ -77,6 +84,7 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	loadPlace(e, &o)
 	o.Targets = loadTargets(e)
 	o.StartWhenReady, o.MaxWait = loadGate(e, o.Namespace)
+	o.ReadyWhen = loadReadyWhen(e)
 	o.Selectors = loadSelectors(e)
 	o.annotation = loadAnnotationFilter(e)
 	o.Annotation = o.annotation.String()
@@ -144,6 +152,7 @@ func loadActions(e *env, o *Options) {
 		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
 	}
 	o.ReapCooldown, _ = e.duration(envReapCooldown)
+	o.BackOffFloor, _ = e.duration(envBackOffFloor)
 	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
 		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
 			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
@@ -252,4 +261,23 @@ func (o Options) validate() error {
 		return fmt.Errorf("reaper options: %w", &envconf.ConfigError{Problems: problems})
 	}
 	return nil
+}
+
+// loadReadyWhen reads READY_WHEN ("any", "all" or a count of ready endpoints), which only
+// means something with START_WHEN_READY or TARGETS (for the targets without a readyWhen).
+func loadReadyWhen(e *env) podstate.ReadyWhen {
+	v, set := e.lookup(envReadyWhen) // the default ("any") is no mistake without a gate
+	if !set || strings.TrimSpace(v) == "" {
+		return podstate.ReadyAny
+	}
+	if !e.isSet(envStartWhenReady) && !e.isSet(envTargets) {
+		e.fail(envReadyWhen, v, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+		return podstate.ReadyAny
+	}
+	w, err := podstate.ParseReadyWhen(v)
+	if err != nil {
+		e.fail(envReadyWhen, v, "%v", err)
+		return podstate.ReadyAny
+	}
+	return w
 }

@@ -121,7 +121,7 @@ func (r *runner) startSources(ctx context.Context, armedAt time.Time) (*sources,
 	src := &sources{cancel: cancel}
 	if r.opts.StartWhenReady != nil {
 		r.armedLine(armedAt)
-		g, err := startGate(bg, r.client, *r.opts.StartWhenReady, r.opts.onGateSynced)
+		g, err := startGate(bg, r.client, *r.opts.StartWhenReady, r.opts.ReadyWhen, r.opts.onGateSynced)
 		if err != nil {
 			cancel()
 			return nil, err

@@ -438,7 +438,7 @@ func TestRunEventFailureIsOnlyAWarning(t *testing.T) {
 
 func TestSummaryString(t *testing.T) {
 	s := Summary{Cycles: 2, Seen: 10, Matched: 3, Reaped: 2, Skipped: 1}
-	if got, want := s.String(), "cycles=2 failed-cycles=0 seen=10 matched=3 reaped=2 skipped=1 gone=0 errors=0 deferred=0"; got != want {
+	if got, want := s.String(), "cycles=2 failed-cycles=0 seen=10 matched=3 reaped=2 skipped=1 gone=0 errors=0 deferred=0 backoff-skipped=0 backoff-saved=0s"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	s.DryRun = true

@@ -1,6 +1,9 @@
 package reaper
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Summary is what a run did. Counts add up over every cycle and watch event of the run.
 type Summary struct {
@@ -19,6 +22,20 @@ type Summary struct {
 	// NotStarted: START_WHEN_READY's service never became Ready during the run (MAX_WAIT
 	// passed, or SIGTERM came first): nothing was listed or reaped.
 	NotStarted bool
+	// BackOffSkipped: matched pods in a crash-loop back-off that the kubelet ended sooner than
+	// BACKOFF_FLOOR, left to it (each back-off counted once).
+	BackOffSkipped int
+	// BackOffSaved: for each pod restarted in crash-loop back-off, the back-off it had left.
+	BackOffSaved []time.Duration
+}
+
+// SavedSeconds is the back-off the run's restarts saved, in all.
+func (s Summary) SavedSeconds() float64 {
+	var total time.Duration
+	for _, d := range s.BackOffSaved {
+		total += d
+	}
+	return total.Seconds()
 }
 
 // String is one line, for the exit log line and /dev/termination-log.
@@ -30,6 +47,6 @@ func (s Summary) String() string {
 	if s.NotStarted {
 		prefix = "never started (the START_WHEN_READY service was not Ready), nothing reaped: " + prefix
 	}
-	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d deferred=%d",
-		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors, s.Deferred)
+	return fmt.Sprintf("%scycles=%d failed-cycles=%d seen=%d matched=%d %s=%d skipped=%d gone=%d errors=%d deferred=%d backoff-skipped=%d backoff-saved=%.0fs",
+		prefix, s.Cycles, s.FailedCycles, s.Seen, s.Matched, reaped, s.Reaped, s.Skipped, s.Gone, s.Errors, s.Deferred, s.BackOffSkipped, s.SavedSeconds())
 }

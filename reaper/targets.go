@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
@@ -17,6 +19,9 @@ type Target struct {
 	Namespace string   `json:"namespace"`
 	Service   string   `json:"service"`
 	Selectors []string `json:"selectors"`
+	// ReadyWhen is when Service counts as back ("any", "all" or a count); absent: the run's
+	// READY_WHEN.
+	ReadyWhen *podstate.ReadyWhen `json:"readyWhen,omitempty"`
 }
 
 func (t Target) ref() ServiceRef { return ServiceRef{Namespace: t.Namespace, Name: t.Service} }
@@ -36,7 +41,7 @@ func ParseTargets(v string) ([]Target, error) {
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors"}: %w`, err)
+		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors","readyWhen"}: %w`, err)
 	}
 	if len(ts) == 0 {
 		return nil, errors.New("must list at least one target")
@@ -109,6 +114,9 @@ func (o Options) forTarget(t Target) Options {
 	one.Namespace = t.Namespace
 	ref := t.ref()
 	one.StartWhenReady = &ref
+	if t.ReadyWhen != nil {
+		one.ReadyWhen = *t.ReadyWhen
+	}
 	one.Selectors = make([]labels.Selector, 0, len(t.Selectors))
 	for _, s := range t.Selectors {
 		sel, _ := labels.Parse(s) // ParseTargets checked it
@@ -129,5 +137,7 @@ func (s *Summary) add(o Summary) {
 	s.Gone += o.Gone
 	s.Errors += o.Errors
 	s.Deferred += o.Deferred
+	s.BackOffSkipped += o.BackOffSkipped
+	s.BackOffSaved = append(s.BackOffSaved, o.BackOffSaved...)
 	s.NotStarted = s.NotStarted && o.NotStarted
 }

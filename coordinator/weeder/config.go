@@ -7,9 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -33,7 +35,10 @@ const DefaultWatchDuration = 5 * time.Minute
 //	armWeeder: true                         # launch the weeder armed when the outage begins
 //	armedMaxWait: 6h                        # an armed weeder's MAX_WAIT for its service
 //	reapCooldown: 1m                        # weeder's REAP_COOLDOWN per controller; 0s: off
+//	backOffFloor: 2s                        # weeder's BACKOFF_FLOOR; 0s: off
 //	dependsOnAnnotation: true               # follow workloads' depwatch.io/depends-on
+//
+// A service's entry may add `arm: false` and `readyWhen: any | all | <count>`.
 type Config struct {
 	WatchDuration                 *metav1.Duration              `json:"watchDuration,omitempty"`
 	ServicesAndDependantSelectors map[string]DependantSelectors `json:"servicesAndDependantSelectors"`
@@ -53,6 +58,9 @@ type Config struct {
 	// only after this long, so a dependent broken for another reason is restarted at most
 	// 1 + floor(watchDuration / reapCooldown) times per weeder run. 0s turns the bound off.
 	ReapCooldown *metav1.Duration `json:"reapCooldown,omitempty"`
+	// BackOffFloor is the weeder's BACKOFF_FLOOR (default reaper.DefaultBackOffFloor, 2s): a
+	// crash-looping dependent the kubelet restarts sooner than this is left to it. 0s: off.
+	BackOffFloor *metav1.Duration `json:"backOffFloor,omitempty"`
 	// DependsOnAnnotation (default true) follows the depwatch.io/depends-on annotation of
 	// Deployments, StatefulSets and DaemonSets (dependson.go); false: the config alone.
 	DependsOnAnnotation *bool `json:"dependsOnAnnotation,omitempty"`
@@ -63,6 +71,33 @@ type DependantSelectors struct {
 	PodSelectors []*metav1.LabelSelector `json:"podSelectors"`
 	// Arm (depwatch's addition) overrides armWeeder for this service.
 	Arm *bool `json:"arm,omitempty"`
+	// ReadyWhen (depwatch's addition) is when the service counts as back: "any" (one ready
+	// endpoint, the default, dependency-watchdog v1.5's), "all" (every endpoint that is not
+	// terminating is ready, dependency-watchdog v1.6+'s) or a count of ready endpoints (2).
+	ReadyWhen *intstr.IntOrString `json:"readyWhen,omitempty"`
+}
+
+// ReadyWhenOf is when the service counts as back (podstate.ReadyAny when not set; Validate
+// refuses a value it cannot read).
+func (c *Config) ReadyWhenOf(service string) podstate.ReadyWhen {
+	w, _ := c.ServicesAndDependantSelectors[service].readyWhen()
+	return w
+}
+
+func (d DependantSelectors) readyWhen() (podstate.ReadyWhen, error) {
+	if d.ReadyWhen == nil {
+		return podstate.ReadyAny, nil
+	}
+	return podstate.ParseReadyWhen(d.ReadyWhen.String())
+}
+
+// Floor returns the weeder's BACKOFF_FLOOR: nil when unset (the weeder's default).
+func (c *Config) Floor() *time.Duration {
+	if c.BackOffFloor == nil {
+		return nil
+	}
+	d := c.BackOffFloor.Duration
+	return &d
 }
 
 // Arm reports whether the service's weeder is launched armed when an outage begins.
@@ -168,7 +203,7 @@ func (c *Config) validateDurations(add func(format string, a ...any)) {
 	for _, d := range []struct {
 		field string
 		value *metav1.Duration
-	}{{"watchDuration", c.WatchDuration}, {"armedMaxWait", c.ArmedMaxWait}, {"gracePeriod", c.GracePeriod}, {"reapCooldown", c.ReapCooldown}} {
+	}{{"watchDuration", c.WatchDuration}, {"armedMaxWait", c.ArmedMaxWait}, {"gracePeriod", c.GracePeriod}, {"reapCooldown", c.ReapCooldown}, {"backOffFloor", c.BackOffFloor}} {
 		switch {
 		case d.value == nil:
 		case d.value.Duration < 0:
@@ -185,6 +220,12 @@ func (c *Config) validateService(name string, add func(format string, a ...any))
 		add("%s: %q is not a service name: %s", field, name, m)
 	}
 	d := c.ServicesAndDependantSelectors[name]
+	switch w, err := d.readyWhen(); {
+	case err != nil:
+		add("%s.readyWhen: %s: %v", field, d.ReadyWhen.String(), err)
+	case w != podstate.ReadyAny && c.UseEndpoints:
+		add("%s.readyWhen: %s: needs EndpointSlices; with useEndpoints: true only \"any\" is supported", field, w)
+	}
 	if len(d.PodSelectors) == 0 {
 		add("%s.podSelectors: required: at least one pod selector", field)
 	}

@@ -166,10 +166,10 @@ func PlanWeeder(in WeederInput) Action {
 }
 
 // SlicesObservation aggregates one service's EndpointSlices: Known if there is any slice,
-// Ready as podstate.SlicesReady says (any ready endpoint of any slice), the same test the
-// weeder Job's START_WHEN_READY gate applies.
-func SlicesObservation(slices []*discoveryv1.EndpointSlice) Observation {
-	return Observation{Known: len(slices) > 0, Ready: podstate.SlicesReady(slices)}
+// Ready as the service's readyWhen says (any: one ready endpoint of any slice), the same test
+// the weeder Job's START_WHEN_READY gate applies with READY_WHEN.
+func SlicesObservation(slices []*discoveryv1.EndpointSlice, when podstate.ReadyWhen) Observation {
+	return Observation{Known: len(slices) > 0, Ready: when.Ready(slices)}
 }
 
 // EndpointsObservation reads a legacy v1 Endpoints object (nil: not known): Ready if any

@@ -7,6 +7,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 func TestDecideTransitionTable(t *testing.T) {
@@ -98,7 +100,7 @@ func TestReadinessAggregatesAcrossTheServiceSlices(t *testing.T) {
 		{"ready endpoint in the second slice", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(ptr.To(false))), slice("n", "s", "b", ep(ptr.To(true)))}, Observation{Known: true, Ready: true}},
 	}
 	for _, tc := range cases {
-		if got := SlicesObservation(tc.slices); got != tc.want {
+		if got := SlicesObservation(tc.slices, podstate.ReadyAny); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

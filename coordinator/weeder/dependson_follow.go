@@ -48,7 +48,7 @@ func (c *Controller) follow(key string, log logrus.FieldLogger) {
 	d.mu.Lock()
 	inf, running := d.watch[name]
 	if !running {
-		src, err := newSliceSource(c.client, []string{name})
+		src, err := newSliceSource(c.client, []string{name}, c.config().cfg.ReadyWhenOf)
 		if err != nil {
 			d.mu.Unlock()
 			log.WithError(err).Error("Could not watch the EndpointSlices of a service an annotation names.")

@@ -27,7 +27,7 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 	if useEndpoints {
 		c.src = newEndpointsSource(client, c.config().cfg.Services())
 	} else {
-		src, err := newSliceSource(client, c.config().cfg.Services())
+		src, err := newSliceSource(client, c.config().cfg.Services(), c.config().cfg.ReadyWhenOf)
 		if err != nil {
 			return err
 		}

@@ -177,7 +177,7 @@ func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (job
 func weederSpecWith(rc *runningConfig, key string, sels []metav1.LabelSelector, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors = ns, svc, sels
+	w.Namespace, w.Service, w.Selectors, w.ReadyWhen = ns, svc, sels, rc.cfg.ReadyWhenOf(svc)
 	return jobs.Weeder(w)
 }
 
@@ -196,6 +196,7 @@ func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederS
 		Armed:         armed,
 		MaxWait:       cfg.MaxWait(),
 		ReapCooldown:  cfg.Cooldown(),
+		BackOffFloor:  cfg.Floor(),
 	}
 }
 

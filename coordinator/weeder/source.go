@@ -61,9 +61,13 @@ func unwrap(obj any) any {
 
 // sliceSource watches discovery/v1 EndpointSlices of the configured service names only
 // (server-side label selector kubernetes.io/service-name in (...)), indexed by service.
-type sliceSource struct{ inf cache.SharedIndexInformer }
+// readyWhen says when a service (its name) counts as back.
+type sliceSource struct {
+	inf       cache.SharedIndexInformer
+	readyWhen func(service string) podstate.ReadyWhen
+}
 
-func newSliceSource(client kubernetes.Interface, services []string) (*sliceSource, error) {
+func newSliceSource(client kubernetes.Interface, services []string, readyWhen func(string) podstate.ReadyWhen) (*sliceSource, error) {
 	req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
 	if err != nil {
 		return nil, fmt.Errorf("building the EndpointSlice selector: %w", err)
@@ -73,7 +77,7 @@ func newSliceSource(client kubernetes.Interface, services []string) (*sliceSourc
 		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	_ = inf.SetTransform(ctrl.StripManagedFields)
-	return &sliceSource{inf: inf}, nil
+	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
 }
 
 func (s *sliceSource) Informer() cache.SharedIndexInformer { return s.inf }
@@ -101,7 +105,9 @@ func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	for _, sl := range v.slices {
 		slices = append(slices, sl)
 	}
-	return SlicesObservation(slices)
+	key, _ := s.KeyOf(obj) // the service the event is for: the view's
+	_, svc, _ := cache.SplitMetaNamespaceKey(key)
+	return SlicesObservation(slices, s.readyWhen(svc))
 }
 
 func (s *sliceSource) Keys() []string {

@@ -6,7 +6,7 @@ import (
 )
 
 // Slim copies a pod's identity (name, namespace, UID, resourceVersion) and what
-// CrashLoopBackOff reads, and nothing else: a cache of many pods keeps a fraction of what the
+// CrashLoopBackOff and PodBackOff read, and nothing else: a cache of many pods keeps a fraction of what the
 // API sent (no managedFields, env, volumes, probes, images or resources). A field
 // CrashLoopBackOff starts to read must be kept here too; TestSlimKeepsCrashLoop fails
 // otherwise. Callers that read more (the reaper's rules) add their fields to the copy.
@@ -51,14 +51,16 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	return out
 }
 
-// slimStatuses keeps each status's name, state and restart count.
+// slimStatuses keeps each status's name, state (with the waiting message PodBackOff reads),
+// last termination (its finish time) and restart count.
 func slimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 	if ss == nil {
 		return nil
 	}
 	out := make([]corev1.ContainerStatus, len(ss))
 	for i := range ss {
-		out[i] = corev1.ContainerStatus{Name: ss[i].Name, State: ss[i].State, RestartCount: ss[i].RestartCount}
+		out[i] = corev1.ContainerStatus{Name: ss[i].Name, State: ss[i].State,
+			LastTerminationState: ss[i].LastTerminationState, RestartCount: ss[i].RestartCount}
 	}
 	return out
 }

@@ -14,7 +14,8 @@ import (
 // few container names, so random pods hit the decisive values and their names match.
 var vocabulary = []string{"", "app", "init", "sidecar", "CrashLoopBackOff", "Error", "Completed",
 	"OOMKilled", "ContainerCreating", "Evicted", "Always", "Never", "OnFailure",
-	"Running", "Pending", "Succeeded", "Failed", "Unknown", "True", "False"}
+	"Running", "Pending", "Succeeded", "Failed", "Unknown", "True", "False",
+	"back-off 40s restarting failed container=app pod=p_ns(uid)"}
 
 // pickFrom fills a string-kinded field from the vocabulary.
 func pickFrom[T ~string](p *T, c randfill.Continue) { *p = T(vocabulary[c.Intn(len(vocabulary))]) }
@@ -44,6 +45,11 @@ func sameCrashLoop(t *testing.T, full *corev1.Pod) bool {
 	if fullOK != slimOK || fullReason != slimReason {
 		t.Fatalf("crash loop of the full pod %v (%q), of its slim copy %v (%q): CrashLoopBackOff reads a field Slim drops\npod: %+v",
 			fullOK, fullReason, slimOK, slimReason, full)
+	}
+	fullBackOff, fullLooping := PodBackOff(full)
+	slimBackOff, slimLooping := PodBackOff(Slim(full))
+	if fullLooping != slimLooping || fullBackOff != slimBackOff {
+		t.Fatalf("back-off of the full pod %+v, of its slim copy %+v: PodBackOff reads a field Slim drops\npod: %+v", fullBackOff, slimBackOff, full)
 	}
 	return fullOK
 }

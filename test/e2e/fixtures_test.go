@@ -316,8 +316,41 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 		p.t.Errorf("%s: pod %s was reaped at %s, not before the kubelet's own restart of it at %s, although a weeder saw the return at %s: the weeder did not help",
 			p.ns, cl.pod.Name, clock(reaped.FirstTimestamp.Time), clock(cl.kubeletRestart), clock(saw))
 	}
+	if reaped != nil {
+		p.checkSavedBackOff(cl, reaped.Message)
+	}
 	ready, _ := p.waitDependentReady(minWait, cl.pod.UID)
 	return ready, readySince(ready).Sub(upAt)
+}
+
+// savedBackOff reads the back-off a Reaped Event says its restart saved, and when the kubelet
+// would have restarted the pod.
+var savedBackOff = regexp.MustCompile(`It saved about (\d+)s of back-off \(the kubelet would have restarted it at (\S+)\)`)
+
+// checkSavedBackOff: the weeder's Reaped Event says the back-off its restart saved, read from
+// the same status the test read: the kubelet's restart it names is the one the test computed,
+// and what it saved is at most the whole back-off.
+func (p *pair) checkSavedBackOff(cl crashLoop, message string) {
+	p.t.Helper()
+	m := savedBackOff.FindStringSubmatch(message)
+	if m == nil {
+		p.t.Errorf("%s: the Reaped Event of pod %s does not say the back-off it saved: %q", p.ns, cl.pod.Name, message)
+		return
+	}
+	saved, _ := time.ParseDuration(m[1] + "s")
+	until, err := time.Parse(time.RFC3339, strings.TrimSuffix(m[2], "."))
+	switch {
+	case err != nil:
+		p.t.Errorf("%s: the Reaped Event's restart time %q: %v", p.ns, m[2], err)
+	// derived bound: both are the container's last finish plus its back-off, from the same
+	// status; the Event has whole seconds.
+	case until.Sub(cl.kubeletRestart).Abs() > time.Second:
+		p.t.Errorf("%s: the Reaped Event says the kubelet would have restarted pod %s at %s; its status said %s", p.ns, cl.pod.Name, clock(until), clock(cl.kubeletRestart))
+	case saved > cl.backoff:
+		p.t.Errorf("%s: the Reaped Event says the restart saved %s of back-off, more than the whole back-off %s", p.ns, saved, cl.backoff)
+	default:
+		p.t.Logf("%s: the weeder's restart saved about %s of the %s back-off", p.ns, saved, cl.backoff)
+	}
 }
 
 // kubeletRestartedFirst waits until depwatch deleted the crash-looping pod (a Reaped Event on
