@@ -134,7 +134,8 @@ func (c *Coordinator) newControllers(d Deps) error {
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
 		Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
-			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services},
+			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services,
+			NoWorkloadReads: !d.rights().Workloads},
 	})
 	if err != nil {
 		return err

@@ -24,6 +24,10 @@ type Rights struct {
 	Services   bool // services: get (is a Service that went down being deleted)
 	Slices     bool // discovery.k8s.io endpointslices: list and watch
 	Endpoints  bool // endpoints: list and watch (dependency-watchdog's weeder before EndpointSlices)
+	// Workloads: apps deployments, statefulsets and daemonsets: list and watch (the
+	// depends-on annotation); each is asked, and all three must be granted.
+	Workloads  bool
+	noWorkload bool // one of the three is refused
 	// What the runs themselves need, for the in-process executor (a Job has its own service
 	// account): the weeder's and the probe's.
 	DeletePods     bool // pods: delete, in every namespace
@@ -40,7 +44,7 @@ func (r Rights) Unreachable() bool { return r.asked > 0 && len(r.Unknown) == r.a
 // AllRights is what depwatch's own install grants the coordinator and its runs: what a
 // coordinator assumes when it asks nothing (tests, embedding).
 func AllRights() Rights {
-	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true,
+	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true, Workloads: true,
 		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true}
 }
 
@@ -67,6 +71,9 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		{"apps", "deployments/scale", "", []string{"patch"}, func(r *Rights, ok bool) { r.ScaleWorkloads = ok }},
 		{"", "secrets", "", []string{"get"}, func(r *Rights, ok bool) { r.ReadSecrets = ok }},
 	}
+	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
+		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.noWorkload = r.noWorkload || !ok }})
+	}
 	out := Rights{asked: len(reviews)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -82,6 +89,7 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		})
 	}
 	wg.Wait()
+	out.Workloads = !out.noWorkload
 	return out
 }
 

@@ -173,6 +173,9 @@ func (c *Coordinator) serveEndpoints(ctx context.Context, wg *sync.WaitGroup, wa
 // startInformers runs the controllers' informers until ctx ends and waits for their caches;
 // false with a nil error: ctx ended first.
 func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (bool, error) {
+	if c.weeder != nil {
+		c.weeder.StartDependsOn(ctx) // the watches annotations ask for while the caches fill
+	}
 	infs := c.informers()
 	synced := make([]cache.InformerSynced, 0, len(infs))
 	for _, inf := range infs {

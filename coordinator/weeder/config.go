@@ -36,6 +36,7 @@ const DefaultWatchDuration = 5 * time.Minute
 //	armedMaxWait: 6h                        # an armed weeder's MAX_WAIT for its service
 //	reapCooldown: 1m                        # weeder's REAP_COOLDOWN per controller; 0s: off
 //	backOffFloor: 2s                        # weeder's BACKOFF_FLOOR; 0s: off
+//	dependsOnAnnotation: true               # follow workloads' depwatch.io/depends-on
 //
 // A service's entry may add `arm: false` and `readyWhen: any | all | <count>`.
 type Config struct {
@@ -60,6 +61,9 @@ type Config struct {
 	// BackOffFloor is the weeder's BACKOFF_FLOOR (default reaper.DefaultBackOffFloor, 2s): a
 	// crash-looping dependent the kubelet restarts sooner than this is left to it. 0s: off.
 	BackOffFloor *metav1.Duration `json:"backOffFloor,omitempty"`
+	// DependsOnAnnotation (default true) follows the depwatch.io/depends-on annotation of
+	// Deployments, StatefulSets and DaemonSets (dependson.go); false: the config alone.
+	DependsOnAnnotation *bool `json:"dependsOnAnnotation,omitempty"`
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.

@@ -18,6 +18,9 @@
 //     record the Service's Event, count it.
 //   - batch.go, batchlaunch.go: in a storm, the services wait a moment and share batch Jobs.
 //   - state.go: what no API object holds (the recorded edges, the Jobs just created).
+//   - dependson*.go: the services workloads name with AnnotationDependsOn, followed like
+//     the configured ones (their selectors from the index, their slices from a watch per
+//     name).
 //
 // The pure decisions are in decide.go (Decide, PlanWeeder) and batch.go (PlanLaunch); the
 // informers in source.go (endpoints) and caches.go (dependents, weeder Jobs).
@@ -66,6 +69,9 @@ type Options struct {
 	// NoServiceReads: this service account may not read Services (gardenlet's weeder RBAC): a
 	// lone outage is armed without asking whether its Service is being deleted.
 	NoServiceReads bool
+	// NoWorkloadReads: this service account may not list and watch Deployments, StatefulSets
+	// and DaemonSets: the depends-on annotation is not followed.
+	NoWorkloadReads bool
 }
 
 // Deps is what the weeder runs with.
@@ -98,11 +104,13 @@ type Controller struct {
 
 	running *runningConfig // the config and what the decisions derive from it
 
-	src      source      // the configured services' endpoints
-	deps     *dependents // the configured dependents' pods
-	wjobs    *weederJobs // weeder Jobs
-	nsInf    cache.SharedIndexInformer
-	nsLister corelisters.NamespaceLister // is a namespace going away, does it match
+	src   source      // the configured services' endpoints
+	deps  *dependents // the configured dependents' pods
+	wjobs *weederJobs // weeder Jobs
+	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
+	dependsOn *dependsOn
+	nsInf     cache.SharedIndexInformer
+	nsLister  corelisters.NamespaceLister // is a namespace going away, does it match
 	// nsSelect: namespaces are chosen by their labels (namespaces.selector).
 	nsSelect bool
 	// leading: only the leader counts failed Jobs, so replicas do not count each one twice.
@@ -139,6 +147,9 @@ func New(d Deps) (*Controller, error) {
 		return nil, err
 	}
 	if err := c.addHandlers(); err != nil {
+		return nil, err
+	}
+	if err := c.newDependsOnWatch(d); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -181,6 +192,9 @@ func (c *Controller) Informers() []cache.SharedIndexInformer {
 	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
+	}
+	if c.dependsOn != nil {
+		infs = append(infs, c.dependsOn.workloads...)
 	}
 	return append(infs, c.deps.informers()...)
 }

@@ -252,7 +252,7 @@ func TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem(t *testing.T) {
 	log.SetOutput(io.Discard)
 	d := Deps{Client: client, Config: parseConfig(t, testConfig), Log: log, Metrics: newTestMetrics(),
 		Template: jobs.Template{Namespace: "garden", Image: "in-process"},
-		Options:  Options{NoNamespaceReads: true, NoServiceReads: true}}
+		Options:  Options{NoNamespaceReads: true, NoServiceReads: true, NoWorkloadReads: true}}
 	c, err := New(d)
 	if err != nil {
 		t.Fatal(err)

@@ -82,8 +82,8 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	if _, svc, _ := cache.SplitMetaNamespaceKey(key); !c.config().cfg.Configured(svc) {
-		return // legacy Endpoints of every service in the cluster reach the handler
+	if !c.follows(c.config(), key) {
+		return // legacy Endpoints of every service, and slices of a name in other namespaces
 	}
 	rc, now := c.config(), c.now()
 	c.mu.Lock()
@@ -160,10 +160,10 @@ func (c *Controller) state(key string) *serviceState {
 	return st
 }
 
-// relevant: a service configured in rc, in a namespace rc watches.
+// relevant: a service configured in rc or named by an annotation, in a namespace rc watches.
 func (c *Controller) relevant(rc *runningConfig, key string) bool {
-	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return rc.cfg.Configured(svc) && c.watched(rc, ns)
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
+	return c.follows(rc, key) && c.watched(rc, ns)
 }
 
 func (c *Controller) watched(rc *runningConfig, ns string) bool {

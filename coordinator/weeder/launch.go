@@ -37,7 +37,7 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 			return nil
 		}
 	}
-	spec, err := weederSpec(rc, key, e, armed)
+	spec, err := weederSpecWith(rc, key, c.selectorsOf(rc, key), e, armed)
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
@@ -169,9 +169,15 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 // weederSpec builds the service's weeder Job spec for an edge from config rc; armed adds the
 // gate.
 func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
+	_, svc, _ := cache.SplitMetaNamespaceKey(key)
+	return weederSpecWith(rc, key, rc.cfg.Selectors(svc), e, armed)
+}
+
+// weederSpecWith is weederSpec with the service's dependents' selectors (selectorsOf).
+func weederSpecWith(rc *runningConfig, key string, sels []metav1.LabelSelector, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors, w.ReadyWhen = ns, svc, rc.cfg.Selectors(svc), rc.cfg.ReadyWhenOf(svc)
+	w.Namespace, w.Service, w.Selectors, w.ReadyWhen = ns, svc, sels, rc.cfg.ReadyWhenOf(svc)
 	return jobs.Weeder(w)
 }
 

@@ -83,7 +83,10 @@ func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key str
 	if !c.relevant(rc, key) {
 		return false, nil
 	}
-	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	if len(c.selectorsOf(rc, key)) == 0 {
+		log.Debug("Service has no dependent in its namespace: nothing to do.")
+		return false, nil // an annotation's dependents all in another namespace
+	}
 	switch {
 	case e.edge == EdgeGone:
 		if c.coverage(rc, key, st).active == NoWeeder {
@@ -94,11 +97,7 @@ func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key str
 		if !seen.Ready {
 			return false, nil // down again: its outage edge is owed, or nothing is to do
 		}
-		sels, err := jobs.SelectorStrings(rc.cfg.Selectors(svc))
-		if err != nil {
-			return false, err // validated at load; cannot happen
-		}
-		pod, err := c.deps.crashLooping(ns, sels)
+		pod, err := c.crashLoopingDependent(ctx, rc, key)
 		if err != nil {
 			return false, err
 		}

@@ -1,0 +1,140 @@
+package weeder
+
+import (
+	"context"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// DependsOn reports whether the weeder follows AnnotationDependsOn (dependsOnAnnotation,
+// default true).
+func (c *Config) DependsOn() bool { return c.DependsOnAnnotation == nil || *c.DependsOnAnnotation }
+
+// follows: the service key is the config's (its name is configured) or an annotation's.
+func (c *Controller) follows(rc *runningConfig, key string) bool {
+	if _, svc, _ := cache.SplitMetaNamespaceKey(key); rc.cfg.Configured(svc) {
+		return true
+	}
+	return c.dependsOn != nil && c.dependsOn.follows(key)
+}
+
+// selectorsOf are the service's dependents' pod selectors: the config's where it names the
+// service (it wins: annotations add nothing to a configured service), else those of the
+// workloads whose annotation names it.
+func (c *Controller) selectorsOf(rc *runningConfig, key string) []metav1.LabelSelector {
+	if _, svc, _ := cache.SplitMetaNamespaceKey(key); rc.cfg.Configured(svc) || c.dependsOn == nil {
+		return rc.cfg.Selectors(svc)
+	}
+	return c.dependsOn.selectors(key)
+}
+
+// crashLoopingDependent names a crash-looping dependent of the service ("" if none): from the
+// informers for the config's selectors, from a pod list for an annotation's.
+func (c *Controller) crashLoopingDependent(ctx context.Context, rc *runningConfig, key string) (string, error) {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	sels, err := jobs.SelectorStrings(c.selectorsOf(rc, key))
+	if err != nil {
+		return "", err // validated at load or when the annotation was read
+	}
+	if rc.cfg.Configured(svc) {
+		return c.deps.crashLooping(ns, sels)
+	}
+	return crashLoopingIn(ctx, c.client, ns, sels)
+}
+
+// addDependsOnHandlers: a workload's event updates what it declares (onWorkload).
+func (c *Controller) addDependsOnHandlers() error {
+	for _, inf := range c.dependsOn.workloads {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onWorkload(obj, false) },
+			UpdateFunc: func(_, obj any) { c.onWorkload(obj, false) },
+			DeleteFunc: func(obj any) { c.onWorkload(obj, true) },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onWorkload reads a workload's depends-on annotation (DeclaredBy) and records it in the
+// index; when it changed, it tells a malformed one with an Event on the workload, follows the
+// services that gained their first dependent and forgets those that lost their last. A
+// workload's other updates (its status) cost a map lookup.
+func (c *Controller) onWorkload(obj any, deleted bool) {
+	w, ok := workloadOf(obj)
+	if !ok {
+		return
+	}
+	value, annotated := w.meta.Annotations[AnnotationDependsOn]
+	var d declared
+	var problem string
+	if annotated && !deleted {
+		keys, errs := DeclaredBy(w.kind, w.meta.Namespace, value, w.selector)
+		d = declared{value: value, services: keys, dep: dependent{workload: w.key(), namespace: w.meta.Namespace}}
+		if w.selector != nil {
+			d.dep.selector = *w.selector.DeepCopy()
+		}
+		if len(errs) > 0 {
+			problem = DependsOnProblem(errs)
+		}
+	}
+	dep := c.dependsOn
+	dep.mu.Lock()
+	old, had := dep.index.byWorkload[w.key()]
+	if had == (annotated && !deleted) && old.value == d.value {
+		dep.mu.Unlock()
+		return // the selector is immutable: nothing it declares changed
+	}
+	followed, unfollowed := dep.index.set(w.key(), d)
+	dep.mu.Unlock()
+	log := c.log.WithFields(logrus.Fields{"namespace": w.meta.Namespace, "workload": w.String(), "dependsOn": value})
+	if problem != "" {
+		log.Warnf("A workload's depends-on annotation is malformed and is ignored: %s.", problem)
+		if c.recorder != nil {
+			c.recorder.Event(w.eventRef(), corev1.EventTypeWarning, EventInvalidDependsOn, problem)
+		}
+	} else if len(d.services) > 0 {
+		log.WithField("services", d.services).Info("A workload declares the Services its pods depend on: they are weeded when those come back.")
+	}
+	for _, key := range followed {
+		c.follow(key, log)
+	}
+	for _, key := range unfollowed {
+		c.unfollow(key, log)
+	}
+	c.crossNamespace(w, d)
+}
+
+// crossNamespace says, once per change, that a dependency on another namespace's Service is
+// read but not acted on: a weeder Job restarts pods in its service's namespace.
+func (c *Controller) crossNamespace(w workload, d declared) {
+	for _, key := range d.services {
+		if ns, _, _ := cache.SplitMetaNamespaceKey(key); ns != w.meta.Namespace {
+			c.log.WithFields(logrus.Fields{"namespace": w.meta.Namespace, "workload": w.String(), "service": key}).
+				Warn("A workload depends on a Service of another namespace: its pods are not restarted for it yet (a weeder restarts pods in its service's namespace).")
+		}
+	}
+}
+
+// newDependsOnWatch builds the workloads' informers when the annotation is followed: on by
+// default (dependsOnAnnotation), with EndpointSlices (legacy Endpoints name no service by a
+// label to watch it by) and where workloads may be read.
+func (c *Controller) newDependsOnWatch(d Deps) error {
+	switch {
+	case !d.Config.DependsOn():
+		return nil
+	case d.Config.UseEndpoints:
+		c.log.Info("The depends-on annotation is not followed with useEndpoints: only the config's services are.")
+		return nil
+	case c.opts.NoWorkloadReads:
+		c.log.Info("The depends-on annotation is not followed: this service account may not list and watch Deployments, StatefulSets and DaemonSets.")
+		return nil
+	}
+	c.dependsOn = newDependsOn(d.Client)
+	return c.addDependsOnHandlers()
+}

@@ -1,0 +1,214 @@
+package weeder
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/depwatch/depwatch/jobs"
+)
+
+func TestParseDependsOn(t *testing.T) {
+	cases := []struct {
+		name, value string
+		want        []string
+		bad         []string // the entries named by the field errors
+	}{
+		{"two in the namespace", "postgres, redis", []string{"app/postgres", "app/redis"}, nil},
+		{"another namespace", "other/db", []string{"other/db"}, nil},
+		{"both, spaces everywhere", "  other/db ,postgres ", []string{"app/postgres", "other/db"}, nil},
+		{"empty", "", nil, nil},
+		{"blank", "   ", nil, nil},
+		{"duplicates count once", "redis, redis, app/redis", []string{"app/redis"}, nil},
+		{"an upper-case name", "Postgres", nil, []string{"Postgres"}},
+		{"a name with a dot", "db.example", nil, []string{"db.example"}},
+		{"a bad namespace", "Other/db", nil, []string{"Other/db"}},
+		{"two slashes", "a/b/c", nil, []string{"a/b/c"}},
+		{"an empty entry", "postgres,,redis", nil, []string{""}},
+		{"a trailing comma", "postgres,", nil, []string{""}},
+		{"one good, one bad: the bad is named", "postgres, 9lives", nil, []string{"9lives"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, errs := ParseDependsOn("app", tc.value)
+			var bad []string
+			for _, e := range errs {
+				if e.Type != field.ErrorTypeInvalid || e.Field != "metadata.annotations[depwatch.io/depends-on]" {
+					t.Errorf("error %v: want an invalid value of the annotation", e)
+				}
+				bad = append(bad, strings.TrimSpace(e.BadValue.(string)))
+			}
+			if !reflect.DeepEqual(bad, tc.bad) {
+				t.Errorf("bad entries %q, want %q (%v)", bad, tc.bad, errs)
+			}
+			if tc.bad == nil && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("services %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeclaredByRefusesAWorkloadWithoutASelector(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	for _, tc := range []struct {
+		name     string
+		value    string
+		selector *metav1.LabelSelector
+		want     []string
+		problem  string
+	}{
+		{"a selector", "db", sel, []string{"app/db"}, ""},
+		{"no selector", "db", nil, nil, "spec.selector"},
+		{"an empty selector", "db", &metav1.LabelSelector{}, nil, "every pod"},
+		{"an empty annotation needs no selector", "", nil, nil, ""},
+		{"a bad entry", "DB", sel, nil, `"DB": not a service name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, errs := DeclaredBy("Deployment", "app", tc.value, tc.selector)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("services %q, want %q", got, tc.want)
+			}
+			msg := ""
+			if len(errs) > 0 {
+				msg = errs.ToAggregate().Error() + " / " + DependsOnProblem(errs)
+			}
+			if (tc.problem == "") != (msg == "") || !strings.Contains(msg, tc.problem) {
+				t.Errorf("problem %q, want one naming %q", msg, tc.problem)
+			}
+		})
+	}
+}
+
+func TestDependsOnIndexFollowsAServiceWhileAWorkloadNamesIt(t *testing.T) {
+	x := newDependsOnIndex()
+	web := declared{value: "db", services: []string{"app/db"}, dep: dependent{workload: "Deployment/app/web", namespace: "app",
+		selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	api := declared{value: "db, other/cache", services: []string{"app/db", "other/cache"}, dep: dependent{workload: "Deployment/app/api", namespace: "app",
+		selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}}}
+	check := func(step string, followed, unfollowed, wantF, wantU []string) {
+		t.Helper()
+		if !reflect.DeepEqual(followed, wantF) || !reflect.DeepEqual(unfollowed, wantU) {
+			t.Errorf("%s: followed %q unfollowed %q, want %q %q", step, followed, unfollowed, wantF, wantU)
+		}
+	}
+	f, u := x.set("Deployment/app/web", web)
+	check("web", f, u, []string{"app/db"}, nil)
+	f, u = x.set("Deployment/app/api", api)
+	check("api", f, u, []string{"other/cache"}, nil)
+	if sels := x.selectors("app/db"); len(sels) != 2 || sels[0].MatchLabels["app"] != "api" {
+		t.Errorf("app/db's selectors %v, want api's then web's", sels)
+	}
+	if sels := x.selectors("other/cache"); len(sels) != 0 {
+		t.Errorf("other/cache's selectors %v: dependents of another namespace are not a weeder's", sels)
+	}
+	f, u = x.set("Deployment/app/web", web) // unchanged
+	check("web again", f, u, nil, nil)
+	f, u = x.set("Deployment/app/web", declared{})
+	check("web's annotation removed", f, u, nil, nil)
+	f, u = x.set("Deployment/app/api", declared{})
+	check("api's annotation removed", f, u, nil, []string{"app/db", "other/cache"})
+	if x.follows("app/db") || x.nameInUse("db") || len(x.byWorkload) != 0 {
+		t.Errorf("the index still holds %v", x.byService)
+	}
+}
+
+func annotated(ns, name, value string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}
+	if value != "" {
+		d.Annotations = map[string]string{AnnotationDependsOn: value, "other": "dropped"}
+	}
+	return d
+}
+
+// TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne: a Service only an annotation names gets
+// an armed weeder on its outage that restarts the workload's pods; without the annotation,
+// its next outage arms nothing; a malformed annotation gets one Event and nothing else.
+func TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne(t *testing.T) {
+	h := newHarness(t, testConfig)
+	slim, _ := slimWorkload(annotated("app", "web", "postgres"))
+	if d := slim.(*appsv1.Deployment); len(d.Annotations) != 1 || d.Spec.Selector == nil {
+		t.Fatalf("slim workload %+v", d)
+	}
+	h.c.onWorkload(slim, false)
+	h.set(up("app", "postgres"))
+	h.now = h.now.Add(time.Minute)
+	h.set(down("app", "postgres"))
+	js := h.weederJobs()
+	if len(js) != 1 || !jobs.Armed(&js[0]) || !strings.Contains(jobEnv(js[0])["LABEL_SELECTORS"], "app=web") {
+		t.Fatalf("jobs %v (%v), want one armed for app=web", names(js), js)
+	}
+	if countWith(h.events(), EventWeederArmed) != 1 {
+		t.Error("no WeederArmed Event on the Service")
+	}
+	h.set(up("app", "postgres"))
+	h.c.onWorkload(annotated("app", "web", ""), false)
+	if h.c.follows(h.c.config(), "app/postgres") {
+		t.Fatal("still followed without its annotation")
+	}
+	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
+	h.set(down("app", "postgres"))
+	if js := h.weederJobs(); len(js) != 0 {
+		t.Errorf("jobs %v after the annotation was removed", names(js))
+	}
+	bad := annotated("app", "web", "postgres, Redis")
+	h.c.onWorkload(bad, false)
+	h.c.onWorkload(bad, false) // a status update: told once
+	evs := h.events()
+	if countWith(evs, EventInvalidDependsOn) != 1 || !strings.Contains(strings.Join(evs, "\n"), `"Redis"`) {
+		t.Errorf("events %q, want one InvalidDependsOn naming \"Redis\"", evs)
+	}
+	if h.c.follows(h.c.config(), "app/postgres") {
+		t.Error("a malformed annotation is followed in part")
+	}
+}
+
+// TestAnnotatedNamesShareOneWatchWhileNamed: the first workload naming "db" starts the
+// EndpointSlice watch of that name; a second namespace's "db" reads what the running watch
+// holds at once (a Ready service first seen: a catch-up check is queued); the watch stops
+// with the last workload naming it. A configured name gets no watch of its own.
+func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
+	h := newHarness(t, testConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.c.StartDependsOn(ctx)
+	d := h.c.dependsOn
+	h.c.onWorkload(annotated("a", "web", "db, etcd-main-client"), false)
+	d.mu.Lock()
+	inf, running := d.watch["db"]
+	_, configured := d.watch["etcd-main-client"]
+	d.mu.Unlock()
+	if !running || configured || d.names["db"] == nil {
+		t.Fatalf("watches %v: want one for db only, running", d.watch)
+	}
+	if err := inf.GetIndexer().Add(up("b", "db")); err != nil {
+		t.Fatal(err)
+	}
+	h.c.onWorkload(annotated("b", "api", "db"), false)
+	h.c.mu.Lock()
+	st, ok := h.c.services["b/db"]
+	h.c.mu.Unlock()
+	if !ok || !st.seen.Ready || st.owed == nil || !st.owed.catchUp || h.c.queue.Len() != 1 {
+		t.Fatalf("b/db not read from the running watch: state %+v, queue %d", st, h.c.queue.Len())
+	}
+	h.c.onWorkload(annotated("a", "web", ""), false)
+	if d.watch["db"] == nil {
+		t.Fatal("the watch stopped while b/db is still named")
+	}
+	h.c.onWorkload(annotated("b", "api", ""), true)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.watch) != 0 || len(d.names) != 0 {
+		t.Errorf("watches left: %v", d.watch)
+	}
+	if _, ok := h.c.services["b/db"]; ok {
+		t.Error("b/db's state outlived its last dependent")
+	}
+}

@@ -1,0 +1,124 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/coordinator/weeder"
+)
+
+// The depends-on annotation: a dependent Deployment names its upstream Service itself, and
+// the lab's coordinator (whose config names only "upstream" and Gardener's services) weeds it
+// like a configured one; without the annotation it is left alone.
+
+// dependsOnService is the annotated upstream's name: one no config names.
+const dependsOnService = "db"
+
+// startAnnotatedDependent runs the pair's dependent (app=dependent, without the label the
+// config's selectors match) with only the annotation naming the pair's Service.
+func (p *pair) startAnnotatedDependent(value string) {
+	p.t.Helper()
+	dep := hostNetworkDeployment(dependentName, p.ns, 1, nil, []string{"/testapp", "depend", p.addr}, p.addr)
+	dep.Annotations = map[string]string{weeder.AnnotationDependsOn: value}
+	if _, err := kube.AppsV1().Deployments(p.ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		p.t.Fatalf("creating deployment %s/%s: %v", p.ns, dependentName, err)
+	}
+}
+
+// waitCoordinatorLine waits until a lab coordinator's log has a line with the given fields.
+func waitCoordinatorLine(t *testing.T, want map[string]string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("a coordinator log line with %v", want), func() (bool, error) {
+		out, err := runKubectl("-n", depwatchNS, "logs", "-l", "app.kubernetes.io/component=coordinator", "--tail=-1")
+		if err != nil {
+			return false, nil // a replica restarting; look again
+		}
+		_, ok := findLine(parseLogLines(out), want)
+		return ok, nil
+	})
+}
+
+// TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry: an upstream Service "db" and a
+// dependent Deployment carrying only `depwatch.io/depends-on: db`. The outage arms a weeder,
+// and at the return it (not the kubelet) restarts the crash-looping dependent. Once the
+// annotation is removed, the next outage arms nothing and the dependent is left to the
+// kubelet. A bystander's malformed annotation (which names "db" too) yields its
+// InvalidDependsOn Event and nothing else: had it been followed in part, the second outage
+// would have armed a weeder.
+func TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry(t *testing.T) {
+	parallelLong(t, 3*time.Minute)
+	ensureCoordinator(t)
+	ns := newNamespace(t, "dependson")
+	p := startPair(t, ns, dependsOnService)
+	p.waitServiceReady(true, time.Minute)
+	p.startAnnotatedDependent(dependsOnService)
+	p.waitDependentReady(time.Minute, "")
+
+	bystander := hostNetworkDeployment("bystander", ns, 0, nil, []string{"/testapp", "serve", "127.0.0.1:1"}, "127.0.0.1:1")
+	bystander.Annotations = map[string]string{weeder.AnnotationDependsOn: dependsOnService + ", Not_A_Service"}
+	if _, err := kube.AppsV1().Deployments(ns).Create(context.Background(), bystander, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s/bystander: %v", ns, err)
+	}
+	waitFor(t, time.Minute, "an InvalidDependsOn Event on deployment "+ns+"/bystander", func() (bool, error) {
+		evs := eventsFor(t, ns, "bystander")[weeder.EventInvalidDependsOn]
+		return len(evs) > 0 && strings.Contains(evs[0].Message, `"Not_A_Service"`) && evs[0].InvolvedObject.Kind == "Deployment", nil
+	})
+	// The coordinator has read the dependent's annotation before the outage begins.
+	waitCoordinatorLine(t, map[string]string{"namespace": ns, "workload": "deployment " + ns + "/" + dependentName,
+		"msg": "A workload declares the Services its pods depend on: they are weeded when those come back."}, time.Minute)
+
+	outageStart := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	job := p.waitArmedJob(outageStart, time.Minute)
+	t.Logf("armed weeder Job %s is waiting for %s/%s", job.Name, ns, dependsOnService)
+	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
+	p.scaleUpstream(1)
+	p.waitServiceReady(true, time.Minute)
+	ready, took := p.restartedByWeeder(cl)
+	t.Logf("upstream Ready → dependent %s Ready: %s (weeded by its annotation)", ready.Name, took)
+	if n := len(eventsFor(t, ns, dependsOnService)["WeederArmed"]); n != 1 {
+		t.Errorf("%d WeederArmed Events on service %s/%s, want 1", n, ns, dependsOnService)
+	}
+	_, _ = waitJobLogLine(t, depwatchNS, job.Name, map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"}, time.Minute)
+
+	removeDependsOn(t, ns, dependentName)
+	waitCoordinatorLine(t, map[string]string{"namespace": ns, "service": ns + "/" + dependsOnService,
+		"msg": "No workload depends on the service any more: it is no longer followed."}, time.Minute)
+	secondOutage := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	cl2 := p.waitCrashLoop(0, 3*time.Minute)
+	p.scaleUpstream(1)
+	p.waitServiceReady(true, time.Minute)
+	p.waitDependentReady(minWait, "") // the kubelet's restart, in its own time
+	time.Sleep(2 * time.Second)       // room for a (wrong) late launch
+	if js := jobsCreatedAfter(p.weederJobs(), secondOutage); len(js) != 0 {
+		t.Errorf("weeder Jobs for %s/%s after its annotation was removed: %v", ns, dependsOnService, jobNames(js))
+	}
+	for _, ev := range eventsFor(t, ns, cl2.pod.Name)["Reaped"] {
+		if ev.Source.Component == reaperComponent {
+			t.Errorf("pod %s/%s was reaped after its Deployment's annotation was removed: %s", ns, cl2.pod.Name, ev.Message)
+		}
+	}
+	if n := len(eventsFor(t, ns, dependsOnService)["WeederArmed"]); n != 1 {
+		t.Errorf("%d WeederArmed Events on service %s/%s, want only the first outage's", n, ns, dependsOnService)
+	}
+}
+
+// removeDependsOn removes the annotation from a Deployment.
+func removeDependsOn(t *testing.T, ns, name string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, weeder.AnnotationDependsOn)
+	if _, err := kube.AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("removing the annotation of deployment %s/%s: %v", ns, name, err)
+	}
+}
