@@ -15,8 +15,9 @@ import (
 )
 
 // gate follows the readiness of START_WHEN_READY's service: Ready as READY_WHEN
-// (podstate.ReadyWhen, default any: podstate.SlicesReady) says, over its EndpointSlices (label kubernetes.io/service-name). It never reaps: the run's
-// single goroutine reads Ready when changed is signalled.
+// (podstate.ReadyWhen, default any: podstate.SlicesReady) says, over its EndpointSlices
+// (label kubernetes.io/service-name). It never reaps: the run's single goroutine reads Ready
+// when changed is signalled.
 type gate struct {
 	ref     ServiceRef
 	changed chan struct{} // signalled (never blocking) when readiness may have changed

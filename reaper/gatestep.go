@@ -26,7 +26,7 @@ const (
 // counts, however late the queue gets there.
 type serviceView struct {
 	Known      bool      // the slices' cache has synced: Ready is meaningful
-	Ready      bool      // at least one ready endpoint now (SlicesReady)
+	Ready      bool      // Ready now, as the service's readyWhen says (podstate.ReadyWhen)
 	Returns    int       // times it became Ready since the run began (the first sight counts when Ready)
 	LastReturn time.Time // when the last of those was seen
 }
