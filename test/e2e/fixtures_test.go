@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // Shared fixtures: the kubelet's crash-loop back-off as a test can rely on it, and the logs of
@@ -281,8 +282,11 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	p.t.Helper()
 	if kubeletAt, ok := p.kubeletRestartedFirst(cl); ok {
 		key := p.ns + "/" + p.svc
-		saw, found := weederSawReturn(p.t, p.jobsNamespace(), key, cl.kubeletRestart.Add(-cl.backoff))
+		saw, found, skipped := weederSawReturn(p.t, p.jobsNamespace(), key, cl.pod.Name, cl.kubeletRestart.Add(-cl.backoff))
 		switch {
+		case skipped:
+			p.t.Logf("%s: not judged: a weeder saw the return at %s and left pod %s to the kubelet, whose restart was due sooner than its BACKOFF_FLOOR (it came at %s)",
+				p.ns, clock(saw), cl.pod.Name, clock(kubeletAt))
 		case !found:
 			p.t.Errorf("%s: the kubelet restarted pod %s at %s and no depwatch weeder deleted it; no weeder Job's log says it saw %s come back",
 				p.ns, cl.pod.Name, clock(kubeletAt), key)
@@ -307,7 +311,7 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	case !reaped.FirstTimestamp.Time.Before(cl.kubeletRestart):
 		// The kubelet was late too (it restarts at the back-off's end or later). Whether the
 		// weeder could have acted before the back-off's end is the weeder's log's to say.
-		saw, found := weederSawReturn(p.t, p.jobsNamespace(), p.ns+"/"+p.svc, cl.kubeletRestart.Add(-cl.backoff))
+		saw, found, _ := weederSawReturn(p.t, p.jobsNamespace(), p.ns+"/"+p.svc, cl.pod.Name, cl.kubeletRestart.Add(-cl.backoff))
 		if found && !saw.Truncate(time.Second).Before(cl.kubeletRestart) {
 			p.t.Logf("%s: not judged: the upstream came back so late that a weeder saw the return at %s, after the kubelet's restart of pod %s was due at %s (it reaped at %s)",
 				p.ns, clock(saw), cl.pod.Name, clock(cl.kubeletRestart), clock(reaped.FirstTimestamp.Time))
@@ -386,20 +390,26 @@ func (p *pair) kubeletRestartedFirst(cl crashLoop) (time.Time, bool) {
 
 // weederSawReturn is the first moment after `after` at which one of the weeder Jobs in ns
 // that covers the service key (namespace/name) logged seeing it Ready: the gate's "reaping
-// starts now" line (its ready_at) or a paused run's "reaping resumes" line (the line's time).
-func weederSawReturn(t *testing.T, ns, key string, after time.Time) (time.Time, bool) {
+// starts now" line (its ready_at) or a paused run's "reaping resumes" line (the line's time);
+// and whether one of them left the pod to the kubelet on purpose, its restart being due
+// sooner than the Job's BACKOFF_FLOOR (a backoff-skipped line for the pod).
+func weederSawReturn(t *testing.T, ns, key, pod string, after time.Time) (time.Time, bool, bool) {
 	t.Helper()
 	list, err := kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{LabelSelector: jobs.LabelKind + "=" + string(jobs.KindWeeder)})
 	if err != nil {
 		t.Fatalf("listing the weeder Jobs in %s: %v", ns, err)
 	}
 	var first time.Time
+	skipped := false
 	for _, j := range list.Items {
 		if !slices.Contains(jobs.ReadFacts(&j).Covers(), key) {
 			continue
 		}
 		out, _ := kubectl(t, "-n", ns, "logs", "job/"+j.Name)
 		for _, l := range parseLogLines(out) {
+			if l.str("pod") == pod && l.str("action") == reaper.ActionBackOffSkipped {
+				skipped = true
+			}
 			if l.str("service") != key {
 				continue
 			}
@@ -415,7 +425,7 @@ func weederSawReturn(t *testing.T, ns, key string, after time.Time) (time.Time, 
 			}
 		}
 	}
-	return first, !first.IsZero()
+	return first, !first.IsZero(), skipped
 }
 
 // reaperComponent is the source of the Events depwatch's reaper records (reaper/act.go).
