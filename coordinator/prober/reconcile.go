@@ -80,10 +80,7 @@ func (p *Controller) forget(ns string, watched bool, why string, log logrus.Fiel
 	delete(p.throttled, ns)
 	delete(p.shootNotes, ns)
 	delete(p.reportedProbe, ns)
-	if _, ok := p.lastProbe[ns]; ok {
-		delete(p.lastProbe, ns)
-		p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
-	}
+	p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
 	p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
 	_, wasPaused := p.paused[ns]
 	if watched && !wasPaused {
@@ -111,7 +108,6 @@ func (p *Controller) startProbing(ns string, now time.Time, why string, log logr
 	p.mu.Lock()
 	p.next[ns] = now.Add(delay)
 	if at, ok := p.reportedProbe[ns]; ok { // a report read before it was probed: see reportedProbe
-		p.lastProbe[ns] = at
 		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
 	}
 	if _, wasPaused := p.paused[ns]; wasPaused {

@@ -76,7 +76,6 @@ func (p *Controller) noteLastProbe(ns string, at time.Time) {
 	}
 	p.reportedProbe[ns] = at
 	if _, probed := p.next[ns]; probed {
-		p.lastProbe[ns] = at
 		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
 	}
 }

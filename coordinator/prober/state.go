@@ -23,9 +23,6 @@ type probeState struct {
 	throttled map[string]int
 	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
 	shootNotes map[string]string
-	// lastProbe: per probed namespace, its last probe as the last report said (a finished
-	// pod's termination message, gone once the Job is cleaned up).
-	lastProbe map[string]time.Time
 	// reportedProbe: per namespace, the newest probe any report named, probed by this replica
 	// yet or not: a replica that starts (a config change restarts it) reads the reports of
 	// the pods that ended before it before it knows which namespaces it probes, and a
@@ -52,7 +49,6 @@ func newProbeState() probeState {
 		reportCounted: map[types.UID]bool{},
 		throttled:     map[string]int{},
 		shootNotes:    map[string]string{},
-		lastProbe:     map[string]time.Time{},
 		reportedProbe: map[string]time.Time{},
 		shardNext:     map[int]time.Time{},
 		stuck:         map[int]string{},
