@@ -195,6 +195,36 @@ func TestNextLevelWaitsUntilThePreviousIsReady(t *testing.T) {
 	}
 }
 
+// TestAResumedScaleDownWaitsForTheEarlierProbesLevelToHaveNoReadyReplica: a probe whose Job's
+// run ended right after it set kube-controller-manager to 0 leaves its pods still ready; the
+// next probe finds it at 0 already and must still wait for its last ready replica before it
+// scales machine-controller-manager, as the first probe would have.
+func TestAResumedScaleDownWaitsForTheEarlierProbesLevelToHaveNoReadyReplica(t *testing.T) {
+	kcm := deployment("kube-controller-manager", 0, map[string]string{AnnotationReplicas: "2", AnnotationMeltdownProtection: ""})
+	kcm.Object["status"] = map[string]any{"readyReplicas": int64(1)}
+	c := newCluster(t, kcm, deployment("machine-controller-manager", 2, nil))
+	c.unhealthy()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		if n := len(c.scaleOps()); n != 0 {
+			t.Errorf("after 50ms %d scale updates happened while kube-controller-manager still had a ready replica, want none", n)
+		}
+		o := c.object(gvrDeployments, "kube-controller-manager")
+		o.Object["status"] = map[string]any{"readyReplicas": int64(0)}
+		_ = c.dyn.Tracker().Update(gvrDeployments, o, testNS)
+	}()
+	sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0), dep("Deployment", "machine-controller-manager", 1, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := order(c.scaleOps()); !slices.Equal(got, []string{"machine-controller-manager"}) {
+		t.Errorf("scale updates = %v, want machine-controller-manager's alone", got)
+	}
+	if sum.Unchanged != 1 || sum.ScaledDown != 1 {
+		t.Errorf("summary %s, want kube-controller-manager unchanged and machine-controller-manager scaled down", sum)
+	}
+}
+
 func TestScaleDownAnnotatesBeforeSettingZero(t *testing.T) {
 	c := newCluster(t, deployment("kube-controller-manager", 4, nil))
 	c.unhealthy()

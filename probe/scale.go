@@ -195,8 +195,13 @@ func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *un
 	case err != nil:
 		return s.fail(t, obj, err)
 	case already:
+		// An earlier probe may have set the replicas to 0 and stopped before its pods were
+		// gone (its Job's run ended): the next level waits for that as it would have then.
+		if ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n == 0 }); err != nil {
+			return s.waitFailed(runCtx, t, obj, fmt.Sprintf("0 replicas wanted, %d still ready", ready), err)
+		}
 		t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyDown), "reason": "replicas are 0 already", "replicas": 0}).
-			Infof("%s has 0 replicas already: left as it is (its stored replicas are kept).", t.res.Ref)
+			Infof("%s has 0 replicas already and none ready: left as it is (its stored replicas are kept).", t.res.Ref)
 		return OutcomeAlreadyDown
 	case s.dryRun:
 		t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleDown), "reason": s.why, "replicas": 0, "previous_replicas": previous}).

@@ -201,10 +201,8 @@ func TestCoordinatorRunsOnGardenletsProberConfigFile(t *testing.T) {
 		s.waitReplicas(name, 0, 150*time.Second)
 	}
 	t.Logf("all dependents at 0 replicas %.1fs after the namespace was labelled (initialDelay 30s)", time.Since(started).Seconds())
-	down := s.waitLog(30*time.Second, map[string]string{"action": "scaled-down", "name": ca})
-	assertOrder(t, "scale-down", down, []step{
-		{kcm, "scaled-down"}, {kcm, "ready"}, {mcm, "scaled-down"}, {mcm, "ready"}, {ca, "scaled-down"},
-	})
+	down := s.phase(30*time.Second, "scale-down", started, map[string]string{"action": "scaled-down", "name": ca})
+	assertOrder(t, "scale-down", down, levelOrderDown)
 	if l, ok := findLine(down, map[string]string{"action": "scale-down"}); !ok || l.str("node_monitor_grace") != "40s" {
 		t.Errorf("the probe's grace is %q, want dependency-watchdog's default 40s", l.str("node_monitor_grace"))
 	}

@@ -447,6 +447,32 @@ func (s *probeScenario) atReplicas(name string, n int32) (bool, error) {
 	return d.Spec.Replicas != nil && *d.Spec.Replicas == n && d.Status.ReadyReplicas == n && d.Status.Replicas == n, nil
 }
 
+// phase waits until this namespace's lines of a decision ("scale-down", "scale-up": the
+// decision line and the actions carried out for it) logged at or after since include one with want's fields, and returns all of them, from every probe
+// Job, in time order. One scaling is one sequence of actions even when it spans probes: a
+// Job's run can end while it waits for a level to be ready (a pod starts late on a loaded
+// machine), and the next Job's probe continues from there. timeout only catches a hang.
+func (s *probeScenario) phase(timeout time.Duration, decision string, since time.Time, want map[string]string) []logLine {
+	s.t.Helper()
+	from := since.Truncate(time.Second) // the lines' times have whole seconds
+	var found []logLine
+	waitFor(s.t, timeout, fmt.Sprintf("a %s line with %v since %s", decision, want, from.Format(time.TimeOnly)), func() (bool, error) {
+		found = nil
+		for _, l := range s.collected() {
+			for _, line := range parseLogLines(l) {
+				at, err := time.Parse(time.RFC3339, line.str("time"))
+				if err == nil && line.str("namespace") == s.ns && (line.str("decision") == decision || line.str("action") == decision) && !at.Before(from) {
+					found = append(found, line)
+				}
+			}
+		}
+		// Stable: a Job's own lines keep their order within a second.
+		sort.SliceStable(found, func(i, j int) bool { return found[i].str("time") < found[j].str("time") })
+		return lineIndex(found, want) >= 0, nil
+	})
+	return found
+}
+
 // lineIndex is the index of the first line with the given fields, or -1.
 func lineIndex(lines []logLine, want map[string]string) int {
 	for i, l := range lines {

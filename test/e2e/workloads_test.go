@@ -117,8 +117,15 @@ func podExists(t *testing.T, ns, name string, uid types.UID) bool {
 }
 
 // waitJobFinished waits for the Job's Complete or Failed condition and returns which.
+//
+// A Job with an activeDeadlineSeconds is waited for at least that long and a minute more: the
+// Job controller itself ends it by then, so on a loaded machine, where its pod starts late,
+// the test still reads the Job's own verdict rather than its own guess.
 func waitJobFinished(t *testing.T, ns, name string, timeout time.Duration) batchv1.JobConditionType {
 	t.Helper()
+	if job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{}); err == nil && job.Spec.ActiveDeadlineSeconds != nil {
+		timeout = max(timeout, time.Duration(*job.Spec.ActiveDeadlineSeconds)*time.Second+time.Minute)
+	}
 	var result batchv1.JobConditionType
 	waitFor(t, timeout, fmt.Sprintf("job %s/%s to finish", ns, name), func() (bool, error) {
 		job, err := kube.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
