@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -263,6 +264,40 @@ func TestStandbyCoordinatorTakesOverWhenTheLeaderIsKilled(t *testing.T) {
 	t.Logf("upstream Ready → dependent %s Ready: %s", ready.Name, took)
 }
 
+// everyLineIsJSON: LOG_FORMAT=Logrus holds through client-go's retries. Every line that the
+// pods of each source ("--selector=..." or "job/<name>") logged since since is a JSON object,
+// client-go's own among them (its reflectors' and leader election's complaints while the API
+// server was away, routed through klog to logrus): a log pipeline parses each line.
+func everyLineIsJSON(t *testing.T, since time.Time, sources ...string) {
+	t.Helper()
+	lines, klog := 0, 0
+	for _, src := range sources {
+		out, err := kubectl(t, "-n", depwatchNS, "logs", "--tail=-1", "--since-time="+since.UTC().Format(time.RFC3339), src)
+		if err != nil {
+			t.Logf("logs of %s: %v (a Job's pod may be gone)", src, err)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if line == "" {
+				continue
+			}
+			lines++
+			var l logLine
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Errorf("%s logged a line that is not JSON: %q", src, line)
+				continue
+			}
+			if l.str("logger") == "klog" {
+				klog++
+			}
+		}
+	}
+	if lines == 0 {
+		t.Errorf("no log line from %v since %s: nothing was checked", sources, since.Format(time.TimeOnly))
+	}
+	t.Logf("%d log lines since the API server's restart began are JSON, %d of them client-go's (logger klog)", lines, klog)
+}
+
 // restartAPIServer stops kube-apiserver and starts it again (hack/restart-component.sh), the
 // way an operator restarts it; it returns once /readyz passes again.
 func restartAPIServer(t *testing.T) time.Duration {
@@ -399,6 +434,7 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 		}
 		return false, nil
 	})
+	restarting := time.Now()
 	took := restartAPIServer(t)
 	t.Logf("kube-apiserver restarted in %.1fs (armed weeder %s waiting, a probe Job running); %s of the dependent's back-off left",
 		took.Seconds(), armed.Name, cl.ahead().Round(100*time.Millisecond))
@@ -424,6 +460,11 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	}
 	lab.waitReplicas(t, 1)
 	t.Logf("coordinator container restarts during the test: %d", lab.restarts(t)-restartsBefore)
+	sources := []string{"--selector=app.kubernetes.io/component=coordinator"}
+	for _, name := range jobNames(jobsCreatedAfter(p.weederJobs(), outageStart)) {
+		sources = append(sources, "job/"+name)
+	}
+	everyLineIsJSON(t, restarting, sources...)
 	for _, j := range jobsCreatedAfter(p.weederJobs(), outageStart) {
 		t.Logf("weeder Job %s: active %d, succeeded %d, failed %d", j.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
 	}
