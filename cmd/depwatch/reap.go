@@ -38,7 +38,7 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 	}
 
 	summary, runErr := reaper.RunWith(ctx, clients, opts, log)
-	writeTerminationMessage(summary.String())
+	writeTerminationMessage(reaper.TerminationMessage(summary))
 	// pod-reaper's last line, which log alerts may wait for.
 	log.WithField("api_requests", requests.Load()).Info("pod reaper is exiting")
 	if runErr != nil {

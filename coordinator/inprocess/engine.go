@@ -72,9 +72,9 @@ func (e *Executor) reap(ctx context.Context, lookup func(string) (string, bool),
 	summary, err := reaper.RunWith(ctx, clients, opts, log)
 	if err != nil {
 		log.WithError(err).Error("The reaper run did not complete its job.")
-		return exitFailure, summary.String()
+		return exitFailure, reaper.TerminationMessage(summary)
 	}
-	return exitOK, summary.String()
+	return exitOK, reaper.TerminationMessage(summary)
 }
 
 func (e *Executor) probe(ctx context.Context, lookup func(string) (string, bool), log logrus.FieldLogger) (int32, string) {

@@ -107,6 +107,8 @@ type Controller struct {
 	src   source      // the configured services' endpoints
 	deps  *dependents // the configured dependents' pods
 	wjobs *weederJobs // weeder Jobs
+	// reports: the weeder Jobs' pods, whose termination messages say what each run saved.
+	reports *runReports
 	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
 	dependsOn *dependsOn
 	nsInf     cache.SharedIndexInformer
@@ -149,6 +151,9 @@ func New(d Deps) (*Controller, error) {
 	if err := c.addHandlers(); err != nil {
 		return nil, err
 	}
+	if err := c.addReportHandlers(); err != nil {
+		return nil, err
+	}
 	if err := c.newDependsOnWatch(d); err != nil {
 		return nil, err
 	}
@@ -189,7 +194,7 @@ func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs.
 func (c *Controller) Informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf}
+	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf, c.reports.inf}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}
@@ -203,7 +208,11 @@ func (c *Controller) Informers() []cache.SharedIndexInformer {
 // them.
 func (c *Controller) Lead(ctx context.Context) {
 	c.leading.Store(true)
-	defer c.leading.Store(false)
+	c.reports.lead(c.now())
+	defer func() {
+		c.reports.lead(time.Time{})
+		c.leading.Store(false)
+	}()
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runBatches(ctx) })
 	n := c.CatchUp()

@@ -16,8 +16,8 @@ import (
 
 // newInformers makes the weeder's informers: the configured services' endpoints
 // (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
-// dependents' pods and the weeder Jobs (the executor's runs) in the Jobs' namespace. The
-// coordinator runs them.
+// dependents' pods and the weeder Jobs (the executor's runs) and their pods in the Jobs'
+// namespace. The coordinator runs them.
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
 	if !c.opts.NoNamespaceReads {
 		c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
@@ -39,6 +39,7 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 	}
 	c.deps = deps
 	c.wjobs = newWeederJobs(c.exec, jobNamespace)
+	c.reports = newRunReports(c.exec, jobNamespace)
 	return nil
 }
 

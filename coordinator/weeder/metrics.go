@@ -17,6 +17,10 @@ type Metrics struct {
 	WeederBatched prometheus.Counter
 	WeederWaiting prometheus.Gauge
 	ServicesReady prometheus.Gauge
+	// BackOffSaved and BackOffSkipped: what the weeder's restarts are worth, from the
+	// finished runs' reports.
+	BackOffSaved   *savedBackOff
+	BackOffSkipped prometheus.Counter
 }
 
 // NewMetrics makes the weeder's series (not registered: see Collectors).
@@ -44,13 +48,18 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "services_ready",
 			Help: "Configured services (across watched namespaces) currently Ready, as last reconciled.",
 		}),
+		BackOffSaved: newSavedBackOff(),
+		BackOffSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_backoff_skipped_total",
+			Help: "Crash-looping dependents the weeder left to the kubelet, whose own restart was due sooner than the backOffFloor (a fresh pod would not be Ready sooner), read from each finished weeder run's report.",
+		}),
 	}
 }
 
 // Collectors are the weeder's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady}
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.BackOffSaved, m.BackOffSkipped}
 }
 
 // Init shows the weeder's launch and trigger series from the start, so rate() works from the

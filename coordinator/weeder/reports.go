@@ -1,0 +1,146 @@
+package weeder
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// runReports reads what each finished weeder run saved from its pod's termination message
+// (reaper.ReadReport) into the saved back-off series: a Job's pod is gone long before
+// Prometheus would scrape it. Each pod is counted once, by the leader, and only if it ended
+// after this replica took the lead (what ended before was the previous leader's to count).
+type runReports struct {
+	inf cache.SharedIndexInformer
+
+	mu           sync.Mutex
+	counted      map[types.UID]bool
+	leadingSince time.Time // zero: not leading
+}
+
+func newRunReports(exec jobs.Executor, namespace string) *runReports {
+	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
+	inf := cache.NewSharedIndexInformer(exec.Pods(namespace, sel), &corev1.Pod{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(ctrl.StripManagedFields)
+	return &runReports{inf: inf, counted: map[types.UID]bool{}}
+}
+
+// lead marks this replica the leader from now (or no longer, with the zero time).
+func (r *runReports) lead(since time.Time) {
+	r.mu.Lock()
+	r.leadingSince = since
+	r.mu.Unlock()
+}
+
+// addReportHandlers reads a weeder pod's report when its container has terminated, and forgets a
+// deleted pod.
+func (c *Controller) addReportHandlers() error {
+	_, err := c.reports.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onWeederPod,
+		UpdateFunc: func(_, obj any) { c.onWeederPod(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				c.reports.mu.Lock()
+				delete(c.reports.counted, pod.UID)
+				c.reports.mu.Unlock()
+			}
+		},
+	})
+	return err
+}
+
+// onWeederPod counts a finished weeder run's report once.
+func (c *Controller) onWeederPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		term := cs.State.Terminated
+		if cs.Name != string(jobs.KindWeeder) || term == nil {
+			continue
+		}
+		r := c.reports
+		r.mu.Lock()
+		count := !r.leadingSince.IsZero() && !term.FinishedAt.Time.Before(r.leadingSince.Truncate(time.Second)) && !r.counted[pod.UID]
+		if count {
+			r.counted[pod.UID] = true
+		}
+		r.mu.Unlock()
+		if !count {
+			return
+		}
+		rep, err := reaper.ReadReport(term.Message)
+		switch {
+		case errors.Is(err, reaper.ErrNoReport):
+			return // refused its configuration, or killed: its Job's own series say so
+		case err != nil:
+			c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "unreadable report"}).
+				Warnf("A weeder pod ended with a report this coordinator cannot read (a different depwatch version?): %v. Its saved back-off is not counted.", err)
+			return
+		case rep.DryRun:
+			return // nothing was restarted, nothing was saved
+		}
+		c.metrics.BackOffSaved.add(rep)
+		c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
+		return
+	}
+}
+
+// savedBackOff is the histogram of the back-off each restart saved. The weeder runs report
+// counts per bucket, not each value, which client_golang's Observe cannot take; this
+// collector adds them up and exposes them as the histogram they are.
+type savedBackOff struct {
+	desc *prometheus.Desc
+
+	mu     sync.Mutex
+	counts []uint64 // per bucket of reaper.SavedBackOffBuckets, not cumulative; above the last, last
+	sum    float64
+}
+
+func newSavedBackOff() *savedBackOff {
+	return &savedBackOff{
+		desc: prometheus.NewDesc("depwatch_coordinator_weeder_backoff_saved_seconds",
+			"Crash-loop back-off that the weeder's restarts saved, one observation per restarted pod: how long the kubelet would still have waited before restarting it (from its status), read from each finished weeder run's report. Its sum's rate is the time saved.",
+			nil, nil),
+		counts: make([]uint64, len(reaper.SavedBackOffBuckets)+1),
+	}
+}
+
+func (h *savedBackOff) add(r reaper.Report) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, n := range r.SavedCounts {
+		h.counts[i] += n
+	}
+	h.sum += r.SavedSeconds
+}
+
+func (h *savedBackOff) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+func (h *savedBackOff) Collect(ch chan<- prometheus.Metric) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buckets := make(map[float64]uint64, len(reaper.SavedBackOffBuckets))
+	var total uint64
+	for i, bound := range reaper.SavedBackOffBuckets {
+		total += h.counts[i]
+		buckets[bound] = total
+	}
+	total += h.counts[len(h.counts)-1]
+	ch <- prometheus.MustNewConstHistogram(h.desc, total, h.sum, buckets)
+}

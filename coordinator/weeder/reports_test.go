@@ -1,0 +1,69 @@
+package weeder
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// weederPod is a finished weeder pod whose container wrote msg as its termination message.
+func weederPod(uid string, finished time.Time, msg string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-" + uid, UID: types.UID(uid)},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "weeder",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				FinishedAt: metav1.NewTime(finished), Message: msg,
+			}},
+		}}},
+	}
+}
+
+func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
+	h := newHarness(t, testConfig)
+	m := h.c.metrics
+	run := reaper.TerminationMessage(reaper.Summary{Reaped: 2, BackOffSkipped: 1,
+		BackOffSaved: []time.Duration{7 * time.Second, 35 * time.Second}})
+	dry := reaper.TerminationMessage(reaper.Summary{DryRun: true, Reaped: 3,
+		BackOffSaved: []time.Duration{time.Minute}})
+
+	// Not leading: another replica counts it.
+	h.c.onWeederPod(weederPod("standby", h.now, run))
+	h.c.reports.lead(h.now)
+	for _, p := range []*corev1.Pod{
+		weederPod("before", h.now.Add(-time.Minute), run), // the previous leader's to count
+		weederPod("a", h.now.Add(time.Second), run),
+		weederPod("a", h.now.Add(time.Second), run), // its next update: counted once
+		weederPod("dry", h.now.Add(time.Second), dry),
+		weederPod("refused", h.now.Add(time.Second), "depwatch reap: invalid configuration, nothing was done:"),
+		weederPod("b", h.now.Add(2*time.Second), run),
+	} {
+		h.c.onWeederPod(p)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.BackOffSaved)
+	families, err := reg.Gather()
+	if err != nil || len(families) != 1 {
+		t.Fatalf("gathering the histogram: %v (%d families)", err, len(families))
+	}
+	hist := families[0].GetMetric()[0].GetHistogram()
+	var got []uint64
+	for _, b := range hist.GetBucket() {
+		got = append(got, b.GetCumulativeCount())
+	}
+	// Runs a and b, 7 s and 35 s each: ≤1 ≤2 ≤5 ≤10 ≤20 ≤40 ≤80 ≤160 ≤300 (cumulative).
+	if want := []uint64{0, 0, 0, 2, 2, 4, 4, 4, 4}; !slices.Equal(got, want) || hist.GetSampleCount() != 4 || hist.GetSampleSum() != 84 {
+		t.Errorf("histogram buckets %v, count %d, sum %g; want %v, 4, 84", got, hist.GetSampleCount(), hist.GetSampleSum(), want)
+	}
+	if n := value(m.BackOffSkipped); n != 2 {
+		t.Errorf("backoff_skipped_total = %g, want 2 (runs a and b, one skip each)", n)
+	}
+}
