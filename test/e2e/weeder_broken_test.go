@@ -47,6 +47,8 @@ func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *te
 	// The weeder follows its service (it reaps only while the service is Ready): a Ready
 	// service whose dependent is broken for a reason of its own.
 	createReadyService(t, ns, "broken-svc")
+	const savedCount = "depwatch_coordinator_weeder_backoff_saved_seconds_count"
+	countBefore := lab.metric(t, savedCount)
 	job := createWeederJob(t, ns, "broken-svc", watchDuration, cooldown, []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "broken"}}})
 	t.Logf("weeder Job %s/%s: watchDuration %s, REAP_COOLDOWN %s, bound %d rounds × %d replicas = %d deletions",
 		depwatchNS, job, watchDuration, cooldown, rounds, replicas, bound)
@@ -115,6 +117,31 @@ func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *te
 	if deferred > 0 && (!strings.Contains(msg, "deferred=") || strings.Contains(msg, "deferred=0")) {
 		t.Errorf("the termination message does not count the %d deferred pods: %q", deferred, msg)
 	}
+
+	// What the restarts saved reaches Prometheus through the coordinator: the run's report
+	// counts each deletion whose back-off was read, and the lab coordinator's histogram has
+	// at least those (other tests' weeders add theirs).
+	saved := 0
+	for _, l := range deleted {
+		if _, ok := l["backoff_saved_seconds"]; ok {
+			saved++
+		}
+	}
+	rep, err := reaper.ReadReport(msg)
+	if err != nil {
+		t.Fatalf("the weeder's termination message has no report: %v\n%s", err, msg)
+	}
+	var counted uint64
+	for _, n := range rep.SavedCounts {
+		counted += n
+	}
+	if counted != uint64(saved) || rep.Reaped != len(deleted) {
+		t.Errorf("the report counts %d restarts with their saved back-off and %d reaped; the log has %d and %d", counted, rep.Reaped, saved, len(deleted))
+	}
+	waitFor(t, time.Minute, "the lab coordinator to count the run's saved back-off", func() (bool, error) {
+		return lab.metric(t, savedCount) >= max(countBefore, 0)+float64(saved), nil
+	})
+	t.Logf("%d restarts saved %.0fs of back-off in all (%s %g → %g)", saved, rep.SavedSeconds, savedCount, countBefore, lab.metric(t, savedCount))
 }
 
 // checkRounds groups the deletions (by the weeder's own log time, whole seconds) into rounds:
