@@ -473,12 +473,13 @@ func (s *probeScenario) phase(timeout time.Duration, decision string, since time
 	return found
 }
 
-// lineIndex is the index of the first line with the given fields, or -1.
+// lineIndex is the index of the first line with the given fields, or -1. A wanted value may
+// name alternatives: "ready|already-down".
 func lineIndex(lines []logLine, want map[string]string) int {
 	for i, l := range lines {
 		match := true
 		for k, v := range want {
-			if l.str(k) != v {
+			if !slices.Contains(strings.Split(v, "|"), l.str(k)) {
 				match = false
 				break
 			}

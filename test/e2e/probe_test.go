@@ -209,17 +209,12 @@ var levelOrderDown = []step{
 }
 
 // assertOrder checks that the log lines for the steps appear in this order (a step with
-// alternatives: the first line of any of them).
+// alternatives: the first line of any of them, as lineIndex finds it).
 func assertOrder(t *testing.T, what string, lines []logLine, steps []step) {
 	t.Helper()
 	last := -1
 	for _, st := range steps {
-		i := -1
-		for _, action := range strings.Split(st.action, "|") {
-			if j := lineIndex(lines, map[string]string{"name": st.name, "action": action}); j >= 0 && (i < 0 || j < i) {
-				i = j
-			}
-		}
+		i := lineIndex(lines, map[string]string{"name": st.name, "action": st.action})
 		if i < 0 {
 			t.Errorf("%s: no %s line for %s", what, st.action, st.name)
 			return
