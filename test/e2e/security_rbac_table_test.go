@@ -69,7 +69,7 @@ var rbacTable = []rbacGrant{
 	{saCoordinator, scopeCluster, "events", "", []string{"create", "patch"},
 		"client-go's event recorder (WeederStarted, InvalidDependsOn on workloads, leader election); it patches repeated Events"},
 	{saCoordinator, "depwatch", "pods", "", []string{"get", "watch"},
-		"its own pod for the Jobs' image (`ResolveTemplate`); informer on the probe Jobs' pods"},
+		"its own pod for the Jobs' image (`ResolveTemplate`); informers on the weeder and probe Jobs' pods (their reports)"},
 	{saCoordinator, "depwatch", "jobs.batch", "", []string{"create", "delete", "get", "list", "watch"},
 		"weeder and probe Jobs (`jobs/launch.go`: Launch, Delete, Active; the prober's Job informer)"},
 	{saCoordinator, "depwatch", "configmaps", "", []string{"create", "delete", "list", "update", "watch"},
