@@ -281,19 +281,8 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	req0, use0 := apiRequests(t), coordinatorUsage(t)
 	// The coordinator's RSS, sampled every second: with EXECUTOR=in-process the weeders'
 	// runs are in it, and their peak is the figure.
-	coordPeak := use0.rss
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stopRSS:
-				return
-			case <-time.After(time.Second):
-				if u := lab.scrape(t); u != nil {
-					coordPeak = max(coordPeak, u["process_resident_memory_bytes"])
-				}
-			}
-		}
-	})
+	var coordPeak float64
+	sampler.Go(func() { coordPeak = coordinatorRSSPeak(t, stopRSS, use0.rss) })
 	stormStart := time.Now()
 	if _, err := setAllReady(c, svcs, false); err != nil {
 		t.Fatalf("taking the services down: %v", err)

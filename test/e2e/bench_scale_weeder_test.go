@@ -58,6 +58,22 @@ func benchClient(t *testing.T) kubernetes.Interface {
 // benchInProcess: DEPWATCH_BENCH_EXECUTOR=in-process (make bench-scale EXECUTOR=in-process)
 // measures the coordinator running the weeder's runs in its own process, as it does in
 // gardenlet's dependency-watchdog Deployment.
+// coordinatorRSSPeak samples the lab coordinator's resident memory every second until stop
+// is closed, and returns the largest, from at least from.
+func coordinatorRSSPeak(t *testing.T, stop <-chan struct{}, from float64) float64 {
+	peak := from
+	for {
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(time.Second):
+			if u := lab.scrape(t); u != nil {
+				peak = max(peak, u["process_resident_memory_bytes"])
+			}
+		}
+	}
+}
+
 func benchInProcess() bool { return os.Getenv("DEPWATCH_BENCH_EXECUTOR") == "in-process" }
 
 // bindWeederRoleToCoordinator gives the lab coordinator's service account the weeder Jobs'
@@ -317,18 +333,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	peak := use0.rss
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Second):
-				if u := lab.scrape(t); u != nil {
-					peak = max(peak, u["process_resident_memory_bytes"])
-				}
-			}
-		}
-	})
+	sampler.Go(func() { peak = coordinatorRSSPeak(t, stop, use0.rss) })
 	stormStart := time.Now()
 	down, err := setAllReady(c, storm, false)
 	if err != nil {
