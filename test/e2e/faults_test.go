@@ -191,12 +191,21 @@ func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *te
 	}
 	t.Logf("%d judged dependents restarted by the weeders, the slowest Ready %s after its own service's return", judged, slowest)
 	c.waitReplicas(t, 1)
-	for _, p := range pairs {
+	for i, p := range pairs {
 		if most := jobsSeen.mostAtOnce(p.ns, p.svc); most > 1 {
 			t.Errorf("service %s/%s had %d unfinished weeder Jobs at once, want at most 1", p.ns, p.svc, most)
 		}
-		if !jobsSeen.createdSince(p.ns, p.svc, upAt) {
+		switch got := jobsSeen.createdSince(p.ns, p.svc, upAt); {
+		case got:
+		case loops[i].judged():
+			// Its dependent was crash-looping with a minute of back-off ahead at the kill:
+			// the killed leader's return edge or the new leader's catch-up owed it a weeder.
 			t.Errorf("service %s/%s got no weeder Job after its return", p.ns, p.svc)
+		default:
+			// Not judged: its dependent may have been restarted by the kubelet around the
+			// return and be running, and a catch-up launches a weeder only for a service
+			// with a crash-looping dependent.
+			t.Logf("service %s/%s got no weeder Job after its return; its dependent was not in a long back-off at the kill, so none was owed", p.ns, p.svc)
 		}
 	}
 }
