@@ -115,8 +115,9 @@ func (w *weederWatch) mostAtOnce(ns, svc string) int {
 // TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce: 20 Services go down
 // and their dependents crash-loop; the Services come back together and the coordinator's pod
 // is killed (no grace period) as the first of them turns Ready. Whatever the old pod did not
-// launch, its replacement's catch-up does: every dependent is reaped by a weeder and becomes
-// Ready, and no Service ever has two unfinished weeder Jobs at once.
+// launch, its replacement's catch-up does: every dependent still crash-looping is reaped by a
+// weeder and becomes Ready (those in a long back-off at the kill are judged), and no Service
+// ever has two unfinished weeder Jobs at once.
 func TestCoordinatorKilledWhileTwentyServicesRecoverGivesEachItsWeederOnce(t *testing.T) {
 	parallelLong(t, 5*time.Minute)
 	c := privateCoordinator(t, "kill", nil)
