@@ -105,9 +105,10 @@ bench-probe: ## Probe Job benchmark on the local cluster: create → complete, a
 
 SCALE ?= 250,1000
 EXECUTOR ?= job
+ANNOTATED ?= 0
 bench-scale: ## Seed-scale benchmark on the local cluster (API objects only): weeder storm (arming, then recovery with real weeder Jobs) and probe shards at SCALE namespaces.
 	./hack/cluster-up.sh
-	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) DEPWATCH_BENCH_EXECUTOR=$(EXECUTOR) $(GO) test -tags e2e -count=1 -timeout 80m \
+	KUBECONFIG=$(KUBECONFIG_LOCAL) DEPWATCH_BENCH_SCALE=$(SCALE) DEPWATCH_BENCH_EXECUTOR=$(EXECUTOR) DEPWATCH_BENCH_ANNOTATED=$(ANNOTATED) $(GO) test -tags e2e -count=1 -timeout 80m \
 	  -run '^TestBenchScale(Weeder|WeederRecovery|Probe)$$' -v ./test/e2e
 
 # The demo's cluster is the local one unless DEMO_KUBECONFIG names another (an exported

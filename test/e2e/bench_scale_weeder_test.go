@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,6 +59,59 @@ func benchClient(t *testing.T) kubernetes.Interface {
 // benchInProcess: DEPWATCH_BENCH_EXECUTOR=in-process (make bench-scale EXECUTOR=in-process)
 // measures the coordinator running the weeder's runs in its own process, as it does in
 // gardenlet's dependency-watchdog Deployment.
+// benchAnnotated is DEPWATCH_BENCH_ANNOTATED: how many Deployments annotated
+// depwatch.io/depends-on each namespace of the weeder storm gets before the idle figures are
+// taken again (0: none, the default).
+func benchAnnotated(t *testing.T) int {
+	v := os.Getenv("DEPWATCH_BENCH_ANNOTATED")
+	if v == "" {
+		return 0
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 {
+		t.Fatalf("DEPWATCH_BENCH_ANNOTATED=%q: want a number of workloads a namespace", v)
+	}
+	return k
+}
+
+// createAnnotatedWorkloads gives each namespace of svcs k Deployments at 0 replicas (no pods:
+// API objects only, as the storm's services are) whose depwatch.io/depends-on names the
+// namespace's first configured service, so the coordinator follows them as it would on a
+// cluster where teams declare their dependencies.
+func createAnnotatedWorkloads(t *testing.T, c kubernetes.Interface, svcs []benchService, k int) {
+	t.Helper()
+	type workload struct{ ns, name, upstream string }
+	var ws []workload
+	seen := map[string]bool{}
+	for _, s := range svcs {
+		if seen[s.ns] {
+			continue
+		}
+		seen[s.ns] = true
+		for i := range k {
+			ws = append(ws, workload{s.ns, fmt.Sprintf("app-%d", i), s.name})
+		}
+	}
+	err := concurrently(ws, func(w workload) error {
+		labels := map[string]string{"app": w.name}
+		_, err := c.AppsV1().Deployments(w.ns).Create(context.Background(), &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: w.name, Annotations: map[string]string{"depwatch.io/depends-on": w.upstream}},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](0),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "localhost/depwatch-testapp:dev"}}},
+				},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("creating the annotated workloads: %v", err)
+	}
+}
+
 // coordinatorRSSPeak samples the lab coordinator's resident memory every second until stop
 // is closed, and returns the largest, from at least from.
 func coordinatorRSSPeak(t *testing.T, stop <-chan struct{}, from float64) float64 {
@@ -326,6 +380,16 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	time.Sleep(30 * time.Second)
 	idle1 := coordinatorUsage(t)
 	t.Logf("idle at %d namespaces: RSS %.1f MiB, CPU %.2f%% of a core", n, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30)
+	if k := benchAnnotated(t); k > 0 {
+		made := time.Now()
+		createAnnotatedWorkloads(t, c, svcs, k)
+		t.Logf("created %d Deployments annotated depwatch.io/depends-on (%d a namespace) in %s", k*n, k, time.Since(made).Round(time.Second))
+		time.Sleep(10 * time.Second)
+		idle0 = coordinatorUsage(t)
+		time.Sleep(30 * time.Second)
+		idle1 = coordinatorUsage(t)
+		t.Logf("idle at %d namespaces with %d annotated workloads each: RSS %.1f MiB, CPU %.2f%% of a core", n, k, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30)
+	}
 
 	// The storm.
 	storm := svcs[:min(1000, len(svcs))]
