@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -187,6 +188,11 @@ func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
 	d.mu.Unlock()
 	if !running || configured || d.names["db"] == nil {
 		t.Fatalf("watches %v: want one for db only, running", d.watch)
+	}
+	// The watch's informer runs: its first list (empty, from the fake API) replaces its store,
+	// so the slice goes in after that, or the list would drop it.
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the db watch never synced")
 	}
 	if err := inf.GetIndexer().Add(up("b", "db")); err != nil {
 		t.Fatal(err)
