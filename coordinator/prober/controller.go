@@ -52,8 +52,10 @@ type Controller struct {
 	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
 	jobInf cache.SharedIndexInformer // probe Jobs in the Job namespace
 	podInf cache.SharedIndexInformer // their pods (termination messages)
-	cmInf  cache.SharedIndexInformer // the shards' membership ConfigMaps
-	queue  workqueue.TypedRateLimitingInterface[string]
+	// reports: the probe pods whose report was read (pod updates repeat).
+	reports ctrl.Reports
+	cmInf   cache.SharedIndexInformer // the shards' membership ConfigMaps
+	queue   workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
 

@@ -58,7 +58,7 @@ func (p *Controller) addHandlers() error {
 			},
 			DeleteFunc: p.onJob,
 		}},
-		{p.podInf, cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.onPodGone}},
+		{p.podInf, cache.ResourceEventHandlerFuncs{AddFunc: p.onPod, UpdateFunc: func(_, obj any) { p.onPod(obj) }, DeleteFunc: p.reports.Forget}},
 		{p.cmInf, cache.ResourceEventHandlerFuncs{UpdateFunc: p.onMembership, DeleteFunc: func(obj any) { p.onMembership(obj, nil) }}},
 	}
 	for _, r := range regs {
@@ -85,17 +85,5 @@ func (p *Controller) onJob(obj any) {
 	}
 	for _, ns := range p.covers(j) {
 		p.queue.Add(ns)
-	}
-}
-
-// onPodGone forgets that a deleted probe pod's report was counted.
-func (p *Controller) onPodGone(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if pod, ok := obj.(*corev1.Pod); ok {
-		p.mu.Lock()
-		delete(p.reportCounted, pod.UID)
-		p.mu.Unlock()
 	}
 }

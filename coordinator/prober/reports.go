@@ -6,6 +6,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -18,51 +19,41 @@ func (p *Controller) onPod(obj any) {
 	if !ok || !p.leading.Load() {
 		return
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != string(jobs.KindProbe) || cs.State.Terminated == nil {
-			continue
-		}
-		term := cs.State.Terminated
-		old := term.FinishedAt.Time.Before(p.started)
-		p.mu.Lock()
-		done := p.reportCounted[pod.UID]
-		p.reportCounted[pod.UID] = true
-		p.mu.Unlock()
-		if done {
-			return
-		}
-		rep, err := probe.DecodeReport(term.Message)
-		if err != nil {
-			if !old {
-				p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
-				p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
-					Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
-			}
-			return
-		}
+	term := ctrl.Terminated(pod, string(jobs.KindProbe))
+	if term == nil || !p.reports.First(pod.UID) {
+		return
+	}
+	old := term.FinishedAt.Time.Before(p.started)
+	rep, err := probe.DecodeReport(term.Message)
+	if err != nil {
 		if !old {
-			for r, n := range rep.Results {
-				p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
-			}
-			for r, n := range rep.Ops {
-				p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
-			}
-		}
-		for ns, e := range rep.Namespaces {
-			if e.Last == probe.ResultNotProbed {
-				continue
-			}
-			at := rep.End.Add(-e.Ago)
-			p.noteLastProbe(ns, at)
-			if old {
-				continue
-			}
-			if !rep.DryRun {
-				p.noteMeltdown(ns, e.Last)
-			}
-			p.noteThrottling(ns, e, at)
+			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
+			p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
+				Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
 		}
 		return
+	}
+	if !old {
+		for r, n := range rep.Results {
+			p.metrics.ProbeDecisions.WithLabelValues(r).Add(float64(n))
+		}
+		for r, n := range rep.Ops {
+			p.metrics.ProbeScaleOps.WithLabelValues(r).Add(float64(n))
+		}
+	}
+	for ns, e := range rep.Namespaces {
+		if e.Last == probe.ResultNotProbed {
+			continue
+		}
+		at := rep.End.Add(-e.Ago)
+		p.noteLastProbe(ns, at)
+		if old {
+			continue
+		}
+		if !rep.DryRun {
+			p.noteMeltdown(ns, e.Last)
+		}
+		p.noteThrottling(ns, e, at)
 	}
 }
 

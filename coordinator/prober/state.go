@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // probeState is what the prober knows that no API object holds. Everything else it reads
@@ -17,8 +16,6 @@ type probeState struct {
 	next map[string]time.Time
 	// paused: per selected namespace that is not probed, why (for the metric and the log).
 	paused map[string]string
-	// reportCounted: the probe pods whose report was counted already (pod updates repeat).
-	reportCounted map[types.UID]bool
 	// throttled: per namespace, its throttled probes in a row, across Jobs (from reports).
 	throttled map[string]int
 	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
@@ -46,7 +43,6 @@ func newProbeState() probeState {
 	return probeState{
 		next:          map[string]time.Time{},
 		paused:        map[string]string{},
-		reportCounted: map[types.UID]bool{},
 		throttled:     map[string]int{},
 		shootNotes:    map[string]string{},
 		reportedProbe: map[string]time.Time{},

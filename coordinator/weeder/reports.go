@@ -9,7 +9,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
@@ -22,10 +21,10 @@ import (
 // Prometheus would scrape it. Each pod is counted once, by the leader, and only if it ended
 // after this replica took the lead (what ended before was the previous leader's to count).
 type runReports struct {
-	inf cache.SharedIndexInformer
+	inf  cache.SharedIndexInformer
+	read ctrl.Reports
 
 	mu           sync.Mutex
-	counted      map[types.UID]bool
 	leadingSince time.Time // zero: not leading
 }
 
@@ -33,7 +32,7 @@ func newRunReports(exec jobs.Executor, namespace string) *runReports {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
 	inf := cache.NewSharedIndexInformer(exec.Pods(namespace, sel), &corev1.Pod{}, 0, cache.Indexers{})
 	_ = inf.SetTransform(ctrl.StripManagedFields)
-	return &runReports{inf: inf, counted: map[types.UID]bool{}}
+	return &runReports{inf: inf}
 }
 
 // lead marks this replica the leader from now (or no longer, with the zero time).
@@ -43,22 +42,13 @@ func (r *runReports) lead(since time.Time) {
 	r.mu.Unlock()
 }
 
-// addReportHandlers reads a weeder pod's report when its container has terminated, and forgets a
-// deleted pod.
+// addReportHandlers reads a weeder pod's report when its container has terminated, and forgets
+// a deleted pod.
 func (c *Controller) addReportHandlers() error {
 	_, err := c.reports.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onWeederPod,
 		UpdateFunc: func(_, obj any) { c.onWeederPod(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				c.reports.mu.Lock()
-				delete(c.reports.counted, pod.UID)
-				c.reports.mu.Unlock()
-			}
-		},
+		DeleteFunc: c.reports.read.Forget,
 	})
 	return err
 }
@@ -69,36 +59,30 @@ func (c *Controller) onWeederPod(obj any) {
 	if !ok {
 		return
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		term := cs.State.Terminated
-		if cs.Name != string(jobs.KindWeeder) || term == nil {
-			continue
-		}
-		r := c.reports
-		r.mu.Lock()
-		count := !r.leadingSince.IsZero() && !term.FinishedAt.Time.Before(r.leadingSince.Truncate(time.Second)) && !r.counted[pod.UID]
-		if count {
-			r.counted[pod.UID] = true
-		}
-		r.mu.Unlock()
-		if !count {
-			return
-		}
-		rep, err := reaper.ReadReport(term.Message)
-		switch {
-		case errors.Is(err, reaper.ErrNoReport):
-			return // refused its configuration, or killed: its Job's own series say so
-		case err != nil:
-			c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "unreadable report"}).
-				Warnf("A weeder pod ended with a report this coordinator cannot read (a different depwatch version?): %v. Its saved back-off is not counted.", err)
-			return
-		case rep.DryRun:
-			return // nothing was restarted, nothing was saved
-		}
-		c.metrics.BackOffSaved.add(rep)
-		c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
+	term := ctrl.Terminated(pod, string(jobs.KindWeeder))
+	if term == nil {
 		return
 	}
+	r := c.reports
+	r.mu.Lock()
+	since := r.leadingSince
+	r.mu.Unlock()
+	if since.IsZero() || term.FinishedAt.Time.Before(since.Truncate(time.Second)) || !r.read.First(pod.UID) {
+		return
+	}
+	rep, err := reaper.ReadReport(term.Message)
+	switch {
+	case errors.Is(err, reaper.ErrNoReport):
+		return // refused its configuration, or killed: its Job's own series say so
+	case err != nil:
+		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "unreadable report"}).
+			Warnf("A weeder pod ended with a report this coordinator cannot read (a different depwatch version?): %v. Its saved back-off is not counted.", err)
+		return
+	case rep.DryRun:
+		return // nothing was restarted, nothing was saved
+	}
+	c.metrics.BackOffSaved.add(rep)
+	c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
 }
 
 // savedBackOff is the histogram of the back-off each restart saved. The weeder runs report
