@@ -3,7 +3,6 @@ package prober
 import (
 	"sync"
 	"time"
-
 )
 
 // probeState is what the prober knows that no API object holds. Everything else it reads
