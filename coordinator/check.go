@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -61,27 +62,40 @@ func (o Options) Summary(cfg *Config) string {
 	var s []string
 	add := func(format string, a ...any) { s = append(s, fmt.Sprintf(format, a...)) }
 
-	if services := cfg.Services(); len(services) == 0 {
-		add("No weeder: the config lists no service.")
+	services := cfg.Services()
+	annotations := cfg.Weeds(true) != cfg.Weeds(false) // followed where workloads may be read
+	if !cfg.Weeds(false) {
+		add("No weeder: the config lists no service, and workloads' %s annotations are not followed.", weeder.AnnotationDependsOn)
 	} else {
 		source := "EndpointSlices"
 		if cfg.UseEndpoints {
 			source = "v1 Endpoints"
 		}
-		add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.namespacesText())
-		armed := 0
+		if len(services) > 0 {
+			add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.namespacesText())
+		}
+		if annotations {
+			add("Weeder: follows the %s annotation of Deployments, StatefulSets and DaemonSets in %s, and watches the EndpointSlices of the Services they name.", weeder.AnnotationDependsOn, cfg.namespacesText())
+		}
+		armed, total := 0, len(services)
 		for _, svc := range services {
 			if cfg.Arm(svc) {
 				armed++
 			}
 		}
+		if total == 0 { // the annotations' services: armWeeder's default
+			total = 1
+			if cfg.Arm("") {
+				armed = 1
+			}
+		}
 		switch {
-		case armed == len(services):
+		case armed == total:
 			add("When one loses its last ready endpoint it launches that service's weeder Job armed, which waits up to %s for the return;", cfg.MaxWait())
 		case armed == 0:
 			add("When one is Ready again it launches that service's weeder Job (armWeeder false);")
 		default:
-			add("When one loses its last ready endpoint it launches that service's weeder Job armed (%d of %d services; the others on their return), which waits up to %s;", armed, len(services), cfg.MaxWait())
+			add("When one loses its last ready endpoint it launches that service's weeder Job armed (%d of %d services; the others on their return), which waits up to %s;", armed, total, cfg.MaxWait())
 		}
 		cooldown := jobs.DefaultWeederReapCooldown
 		if d := cfg.Cooldown(); d != nil {

@@ -164,8 +164,8 @@ func (c *Config) Validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	errs = append(errs, c.Config.Validate()...)
-	if len(c.ServicesAndDependantSelectors) == 0 && c.Prober == nil && !c.proberRefused {
-		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section)")
+	if !c.Config.Weeds(false) && c.Prober == nil && !c.proberRefused {
+		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section, or dependsOnAnnotation left on with EndpointSlices)")
 	}
 	errs = append(errs, c.JobTemplate.Validate("jobTemplate")...)
 	return errs

@@ -51,6 +51,11 @@ func (o Options) LoadConfig() (*Config, error) {
 	if o.Role == RoleWeeder && cfg.Prober != nil {
 		return nil, fmt.Errorf("config file %s:\nprober: the weeder command runs no prober (dependency-watchdog's prober reads its own ConfigMap, with the prober command)", o.ConfigFile)
 	}
+	// dependency-watchdog's weeder refuses a ConfigMap without services; so does its command
+	// here (depwatch's own coordinator may follow workloads' annotations alone).
+	if o.Role == RoleWeeder && len(cfg.Services()) == 0 {
+		return nil, fmt.Errorf("config file %s:\nservicesAndDependantSelectors: required: dependency-watchdog's weeder ConfigMap names at least one service", o.ConfigFile)
+	}
 	o.applyTo(cfg)
 	return cfg, nil
 }

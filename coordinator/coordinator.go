@@ -16,6 +16,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ func New(d Deps) (*Coordinator, error) {
 }
 
 // newControllers builds the prober when the config has its section and the weeder when it
-// has services.
+// has services or follows workloads' annotations.
 func (c *Coordinator) newControllers(d Deps) error {
 	if d.Config.Prober != nil {
 		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
@@ -127,7 +128,10 @@ func (c *Coordinator) newControllers(d Deps) error {
 		}
 		c.prober = pr
 	}
-	if len(d.Config.Services()) == 0 {
+	if !d.Config.Weeds(!d.rights().Workloads) {
+		if c.prober == nil { // the config weeds by annotations alone, which may not be read
+			return fmt.Errorf("nothing to run: the config names no service and has no prober section, and this service account may not list and watch Deployments, StatefulSets and DaemonSets to follow their %s annotations", weeder.AnnotationDependsOn)
+		}
 		return nil
 	}
 	w, err := weeder.New(weeder.Deps{

@@ -102,7 +102,7 @@ func checkAcceptedConfig(t *testing.T, cfg *Config) {
 	if cfg.GracePeriod != nil && cfg.GracePeriod.Duration < 0 {
 		t.Fatalf("accepted a negative gracePeriod %s", cfg.GracePeriod.Duration)
 	}
-	if len(cfg.Services()) == 0 && cfg.Prober == nil {
+	if !cfg.Weeds(false) && cfg.Prober == nil {
 		t.Fatal("accepted a config that watches nothing")
 	}
 	tpl := cfg.JobTemplate

@@ -10,24 +10,54 @@
 # The flags are depwatch's own (static, -trimpath, as the Makefile sets them): the packages
 # both compile (client-go, apimachinery, ...; hack/k8s/go.mod keeps their versions equal) are
 # then compiled once on a fresh machine and shared through the Go build cache.
+#
+# K8S_VERSION=vX.Y.Z builds another version (make test-k8s): its module is written to
+# _output/k8s-mod-<version> from hack/k8s's (the same staging modules at v0.Y.Z) and tidied there
+# once; it shares no compiled packages with depwatch's builds, so its cold build is the longest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-version="v1.36.3"
+pinned="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$root/hack/k8s/go.mod")"
+version="${K8S_VERSION:-$pinned}"
+[[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] ||
+  { echo "build-k8s: K8S_VERSION=$version is not a Kubernetes release (vX.Y.Z, e.g. v1.35.4)" >&2; exit 2; }
+minor="${BASH_REMATCH[1]}"
 bin="${K8S_BIN:-$root/_output/k8s-$version/bin}"
 mkdir -p "$bin"
+moddir="$root/hack/k8s"
+if [[ $version != "$pinned" ]]; then
+  moddir="$root/_output/k8s-mod-$version"
+  if [[ ! -s $moddir/go.sum ]]; then
+    echo "build-k8s: writing the module of Kubernetes $version in $moddir (go mod tidy: a minute or more)"
+    rm -rf "$moddir" && mkdir -p "$moddir"
+    cp "$root/hack/k8s/tools.go" "$moddir/"
+    staging="v0.$minor.${BASH_REMATCH[2]}"
+    {
+      echo "module github.com/depwatch/depwatch/hack/k8s"
+      echo
+      echo "go $(go env GOVERSION | sed 's/^go//')"
+      echo
+      echo "require k8s.io/kubernetes $version"
+      echo
+      echo "replace ("
+      awk '/=> k8s.io\// {print $1}' "$root/hack/k8s/go.mod" | sed "s|.*|\t& => & $staging|"
+      echo ")"
+    } >"$moddir/go.mod"
+    (cd "$moddir" && go mod tidy) || { rm -f "$moddir/go.sum"; exit 1; }
+  fi
+fi
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version \
- -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z \
  -X k8s.io/client-go/pkg/version.gitVersion=$version"
-cd "$root/hack/k8s"
+cd "$moddir"
 export CGO_ENABLED=0
 flags=(-trimpath)
 key="$({ cat go.mod go.sum; echo "$ldflags ${flags[*]} CGO_ENABLED=$CGO_ENABLED"; go env GOVERSION GOOS GOARCH; } | sha256sum | cut -c1-16)"
 cache="${DEPWATCH_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/depwatch}/k8s-$version-$key"
 names=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 command -v kubectl >/dev/null || names+=(kubectl)
-# Binaries built from another hack/k8s/go.mod or with other flags are stale.
+# Binaries built from another go.mod or with other flags are stale.
 if [[ -e "$bin/kube-apiserver" && "$(cat "$bin/.key" 2>/dev/null)" != "$key" ]]; then
   echo "build-k8s: the binaries in $bin were built from another go.mod or with other flags: replacing them"
   for name in "${names[@]}"; do rm -f "$bin/$name"; done

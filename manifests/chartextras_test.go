@@ -67,17 +67,17 @@ type chartMetadata struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// The chart claims only the Kubernetes version the e2e suite runs on (hack/lib.sh's
-// K8S_VERSION, the local cluster's): its kubeVersion's lower bound is that minor version.
+// The chart claims only the Kubernetes version the e2e suite runs on (hack/k8s/go.mod's, the
+// local cluster's): its kubeVersion's lower bound is that minor version.
 func TestChartKubeVersionIsTheOneTheSuiteRuns(t *testing.T) {
 	var meta chartMetadata
 	readYAML(t, chart+"/Chart.yaml", &meta)
-	m := regexp.MustCompile(`(?m)^K8S_VERSION="v(\d+)\.(\d+)\.\d+"`).FindSubmatch(readFile(t, "../hack/lib.sh"))
+	m := regexp.MustCompile(`(?m)^require k8s.io/kubernetes v(\d+)\.(\d+)\.\d+$`).FindSubmatch(readFile(t, "../hack/k8s/go.mod"))
 	if m == nil {
-		t.Fatal(`hack/lib.sh has no K8S_VERSION="vX.Y.Z"`)
+		t.Fatal(`hack/k8s/go.mod has no "require k8s.io/kubernetes vX.Y.Z"`)
 	}
 	if want := ">=" + string(m[1]) + "." + string(m[2]) + ".0-0"; meta.KubeVersion != want {
-		t.Errorf("Chart.yaml kubeVersion=%q; the e2e suite runs on Kubernetes v%s.%s (hack/lib.sh): want %q until a run on an older version passes",
+		t.Errorf("Chart.yaml kubeVersion=%q; the e2e suite runs on Kubernetes v%s.%s (hack/k8s/go.mod): want %q until a run on an older version passes",
 			meta.KubeVersion, m[1], m[2], want)
 	}
 }

@@ -74,6 +74,7 @@ func TestCheckConfigPassesTheShippedAndDependencyWatchdogsConfigs(t *testing.T) 
 	kubeconfig, dialed := noCluster(t)
 	weeder := writeFile(t, "dep-config.yaml", string(upstream.WeederConfig()))
 	prober := writeFile(t, "prober-dep-config.yaml", string(upstream.ProberConfig()))
+	annotationsOnly := writeFile(t, "annotations-only.yaml", "watchDuration: 5m\n")
 	cases := []struct {
 		name string
 		args []string
@@ -87,6 +88,8 @@ func TestCheckConfigPassesTheShippedAndDependencyWatchdogsConfigs(t *testing.T) 
 			[]string{"etcd-main-client, kube-apiserver", "for 3m0s", "every namespace", "No prober"}},
 		{"dependency-watchdog's weeder and prober ConfigMaps", []string{"--config-file=" + weeder, "--prober-config-file=" + prober},
 			[]string{"Secret shoot-access-dependency-watchdog-probe", "every 20s", "at least 50%", "Deployment/cluster-autoscaler"}},
+		{"a config that names no service: the workloads' annotations alone", []string{"--config-file=" + annotationsOnly},
+			[]string{"follows the depwatch.io/depends-on annotation", "armed", "for 5m0s", "No prober"}},
 		{"with a kubeconfig that points at a server", []string{"--config-file=" + weeder, "--kubeconfig=" + kubeconfig}, []string{"Weeder:"}},
 	}
 	for _, tc := range cases {

@@ -125,7 +125,7 @@ type Controller struct {
 }
 
 // New builds the weeder and its informers (not started). The config must name at least one
-// service.
+// service or let the weeder follow workloads' depends-on annotations (Config.Weeds).
 func New(d Deps) (*Controller, error) {
 	d, err := withDefaults(d)
 	if err != nil {
@@ -165,8 +165,8 @@ func withDefaults(d Deps) (Deps, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
 		return d, errors.New("weeder: client, config, log and metrics are required")
 	}
-	if len(d.Config.Services()) == 0 {
-		return d, errors.New("weeder: no service is configured")
+	if !d.Config.Weeds(d.Options.NoWorkloadReads) {
+		return d, errors.New("weeder: no service is configured and workloads' depends-on annotations are not followed")
 	}
 	if d.Options.NoNamespaceReads && d.Config.NeedsNamespaceInformer() {
 		return d, errors.New("namespaces.selector: choosing namespaces by their labels needs to list and watch namespaces, which this service account may not")

@@ -15,6 +15,14 @@ import (
 // default true).
 func (c *Config) DependsOn() bool { return c.DependsOnAnnotation == nil || *c.DependsOnAnnotation }
 
+// Weeds reports whether this config gives the weeder anything to follow: a configured service,
+// or workloads' depends-on annotations (followed by default, with EndpointSlices, where the
+// service account may read workloads; noWorkloadReads: it may not). A config with neither
+// runs no weeder. The coordinator's config check, its start and New decide with it.
+func (c *Config) Weeds(noWorkloadReads bool) bool {
+	return len(c.Services()) > 0 || (c.DependsOn() && !c.UseEndpoints && !noWorkloadReads)
+}
+
 // follows: the service key is the config's (its name is configured) or an annotation's.
 func (c *Controller) follows(rc *runningConfig, key string) bool {
 	if _, svc, _ := cache.SplitMetaNamespaceKey(key); rc.cfg.Configured(svc) {

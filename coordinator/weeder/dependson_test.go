@@ -131,9 +131,20 @@ func annotated(ns, name, value string) *appsv1.Deployment {
 
 // TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne: a Service only an annotation names gets
 // an armed weeder on its outage that restarts the workload's pods; without the annotation,
-// its next outage arms nothing; a malformed annotation gets one Event and nothing else.
+// its next outage arms nothing; a malformed annotation gets one Event and nothing else. The
+// same with a config that names no service at all (a cluster that declares every dependency
+// on its workloads).
 func TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne(t *testing.T) {
-	h := newHarness(t, testConfig)
+	for _, tc := range []struct{ name, config string }{
+		{"beside configured services", testConfig},
+		{"with no service in the config", "watchDuration: 3m\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { annotatedWorkloadIsWeeded(t, tc.config) })
+	}
+}
+
+func annotatedWorkloadIsWeeded(t *testing.T, config string) {
+	h := newHarness(t, config)
 	slim, _ := slimWorkload(annotated("app", "web", "postgres"))
 	if d := slim.(*appsv1.Deployment); len(d.Annotations) != 1 || d.Spec.Selector == nil {
 		t.Fatalf("slim workload %+v", d)

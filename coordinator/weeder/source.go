@@ -59,6 +59,11 @@ func unwrap(obj any) any {
 	return obj
 }
 
+// noSlice is a label selector that no object matches (a label both set and not set): the
+// source of a weeder whose config names no service, which follows only the services
+// workloads' annotations name (each with a watch of its own), lists and watches nothing.
+const noSlice = discoveryv1.LabelServiceName + ",!" + discoveryv1.LabelServiceName
+
 // sliceSource watches discovery/v1 EndpointSlices of the configured service names only
 // (server-side label selector kubernetes.io/service-name in (...)), indexed by service.
 // readyWhen says when a service (its name) counts as back.
@@ -68,11 +73,14 @@ type sliceSource struct {
 }
 
 func newSliceSource(client kubernetes.Interface, services []string, readyWhen func(string) podstate.ReadyWhen) (*sliceSource, error) {
-	req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
-	if err != nil {
-		return nil, fmt.Errorf("building the EndpointSlice selector: %w", err)
+	sel := noSlice
+	if len(services) > 0 {
+		req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
+		if err != nil {
+			return nil, fmt.Errorf("building the EndpointSlice selector: %w", err)
+		}
+		sel = labels.NewSelector().Add(*req).String()
 	}
-	sel := labels.NewSelector().Add(*req).String()
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
 		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })

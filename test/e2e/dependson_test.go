@@ -36,8 +36,15 @@ func (p *pair) startAnnotatedDependent(value string) {
 // waitCoordinatorLine waits until a lab coordinator's log has a line with the given fields.
 func waitCoordinatorLine(t *testing.T, want map[string]string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, fmt.Sprintf("a coordinator log line with %v", want), func() (bool, error) {
-		out, err := runKubectl("-n", depwatchNS, "logs", "-l", "app.kubernetes.io/component=coordinator", "--tail=-1")
+	waitCoordinatorLineIn(t, depwatchNS, want, timeout)
+}
+
+// waitCoordinatorLineIn waits until the log of a coordinator in namespace ns (the lab's, a
+// Helm release's) has a line with the given fields.
+func waitCoordinatorLineIn(t *testing.T, ns string, want map[string]string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("a coordinator log line in %s with %v", ns, want), func() (bool, error) {
+		out, err := runKubectl("-n", ns, "logs", "-l", "app.kubernetes.io/component=coordinator", "--tail=-1")
 		if err != nil {
 			return false, nil // a replica restarting; look again
 		}

@@ -52,19 +52,28 @@ func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 		t.Errorf("weeder Job %s has RUN_DURATION=%q; the release's watchDuration is 1m", armed.Name, got)
 	}
 
-	// helm upgrade with another config: a second service and a shorter watchDuration. Its
-	// outage gets an armed weeder that runs for the new watchDuration.
-	services["other"] = weederDependents()
+	// helm upgrade with another config: no service at all, so the release follows the
+	// depwatch.io/depends-on annotations of workloads alone (a cluster without Gardener), and a
+	// shorter watchDuration. An annotated dependent's upstream outage gets an armed weeder that
+	// runs for the new watchDuration.
 	helmRun(t, helm, "upgrade", release, filepath.Join(repoRoot, "manifests/charts/depwatch"), "-n", releaseNS,
-		"-f", writeValues(t, helmValues(c, releaseNS, "50s", services)), "--wait", "--timeout=2m")
+		"-f", writeValues(t, helmValues(c, releaseNS, "50s", map[string]any{})), "--wait", "--timeout=2m")
 	c.waitLeading(t)
-	other := newPairNamed(t, newNamespaceLabelled(t, "helm-other", map[string]string{privateCoordinatorLabel: releaseNS}), "other")
+	other := startPair(t, newNamespaceLabelled(t, "helm-other", map[string]string{privateCoordinatorLabel: releaseNS}), "other")
 	other.jobsNS = releaseNS
+	other.waitServiceReady(true, time.Minute)
+	other.startAnnotatedDependent("other")
+	waitCoordinatorLineIn(t, releaseNS, map[string]string{"service": other.ns + "/other",
+		"msg": "Watching the EndpointSlices of a service an annotation names."}, time.Minute)
+	other.waitDependentReady(time.Minute, "")
 	outageStart = time.Now()
 	other.scaleUpstream(0)
 	job := other.waitArmedJob(outageStart, time.Minute)
 	if got := jobEnvValue(job, "RUN_DURATION"); got != "50s" {
 		t.Errorf("after helm upgrade, weeder Job %s has RUN_DURATION=%q; want the new watchDuration 50s", job.Name, got)
+	}
+	if got := jobEnvValue(job, "LABEL_SELECTORS"); !strings.Contains(got, "app="+dependentName) {
+		t.Errorf("weeder Job %s has LABEL_SELECTORS=%q; want the annotated Deployment's own selector (app=%s)", job.Name, got, dependentName)
 	}
 
 	// helm uninstall removes every object of the release, the cluster-wide ones included.

@@ -1,0 +1,42 @@
+package coordinator
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A config that names no service runs a weeder that follows workloads' depends-on annotations
+// alone; where the service account may not read workloads, such a config has nothing to run
+// and the coordinator refuses to start, saying why.
+func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *testing.T) {
+	cfg, err := ParseConfig([]byte("watchDuration: 5m\n"))
+	if err != nil {
+		t.Fatalf("a config that names no service, the annotation on by default: %v", err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	for _, tc := range []struct {
+		name    string
+		rights  Rights
+		refused string // "" : starts with a weeder
+	}{
+		{"depwatch's own rights", AllRights(), ""},
+		{"no right to read workloads", func() Rights { r := AllRights(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Rights: &tc.rights})
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused == "" && c.weeder == nil:
+				t.Fatal("no weeder: the annotations are not followed")
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Fatalf("error %v, want one saying %q", err, tc.refused)
+			}
+		})
+	}
+}
