@@ -77,7 +77,7 @@ cluster-up: ## Install, build and start the local single-node cluster (kubeconfi
 
 # The e2e suite on another Kubernetes release of the local cluster (not part of make test):
 # its binaries are built from the Go module proxy like the pinned ones (a cold build of a
-# version nobody built here before takes about 20 minutes on 2 cores); the cluster is always
+# version nobody built here before took 11 minutes on 2 cores); the cluster is always
 # torn down after. docs/development.md records which releases the suite has passed on.
 K8S_VERSION ?=
 test-k8s: helm ## The e2e suite on the local cluster at another Kubernetes release: make test-k8s K8S_VERSION=v1.35.4.

@@ -264,13 +264,21 @@ func TestChartPoliciesFollowTheRelease(t *testing.T) {
 			t.Errorf("admissionPolicy.enabled=false, networkPolicy.enabled=false: %s is still rendered", k)
 		}
 	}
-	// The chart states Kubernetes 1.36 and later (Chart.yaml kubeVersion): an older cluster is
-	// refused before any template, the admission policy's own 1.30 check included.
-	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.35.0", "--set", "admissionPolicy.enabled=false"); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
-		t.Errorf("Kubernetes 1.35: want a refusal naming the chart's kubeVersion, got %v", err)
+	// The chart states the releases the suite passed on (Chart.yaml kubeVersion, >=1.N.0-0): an
+	// older cluster is refused before any template, the admission policy's own 1.30 check
+	// included; the oldest it states is installed with the admission policy on.
+	var meta chartMetadata
+	readYAML(t, chart+"/Chart.yaml", &meta)
+	var minor int
+	if _, err := fmt.Sscanf(meta.KubeVersion, ">=1.%d.0-0", &minor); err != nil {
+		t.Fatalf("Chart.yaml kubeVersion %q is not >=1.N.0-0: %v", meta.KubeVersion, err)
 	}
-	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", "1.36.0"); err != nil {
-		t.Errorf("Kubernetes 1.36 with the admission policy on: %v", err)
+	older, oldest := fmt.Sprintf("1.%d.0", minor-1), fmt.Sprintf("1.%d.0", minor)
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", older, "--set", "admissionPolicy.enabled=false"); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("Kubernetes %s: want a refusal naming the chart's kubeVersion, got %v", older, err)
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--kube-version", oldest); err != nil {
+		t.Errorf("Kubernetes %s with the admission policy on: %v", oldest, err)
 	}
 
 	objs = render("--set-json", `networkPolicy.apiServer=[{"to":[{"ipBlock":{"cidr":"10.0.0.10/32"}}],"ports":[{"protocol":"TCP","port":6443}]}]`)
