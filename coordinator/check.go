@@ -63,7 +63,7 @@ func (o Options) Summary(cfg *Config) string {
 	add := func(format string, a ...any) { s = append(s, fmt.Sprintf(format, a...)) }
 
 	services := cfg.Services()
-	annotations := cfg.Weeds(true) != cfg.Weeds(false) // followed where workloads may be read
+	annotations := cfg.DependsOn() && !cfg.UseEndpoints // followed where workloads may be read
 	if !cfg.Weeds(false) {
 		add("No weeder: the config lists no service, and workloads' %s annotations are not followed.", weeder.AnnotationDependsOn)
 	} else {

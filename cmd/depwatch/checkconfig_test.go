@@ -81,7 +81,7 @@ func TestCheckConfigPassesTheShippedAndDependencyWatchdogsConfigs(t *testing.T) 
 		says []string // in the summary
 	}{
 		{"the kustomize base's config, as the base starts it", []string{"--config-file=../../manifests/base/config.yaml", "--enable-leader-election"},
-			[]string{"etcd-main-client, kube-apiserver", "gardener.cloud/role=shoot", "Lease depwatch-coordinator", "Deployment/kube-controller-manager"}},
+			[]string{"etcd-main-client, kube-apiserver", "gardener.cloud/role=shoot", "follows the depwatch.io/depends-on annotation", "Lease depwatch-coordinator", "Deployment/kube-controller-manager"}},
 		{"the local overlay's config", []string{"--config-file=../../manifests/overlays/local/config.yaml"},
 			[]string{"localhost/depwatch:dev", "No leader election"}},
 		{"dependency-watchdog's weeder ConfigMap alone", []string{"--config-file=" + weeder},
