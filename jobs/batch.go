@@ -21,7 +21,8 @@ type WeederTarget struct {
 	Namespace string
 	Service   string
 	Selectors []metav1.LabelSelector
-	ReadyWhen podstate.ReadyWhen // when Service counts as back (zero: any)
+	Elsewhere map[string][]metav1.LabelSelector // its dependents in other namespaces (WeederSpec's)
+	ReadyWhen podstate.ReadyWhen                // when Service counts as back (zero: any)
 }
 
 // Key is <namespace>/<service>, the target's name in AnnotationTargets.
@@ -39,24 +40,25 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	keys := make([]string, 0, len(targets))
 	for _, t := range targets {
 		one := base
-		one.Namespace, one.Service, one.Selectors, one.ReadyWhen = t.Namespace, t.Service, t.Selectors, t.ReadyWhen
+		one.Namespace, one.Service, one.Selectors, one.Elsewhere, one.ReadyWhen = t.Namespace, t.Service, t.Selectors, t.Elsewhere, t.ReadyWhen
 		// The same checks as a Job of its own; the reaper's own checks of every target run
 		// once, on the whole batch, below.
 		run, _, err := weederRun(one)
+		if err == nil {
+			var ts []reaper.Target
+			if ts, err = weederTargets(one, run); err == nil {
+				rts = append(rts, ts...)
+			}
+		}
 		if err != nil {
 			return Spec{}, fmt.Errorf("weeder batch: %w", err)
 		}
-		rt := reaper.Target{Namespace: t.Namespace, Service: t.Service, Selectors: run.Selectors}
-		if t.ReadyWhen != podstate.ReadyAny {
-			rt.ReadyWhen = &run.ReadyWhen // TARGETS stays short for the default
-		}
-		rts = append(rts, rt)
 		keys = append(keys, t.Key())
 	}
 	// The first target's run gives what every target shares; the targets replace its one
 	// namespace, selectors and gate.
 	one := base
-	one.Namespace, one.Service, one.Selectors = targets[0].Namespace, targets[0].Service, targets[0].Selectors
+	one.Namespace, one.Service, one.Selectors, one.Elsewhere = targets[0].Namespace, targets[0].Service, targets[0].Selectors, targets[0].Elsewhere
 	run, trigger, _ := weederRun(one) // checked above
 	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, rts
 	run.ReadyWhen = podstate.ReadyAny // each target carries its own

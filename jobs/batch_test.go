@@ -1,9 +1,12 @@
 package jobs
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/reaper"
@@ -76,4 +79,81 @@ func TestBatchWeederRefusesWhatASingleJobWould(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+}
+
+// TestAWeederOfDependentsInOtherNamespacesGatesEveryNamespaceOnTheOneService: a service whose
+// dependents are in its own namespace and in others (a depends-on annotation naming
+// `ns/name`) gets one Job covering the service alone, a TARGETS run with one target per
+// namespace of dependents, each gated on that service; in a batch its targets join the
+// others'.
+func TestAWeederOfDependentsInOtherNamespacesGatesEveryNamespaceOnTheOneService(t *testing.T) {
+	at := time.Date(2026, 11, 26, 22, 0, 0, 0, time.UTC)
+	web := []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}
+	api := []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "api"}}}
+	w := WeederSpec{Namespace: "data", Service: "postgres", Selectors: apiserverSelectors(),
+		Elsewhere: map[string][]metav1.LabelSelector{"shop": web, "billing": api}, WatchDuration: time.Minute, TriggerTime: at}
+	want := []reaper.Target{
+		{Namespace: "data", Service: "postgres", Selectors: mustStrings(t, apiserverSelectors())},
+		{Namespace: "data", Service: "postgres", PodNamespace: "billing", Selectors: []string{"app=api"}},
+		{Namespace: "data", Service: "postgres", PodNamespace: "shop", Selectors: []string{"app=web"}},
+	}
+	lone, err := Weeder(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := Build(resolved(), lone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ReadFacts(job).Covers(); len(got) != 1 || got[0] != "data/postgres" || job.Labels[LabelBatch] != "" {
+		t.Errorf("the Job covers %v (labels %v), want data/postgres alone", got, job.Labels)
+	}
+	env := envMap(job.Spec.Template.Spec.Containers[0].Env)
+	for _, name := range []string{"NAMESPACE", "LABEL_SELECTORS", "START_WHEN_READY"} {
+		if v, ok := env[name]; ok {
+			t.Errorf("the Job sets %s=%q beside TARGETS", name, v)
+		}
+	}
+	if got, err := reaper.ParseTargets(env["TARGETS"]); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("TARGETS %+v (%v), want %+v", got, err, want)
+	}
+
+	onlyElsewhere := w
+	onlyElsewhere.Selectors = nil
+	if _, err := Weeder(onlyElsewhere); err != nil {
+		t.Errorf("dependents in other namespaces alone: %v", err)
+	}
+	sameNamespace := w
+	sameNamespace.Elsewhere = map[string][]metav1.LabelSelector{"data": web}
+	if _, err := Weeder(sameNamespace); err == nil || !strings.Contains(err.Error(), "namespace data") {
+		t.Errorf("dependents in the service's own namespace given as elsewhere: %v", err)
+	}
+
+	batch, err := WeederBatch(WeederSpec{WatchDuration: time.Minute, TriggerTime: at}, []WeederTarget{
+		{Namespace: "data", Service: "postgres", Selectors: w.Selectors, Elsewhere: w.Elsewhere},
+		{Namespace: "shop", Service: "redis", Selectors: web},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err = Build(resolved(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ReadFacts(job).Covers(), " "); got != "data/postgres shop/redis" {
+		t.Errorf("the batch covers %q", got)
+	}
+	got, err := reaper.ParseTargets(envMap(job.Spec.Template.Spec.Containers[0].Env)["TARGETS"])
+	if wantBatch := append(want, reaper.Target{Namespace: "shop", Service: "redis", Selectors: []string{"app=web"}}); err != nil || !reflect.DeepEqual(got, wantBatch) {
+		t.Errorf("batch TARGETS %+v (%v), want %+v", got, err, wantBatch)
+	}
+}
+
+func mustStrings(t *testing.T, sels []metav1.LabelSelector) []string {
+	t.Helper()
+	out, err := SelectorStrings(sels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -16,8 +16,11 @@ package jobs
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,8 +158,13 @@ type Spec struct {
 type WeederSpec struct {
 	Namespace string
 	Service   string
-	// Selectors are the service's dependents' pod selectors, OR-ed. None may be empty.
+	// Selectors are the service's dependents' pod selectors in its namespace, OR-ed. None
+	// may be empty.
 	Selectors []metav1.LabelSelector
+	// Elsewhere are its dependents in other namespaces (a workload's depends-on annotation
+	// may name another namespace's Service): namespace → their pod selectors, OR-ed. The run
+	// is then a TARGETS run, one target per namespace, every one gated on the service.
+	Elsewhere map[string][]metav1.LabelSelector
 	// WatchDuration is how long the weeder keeps watching for crash-looping dependents.
 	WatchDuration time.Duration
 	// GracePeriod for deleting a pod; nil keeps each pod's own.
@@ -190,10 +198,44 @@ func Weeder(w WeederSpec) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
+	if len(w.Elsewhere) > 0 {
+		targets, err := weederTargets(w, run)
+		if err != nil {
+			return Spec{}, err
+		}
+		run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, targets
+		run.ReadyWhen = podstate.ReadyAny // each target carries its own
+	}
 	if err := run.Validate(); err != nil {
 		return Spec{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
 	}
-	return weederJob(w, run, trigger), nil
+	s := weederJob(w, run, trigger)
+	s.Namespace = w.Namespace // a TARGETS run names no namespace of its own
+	return s, nil
+}
+
+// weederTargets are the TARGETS of w's one service, from its run's settings: its dependents
+// in its own namespace, then those in each other namespace (Elsewhere), in name order.
+func weederTargets(w WeederSpec, run reaper.JobSettings) ([]reaper.Target, error) {
+	var ready *podstate.ReadyWhen
+	if w.ReadyWhen != podstate.ReadyAny {
+		ready = &run.ReadyWhen // TARGETS stays short for the default
+	}
+	var out []reaper.Target
+	if len(run.Selectors) > 0 {
+		out = append(out, reaper.Target{Namespace: w.Namespace, Service: w.Service, Selectors: run.Selectors, ReadyWhen: ready})
+	}
+	for _, ns := range slices.Sorted(maps.Keys(w.Elsewhere)) {
+		sels, err := SelectorStrings(w.Elsewhere[ns])
+		if err == nil && ns == w.Namespace {
+			err = errors.New("belong in Selectors: they are in the service's own namespace")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("weeder %s/%s: dependents in namespace %s: %w", w.Namespace, w.Service, ns, err)
+		}
+		out = append(out, reaper.Target{Namespace: w.Namespace, Service: w.Service, PodNamespace: ns, Selectors: sels, ReadyWhen: ready})
+	}
+	return out, nil
 }
 
 // weederRun checks w and works out the reaper's settings of its run and its trigger.
@@ -201,7 +243,7 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	if w.Namespace == "" || w.Service == "" {
 		return reaper.JobSettings{}, "", fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
 	}
-	if len(w.Selectors) == 0 {
+	if len(w.Selectors) == 0 && len(w.Elsewhere) == 0 {
 		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: at least one pod selector is required", w.Namespace, w.Service)
 	}
 	if w.WatchDuration <= 0 {

@@ -33,6 +33,7 @@ const maxBatchWorkers = 10
 // batchTarget is one target. Only the worker holding its key touches run and gate.
 type batchTarget struct {
 	ref      ServiceRef
+	pods     string // the dependents' namespace
 	run      *runner
 	gate     gateState
 	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
@@ -45,8 +46,8 @@ type batch struct {
 	clock    func() time.Time
 	rules    gateRules
 	targets  []*batchTarget
-	byRef    map[ServiceRef]int
-	byNS     map[string][]int
+	byRef    map[ServiceRef][]int // a service with dependents in several namespaces has a target for each
+	byNS     map[string][]int     // by the dependents' namespace
 	queue    workqueue.TypedDelayingInterface[int]
 	services *serviceTracker
 	pods     *podCache
@@ -58,7 +59,7 @@ type batch struct {
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
 	logOddSettings(log, opts.Warnings)
 	b := newBatch(ctx, client, ev, opts, log)
-	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.targets))
+	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.byRef))
 	for _, t := range b.targets {
 		t.run.armedLine(b.rules.armedAt)
 	}
@@ -104,7 +105,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.finishStopped()
 	sum := b.total()
 	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
-		Infof("Weeder run for %d services finished: %s", len(b.targets), sum)
+		Infof("Weeder run for %d services finished: %s", len(b.byRef), sum)
 	return sum, nil
 }
 
@@ -126,7 +127,7 @@ func (b *batch) finishStopped() {
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {
 	b := &batch{
 		opts: opts, log: log, clock: time.Now,
-		byRef: map[ServiceRef]int{}, byNS: map[string][]int{},
+		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 		allEnded: make(chan struct{}),
 	}
@@ -141,13 +142,17 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		one := opts.forTarget(t)
 		refs[i] = t.ref()
 		when[refs[i]] = one.ReadyWhen
-		b.targets = append(b.targets, &batchTarget{ref: refs[i], run: newRunner(ctx, client, ev, one, log.WithField("target", refs[i].String()))})
-		b.byRef[refs[i]] = i
-		b.byNS[t.Namespace] = append(b.byNS[t.Namespace], i)
+		b.targets = append(b.targets, &batchTarget{ref: refs[i], pods: t.pods(), run: newRunner(ctx, client, ev, one, log.WithField("target", t.String()))})
+		b.byRef[refs[i]] = append(b.byRef[refs[i]], i)
+		b.byNS[t.pods()] = append(b.byNS[t.pods()], i)
 		selectors = append(selectors, one.Selectors...)
 	}
 	b.left.Store(int64(len(b.targets)))
-	b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) { b.queue.Add(b.byRef[ref]) })
+	b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
+		for _, i := range b.byRef[ref] {
+			b.queue.Add(i)
+		}
+	})
 	b.pods = newPodCache(client, selectors, opts.fieldSelector(), func(ns string) {
 		for _, i := range b.byNS[ns] {
 			b.queue.Add(i)
@@ -167,7 +172,7 @@ func (b *batch) whenSynced(ctx context.Context) {
 	b.synced.Store(true)
 	b.services.resync()
 	b.log.WithField("pod_label_selectors", b.pods.String()).
-		Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.targets))
+		Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
 	for i := range b.targets {
 		b.queue.Add(i)
 	}
@@ -242,10 +247,10 @@ func (b *batch) turn(stop context.Context, i int) {
 		t.cycleDue.Store(false) // a paused target's cycle comes with its return
 	case st.opened || st.resumed || t.cycleDue.Swap(false):
 		r.cycleOver(stop, func(context.Context) ([]match, error) {
-			return r.collectCached(b.pods.inNamespace(t.ref.Namespace)), nil
+			return r.collectCached(b.pods.inNamespace(t.pods)), nil
 		})
 	default:
-		r.drainPods(stop, b.pods.inNamespace(t.ref.Namespace))
+		r.drainPods(stop, b.pods.inNamespace(t.pods))
 	}
 	if !st.wakeAt.IsZero() {
 		b.queue.AddAfter(i, st.wakeAt.Sub(now))

@@ -13,12 +13,17 @@ import (
 )
 
 // Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
-// Selectors in Namespace are reaped once Service there is Ready. A storm of outages is
-// covered by a few Jobs, each watching many services, instead of one Job per service.
+// Selectors in PodNamespace (absent: Namespace) are reaped once Service in Namespace is Ready.
+// A storm of outages is covered by a few Jobs, each watching many services, instead of one
+// Job per service; a service with dependents in several namespaces is one target per
+// namespace.
 type Target struct {
 	Namespace string   `json:"namespace"`
 	Service   string   `json:"service"`
 	Selectors []string `json:"selectors"`
+	// PodNamespace is the dependents' namespace when it is not the service's (a workload's
+	// depends-on annotation may name another namespace's Service).
+	PodNamespace string `json:"podNamespace,omitempty"`
 	// ReadyWhen is when Service counts as back ("any", "all" or a count); absent: the run's
 	// READY_WHEN.
 	ReadyWhen *podstate.ReadyWhen `json:"readyWhen,omitempty"`
@@ -26,49 +31,75 @@ type Target struct {
 
 func (t Target) ref() ServiceRef { return ServiceRef{Namespace: t.Namespace, Name: t.Service} }
 
+// pods is the namespace of the target's dependents.
+func (t Target) pods() string {
+	if t.PodNamespace != "" {
+		return t.PodNamespace
+	}
+	return t.Namespace
+}
+
+// String names the target in logs and errors: its service, and where its dependents are when
+// that is another namespace.
+func (t Target) String() string {
+	if t.pods() != t.Namespace {
+		return t.ref().String() + " (dependents in " + t.pods() + ")"
+	}
+	return t.ref().String()
+}
+
 // TargetsValue writes the TARGETS variable that ParseTargets reads back.
 func TargetsValue(ts []Target) string {
 	raw, _ := json.Marshal(ts) // strings and slices always marshal
 	return string(raw)
 }
 
-// ParseTargets reads a TARGETS value: a JSON list of {namespace, service, selectors}. Every
-// target needs a valid namespace and service name and at least one non-empty selector (an
-// empty selector would reap every crash-looping pod of the namespace); a service listed twice
-// is refused, because two runs for one service would restart its dependents twice.
+// ParseTargets reads a TARGETS value: a JSON list of {namespace, service, selectors,
+// podNamespace}. Every target needs a valid namespace and service name and at least one
+// non-empty selector (an empty selector would reap every crash-looping pod of the namespace);
+// a service listed twice for the same namespace of dependents is refused, because two runs
+// for one service would restart its dependents twice.
 func ParseTargets(v string) ([]Target, error) {
 	var ts []Target
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors","readyWhen"}: %w`, err)
+		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors","podNamespace","readyWhen"}: %w`, err)
 	}
 	if len(ts) == 0 {
 		return nil, errors.New("must list at least one target")
 	}
-	seen := map[ServiceRef]bool{}
+	type place struct {
+		ref  ServiceRef
+		pods string
+	}
+	seen := map[place]bool{}
 	var problems []string
 	for i, t := range ts {
 		if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("target %d: namespace %q is not a valid namespace name: %s", i, t.Namespace, strings.Join(errs, "; ")))
 		}
+		if errs := validation.IsDNS1123Label(t.PodNamespace); t.PodNamespace != "" && len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: podNamespace %q is not a valid namespace name: %s", i, t.PodNamespace, strings.Join(errs, "; ")))
+		}
 		if errs := validation.IsDNS1035Label(t.Service); len(errs) > 0 {
 			problems = append(problems, fmt.Sprintf("target %d: service %q is not a valid service name: %s", i, t.Service, strings.Join(errs, "; ")))
 		}
-		if seen[t.ref()] {
-			problems = append(problems, fmt.Sprintf("target %d: service %s is listed twice", i, t.ref()))
+		if p := (place{t.ref(), t.pods()}); seen[p] {
+			problems = append(problems, fmt.Sprintf("target %d: service %s is listed twice", i, t))
+		} else {
+			seen[p] = true
 		}
-		seen[t.ref()] = true
 		if len(t.Selectors) == 0 {
-			problems = append(problems, fmt.Sprintf("target %d (%s): needs at least one pod selector", i, t.ref()))
+			problems = append(problems, fmt.Sprintf("target %d (%s): needs at least one pod selector", i, t))
 		}
 		for j, s := range t.Selectors {
 			sel, err := labels.Parse(s)
 			switch {
 			case err != nil:
-				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d (%q) is not a valid label selector: %v", i, t.ref(), j, s, err))
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d (%q) is not a valid label selector: %v", i, t, j, s, err))
 			case sel.Empty():
-				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d is empty and would select every pod", i, t.ref(), j))
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d is empty and would select every pod", i, t, j))
 			}
 		}
 	}
@@ -101,7 +132,7 @@ func loadTargets(e *env) []Target {
 }
 
 // forTarget is the single-service run of one target: the run's settings with the target's
-// namespace, its service as START_WHEN_READY, and its selectors ANDed with the run's label
+// dependents' namespace, its service as START_WHEN_READY, and its selectors ANDed with the run's label
 // filters (the only selector a TARGETS run has).
 func (o Options) forTarget(t Target) Options {
 	var base labels.Requirements
@@ -111,7 +142,7 @@ func (o Options) forTarget(t Target) Options {
 	one := o
 	one.Targets = nil
 	one.Warnings = nil // logged once, by the run
-	one.Namespace = t.Namespace
+	one.Namespace = t.pods()
 	ref := t.ref()
 	one.StartWhenReady = &ref
 	if t.ReadyWhen != nil {

@@ -2,12 +2,14 @@ package reaper
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -15,6 +17,7 @@ func TestTargetsRoundTrip(t *testing.T) {
 	in := []Target{
 		{Namespace: "shoot--a", Service: "etcd-main", Selectors: []string{"app=kcm", "role in (a,b)"}},
 		{Namespace: "shoot--b", Service: "kube-apiserver", Selectors: []string{"gardener.cloud/role=controlplane,!skip"}},
+		{Namespace: "shoot--b", Service: "kube-apiserver", PodNamespace: "tools", Selectors: []string{"app=dashboard"}},
 	}
 	out, err := ParseTargets(TargetsValue(in))
 	if err != nil {
@@ -36,6 +39,8 @@ func TestTargetsRefusedWithAClearReason(t *testing.T) {
 		{"empty selector", `[{"namespace":"a","service":"etcd","selectors":[""]}]`, "would select every pod"},
 		{"bad selector", `[{"namespace":"a","service":"etcd","selectors":["a in (b"]}]`, "not a valid label selector"},
 		{"service twice", `[{"namespace":"a","service":"etcd","selectors":["x=y"]},{"namespace":"a","service":"etcd","selectors":["z=y"]}]`, "listed twice"},
+		{"service twice for one namespace of dependents", `[{"namespace":"a","service":"etcd","selectors":["x=y"],"podNamespace":"b"},{"namespace":"a","service":"etcd","selectors":["z=y"],"podNamespace":"b"}]`, "a/etcd (dependents in b) is listed twice"},
+		{"bad podNamespace", `[{"namespace":"a","service":"etcd","selectors":["x=y"],"podNamespace":"B"}]`, `podNamespace "B"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadOptions(envOf(map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "TARGETS": tc.env}))
@@ -65,6 +70,10 @@ func TestTargetsCannotBeMixedWithASingleServiceRun(t *testing.T) {
 	}
 	if got := one.Selectors[0].String(); got != "keep notin (yes),x=y" {
 		t.Errorf("target selector = %q: the run's label filters must apply to every target", got)
+	}
+	elsewhere := o.forTarget(Target{Namespace: "a", Service: "etcd", PodNamespace: "b", Selectors: []string{"x=y"}})
+	if elsewhere.Namespace != "b" || elsewhere.StartWhenReady.String() != "a/etcd" {
+		t.Errorf("a target with dependents in b: run in %q gated on %v, want b gated on a/etcd", elsewhere.Namespace, elsewhere.StartWhenReady)
 	}
 }
 
@@ -128,5 +137,74 @@ func TestEachTargetOpensWithItsOwnService(t *testing.T) {
 	}
 	if strings.Join(targets, ",") != "shoot-a/etcd,shoot-b/etcd" {
 		t.Errorf("reaping lines name targets %v; every line must say which service it is for", targets)
+	}
+}
+
+// TestATargetsDependentsInAnotherNamespaceWaitForTheServiceInItsOwn: a service in data with
+// dependents in data and in shop (two targets of one service) restarts neither while it is
+// down, and both once it is Ready; pods of shop its selector does not match stay.
+func TestATargetsDependentsInAnotherNamespaceWaitForTheServiceInItsOwn(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(
+		endpointSlice("data", "postgres", ptr.To(false)),
+		newPod("data", "reports", withLabel("app", "reports"), crashLooping),
+		newPod("shop", "web", withLabel("app", "web"), crashLooping),
+		newPod("shop", "other", withLabel("app", "other"), crashLooping),
+	)
+	o := mustOptions(t, map[string]string{
+		"CONTAINER_STATUSES": "CrashLoopBackOff", "WATCH": "true", "SCHEDULE": "@every 1h", "RUN_DURATION": "1h",
+		"TARGETS": TargetsValue([]Target{
+			{Namespace: "data", Service: "postgres", Selectors: []string{"app=reports"}},
+			{Namespace: "data", Service: "postgres", PodNamespace: "shop", Selectors: []string{"app=web"}},
+		}),
+	})
+	synced := make(chan struct{})
+	o.onGateSynced = func() { close(synced) }
+	log, hook := quietLogger()
+	done := make(chan struct{})
+	var sum Summary
+	var runErr error
+	go func() { sum, runErr = Run(ctx, client, o, log); close(done) }()
+	deleted := func() []string {
+		var out []string
+		for _, a := range client.Actions() {
+			if d, ok := a.(k8stesting.DeleteAction); ok && a.GetResource().Resource == "pods" {
+				out = append(out, d.GetNamespace()+"/"+d.GetName())
+			}
+		}
+		return out
+	}
+	select {
+	case <-synced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run's caches never synced")
+	}
+	time.Sleep(100 * time.Millisecond) // room to (wrongly) reap while the service is down
+	if d := deleted(); len(d) != 0 {
+		t.Fatalf("restarted %v while data/postgres was down", d)
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices("data").Update(ctx, endpointSlice("data", "postgres", ptr.To(true)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both namespaces' dependents to be restarted", func() bool { return len(deleted()) == 2 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if d := deleted(); runErr != nil || sum.Reaped != 2 || !slices.Contains(d, "data/reports") || !slices.Contains(d, "shop/web") {
+		t.Fatalf("Run = %+v, %v, deleted %v; want data/reports and shop/web", sum, runErr, d)
+	}
+	var targets []string
+	for _, e := range hook.AllEntries() {
+		if e.Message == "reaping pod" {
+			targets = append(targets, e.Data["target"].(string))
+		}
+	}
+	slices.Sort(targets)
+	if strings.Join(targets, ",") != "data/postgres,data/postgres (dependents in shop)" {
+		t.Errorf("reaping lines name targets %v", targets)
 	}
 }

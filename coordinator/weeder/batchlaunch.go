@@ -133,7 +133,8 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 			continue // its namespace stopped matching since
 		}
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
-		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: c.selectorsOf(rc, it.key), ReadyWhen: rc.cfg.ReadyWhenOf(svc)})
+		deps := c.selectorsOf(rc, it.key)
+		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: rc.cfg.ReadyWhenOf(svc)})
 		b.items = append(b.items, it)
 		for _, j := range c.wjobs.active(it.key) {
 			if len(jobs.ReadFacts(j).Covers()) == 1 && !jobs.Armed(j) {

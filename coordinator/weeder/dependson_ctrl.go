@@ -2,10 +2,11 @@ package weeder
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -33,26 +34,39 @@ func (c *Controller) follows(rc *runningConfig, key string) bool {
 
 // selectorsOf are the service's dependents' pod selectors: the config's where it names the
 // service (it wins: annotations add nothing to a configured service), else those of the
-// workloads whose annotation names it.
-func (c *Controller) selectorsOf(rc *runningConfig, key string) []metav1.LabelSelector {
+// workloads whose annotation names it, in its namespace and in others.
+func (c *Controller) selectorsOf(rc *runningConfig, key string) dependentSelectors {
 	if _, svc, _ := cache.SplitMetaNamespaceKey(key); rc.cfg.Configured(svc) || c.dependsOn == nil {
-		return rc.cfg.Selectors(svc)
+		return dependentSelectors{own: rc.cfg.Selectors(svc)}
 	}
 	return c.dependsOn.selectors(key)
 }
 
 // crashLoopingDependent names a crash-looping dependent of the service ("" if none): from the
-// informers for the config's selectors, from a pod list for an annotation's.
+// informers for the config's selectors, from a pod list per namespace for an annotation's.
 func (c *Controller) crashLoopingDependent(ctx context.Context, rc *runningConfig, key string) (string, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	sels, err := jobs.SelectorStrings(c.selectorsOf(rc, key))
+	deps := c.selectorsOf(rc, key)
+	sels, err := jobs.SelectorStrings(deps.own)
 	if err != nil {
 		return "", err // validated at load or when the annotation was read
 	}
 	if rc.cfg.Configured(svc) {
 		return c.deps.crashLooping(ns, sels)
 	}
-	return crashLoopingIn(ctx, c.client, ns, sels)
+	if pod, err := crashLoopingIn(ctx, c.client, ns, sels); pod != "" || err != nil {
+		return pod, err
+	}
+	for _, other := range slices.Sorted(maps.Keys(deps.elsewhere)) {
+		sels, err := jobs.SelectorStrings(deps.elsewhere[other])
+		if err != nil {
+			return "", err
+		}
+		if pod, err := crashLoopingIn(ctx, c.client, other, sels); pod != "" || err != nil {
+			return other + "/" + pod, err
+		}
+	}
+	return "", nil
 }
 
 // addDependsOnHandlers: a workload's event updates what it declares (onWorkload).
@@ -114,18 +128,6 @@ func (c *Controller) onWorkload(obj any, deleted bool) {
 	}
 	for _, key := range unfollowed {
 		c.unfollow(key, log)
-	}
-	c.crossNamespace(w, d)
-}
-
-// crossNamespace says, once per change, that a dependency on another namespace's Service is
-// read but not acted on: a weeder Job restarts pods in its service's namespace.
-func (c *Controller) crossNamespace(w workload, d declared) {
-	for _, key := range d.services {
-		if ns, _, _ := cache.SplitMetaNamespaceKey(key); ns != w.meta.Namespace {
-			c.log.WithFields(logrus.Fields{"namespace": w.meta.Namespace, "workload": w.String(), "service": key}).
-				Warn("A workload depends on a Service of another namespace: its pods are not restarted for it yet (a weeder restarts pods in its service's namespace).")
-		}
 	}
 }
 

@@ -71,17 +71,30 @@ func minus(a, b []string) []string {
 // follows: a workload declares a dependency on the service key.
 func (x dependsOnIndex) follows(key string) bool { return len(x.byService[key]) > 0 }
 
-// selectors are the pod selectors of the service's dependents in the service's own namespace,
-// ordered by workload. Dependents in another namespace are not among them: a weeder Job
-// restarts pods in its service's namespace (see docs/coordinator.md).
-func (x dependsOnIndex) selectors(key string) []metav1.LabelSelector {
+// dependentSelectors are a service's dependents: the pod selectors of those in its own namespace,
+// and of those in each other namespace (an annotation may name another namespace's Service).
+type dependentSelectors struct {
+	own       []metav1.LabelSelector
+	elsewhere map[string][]metav1.LabelSelector
+}
+
+func (d dependentSelectors) none() bool { return len(d.own) == 0 && len(d.elsewhere) == 0 }
+
+// selectors are the pod selectors of the service's dependents, ordered by workload.
+func (x dependsOnIndex) selectors(key string) dependentSelectors {
 	ns, _, _ := strings.Cut(key, "/")
 	deps := x.byService[key]
-	var out []metav1.LabelSelector
+	var out dependentSelectors
 	for _, w := range slices.Sorted(maps.Keys(deps)) {
-		if d := deps[w]; d.namespace == ns {
-			out = append(out, *d.selector.DeepCopy())
+		d := deps[w]
+		if d.namespace == ns {
+			out.own = append(out.own, *d.selector.DeepCopy())
+			continue
 		}
+		if out.elsewhere == nil {
+			out.elsewhere = map[string][]metav1.LabelSelector{}
+		}
+		out.elsewhere[d.namespace] = append(out.elsewhere[d.namespace], *d.selector.DeepCopy())
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 func TestParseDependsOn(t *testing.T) {
@@ -103,11 +104,13 @@ func TestDependsOnIndexFollowsAServiceWhileAWorkloadNamesIt(t *testing.T) {
 	check("web", f, u, []string{"app/db"}, nil)
 	f, u = x.set("Deployment/app/api", api)
 	check("api", f, u, []string{"other/cache"}, nil)
-	if sels := x.selectors("app/db"); len(sels) != 2 || sels[0].MatchLabels["app"] != "api" {
-		t.Errorf("app/db's selectors %v, want api's then web's", sels)
+	if sels := x.selectors("app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
+		t.Errorf("app/db's selectors %+v, want api's then web's, all in app", sels)
 	}
-	if sels := x.selectors("other/cache"); len(sels) != 0 {
-		t.Errorf("other/cache's selectors %v: dependents of another namespace are not a weeder's", sels)
+	// api in app depends on other/cache: its pods are the service's dependents in app.
+	if sels := x.selectors("other/cache"); len(sels.own) != 0 || len(sels.elsewhere) != 1 || len(sels.elsewhere["app"]) != 1 ||
+		sels.elsewhere["app"][0].MatchLabels["app"] != "api" {
+		t.Errorf("other/cache's selectors %+v, want api's, in namespace app", sels)
 	}
 	f, u = x.set("Deployment/app/web", web) // unchanged
 	check("web again", f, u, nil, nil)
@@ -227,5 +230,42 @@ func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
 	}
 	if _, ok := h.c.services["b/db"]; ok {
 		t.Error("b/db's state outlived its last dependent")
+	}
+}
+
+// TestAWorkloadDependingOnAnotherNamespacesServiceIsRestartedForIt: web in shop declares
+// data/postgres; postgres's outage arms a weeder whose one target runs in shop, gated on
+// data/postgres. A service with dependents in both namespaces has a target for each.
+func TestAWorkloadDependingOnAnotherNamespacesServiceIsRestartedForIt(t *testing.T) {
+	h := newHarness(t, "watchDuration: 3m\n")
+	h.c.onWorkload(annotated("shop", "web", "data/postgres"), false)
+	h.set(up("data", "postgres"))
+	h.now = h.now.Add(time.Minute)
+	h.set(down("data", "postgres"))
+	js := h.weederJobs()
+	if len(js) != 1 || !jobs.Armed(&js[0]) {
+		t.Fatalf("jobs %v, want one armed", names(js))
+	}
+	if got := jobs.ReadFacts(&js[0]).Covers(); len(got) != 1 || got[0] != "data/postgres" {
+		t.Errorf("the Job covers %v, want data/postgres", got)
+	}
+	env := jobEnv(js[0])
+	want := []reaper.Target{{Namespace: "data", Service: "postgres", PodNamespace: "shop", Selectors: []string{"app=web"}}}
+	if got, err := reaper.ParseTargets(env["TARGETS"]); err != nil || !reflect.DeepEqual(got, want) || env["NAMESPACE"] != "" {
+		t.Fatalf("TARGETS %+v (%v), NAMESPACE %q; want %+v", got, err, env["NAMESPACE"], want)
+	}
+
+	h.c.onWorkload(annotated("data", "reports", "postgres"), false)
+	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
+	h.set(up("data", "postgres"))
+	h.now = h.now.Add(time.Minute)
+	h.set(down("data", "postgres"))
+	js = h.weederJobs()
+	if len(js) != 1 {
+		t.Fatalf("jobs %v after the second outage, want one", names(js))
+	}
+	want = append([]reaper.Target{{Namespace: "data", Service: "postgres", Selectors: []string{"app=reports"}}}, want...)
+	if got, err := reaper.ParseTargets(jobEnv(js[0])["TARGETS"]); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("TARGETS %+v (%v), want %+v", got, err, want)
 	}
 }

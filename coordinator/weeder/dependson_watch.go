@@ -127,7 +127,7 @@ func (d *dependsOn) follows(key string) bool {
 	return d.index.follows(key)
 }
 
-func (d *dependsOn) selectors(key string) []metav1.LabelSelector {
+func (d *dependsOn) selectors(key string) dependentSelectors {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.index.selectors(key)

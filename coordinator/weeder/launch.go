@@ -170,14 +170,14 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 // gate.
 func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return weederSpecWith(rc, key, rc.cfg.Selectors(svc), e, armed)
+	return weederSpecWith(rc, key, dependentSelectors{own: rc.cfg.Selectors(svc)}, e, armed)
 }
 
-// weederSpecWith is weederSpec with the service's dependents' selectors (selectorsOf).
-func weederSpecWith(rc *runningConfig, key string, sels []metav1.LabelSelector, e *recordedEdge, armed bool) (jobs.Spec, error) {
+// weederSpecWith is weederSpec with the service's dependents (selectorsOf).
+func weederSpecWith(rc *runningConfig, key string, deps dependentSelectors, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors, w.ReadyWhen = ns, svc, sels, rc.cfg.ReadyWhenOf(svc)
+	w.Namespace, w.Service, w.Selectors, w.Elsewhere, w.ReadyWhen = ns, svc, deps.own, deps.elsewhere, rc.cfg.ReadyWhenOf(svc)
 	return jobs.Weeder(w)
 }
 

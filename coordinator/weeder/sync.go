@@ -83,9 +83,9 @@ func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key str
 	if !c.relevant(rc, key) {
 		return false, nil
 	}
-	if len(c.selectorsOf(rc, key)) == 0 {
-		log.Debug("Service has no dependent in its namespace: nothing to do.")
-		return false, nil // an annotation's dependents all in another namespace
+	if c.selectorsOf(rc, key).none() {
+		log.Debug("Service has no dependent: nothing to do.")
+		return false, nil // an annotation's workloads changed since the edge
 	}
 	switch {
 	case e.edge == EdgeGone:

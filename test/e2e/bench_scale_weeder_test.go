@@ -379,7 +379,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 	idle0 := coordinatorUsage(t)
 	time.Sleep(30 * time.Second)
 	idle1 := coordinatorUsage(t)
-	t.Logf("idle at %d namespaces: RSS %.1f MiB, CPU %.2f%% of a core", n, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30)
+	t.Logf("idle at %d namespaces: RSS %.1f MiB, CPU %.2f%% of a core; %s", n, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30, coordinatorHeap(t))
 	if k := benchAnnotated(t); k > 0 {
 		made := time.Now()
 		createAnnotatedWorkloads(t, c, svcs, k)
@@ -388,7 +388,7 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 		idle0 = coordinatorUsage(t)
 		time.Sleep(30 * time.Second)
 		idle1 = coordinatorUsage(t)
-		t.Logf("idle at %d namespaces with %d annotated workloads each: RSS %.1f MiB, CPU %.2f%% of a core", n, k, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30)
+		t.Logf("idle at %d namespaces with %d annotated workloads each: RSS %.1f MiB, CPU %.2f%% of a core; %s", n, k, idle1.rss/(1<<20), 100*(idle1.cpu-idle0.cpu)/30, coordinatorHeap(t))
 	}
 
 	// The storm.
@@ -516,4 +516,16 @@ func benchWeederAt(t *testing.T, c kubernetes.Interface, n int, last bool) {
 		return true, nil
 	})
 	t.Logf("its namespaces are gone %s after their deletion began", time.Since(deleted).Round(time.Second))
+}
+
+// coordinatorHeap says where the coordinator's resident memory is, from its Go runtime
+// metrics: the heap in use, the size at which the next collection starts (what the heap may
+// grow to before it) and the heap's free pages not yet returned to the OS.
+func coordinatorHeap(t *testing.T) string {
+	t.Helper()
+	m := lab.scrape(t)
+	mib := func(name string) float64 { return m[name] / (1 << 20) }
+	return fmt.Sprintf("Go heap in use %.1f MiB, next GC at %.1f MiB, free but not returned %.1f MiB, stacks %.1f MiB",
+		mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_next_gc_bytes"),
+		mib("go_memstats_heap_idle_bytes")-mib("go_memstats_heap_released_bytes"), mib("go_memstats_stack_inuse_bytes"))
 }

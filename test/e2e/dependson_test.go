@@ -54,8 +54,9 @@ func waitCoordinatorLineIn(t *testing.T, ns string, want map[string]string, time
 }
 
 // TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry: an upstream Service "db" and a
-// dependent Deployment carrying only `depwatch.io/depends-on: db`. The outage arms a weeder,
-// and at the return it (not the kubelet) restarts the crash-looping dependent. Once the
+// dependent Deployment carrying only `depwatch.io/depends-on: db`, and a second one in another
+// namespace declaring `<namespace>/db`. The outage arms one weeder, and at the return it (not
+// the kubelet) restarts both crash-looping dependents, each in its own namespace. Once the
 // annotation is removed, the next outage arms nothing and the dependent is left to the
 // kubelet. A bystander's malformed annotation (which names "db" too) yields its
 // InvalidDependsOn Event and nothing else: had it been followed in part, the second outage
@@ -67,7 +68,12 @@ func TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry(t *testing.T) {
 	p := startPair(t, ns, dependsOnService)
 	p.waitServiceReady(true, time.Minute)
 	p.startAnnotatedDependent(dependsOnService)
+	// The same upstream's dependent in another namespace (hostNetwork: it reaches the upstream
+	// at the same address).
+	q := &pair{t: t, ns: newNamespace(t, "dependson-x"), svc: dependsOnService, addr: p.addr, upstreamNS: ns}
+	q.startAnnotatedDependent(p.serviceKey())
 	p.waitDependentReady(time.Minute, "")
+	q.waitDependentReady(time.Minute, "")
 
 	bystander := hostNetworkDeployment("bystander", ns, 0, nil, []string{"/testapp", "serve", "127.0.0.1:1"}, "127.0.0.1:1")
 	bystander.Annotations = map[string]string{weeder.AnnotationDependsOn: dependsOnService + ", Not_A_Service"}
@@ -79,25 +85,33 @@ func TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry(t *testing.T) {
 		return len(evs) > 0 && strings.Contains(evs[0].Message, `"Not_A_Service"`) && evs[0].InvolvedObject.Kind == "Deployment", nil
 	})
 	// The coordinator has read the dependent's annotation before the outage begins.
-	waitCoordinatorLine(t, map[string]string{"namespace": ns, "workload": "deployment " + ns + "/" + dependentName,
-		"msg": "A workload declares the Services its pods depend on: they are weeded when those come back."}, time.Minute)
+	for _, d := range []*pair{p, q} {
+		waitCoordinatorLine(t, map[string]string{"namespace": d.ns, "workload": "deployment " + d.ns + "/" + dependentName,
+			"msg": "A workload declares the Services its pods depend on: they are weeded when those come back."}, time.Minute)
+	}
 
 	outageStart := time.Now()
 	p.scaleUpstream(0)
 	p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, time.Minute)
 	t.Logf("armed weeder Job %s is waiting for %s/%s", job.Name, ns, dependsOnService)
-	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
+	cls := waitForBackOffAtLeast(t, 30*time.Second, 3*time.Minute, p.dependent(), q.dependent())
+	cl := cls[0]
 	p.scaleUpstream(1)
 	p.waitServiceReady(true, time.Minute)
 	ready, took := p.restartedByWeeder(cl)
 	t.Logf("upstream Ready → dependent %s Ready: %s (weeded by its annotation)", ready.Name, took)
+	ready, took = q.restartedByWeeder(cls[1])
+	t.Logf("upstream Ready → dependent %s/%s in another namespace Ready: %s (weeded by its annotation)", q.ns, ready.Name, took)
 	if n := len(eventsFor(t, ns, dependsOnService)["WeederArmed"]); n != 1 {
 		t.Errorf("%d WeederArmed Events on service %s/%s, want 1", n, ns, dependsOnService)
 	}
 	_, _ = waitJobLogLine(t, depwatchNS, job.Name, map[string]string{"namespace": ns, "pod": cl.pod.Name, "action": "deleted"}, time.Minute)
+	_, _ = waitJobLogLine(t, depwatchNS, job.Name, map[string]string{"namespace": q.ns, "pod": cls[1].pod.Name, "action": "deleted",
+		"target": p.serviceKey() + " (dependents in " + q.ns + ")"}, time.Minute)
 
 	removeDependsOn(t, ns, dependentName)
+	removeDependsOn(t, q.ns, dependentName)
 	waitCoordinatorLine(t, map[string]string{"namespace": ns, "service": ns + "/" + dependsOnService,
 		"msg": "No workload depends on the service any more: it is no longer followed."}, time.Minute)
 	// The first outage's Job keeps its selectors to its end, and its window starts afresh at

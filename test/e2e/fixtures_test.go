@@ -281,7 +281,7 @@ func waitJobLogLine(t *testing.T, ns, job string, want map[string]string, timeou
 func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	p.t.Helper()
 	if kubeletAt, ok := p.kubeletRestartedFirst(cl); ok {
-		key := p.ns + "/" + p.svc
+		key := p.serviceKey()
 		saw, found, skipped := weederSawReturn(p.t, p.jobsNamespace(), key, cl.pod.Name, cl.kubeletRestart.Add(-cl.backoff))
 		switch {
 		case skipped:
@@ -311,7 +311,7 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	case !reaped.FirstTimestamp.Time.Before(cl.kubeletRestart):
 		// The kubelet was late too (it restarts at the back-off's end or later). Whether the
 		// weeder could have acted before the back-off's end is the weeder's log's to say.
-		saw, found, _ := weederSawReturn(p.t, p.jobsNamespace(), p.ns+"/"+p.svc, cl.pod.Name, cl.kubeletRestart.Add(-cl.backoff))
+		saw, found, _ := weederSawReturn(p.t, p.jobsNamespace(), p.serviceKey(), cl.pod.Name, cl.kubeletRestart.Add(-cl.backoff))
 		if found && !saw.Truncate(time.Second).Before(cl.kubeletRestart) {
 			p.t.Logf("%s: not judged: the upstream came back so late that a weeder saw the return at %s, after the kubelet's restart of pod %s was due at %s (it reaped at %s)",
 				p.ns, clock(saw), cl.pod.Name, clock(cl.kubeletRestart), clock(reaped.FirstTimestamp.Time))
@@ -459,9 +459,9 @@ func readySince(pod corev1.Pod) time.Time {
 // Ready, as the kubelet recorded it (the Service's endpoint turns ready just after).
 func (p *pair) upstreamReadySince() time.Time {
 	p.t.Helper()
-	list, err := kube.CoreV1().Pods(p.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + upstreamName})
+	list, err := kube.CoreV1().Pods(p.upstreamNamespace()).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + upstreamName})
 	if err != nil {
-		p.t.Fatalf("listing the upstream pods of %s: %v", p.ns, err)
+		p.t.Fatalf("listing the upstream pods of %s: %v", p.upstreamNamespace(), err)
 	}
 	var since time.Time
 	for _, pod := range list.Items {
@@ -470,7 +470,7 @@ func (p *pair) upstreamReadySince() time.Time {
 		}
 	}
 	if since.IsZero() {
-		p.t.Fatalf("%s: no Ready upstream pod", p.ns)
+		p.t.Fatalf("%s: no Ready upstream pod", p.upstreamNamespace())
 	}
 	return since
 }

@@ -101,7 +101,20 @@ type pair struct {
 	// jobsNS is where the coordinator that weeds this pair runs its Jobs: "" for the lab's
 	// namespace (depwatch); a Helm release's own namespace in the chart's test.
 	jobsNS string
+	// upstreamNS is the upstream's namespace when the dependent in ns depends on another
+	// namespace's Service (a depends-on annotation naming `upstreamNS/svc`); "" for ns.
+	upstreamNS string
 }
+
+func (p *pair) upstreamNamespace() string {
+	if p.upstreamNS != "" {
+		return p.upstreamNS
+	}
+	return p.ns
+}
+
+// serviceKey is the upstream Service's <namespace>/<name>, as Jobs and logs name it.
+func (p *pair) serviceKey() string { return p.upstreamNamespace() + "/" + p.svc }
 
 func (p *pair) jobsNamespace() string {
 	if p.jobsNS != "" {
@@ -264,7 +277,7 @@ func (p *pair) weederJobs() []batchv1.Job {
 	}
 	var out []batchv1.Job
 	for _, j := range list.Items {
-		if slices.Contains(jobs.ReadFacts(&j).Covers(), p.ns+"/"+p.svc) {
+		if slices.Contains(jobs.ReadFacts(&j).Covers(), p.serviceKey()) {
 			out = append(out, j)
 		}
 	}
