@@ -149,8 +149,11 @@ func TestAnAnnotatedWorkloadIsWeededLikeAConfiguredOne(t *testing.T) {
 func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	h := newHarness(t, config)
 	slim, _ := slimWorkload(annotated("app", "web", "postgres"))
-	if d := slim.(*appsv1.Deployment); len(d.Annotations) != 1 || d.Spec.Selector == nil {
-		t.Fatalf("slim workload %+v", d)
+	if d, ok := slim.(*cachedWorkload); !ok || len(d.Annotations) != 1 || d.selector == nil || d.kind != "Deployment" {
+		t.Fatalf("slim workload %+v", slim)
+	}
+	if c := slim.(*cachedWorkload).DeepCopyObject(); !reflect.DeepEqual(c, slim) {
+		t.Fatalf("a cached workload's deep copy %+v differs from it", c)
 	}
 	h.c.onWorkload(slim, false)
 	h.set(up("app", "postgres"))

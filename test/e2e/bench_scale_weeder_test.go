@@ -159,7 +159,9 @@ func setCoordinatorEnv(t *testing.T, env map[string]string) {
 			}
 		}
 		mustKubectl(t, args...)
-		mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=120s")
+		// The restore runs while the storm's thousand namespaces are being deleted: the
+		// new pod's start waits behind that (over two minutes seen), so the wait is generous.
+		mustKubectl(t, "-n", depwatchNS, "rollout", "status", "deployment/depwatch-coordinator", "--timeout=10m")
 		lab.waitReplicas(t, 1)
 		lab.waitLeading(t)
 	}
