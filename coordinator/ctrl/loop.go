@@ -7,9 +7,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// MaxRetries bounds the rate-limited retries of one key (~5 ms doubling) before the
-// controller gives up on it.
-const MaxRetries = 8
+// MaxRetries bounds the rate-limited retries of one key before the controller gives up on
+// it. The delays start at 5 ms and double: fifteen retries span about 2.7 minutes, so a
+// failure that lasts seconds (an API server restarting, a freshly installed admission
+// policy whose parameters the API server has not read yet) delays a weeder instead of losing
+// it. Eight, as before, gave up after 1.3 s.
+const MaxRetries = 15
 
 // Reconciler is one controller's side of the loop: Reconcile acts on a key once (level-based:
 // it reads the world from the caches, decides, acts); GiveUp is told when a key failed

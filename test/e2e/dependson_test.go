@@ -112,7 +112,8 @@ func TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry(t *testing.T) {
 
 	removeDependsOn(t, ns, dependentName)
 	removeDependsOn(t, q.ns, dependentName)
-	waitCoordinatorLine(t, map[string]string{"namespace": ns, "service": ns + "/" + dependsOnService,
+	// The line names the workload whose change dropped the service's last dependent: either.
+	waitCoordinatorLine(t, map[string]string{"service": p.serviceKey(),
 		"msg": "No workload depends on the service any more: it is no longer followed."}, time.Minute)
 	// The first outage's Job keeps its selectors to its end, and its window starts afresh at
 	// every return: left running it would rightly reap at the next one. The question here is

@@ -358,8 +358,18 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 	return runKubectl(args...)
 }
 
+// runKubectl gives kubectl two minutes, or its own --timeout and half a minute more when that
+// is longer: a kill before its own timeout would fail a wait kubectl was still entitled to.
 func runKubectl(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	limit := 2 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d+30*time.Second > limit {
+				limit = d + 30*time.Second
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
