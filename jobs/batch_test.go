@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/internal/apilimit"
+	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -116,6 +118,23 @@ func TestAWeederOfDependentsInOtherNamespacesGatesEveryNamespaceOnTheOneService(
 	}
 	if got, err := reaper.ParseTargets(env["TARGETS"]); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("TARGETS %+v (%v), want %+v", got, err, want)
+	}
+
+	everyEndpoint := w
+	everyEndpoint.ReadyWhen = podstate.ReadyAll
+	spec, err := Weeder(everyEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := envconf.LookupIn(spec.Env)("TARGETS")
+	all, err := reaper.ParseTargets(v)
+	if len(all) != 3 {
+		t.Errorf("readyWhen all: TARGETS %s (%v), want three targets", v, err)
+	}
+	for _, tg := range all {
+		if tg.ReadyWhen == nil || *tg.ReadyWhen != podstate.ReadyAll {
+			t.Errorf("readyWhen all: target %s has readyWhen %v (%v), want every target's all", tg, tg.ReadyWhen, err)
+		}
 	}
 
 	onlyElsewhere := w

@@ -219,7 +219,8 @@ func Weeder(w WeederSpec) (Spec, error) {
 func weederTargets(w WeederSpec, run reaper.JobSettings) ([]reaper.Target, error) {
 	var ready *podstate.ReadyWhen
 	if w.ReadyWhen != podstate.ReadyAny {
-		ready = &run.ReadyWhen // TARGETS stays short for the default
+		rw := run.ReadyWhen // TARGETS stays short for the default
+		ready = &rw
 	}
 	var out []reaper.Target
 	if len(run.Selectors) > 0 {
