@@ -62,8 +62,12 @@ func (c *Controller) crashLoopingDependent(ctx context.Context, rc *runningConfi
 		if err != nil {
 			return "", err
 		}
-		if pod, err := crashLoopingIn(ctx, c.client, other, sels); pod != "" || err != nil {
-			return other + "/" + pod, err
+		pod, err := crashLoopingIn(ctx, c.client, other, sels)
+		if err != nil {
+			return "", err
+		}
+		if pod != "" {
+			return other + "/" + pod, nil
 		}
 	}
 	return "", nil
