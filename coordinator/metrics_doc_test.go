@@ -23,7 +23,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	}
 	m := NewMetrics("test")
 	// Vectors appear in Gather only once a child exists: give each one.
-	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.Weeder.EdgesOvertaken, m.JobsFailed} {
+	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.Weeder.EdgesOvertaken, m.JobsFailed, m.Weeder.ServiceRestarts, m.Weeder.ServiceBackOffSaved} {
 		v.WithLabelValues(make([]string, labelCount(t, v))...).Inc()
 	}
 	m.TriggerToJob.WithLabelValues("x").Observe(1)

@@ -81,6 +81,13 @@ func TestBatchRunIsOneRunOverAllItsTargets(t *testing.T) {
 	if runErr != nil || sum.Reaped != n-1 {
 		t.Fatalf("Run = %+v, %v; want %d reaped", sum, runErr, n-1)
 	}
+	// Each restart is counted for its own service (the report's per-service part).
+	for i := range n {
+		ref := ServiceRef{Namespace: fmt.Sprintf("shoot-%02d", i), Name: "etcd"}
+		if got, want := sum.ByService[ref].Restarts, min(1, n-1-i); got != want {
+			t.Errorf("%s: %d restarts counted for it, want %d", ref, got, want)
+		}
+	}
 	lists := map[string]int{}
 	for _, a := range client.Actions() {
 		if a.GetVerb() == "list" {

@@ -161,8 +161,8 @@ func (r *runner) handle(m match) {
 	case outcomeReaped:
 		r.quota.take()
 		r.sum.Reaped++
-		if s.known && !r.opts.DryRun {
-			r.sum.BackOffSaved = append(r.sum.BackOffSaved, s.saved)
+		if !r.opts.DryRun {
+			r.sum.countRestart(r.opts.StartWhenReady, s)
 		}
 		r.sel.done[m.pod.UID] = r.cycle
 		r.cool.reaped(o.uid, v, now)

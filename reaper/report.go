@@ -1,10 +1,14 @@
 package reaper
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -17,10 +21,13 @@ var SavedBackOffBuckets = []float64{1, 2, 5, 10, 20, 40, 80, 160, 300}
 // the first line is the summary a person reads in `kubectl describe pod`.
 const reportPrefix = "report: "
 
+// maxTerminationMessage is what the kubelet keeps of a termination message.
+const maxTerminationMessage = 4096
+
 // Report is what the coordinator exports from a finished weeder run (a Job's pod is gone
 // before Prometheus would scrape it): written into the termination message by
-// TerminationMessage, read back by ReadReport. Its size does not grow with the pods reaped,
-// so it always fits the kubelet's 4 KiB.
+// TerminationMessage, read back by ReadReport. Its size does not grow with the pods reaped;
+// its services are as many as fit the kubelet's 4 KiB.
 type Report struct {
 	DryRun         bool `json:"dryRun,omitempty"`
 	Reaped         int  `json:"reaped"`
@@ -30,6 +37,18 @@ type Report struct {
 	// one more than there are bounds, counts those above the last bound.
 	SavedCounts  []uint64 `json:"savedCounts"`
 	SavedSeconds float64  `json:"savedSeconds"`
+	// Services: per service ("<namespace>/<name>") whose dependents were restarted, what the
+	// restarts saved. A batch run of hundreds of services can name more than 4 KiB holds: those
+	// that saved the most are kept, and OtherServices counts the rest (their restarts are in
+	// the totals above only).
+	Services      map[string]ServiceReport `json:"services,omitempty"`
+	OtherServices int                      `json:"otherServices,omitempty"`
+}
+
+// ServiceReport is one service's restarts and the back-off they saved, in seconds.
+type ServiceReport struct {
+	Restarts int     `json:"restarts"`
+	Saved    float64 `json:"saved"`
 }
 
 // Report is the summary's machine-readable part.
@@ -40,16 +59,45 @@ func (s Summary) Report() Report {
 		i, _ := slices.BinarySearch(SavedBackOffBuckets, d.Seconds()) // first bound >= d
 		r.SavedCounts[i]++
 	}
+	if len(s.ByService) > 0 {
+		r.Services = make(map[string]ServiceReport, len(s.ByService))
+		for svc, sv := range s.ByService {
+			r.Services[svc.String()] = ServiceReport{Restarts: sv.Restarts, Saved: math.Round(sv.Saved.Seconds()*10) / 10}
+		}
+	}
 	return r
 }
 
-// TerminationMessage is a run's termination message: the summary line, then its report.
+// TerminationMessage is a run's termination message: the summary line, then its report, with
+// as many of its services as fit the kubelet's 4 KiB (those that saved the most first).
 func TerminationMessage(s Summary) string {
-	b, err := json.Marshal(s.Report())
-	if err != nil { // a struct of numbers: cannot happen
-		return s.String()
+	line := s.String()
+	full := s.Report()
+	keys := slices.Collect(maps.Keys(full.Services))
+	slices.SortFunc(keys, func(a, b string) int {
+		x, y := full.Services[a], full.Services[b]
+		return cmp.Or(cmp.Compare(y.Saved, x.Saved), cmp.Compare(y.Restarts, x.Restarts), strings.Compare(a, b))
+	})
+	message := func(kept int) (string, bool) {
+		r := full
+		r.Services, r.OtherServices = nil, len(keys)-kept
+		if kept > 0 {
+			r.Services = make(map[string]ServiceReport, kept)
+			for _, k := range keys[:kept] {
+				r.Services[k] = full.Services[k]
+			}
+		}
+		b, err := json.Marshal(r)
+		if err != nil { // strings and numbers: cannot happen
+			return line, true
+		}
+		m := line + "\n" + reportPrefix + string(b)
+		return m, len(m) <= maxTerminationMessage
 	}
-	return s.String() + "\n" + reportPrefix + string(b)
+	// The most services that fit: the message grows with each one kept.
+	kept := sort.Search(len(keys)+1, func(n int) bool { _, fits := message(n); return !fits }) - 1
+	m, _ := message(max(kept, 0))
+	return m
 }
 
 // ErrNoReport: the message has no report line (a run that refused its configuration, an

@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,6 +40,59 @@ func TestTheReportOfAStormFitsTheKubeletsTerminationMessage(t *testing.T) {
 	if msg := TerminationMessage(s); len(msg) > 4000 {
 		t.Errorf("a 10,000-pod run's message is %d bytes; the kubelet keeps 4096", len(msg))
 	}
+}
+
+func TestTheReportSaysWhatEachServicesRestartsSaved(t *testing.T) {
+	pg, redis := ServiceRef{Namespace: "data", Name: "postgres"}, ServiceRef{Namespace: "shop", Name: "redis"}
+	var s Summary
+	s.countRestart(&pg, saving{known: true, saved: 40*time.Second + 260*time.Millisecond})
+	s.countRestart(&pg, saving{}) // a back-off the kubelet's message did not say: restarted, nothing counted as saved
+	s.countRestart(&redis, saving{known: true, saved: 9 * time.Second})
+	s.countRestart(nil, saving{known: true, saved: time.Second}) // a run that follows no service
+	var total Summary
+	total.add(s)
+	total.add(Summary{ByService: map[ServiceRef]ServiceSaving{pg: {Restarts: 1, Saved: 10 * time.Second}}}) // another target of the same service
+	got, err := ReadReport(TerminationMessage(total))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ServiceReport{"data/postgres": {Restarts: 3, Saved: 50.3}, "shop/redis": {Restarts: 1, Saved: 9}}
+	if !reflect.DeepEqual(got.Services, want) || got.OtherServices != 0 {
+		t.Errorf("services %+v (other %d), want %+v", got.Services, got.OtherServices, want)
+	}
+	if dry := (Summary{DryRun: true, Reaped: 1}); dry.Report().Services != nil {
+		t.Errorf("a dry run's report names services: %+v", dry.Report().Services)
+	}
+}
+
+// A batch run of 500 services with long names: the report names those that saved the most,
+// counts the rest, and the message fits what the kubelet keeps.
+func TestTheReportOfABigBatchKeepsTheServicesThatSavedTheMost(t *testing.T) {
+	s := Summary{ByService: map[ServiceRef]ServiceSaving{}}
+	for i := range 500 {
+		ref := ServiceRef{Namespace: fmt.Sprintf("shoot--project-with-a-long-name--cluster-%03d", i), Name: "kube-apiserver"}
+		s.ByService[ref] = ServiceSaving{Restarts: 1, Saved: time.Duration(i) * time.Second}
+		s.Reaped++
+	}
+	msg := TerminationMessage(s)
+	if len(msg) > maxTerminationMessage {
+		t.Fatalf("the message is %d bytes; the kubelet keeps %d", len(msg), maxTerminationMessage)
+	}
+	got, err := ReadReport(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := len(got.Services)
+	if kept < 30 || kept+got.OtherServices != 500 {
+		t.Fatalf("the report names %d services and counts %d others; want most of what fits, and 500 in all", kept, got.OtherServices)
+	}
+	for i := 500 - kept; i < 500; i++ { // the ones that saved the most
+		key := fmt.Sprintf("shoot--project-with-a-long-name--cluster-%03d/kube-apiserver", i)
+		if sv, ok := got.Services[key]; !ok || sv.Saved != float64(i) {
+			t.Errorf("%s: %+v, %v; want it named with %ds saved", key, sv, ok, i)
+		}
+	}
+	t.Logf("%d of 500 services named in %d bytes", kept, len(msg))
 }
 
 func TestReadReportRefusesWhatItCannotRead(t *testing.T) {

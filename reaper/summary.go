@@ -27,6 +27,36 @@ type Summary struct {
 	BackOffSkipped int
 	// BackOffSaved: for each pod restarted in crash-loop back-off, the back-off it had left.
 	BackOffSaved []time.Duration
+	// ByService: per service the run followed (START_WHEN_READY, each of TARGETS), its
+	// dependents' restarts and the back-off they saved; nil in a dry run and in a run that
+	// follows no service.
+	ByService map[ServiceRef]ServiceSaving
+}
+
+// ServiceSaving is what the restarts of one service's dependents were worth.
+type ServiceSaving struct {
+	Restarts int           // dependents deleted or evicted
+	Saved    time.Duration // the back-off those restarts saved, of those whose status said it
+}
+
+// countRestart counts a pod restarted for svc (nil: a run that follows no service) with its
+// saving, into the run's total and its service's.
+func (s *Summary) countRestart(svc *ServiceRef, sv saving) {
+	if sv.known {
+		s.BackOffSaved = append(s.BackOffSaved, sv.saved)
+	}
+	if svc == nil {
+		return
+	}
+	if s.ByService == nil {
+		s.ByService = map[ServiceRef]ServiceSaving{}
+	}
+	e := s.ByService[*svc]
+	e.Restarts++
+	if sv.known {
+		e.Saved += sv.saved
+	}
+	s.ByService[*svc] = e
 }
 
 // SavedSeconds is the back-off the run's restarts saved, in all.

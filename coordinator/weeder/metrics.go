@@ -21,6 +21,10 @@ type Metrics struct {
 	// finished runs' reports.
 	BackOffSaved   *savedBackOff
 	BackOffSkipped prometheus.Counter
+	// ServiceRestarts and ServiceBackOffSaved: the same per service, for the services whose
+	// dependents were restarted (a series appears with a service's first restart).
+	ServiceRestarts     *prometheus.CounterVec
+	ServiceBackOffSaved *prometheus.CounterVec
 }
 
 // NewMetrics makes the weeder's series (not registered: see Collectors).
@@ -53,13 +57,21 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_backoff_skipped_total",
 			Help: "Crash-looping dependents the weeder left to the kubelet, whose own restart was due sooner than the backOffFloor (a fresh pod would not be Ready sooner), read from each finished weeder run's report.",
 		}),
+		ServiceRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_service_restarts_total",
+			Help: "Dependents the weeder restarted (deleted or evicted) at their service's return, per service (namespace and name of the Service), read from each finished weeder run's report.",
+		}, []string{"namespace", "service"}),
+		ServiceBackOffSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_service_backoff_saved_seconds_total",
+			Help: "Crash-loop back-off that the weeder's restarts saved, per service (namespace and name of the Service): the time saved for that service's dependents, read from each finished weeder run's report.",
+		}, []string{"namespace", "service"}),
 	}
 }
 
 // Collectors are the weeder's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.BackOffSaved, m.BackOffSkipped}
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.BackOffSaved, m.BackOffSkipped, m.ServiceRestarts, m.ServiceBackOffSaved}
 }
 
 // Init shows the weeder's launch and trigger series from the start, so rate() works from the

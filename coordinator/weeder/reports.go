@@ -83,6 +83,25 @@ func (c *Controller) onWeederPod(obj any) {
 	}
 	c.metrics.BackOffSaved.add(rep)
 	c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
+	c.countPerService(pod, rep)
+}
+
+// countPerService adds a run's per-service restarts and saved back-off to their series.
+func (c *Controller) countPerService(pod *corev1.Pod, rep reaper.Report) {
+	for key, sv := range rep.Services {
+		ns, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil || ns == "" || name == "" {
+			c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "service": key, "reason": "unreadable report"}).
+				Warn("A weeder pod's report names a service that is not <namespace>/<name>; its restarts are counted in the totals only.")
+			continue
+		}
+		c.metrics.ServiceRestarts.WithLabelValues(ns, name).Add(float64(sv.Restarts))
+		c.metrics.ServiceBackOffSaved.WithLabelValues(ns, name).Add(sv.Saved)
+	}
+	if rep.OtherServices > 0 {
+		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "services": rep.OtherServices, "reason": "report full"}).
+			Infof("A batch weeder run restarted dependents of %d more services than its 4 KiB report could name; their restarts are counted in the totals only.", rep.OtherServices)
+	}
 }
 
 // savedBackOff is the histogram of the back-off each restart saved. The weeder runs report

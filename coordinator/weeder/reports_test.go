@@ -30,7 +30,8 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 	h := newHarness(t, testConfig)
 	m := h.c.metrics
 	run := reaper.TerminationMessage(reaper.Summary{Reaped: 2, BackOffSkipped: 1,
-		BackOffSaved: []time.Duration{7 * time.Second, 35 * time.Second}})
+		BackOffSaved: []time.Duration{7 * time.Second, 35 * time.Second},
+		ByService:    map[reaper.ServiceRef]reaper.ServiceSaving{{Namespace: "shop", Name: "postgres"}: {Restarts: 2, Saved: 42 * time.Second}}})
 	dry := reaper.TerminationMessage(reaper.Summary{DryRun: true, Reaped: 3,
 		BackOffSaved: []time.Duration{time.Minute}})
 
@@ -65,5 +66,8 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 	}
 	if n := value(m.BackOffSkipped); n != 2 {
 		t.Errorf("backoff_skipped_total = %g, want 2 (runs a and b, one skip each)", n)
+	}
+	if n, s := value(m.ServiceRestarts.WithLabelValues("shop", "postgres")), value(m.ServiceBackOffSaved.WithLabelValues("shop", "postgres")); n != 4 || s != 84 {
+		t.Errorf("shop/postgres: restarts %g, saved %gs; want 4 and 84 (runs a and b)", n, s)
 	}
 }

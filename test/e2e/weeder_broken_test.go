@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -142,6 +143,26 @@ func TestWeederRestartsAForeverCrashLoopingDependentAtMostAtTheBoundedRate(t *te
 		return lab.metric(t, savedCount) >= max(countBefore, 0)+float64(saved), nil
 	})
 	t.Logf("%d restarts saved %.0fs of back-off in all (%s %g → %g)", saved, rep.SavedSeconds, savedCount, countBefore, lab.metric(t, savedCount))
+
+	// And per service: the run's one service has its restarts and their saved back-off in the
+	// report and, through the lab coordinator, in its own series (the namespace is this
+	// test's alone, so the series is too).
+	key := ns + "/broken-svc"
+	perService, ok := rep.Services[key]
+	switch {
+	case !ok || len(rep.Services) != 1:
+		t.Errorf("the report's services are %v; want %s alone", rep.Services, key)
+	// derived bound: the report rounds each service's sum to a tenth of a second.
+	case perService.Restarts != len(deleted) || math.Abs(perService.Saved-rep.SavedSeconds) > 0.1:
+		t.Errorf("the report gives %s %d restarts saving %.1fs; the run restarted %d, saving %.1fs", key, perService.Restarts, perService.Saved, len(deleted), rep.SavedSeconds)
+	}
+	labels := fmt.Sprintf("{namespace=%q,service=%q}", ns, "broken-svc")
+	waitFor(t, time.Minute, "the lab coordinator's series of "+key, func() (bool, error) {
+		return lab.metric(t, "depwatch_coordinator_weeder_service_restarts_total"+labels) == float64(perService.Restarts), nil
+	})
+	if got := lab.metric(t, "depwatch_coordinator_weeder_service_backoff_saved_seconds_total"+labels); got != perService.Saved {
+		t.Errorf("depwatch_coordinator_weeder_service_backoff_saved_seconds_total%s = %g, want the report's %g", labels, got, perService.Saved)
+	}
 }
 
 // checkRounds groups the deletions (by the weeder's own log time, whole seconds) into rounds:
