@@ -26,6 +26,13 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, nil, nil, flagErr
 	}
+	cfg, log, err := loggerAndConfig(opts, flagErr, lookup)
+	return opts, cfg, log, err
+}
+
+// loggerAndConfig reads LOG_LEVEL/LOG_FORMAT and opts' config file (if it names one), and
+// reports their problems with flagErr's, all at once.
+func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*coordinator.Config, *logrus.Logger, error) {
 	log, logErr := newLogger(lookup)
 	var cfg *coordinator.Config
 	var cfgErr error
@@ -33,9 +40,9 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 		cfg, cfgErr = opts.LoadConfig()
 	}
 	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
-		return opts, nil, nil, err
+		return nil, nil, err
 	}
-	return opts, cfg, log, nil
+	return cfg, log, nil
 }
 
 func coordinatorMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {

@@ -27,13 +27,8 @@ func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, dwd, nil, nil, flagErr
 	}
-	log, logErr := newLogger(lookup)
-	var cfg *coordinator.Config
-	var cfgErr error
-	if opts.ConfigFile != "" {
-		cfg, cfgErr = opts.LoadConfig()
-	}
-	if err := errors.Join(flagErr, logErr, cfgErr); err != nil {
+	cfg, log, err := loggerAndConfig(opts, flagErr, lookup)
+	if err != nil {
 		return opts, dwd, nil, nil, err
 	}
 	log.SetOutput(stdout)
