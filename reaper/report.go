@@ -21,8 +21,8 @@ var SavedBackOffBuckets = []float64{1, 2, 5, 10, 20, 40, 80, 160, 300}
 // the first line is the summary a person reads in `kubectl describe pod`.
 const reportPrefix = "report: "
 
-// maxTerminationMessage is what the kubelet keeps of a termination message.
-const maxTerminationMessage = 4096
+// MaxTerminationMessage is what the kubelet keeps of a termination message.
+const MaxTerminationMessage = 4096
 
 // Report is what the coordinator exports from a finished weeder run (a Job's pod is gone
 // before Prometheus would scrape it): written into the termination message by
@@ -92,7 +92,7 @@ func TerminationMessage(s Summary) string {
 			return line, true
 		}
 		m := line + "\n" + reportPrefix + string(b)
-		return m, len(m) <= maxTerminationMessage
+		return m, len(m) <= MaxTerminationMessage
 	}
 	// The most services that fit: the message grows with each one kept.
 	kept := sort.Search(len(keys)+1, func(n int) bool { _, fits := message(n); return !fits }) - 1

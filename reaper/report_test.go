@@ -75,8 +75,8 @@ func TestTheReportOfABigBatchKeepsTheServicesThatSavedTheMost(t *testing.T) {
 		s.Reaped++
 	}
 	msg := TerminationMessage(s)
-	if len(msg) > maxTerminationMessage {
-		t.Fatalf("the message is %d bytes; the kubelet keeps %d", len(msg), maxTerminationMessage)
+	if len(msg) > MaxTerminationMessage {
+		t.Fatalf("the message is %d bytes; the kubelet keeps %d", len(msg), MaxTerminationMessage)
 	}
 	got, err := ReadReport(msg)
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // Options configure the executor.
@@ -372,14 +373,11 @@ func (e *Executor) startPod(job *batchv1.Job) *corev1.Pod {
 	return obj.(*corev1.Pod)
 }
 
-// maxTerminationMessage is what the kubelet keeps of a termination message.
-const maxTerminationMessage = 4096
-
 // endPod records the attempt's end: phase Succeeded or Failed, the container terminated with
 // its exit code and termination message.
 func (e *Executor) endPod(pod *corev1.Pod, code int32, message string) {
-	if len(message) > maxTerminationMessage {
-		message = message[:maxTerminationMessage]
+	if len(message) > reaper.MaxTerminationMessage {
+		message = message[:reaper.MaxTerminationMessage]
 	}
 	now := metav1.NewTime(e.now())
 	e.store.mutate(kindPod, pod.Namespace, pod.Name, func(o runtime.Object) {
