@@ -117,15 +117,6 @@ func readConfigFiles(configFile, proberFile string) ([]byte, error) {
 	return ComposeProberConfig(data, proberData)
 }
 
-// readConfig is what the coordinator's flags make of configFile: readConfigFiles, or the
-// prober command's config.
-func (c *Coordinator) readConfig(configFile string) ([]byte, error) {
-	if c.opts.Role == RoleProber {
-		return proberConfigData(configFile)
-	}
-	return readConfigFiles(configFile, c.opts.ProberConfigFile)
-}
-
 // ComposeProberConfig puts dependency-watchdog's prober config (YAML or JSON, top level as in
 // its ConfigMap) into the config as its prober section, and returns the result as JSON. A
 // config that has a prober section of its own is refused: two sources for one section would

@@ -271,12 +271,6 @@ func (c *cluster) nodes(renewedAgo ...time.Duration) {
 	}
 }
 
-func (c *cluster) orphanLeases(renewedAgo ...time.Duration) {
-	for i, ago := range renewedAgo {
-		mustCreate(c.t, c.shoot.Tracker(), lease("gone-"+string(rune('a'+i)), ago))
-	}
-}
-
 func mustCreate(t *testing.T, tr k8stesting.ObjectTracker, o runtime.Object) {
 	t.Helper()
 	if err := tr.Add(o); err != nil {

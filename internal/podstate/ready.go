@@ -25,18 +25,6 @@ func SlicesReady(slices []*discoveryv1.EndpointSlice) bool {
 	return false
 }
 
-// ObjectsReady is SlicesReady over what an informer's store or index lists; objects that are
-// not EndpointSlices are ignored.
-func ObjectsReady(objs []any) bool {
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			slices = append(slices, s)
-		}
-	}
-	return SlicesReady(slices)
-}
-
 // ServiceIndex names the index ServiceKeys builds.
 const ServiceIndex = "depwatch-service"
 
