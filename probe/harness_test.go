@@ -261,7 +261,7 @@ func (c *cluster) writes() int {
 }
 
 // nodes puts Nodes and their Leases in the shoot: renewed ago before testNow. Leases without a
-// Node are added with orphanLeases.
+// Node are decide_test.go's (leaseSet's orphans).
 func (c *cluster) nodes(renewedAgo ...time.Duration) {
 	c.t.Helper()
 	for i, ago := range renewedAgo {
