@@ -48,15 +48,22 @@ func (s *Summary) countRestart(svc *ServiceRef, sv saving) {
 	if svc == nil {
 		return
 	}
+	one := ServiceSaving{Restarts: 1}
+	if sv.known {
+		one.Saved = sv.saved
+	}
+	s.addFor(*svc, one)
+}
+
+// addFor adds sv to svc's part of the summary.
+func (s *Summary) addFor(svc ServiceRef, sv ServiceSaving) {
 	if s.ByService == nil {
 		s.ByService = map[ServiceRef]ServiceSaving{}
 	}
-	e := s.ByService[*svc]
-	e.Restarts++
-	if sv.known {
-		e.Saved += sv.saved
-	}
-	s.ByService[*svc] = e
+	e := s.ByService[svc]
+	e.Restarts += sv.Restarts
+	e.Saved += sv.Saved
+	s.ByService[svc] = e
 }
 
 // SavedSeconds is the back-off the run's restarts saved, in all.

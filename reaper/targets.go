@@ -171,13 +171,7 @@ func (s *Summary) add(o Summary) {
 	s.BackOffSkipped += o.BackOffSkipped
 	s.BackOffSaved = append(s.BackOffSaved, o.BackOffSaved...)
 	for svc, sv := range o.ByService {
-		if s.ByService == nil {
-			s.ByService = map[ServiceRef]ServiceSaving{}
-		}
-		e := s.ByService[svc]
-		e.Restarts += sv.Restarts
-		e.Saved += sv.Saved
-		s.ByService[svc] = e
+		s.addFor(svc, sv)
 	}
 	s.NotStarted = s.NotStarted && o.NotStarted
 }
