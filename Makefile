@@ -21,8 +21,9 @@ export KUBECONFIG_LOCAL := $(CURDIR)/_output/cluster/kubeconfig
 export CGO_ENABLED := 0
 export GOFLAGS := $(filter-out -trimpath,$(GOFLAGS)) -trimpath
 RACE := CGO_ENABLED=1 $(GO)
-# kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none.
-export PATH := $(PATH):$(CURDIR)/_output/k8s-v1.36.3/bin
+# kubectl: the machine's own, else the one hack/build-k8s.sh builds when there is none, in
+# the bin directory of the Kubernetes version hack/lib.sh names (hack/k8s/go.mod's, or K8S_VERSION).
+export PATH := $(PATH):$(shell ROOT='$(CURDIR)' bash -c '. '\''$(CURDIR)/hack/lib.sh'\'' && echo "$$K8S_BIN"')
 
 .PHONY: help build test unit lint fuzz bench image image-local helm cluster-up cluster-down test-k8s e2e demo bench-recovery bench-probe bench-scale clean
 

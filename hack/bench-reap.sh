@@ -17,7 +17,9 @@ NS=${NS:-reapbench}; REPS=${REPS:-5}
 : "${POD_REAPER_BIN:?set POD_REAPER_BIN to a pod-reaper binary built from github.com/target/pod-reaper}"
 [[ -x $POD_REAPER_BIN ]] || { echo "POD_REAPER_BIN=$POD_REAPER_BIN is not an executable" >&2; exit 2; }
 export KUBECONFIG=${KUBECONFIG:-$PWD/_output/cluster/kubeconfig}
-export PATH=$PATH:$PWD/_output/k8s-v1.36.3/bin
+# shellcheck source=hack/lib.sh
+source hack/lib.sh
+export PATH=$PATH:$K8S_BIN
 make build >/dev/null
 sa=$(mktemp -d); trap 'rm -rf "$sa"' EXIT
 kubectl -n "$NS" create serviceaccount reapbench --dry-run=client -o yaml | kubectl apply -f - >/dev/null

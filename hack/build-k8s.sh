@@ -16,8 +16,11 @@
 # once; it shares no compiled packages with depwatch's builds, so its cold build is the longest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-pinned="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$root/hack/k8s/go.mod")"
-version="${K8S_VERSION:-$pinned}"
+ROOT="$root"
+# shellcheck source=hack/lib.sh
+source "$root/hack/lib.sh"
+pinned="$(pinned_k8s_version)"
+version="$K8S_VERSION"
 [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] ||
   { echo "build-k8s: K8S_VERSION=$version is not a Kubernetes release (vX.Y.Z, e.g. v1.35.4)" >&2; exit 2; }
 minor="${BASH_REMATCH[1]}"

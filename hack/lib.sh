@@ -5,7 +5,10 @@
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 # The Kubernetes version of the local cluster: hack/k8s/go.mod's unless K8S_VERSION names another
 # (make test-k8s).
-K8S_VERSION="${K8S_VERSION:-$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$ROOT/hack/k8s/go.mod")}"
+# pinned_k8s_version prints the Kubernetes release hack/k8s/go.mod pins (hack/build-k8s.sh
+# builds it; the Makefile finds kubectl in its bin directory).
+pinned_k8s_version() { awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$ROOT/hack/k8s/go.mod"; }
+K8S_VERSION="${K8S_VERSION:-$(pinned_k8s_version)}"
 K8S_BIN="${K8S_BIN:-$ROOT/_output/k8s-$K8S_VERSION/bin}"
 # A machine without kubectl gets one built by hack/build-k8s.sh next to the cluster's binaries.
 command -v kubectl >/dev/null || PATH="$PATH:$K8S_BIN"
