@@ -20,7 +20,7 @@ fi
 stop_pid() {
   local name=$1 pid=$2 i
   [[ -d /proc/$pid ]] || return 0
-  log "stopping $name (pid $pid)"
+  log "stopping $name (pid $pid, $(cpu_seconds "$pid") s of CPU since it started)"
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 100); do
     [[ -d /proc/$pid ]] || return 0
@@ -32,6 +32,12 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
   for i in $(seq 50); do [[ -d /proc/$pid ]] || return 0; sleep 0.1; done
   log "WARNING: $name (pid $pid) still exists"
+}
+
+# cpu_seconds PID: the process's user and system CPU so far, in whole seconds (what each
+# component cost the machine; docs/development.md compares them with the suite's).
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) / hz }' "/proc/$1/stat" 2>/dev/null || echo "?"
 }
 
 # descendants PID: all descendant pids of PID, deepest last.

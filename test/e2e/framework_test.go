@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +82,33 @@ func TestMain(m *testing.M) {
 	takeOverParallel()
 	code := m.Run()
 	removeCoordinator()
+	logOwnCPU()
 	os.Exit(code)
+}
+
+// kubectlRuns counts the kubectl processes the tests ran and the CPU they used, for the
+// suite's own figures (docs/development.md: where the two cores go during e2e).
+var kubectlRuns struct {
+	sync.Mutex
+	n   int
+	cpu time.Duration
+}
+
+// logOwnCPU prints what the test process and the processes it ran (kubectl, host
+// coordinators, Prometheus) cost the machine: the suite competes with the cluster it tests
+// for two cores.
+func logOwnCPU() {
+	var self, children syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) != nil || syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) != nil {
+		return
+	}
+	cpu := func(r syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	kubectlRuns.Lock()
+	defer kubectlRuns.Unlock()
+	fmt.Fprintf(os.Stderr, "e2e: CPU of the test process %s; of the processes it ran %s, kubectl's %s of it (%d runs)\n",
+		cpu(self).Round(time.Second), cpu(children).Round(time.Second), kubectlRuns.cpu.Round(time.Second), kubectlRuns.n)
 }
 
 // newNamespace creates a namespace for one test and deletes it when the test ends.
@@ -377,6 +404,12 @@ func runKubectl(args ...string) (string, error) {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		kubectlRuns.Lock()
+		kubectlRuns.n++
+		kubectlRuns.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		kubectlRuns.Unlock()
+	}
 	return out.String(), err
 }
 
