@@ -14,6 +14,8 @@
 # Environment:
 #   KUBELET_SYNC_FREQUENCY  e.g. 10s: kubelet syncFrequency (default: the kubelet's 1m), see below
 #   DEPWATCH_BIN            pack this static binary as localhost/depwatch:dev instead of building it
+#   CLUSTER_PROFILING       true: kube-apiserver serves /debug/pprof (off by default; for
+#                           measuring where the suite's CPU goes, docs/development.md)
 set -euo pipefail
 LOG_PREFIX=cluster-up
 # shellcheck source=hack/lib.sh
@@ -232,7 +234,7 @@ start kube-apiserver "$K8S_BIN/kube-apiserver" \
   --service-account-key-file "$PKI_DIR/sa.pub" \
   --service-account-signing-key-file "$PKI_DIR/sa.key" \
   --kubelet-preferred-address-types Hostname \
-  --profiling=false
+  --profiling="${CLUSTER_PROFILING:-false}"
 wait_for "kube-apiserver /readyz ok on https://$API_HOST:$API_PORT" 90 "$LOG_DIR/kube-apiserver.log" \
   kubectl_ get --raw /readyz
 

@@ -180,7 +180,6 @@ func waitForBackOffs(t *testing.T, d, timeout time.Duration, want int, workloads
 	var found []crashLoop
 	var short []string
 	what := fmt.Sprintf("%d of %d dependent(s) in crash-loop back-off with at least %s of it ahead", want, len(workloads), d)
-	defer idle(t)()
 	waitFor(t, timeout, what, func() (bool, error) {
 		// One list per selector across namespaces: many workloads, polled often.
 		pods := map[podsOf][]corev1.Pod{}

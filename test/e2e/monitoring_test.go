@@ -160,129 +160,115 @@ scrape_configs:
 		return len(res) == 1, err
 	})
 
-	// The weeder's flow and the prober's are independent (their own namespaces and series)
-	// and mostly wait on the cluster, so they run side by side; the dashboard is checked once
-	// both have ended.
-	weederDone := make(chan struct{})
-	t.Run("flows", func(t *testing.T) {
-		t.Run("weeder", func(t *testing.T) {
-			t.Parallel()
-			defer close(weederDone)
-			// A weeder outage: armed on the outage, and the return.
-			wns := newNamespaceLabelled(t, "mon-weeder", map[string]string{privateCoordinatorLabel: home})
-			p := newPair(t, wns)
-			outage := time.Now()
-			p.scaleUpstream(0)
-			p.waitServiceReady(false, time.Minute)
-			p.waitArmedJob(outage, 90*time.Second)
-			// A dependent in crash-loop back-off at the return, with 30 s of it left (the 40 s
-			// back-off): the armed weeder restarts it long before the kubelet would, and its
-			// service's time saved reaches the dashboard once the 30 s run ends.
-			cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
-			p.returnBeforeTheKubelet(cl)
-			waitFor(t, time.Minute, "both edges' weeder actions in Prometheus", func() (bool, error) {
-				res, err := prom.query(`sum(depwatch_coordinator_weeder_edge_to_action_seconds_count) >= 2`)
-				return len(res) == 1, err
-			})
-			// The restart's time saved, per service, once the run has ended (its 30 s
-			// watchDuration) and its report been read: what the dashboard's per-service panel shows.
-			waitFor(t, 3*time.Minute, "the pair's service's saved back-off in Prometheus", func() (bool, error) {
-				res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_weeder_service_backoff_saved_seconds_total{namespace=%q,service=%q} > 0`, wns, p.svc))
-				return len(res) == 1, err
-			})
-		})
-		t.Run("prober", func(t *testing.T) {
-			t.Parallel()
-			// A meltdown in a probed namespace.
-			s := newProbeScenario(t, "mon-probe", probeSetup{})
-			mustKubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"="+home)
-			t.Cleanup(func() {
-				// The coordinator stops probing it before the scenario's clean-up removes its
-				// Jobs, so no new Job follows them.
-				_, _ = kubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"-")
-				waitFor(t, 30*time.Second, "the coordinator to stop probing "+s.ns, func() (bool, error) {
-					res, err := prom.query(`sum(depwatch_coordinator_probe_namespaces{state="probed"}) == 0`)
-					return len(res) == 1, err
-				})
-			})
-			selector := fmt.Sprintf("namespace=%q", s.ns)
-			waitFor(t, 2*time.Minute, "the namespace's first probe in Prometheus", func() (bool, error) {
-				res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_probe_last_probe_timestamp_seconds{%s}`, selector))
-				return len(res) == 1, err
-			})
-			// From here until its shard is broken the namespace is probed: the last-probe alert
-			// must not fire.
-			watchFrom := time.Now()
-			healthy, stopWatching := context.WithCancel(context.Background())
-			var lastProbeFired []time.Time
-			reports := map[types.UID]probeReportSeen{} // the shard's finished probe pods, by UID
-			watched := make(chan struct{})
-			go func() {
-				defer close(watched)
-				for healthy.Err() == nil {
-					if a := prom.alerts("DepwatchProbeLastProbeTooOld", "firing", selector); len(a) > 0 {
-						lastProbeFired = append(lastProbeFired, time.Now())
-					}
-					collectProbeReports(healthy, s.ns, reports)
-					select {
-					case <-healthy.Done():
-					case <-time.After(time.Second):
-					}
-				}
-			}()
+	// A weeder outage: armed on the outage, and the return.
+	wns := newNamespaceLabelled(t, "mon-weeder", map[string]string{privateCoordinatorLabel: home})
+	p := newPair(t, wns)
+	outage := time.Now()
+	p.scaleUpstream(0)
+	p.waitServiceReady(false, time.Minute)
+	p.waitArmedJob(outage, 90*time.Second)
+	// A dependent in crash-loop back-off at the return, with 30 s of it left (the 40 s
+	// back-off): the armed weeder restarts it long before the kubelet would, and its
+	// service's time saved reaches the dashboard once the 30 s run ends.
+	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
+	p.returnBeforeTheKubelet(cl)
+	waitFor(t, time.Minute, "both edges' weeder actions in Prometheus", func() (bool, error) {
+		res, err := prom.query(`sum(depwatch_coordinator_weeder_edge_to_action_seconds_count) >= 2`)
+		return len(res) == 1, err
+	})
+	// The restart's time saved, per service, once the run has ended (its 30 s
+	// watchDuration) and its report been read: what the dashboard's per-service panel shows.
+	waitFor(t, 3*time.Minute, "the pair's service's saved back-off in Prometheus", func() (bool, error) {
+		res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_weeder_service_backoff_saved_seconds_total{namespace=%q,service=%q} > 0`, wns, p.svc))
+		return len(res) == 1, err
+	})
 
-			s.setRenewing(false, "w1", "w2", "w3")
-			for _, d := range dependents {
-				s.waitReplicas(d, 0, 2*time.Minute)
-			}
-			down := time.Now()
-			firedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, true)
-			a := prom.alerts("DepwatchMeltdownProtectionActive", "firing", selector)
-			if len(a) != 1 || a[0].Metric["severity"] != "info" {
-				t.Errorf("the meltdown alert: %s, want one, severity info, for namespace %s", describe(a), s.ns)
-			}
-			t.Logf("meltdown alert firing %.0fs after the dependents reached 0", firedAt.Sub(down).Seconds())
-			s.setRenewing(true, "w1", "w2", "w3")
-			for _, d := range dependents {
-				s.waitReplicas(d, dependentReplicas, 2*time.Minute)
-			}
-			up := time.Now()
-			clearedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, false)
-			t.Logf("meltdown alert cleared %.0fs after the dependents were back", clearedAt.Sub(up).Seconds())
-
-			// At least three of the shard's Job runs (20 s each) watched, so the alert had its chances.
-			if rest := time.Minute - time.Since(watchFrom); rest > 0 {
-				time.Sleep(rest)
-			}
-			stopWatching()
-			<-watched
-			t.Logf("the last-probe alert was watched for %.0fs while the namespace was probed", time.Since(watchFrom).Seconds())
-			collectProbeReports(context.Background(), s.ns, reports)
-			t.Logf("%d probe pods reported probing %s; the longest time between two probes they reported: %s",
-				len(reports), s.ns, longestProbeGap(reports).Round(time.Second))
-			if len(reports) == 0 {
-				t.Errorf("no finished probe pod reported probing %s while it was probed", s.ns)
-			}
-			// The alert may fire while the namespace is probed: on a loaded machine a shard Job's pod
-			// can take longer to start than the threshold allows, and then the namespace really went
-			// unprobed that long. What it must not do is fire although the coordinator had a newer
-			// probe to read: a report it missed or read wrong.
-			if wrong := lastProbeAlertsAgainstReports(lastProbeFired, reports); len(wrong) > 0 {
-				t.Errorf("DepwatchProbeLastProbeTooOld fired for %s although a probe pod had reported a recent probe of it well before: %s", s.ns, strings.Join(wrong, "; "))
-			} else if len(lastProbeFired) > 0 {
-				t.Logf("the last-probe alert fired %d time(s) while probed, each after a real gap in probing (first at %s)", len(lastProbeFired), lastProbeFired[0].Format(time.TimeOnly))
-			}
-
-			// The Job template is the weeder's too: break it only once the weeder's flow has ended.
-			<-weederDone
-			// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
-			broken := time.Now()
-			writeConfig("no-such-format", 0) // depwatch probe refuses it: exit 2, bad configuration
-			prom.waitAlert(3*time.Minute, "DepwatchProbeLastProbeTooOld", selector, true)
-			t.Logf("last-probe alert firing %.0fs after the shard's Jobs were broken", time.Since(broken).Seconds())
-			prom.waitAlert(time.Minute, "DepwatchJobsFailing", `kind="probe"`, true)
+	// A meltdown in a probed namespace.
+	s := newProbeScenario(t, "mon-probe", probeSetup{})
+	mustKubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"="+home)
+	t.Cleanup(func() {
+		// The coordinator stops probing it before the scenario's clean-up removes its
+		// Jobs, so no new Job follows them.
+		_, _ = kubectl(t, "label", "namespace", s.ns, monitoringProbeLabel+"-")
+		waitFor(t, 30*time.Second, "the coordinator to stop probing "+s.ns, func() (bool, error) {
+			res, err := prom.query(`sum(depwatch_coordinator_probe_namespaces{state="probed"}) == 0`)
+			return len(res) == 1, err
 		})
 	})
+	selector := fmt.Sprintf("namespace=%q", s.ns)
+	waitFor(t, 2*time.Minute, "the namespace's first probe in Prometheus", func() (bool, error) {
+		res, err := prom.query(fmt.Sprintf(`depwatch_coordinator_probe_last_probe_timestamp_seconds{%s}`, selector))
+		return len(res) == 1, err
+	})
+	// From here until its shard is broken the namespace is probed: the last-probe alert
+	// must not fire.
+	watchFrom := time.Now()
+	healthy, stopWatching := context.WithCancel(context.Background())
+	var lastProbeFired []time.Time
+	reports := map[types.UID]probeReportSeen{} // the shard's finished probe pods, by UID
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for healthy.Err() == nil {
+			if a := prom.alerts("DepwatchProbeLastProbeTooOld", "firing", selector); len(a) > 0 {
+				lastProbeFired = append(lastProbeFired, time.Now())
+			}
+			collectProbeReports(healthy, s.ns, reports)
+			select {
+			case <-healthy.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+
+	s.setRenewing(false, "w1", "w2", "w3")
+	for _, d := range dependents {
+		s.waitReplicas(d, 0, 2*time.Minute)
+	}
+	down := time.Now()
+	firedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, true)
+	a := prom.alerts("DepwatchMeltdownProtectionActive", "firing", selector)
+	if len(a) != 1 || a[0].Metric["severity"] != "info" {
+		t.Errorf("the meltdown alert: %s, want one, severity info, for namespace %s", describe(a), s.ns)
+	}
+	t.Logf("meltdown alert firing %.0fs after the dependents reached 0", firedAt.Sub(down).Seconds())
+	s.setRenewing(true, "w1", "w2", "w3")
+	for _, d := range dependents {
+		s.waitReplicas(d, dependentReplicas, 2*time.Minute)
+	}
+	up := time.Now()
+	clearedAt := prom.waitAlert(2*time.Minute, "DepwatchMeltdownProtectionActive", selector, false)
+	t.Logf("meltdown alert cleared %.0fs after the dependents were back", clearedAt.Sub(up).Seconds())
+
+	// At least three of the shard's Job runs (20 s each) watched, so the alert had its chances.
+	if rest := time.Minute - time.Since(watchFrom); rest > 0 {
+		time.Sleep(rest)
+	}
+	stopWatching()
+	<-watched
+	t.Logf("the last-probe alert was watched for %.0fs while the namespace was probed", time.Since(watchFrom).Seconds())
+	collectProbeReports(context.Background(), s.ns, reports)
+	t.Logf("%d probe pods reported probing %s; the longest time between two probes they reported: %s",
+		len(reports), s.ns, longestProbeGap(reports).Round(time.Second))
+	if len(reports) == 0 {
+		t.Errorf("no finished probe pod reported probing %s while it was probed", s.ns)
+	}
+	// The alert may fire while the namespace is probed: on a loaded machine a shard Job's pod
+	// can take longer to start than the threshold allows, and then the namespace really went
+	// unprobed that long. What it must not do is fire although the coordinator had a newer
+	// probe to read: a report it missed or read wrong.
+	if wrong := lastProbeAlertsAgainstReports(lastProbeFired, reports); len(wrong) > 0 {
+		t.Errorf("DepwatchProbeLastProbeTooOld fired for %s although a probe pod had reported a recent probe of it well before: %s", s.ns, strings.Join(wrong, "; "))
+	} else if len(lastProbeFired) > 0 {
+		t.Logf("the last-probe alert fired %d time(s) while probed, each after a real gap in probing (first at %s)", len(lastProbeFired), lastProbeFired[0].Format(time.TimeOnly))
+	}
+
+	// Its shard's Jobs fail from now on (the coordinator reads its config file again every 10 s).
+	broken := time.Now()
+	writeConfig("no-such-format", 0) // depwatch probe refuses it: exit 2, bad configuration
+	prom.waitAlert(3*time.Minute, "DepwatchProbeLastProbeTooOld", selector, true)
+	t.Logf("last-probe alert firing %.0fs after the shard's Jobs were broken", time.Since(broken).Seconds())
+	prom.waitAlert(time.Minute, "DepwatchJobsFailing", `kind="probe"`, true)
 
 	// The coordinator's own alerts never fired.
 	res, err := prom.queryRange(`ALERTS{alertstate="firing", alertname=~"DepwatchCoordinatorDown|DepwatchNoLeader|DepwatchConfigInvalid|DepwatchProbeShardStuck"}`, start, 2*time.Second)

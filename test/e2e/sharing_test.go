@@ -35,25 +35,16 @@ var sharing sync.WaitGroup
 
 // slots admits the tests that share the cluster: the quiet groups one at a time, then at most
 // n at once, the longest first.
-var slots = newSlotTable(4)
-
-// slotTable is the admission's state; slots is the suite's one table.
-type slotTable struct {
+var slots = struct {
 	mu         sync.Mutex
 	n          int // go test -parallel
 	notArrived int // registered tests whose t.Parallel has not returned yet
 	running    int
-	idle       int                 // shared tests that lent their slot while they wait (lend)
-	shared     map[*testing.T]bool // the shared tests running now, which may lend their slot
-	group      string              // the quiet group running now, "" for the shared tests
-	quietLeft  int                 // quiet tests not yet ended
+	group      string // the quiet group running now, "" for the shared tests
+	quietLeft  int    // quiet tests not yet ended
 	quietEnded chan struct{}
 	queue      []admission
-}
-
-func newSlotTable(n int) *slotTable {
-	return &slotTable{n: n, quietEnded: make(chan struct{}), shared: map[*testing.T]bool{}}
-}
+}{n: 4, quietEnded: make(chan struct{})}
 
 type admission struct {
 	group  string        // quiet group, "" for a test that shares the cluster with any other
@@ -140,27 +131,21 @@ func share(t *testing.T, a admission) {
 	slots.mu.Lock()
 	slots.notArrived--
 	slots.queue = enqueue(slots.queue, a)
-	slots.admitLocked()
+	admitLocked()
 	slots.mu.Unlock()
 	asked := time.Now()
 	<-a.start
-	if a.group == "" {
-		slots.mu.Lock()
-		slots.shared[t] = true
-		slots.mu.Unlock()
-	}
 	// go test counts this wait in the test's time.
 	if waited := time.Since(asked); waited > time.Second {
 		t.Logf("started after %s waiting for its turn (%d slots, quiet groups first)", waited.Round(time.Second), slots.n)
 	}
 	t.Cleanup(func() {
 		slots.mu.Lock()
-		delete(slots.shared, t)
 		slots.running--
 		if a.group != "" {
 			slots.quietLeft--
 		}
-		slots.admitLocked()
+		admitLocked()
 		slots.mu.Unlock()
 		sharing.Done()
 	})
@@ -170,71 +155,30 @@ func share(t *testing.T, a admission) {
 // test has asked: go test releases them all at once, and a short test that woke first must
 // not take the slot of a long one that woke a moment later. A quiet group starts when nothing
 // else runs and is admitted whole; the shared tests start when no quiet test is left.
-func (s *slotTable) admitLocked() {
-	if s.notArrived > 0 {
+func admitLocked() {
+	if slots.notArrived > 0 {
 		return
 	}
-	for len(s.queue) > 0 {
-		next := s.queue[0]
-		if s.running == 0 {
-			s.group = next.group
+	for len(slots.queue) > 0 {
+		next := slots.queue[0]
+		if slots.running == 0 {
+			slots.group = next.group
 		}
-		if next.group != s.group || (next.group == "" && (s.running >= s.n || s.running+s.idle >= s.maxInFlight())) {
+		if next.group != slots.group || (next.group == "" && slots.running >= slots.n) {
 			break
 		}
 		close(next.start)
-		s.queue = s.queue[1:]
-		s.running++
+		slots.queue = slots.queue[1:]
+		slots.running++
 	}
-	if s.quietLeft == 0 {
+	if slots.quietLeft == 0 {
 		select {
-		case <-s.quietEnded:
+		case <-slots.quietEnded:
 		default:
-			close(s.quietEnded)
+			close(slots.quietEnded)
 		}
 	}
 }
-
-// idle lends t's slot to the next test in the queue while t only waits for the kubelet's
-// clock (a crash-loop back-off growing until enough of it is ahead: a minute or two in which
-// the test's pods cost the node a container start per back-off), and returns the function
-// that takes it back. Call it as `defer idle(t)()`. Only a shared test lends its slot: a quiet
-// group must stay alone, and a subtest or the disruptive test holds none.
-func idle(t *testing.T) (resume func()) {
-	slots.mu.Lock()
-	defer slots.mu.Unlock()
-	if !slots.shared[t] {
-		return func() {}
-	}
-	lent := time.Now()
-	back := slots.lendLocked()
-	return func() {
-		back()
-		// The suite's figures (docs/development.md) add these up.
-		if d := time.Since(lent); d > time.Second {
-			t.Logf("lent its slot for %s while it waited for a back-off", d.Round(time.Second))
-		}
-	}
-}
-
-// lendLocked frees a running test's slot for the next in the queue and returns the function
-// that takes it back at once, full or not: the lender's back-off ahead must not be spent in
-// the queue. So that the lenders' return does not crowd the cores, no new test starts while
-// maxInFlight tests have started and not ended, lenders included.
-func (s *slotTable) lendLocked() (resume func()) {
-	s.running--
-	s.idle++
-	s.admitLocked()
-	return func() {
-		s.mu.Lock()
-		s.idle--
-		s.running++
-		s.mu.Unlock()
-	}
-}
-
-// maxInFlight: half as many again as the slots.
-func (s *slotTable) maxInFlight() int { return s.n + s.n/2 }
 
 // disruptsTheCluster runs t beside the shared tests, for its set-up (which may be long: it
 // waits out a kubelet back-off), once the quiet phase has ended, and returns a channel that is
@@ -244,7 +188,7 @@ func disruptsTheCluster(t *testing.T) (othersEnded <-chan struct{}) {
 	t.Helper()
 	t.Parallel()
 	slots.mu.Lock()
-	slots.admitLocked() // closes quietEnded when no test asked for the quiet phase
+	admitLocked() // closes quietEnded when no test asked for the quiet phase
 	slots.mu.Unlock()
 	<-slots.quietEnded
 	ended := make(chan struct{})
@@ -350,64 +294,4 @@ func TestAdmissionPutsQuietGroupsFirstTogetherThenLongTests(t *testing.T) {
 			t.Errorf("arrivals %v: admitted as %q", order, strings.Join(got, " "))
 		}
 	}
-}
-
-// TestALentSlotAdmitsTheNextTestAndComesBackAtOnce: a test that waits for a back-off lends
-// its slot to the next in the queue; taking it back never waits, even when every slot is
-// taken; and no new test starts while half as many again as the slots have started and not
-// ended, the lenders included.
-func TestALentSlotAdmitsTheNextTestAndComesBackAtOnce(t *testing.T) {
-	s := newSlotTable(2) // maxInFlight 3
-	var queued []admission
-	for range 4 {
-		a := admission{start: make(chan struct{})}
-		queued = append(queued, a)
-		s.queue = enqueue(s.queue, a)
-	}
-	started := func() (n int) {
-		for _, a := range queued {
-			select {
-			case <-a.start:
-				n++
-			default:
-			}
-		}
-		return n
-	}
-	check := func(step string, wantStarted, wantRunning int) {
-		t.Helper()
-		if got := started(); got != wantStarted || s.running != wantRunning {
-			t.Errorf("%s: %d tests started, %d running; want %d started, %d running", step, got, s.running, wantStarted, wantRunning)
-		}
-	}
-	s.mu.Lock()
-	s.admitLocked()
-	s.mu.Unlock()
-	check("at the start", 2, 2)
-
-	s.mu.Lock()
-	resumeFirst := s.lendLocked()
-	s.mu.Unlock()
-	check("the first lender's wait", 3, 2)
-
-	s.mu.Lock()
-	resumeSecond := s.lendLocked()
-	s.mu.Unlock()
-	check("a second lender's wait, three in flight", 3, 1)
-
-	resumeFirst()
-	resumeSecond()
-	check("both lenders back, over the two slots", 3, 3)
-
-	// A test ends: still three in flight, and three running for two slots: none starts.
-	s.mu.Lock()
-	s.running--
-	s.admitLocked()
-	s.mu.Unlock()
-	check("one ended, two running", 3, 2)
-	s.mu.Lock()
-	s.running--
-	s.admitLocked()
-	s.mu.Unlock()
-	check("two ended", 4, 2)
 }

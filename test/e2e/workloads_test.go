@@ -78,7 +78,6 @@ const reapJobStart = time.Minute
 // kubelet in the meantime.
 func waitCrashLoopBackOffAhead(t *testing.T, ns, name string, ahead time.Duration) {
 	t.Helper()
-	defer idle(t)()
 	waitFor(t, 5*time.Minute, fmt.Sprintf("pod %s/%s in CrashLoopBackOff with %s or more of it ahead", ns, name, ahead), func() (bool, error) {
 		pod, err := kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
