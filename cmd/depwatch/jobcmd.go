@@ -50,7 +50,11 @@ func (s jobSetup) start(args []string, lookup func(string) (string, bool), stdou
 	} else {
 		log, logErr = newLogger(lookup)
 	}
-	if err := errors.Join(logErr, s.load(lookup)); err != nil {
+	var flagErr error
+	if *kubeconfig != "" && inPod(lookup) {
+		flagErr = errKubeconfigInPod
+	}
+	if err := errors.Join(flagErr, logErr, s.load(lookup)); err != nil {
 		return nil, nil, refuse(stderr, s.name, err), false
 	}
 	log.SetOutput(stdout)
@@ -58,9 +62,13 @@ func (s jobSetup) start(args []string, lookup func(string) (string, bool), stdou
 		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
 	}
 
-	cfg, err := restConfig(*kubeconfig)
+	cfg, ignored, err := jobRestConfig(*kubeconfig, lookup)
 	if err != nil {
 		return nil, nil, s.cannotStart(log, "Cannot reach the Kubernetes API server", err), false
+	}
+	for _, name := range ignored {
+		log.WithFields(logrus.Fields{"setting": name, "action": "ignored", "reason": "in a pod"}).
+			Warnf("%s is set, and ignored: inside a pod depwatch %s talks only to the cluster it runs in, with its service account.", name, s.name)
 	}
 	return log, cfg, exitOK, true
 }

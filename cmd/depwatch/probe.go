@@ -13,7 +13,7 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 	var opts probe.Options
 	setup := jobSetup{
 		name:      "probe",
-		kubeHelp:  "path to a kubeconfig of the cluster holding NAMESPACE (the seed); default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
+		kubeHelp:  "path to a kubeconfig of the cluster holding NAMESPACE (the seed), outside a pod only; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account. Inside a pod the run uses its service account alone (KUBECONFIG ignored, --kubeconfig refused)",
 		untouched: "nothing was scaled",
 		usage:     probeUsage,
 		load: func(lookup func(string) (string, bool)) (err error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -15,7 +16,7 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 	var opts reaper.Options
 	setup := jobSetup{
 		name:      "reap",
-		kubeHelp:  "path to a kubeconfig; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account",
+		kubeHelp:  "path to a kubeconfig, outside a pod only; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account. Inside a pod the run uses its service account alone (KUBECONFIG ignored, --kubeconfig refused)",
 		untouched: "no pod was touched",
 		usage:     reapUsage,
 		// pod-reaper logs an unknown LOG_LEVEL / LOG_FORMAT and carries on.
@@ -59,8 +60,20 @@ func refuse(stderr io.Writer, cmd string, err error) int {
 		}
 	}
 	fmt.Fprint(stderr, b.String())
-	writeTerminationMessage(b.String())
+	writeTerminationMessage(withoutValues(b.String()))
 	return exitBadConfig
+}
+
+// withoutValues is a refusal as the termination message carries it: each problem names its
+// variable, never its value (envconf.WithoutValue), and points at the log, which says why.
+func withoutValues(refusal string) string {
+	lines := strings.Split(strings.TrimRight(refusal, "\n"), "\n")
+	for i, line := range lines {
+		if rest, ok := strings.CutPrefix(line, "  - "); ok {
+			lines[i] = "  - " + envconf.WithoutValue(rest)
+		}
+	}
+	return strings.Join(lines, "\n") + "\n(what is wrong with each value: the container's log)\n"
 }
 
 func reapUsage(w io.Writer, fs *flag.FlagSet) {

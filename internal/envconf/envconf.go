@@ -185,3 +185,21 @@ func (r *Reader) Schedule(name, value, spec string) (s cron.Schedule) {
 	}
 	return s
 }
+
+// WithoutValue is problem, as Fail formats it (`NAME="value": what is wrong`), with no part
+// of the value: `NAME: invalid value`. The fault is dropped too, since a parser's words can
+// quote the value (robfig/cron lists the fields it found). A problem that quotes no value
+// (`NAME: required, not set`) is returned as it is. What a Job's container leaves as its
+// termination message can be read by whoever may get the pod (the coordinator among them),
+// and a value can have come from a Secret; the log, behind pods/log, keeps the whole problem.
+func WithoutValue(problem string) string {
+	name, rest, ok := strings.Cut(problem, "=")
+	if !ok || strings.ContainsAny(name, " :\"") {
+		return problem
+	}
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil || !strings.HasPrefix(rest[len(quoted):], ": ") {
+		return problem
+	}
+	return name + ": invalid value"
+}

@@ -123,3 +123,18 @@ func TestScheduleNamesTheVariableAndValueOfEveryScheduleItRefuses(t *testing.T) 
 		})
 	}
 }
+
+func TestWithoutValueKeepsTheNameAlone(t *testing.T) {
+	for in, want := range map[string]string{
+		`SCHEDULE="hunter2": not a valid cron schedule`:              "SCHEDULE: invalid value",
+		`A="with \"quotes\": and colons": must be a number`:          "A: invalid value",
+		`LABEL_SELECTORS="[\"a\",\"\"]": entry 1: must not be empty`: "LABEL_SELECTORS: invalid value",
+		"NAMESPACE: required, not set":                               "NAMESPACE: required, not set",
+		`--kubeconfig: not accepted inside a pod`:                    `--kubeconfig: not accepted inside a pod`,
+		`X="unterminated: oops`:                                      `X="unterminated: oops`,
+	} {
+		if got := WithoutValue(in); got != want {
+			t.Errorf("WithoutValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
