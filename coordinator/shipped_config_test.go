@@ -11,6 +11,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // minimalConfig has only what has no default: a service to watch, and the prober's Secret
@@ -41,7 +42,7 @@ func effective(t *testing.T, c *Config) map[string]string {
 	tpl := c.JobTemplate
 	tpl.Namespace, tpl.Image = "depwatch", "depwatch:test"
 	spec, err := jobs.Probe(jobs.ProbeSpec{Namespace: "ns", KubeconfigSecretName: "s", ProbeTimeout: time.Second,
-		NodeMonitorGrace: time.Second, NodeLeaseFailureFraction: 1, LeaseExpiryBufferFraction: 1, DependentResources: p.ResourcesJSON()})
+		NodeMonitorGrace: probe.MinNodeMonitorGrace, NodeLeaseFailureFraction: 1, LeaseExpiryBufferFraction: 1, DependentResources: p.ResourcesJSON()})
 	if err != nil {
 		t.Fatal(err)
 	}

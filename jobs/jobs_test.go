@@ -297,6 +297,10 @@ func TestTemplateValidateNamesTheField(t *testing.T) {
 		{"negative backoff", Template{BackoffLimit: ptr.To(int32(-1))}, "jobTemplate.backoffLimit"},
 		{"negative margin", Template{DeadlineMargin: &metav1.Duration{Duration: -time.Second}}, "jobTemplate.deadlineMargin"},
 		{"env without name", Template{Env: []corev1.EnvVar{{Value: "x"}}}, "jobTemplate.env[0].name"},
+		{"backoff the policy refuses", Template{BackoffLimit: ptr.To(int32(MaxBackoffLimit + 1))}, "jobTemplate.backoffLimit"},
+		{"env from a Secret", Template{Env: []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}}}},
+			"jobTemplate.env[0].valueFrom: TOKEN: not allowed"},
 		{"bad label", Template{Labels: map[string]string{"a": "not valid!"}}, "jobTemplate.labels.a"},
 	}
 	for _, tc := range cases {

@@ -114,8 +114,8 @@ func (t Template) Validate(prefix string) []error {
 	if t.TTLSecondsAfterFinished != nil && *t.TTLSecondsAfterFinished < 0 {
 		f("ttlSecondsAfterFinished", "%d: must not be negative", *t.TTLSecondsAfterFinished)
 	}
-	if t.BackoffLimit != nil && *t.BackoffLimit < 0 {
-		f("backoffLimit", "%d: must not be negative", *t.BackoffLimit)
+	if t.BackoffLimit != nil && (*t.BackoffLimit < 0 || *t.BackoffLimit > MaxBackoffLimit) {
+		f("backoffLimit", "%d: must be between 0 and %d (the admission policy admits no Job that retries more)", *t.BackoffLimit, MaxBackoffLimit)
 	}
 	if t.DeadlineMargin != nil && t.DeadlineMargin.Duration < 0 {
 		f("deadlineMargin", "%s: must not be negative", t.DeadlineMargin.Duration)
@@ -126,6 +126,9 @@ func (t Template) Validate(prefix string) []error {
 	for i, e := range t.Env {
 		if e.Name == "" {
 			f(fmt.Sprintf("env[%d].name", i), "must not be empty")
+		}
+		if e.ValueFrom != nil {
+			f(fmt.Sprintf("env[%d].valueFrom", i), "%s: not allowed: a Job's variables are literal values (the admission policy admits no Secret, ConfigMap or field reference)", e.Name)
 		}
 	}
 	for k, v := range t.Labels {
@@ -138,6 +141,10 @@ func (t Template) Validate(prefix string) []error {
 	}
 	return errs
 }
+
+// MaxBackoffLimit bounds BackoffLimit: Kubernetes' own default, and what the admission policy
+// admits (manifests/admission/jobs.yaml).
+const MaxBackoffLimit = 6
 
 // MaxDeadlineMargin bounds DeadlineMargin: Build adds it to a run's duration, and a huge
 // margin would overflow the sum into a negative, clamped-to-1s deadline.

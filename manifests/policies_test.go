@@ -109,6 +109,23 @@ func TestAdmissionPolicyNamesWhatTheJobsPackageBuilds(t *testing.T) {
 		}
 	}
 
+	// The run's own variables the policy admits per kind are the contracts' (reaper and probe
+	// JobEnvNames), in their order; every variable a built Job carries is one of them or one
+	// the parameters pin.
+	flat := strings.Join(strings.Fields(jobsPolicy), " ")
+	for kind, names := range map[jobs.Kind][]string{jobs.KindWeeder: reaper.JobEnvNames(), jobs.KindProbe: probe.JobEnvNames()} {
+		want := fmt.Sprintf("variables.kind == '%s' ? ['%s']", kind, strings.Join(names, "', '"))
+		if !strings.Contains(flat, want) {
+			t.Errorf("manifests/admission/jobs.yaml does not admit exactly the %s contract's variables: want %s", kind, want)
+		}
+		for _, e := range built[kind].Spec.Template.Spec.Containers[0].Env {
+			if !slices.Contains(names, e.Name) && !slices.Contains([]string{"LOG_FORMAT", "LOG_LEVEL", "GOMEMLIMIT"}, e.Name) &&
+				!slices.ContainsFunc(depwatchConfigEnv(t), func(p corev1.EnvVar) bool { return p == e }) {
+				t.Errorf("a %s Job carries %s, which the policy admits neither as its run's nor as pinned by the base's parameters", kind, e.Name)
+			}
+		}
+	}
+
 	cmPolicy := string(readFile(t, "admission/coordinator-configmaps.yaml"))
 	m := jobs.Template{Namespace: "depwatch"}.Membership("shard", probe.Membership{Namespaces: []string{"a"}})
 	prefix := strings.TrimSuffix(m.Name, "shard")
@@ -305,6 +322,16 @@ func TestChartPoliciesFollowTheRelease(t *testing.T) {
 	}
 }
 
+// depwatchConfigEnv is what the base's config adds to every Job's environment.
+func depwatchConfigEnv(t *testing.T) []corev1.EnvVar {
+	t.Helper()
+	cfg, err := coordinator.LoadConfig("base/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.JobTemplate.Env
+}
+
 func reflectEqual(a, b any) bool {
 	x, _ := yaml.Marshal(a)
 	y, _ := yaml.Marshal(b)
@@ -339,6 +366,15 @@ func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
 		if pt.Template.Spec.HostNetwork != hostNetwork {
 			t.Errorf("kubectl kustomize %s: the admission policy allows the host network: %v, want %v", dir, pt.Template.Spec.HostNetwork, hostNetwork)
 		}
+		// The environment the config adds to every Job is what the parameters pin.
+		configFile := map[string]string{".": "base/config.yaml", "overlays/local": "overlays/local/config.yaml"}[dir]
+		cfg, err := coordinator.LoadConfig(configFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pt.Template.Spec.Containers[0].Env, cfg.JobTemplate.Env; !reflectEqual(got, want) {
+			t.Errorf("kubectl kustomize %s: the admission policy pins the Jobs' added environment %v; %s's jobTemplate.env is %v", dir, got, configFile, want)
+		}
 	}
 	// The local config names its Jobs' image and host network itself.
 	cfg, err := coordinator.LoadConfig("overlays/local/config.yaml")
@@ -354,5 +390,37 @@ func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
 	if tpl := cfg.JobTemplate; tpl.Image != pt.Template.Spec.Containers[0].Image || tpl.HostNetwork != pt.Template.Spec.HostNetwork {
 		t.Errorf("the local config's Jobs run %s (host network %v); the admission policy admits %s (host network %v)",
 			tpl.Image, tpl.HostNetwork, pt.Template.Spec.Containers[0].Image, pt.Template.Spec.HostNetwork)
+	}
+}
+
+// The chart's admission parameters pin the environment its config adds to every Job, so the
+// policy admits the Jobs the coordinator builds from that config and no other variables:
+// with the default values, and with a config whose jobTemplate.env says more.
+func TestChartAdmissionParametersPinTheJobsAddedEnvironment(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`config: |
+  jobTemplate:
+    env:
+      - {name: KUBERNETES_SERVICE_HOST, value: 10.0.0.1}
+      - {name: LOG_LEVEL, value: debug}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"default values":         nil,
+		"a config with more env": {"-f", values},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, _ := renderedConfig(t, args...)
+			objs := parseObjects(t, run(t, helmBinary(t), append([]string{"template", "dw", chart, "--namespace", "ops"}, args...)...))
+			var pt corev1.PodTemplate
+			b, _ := yaml.Marshal(map[string]any(objs["PodTemplate ops/dw-depwatch-jobs"]))
+			if err := yaml.UnmarshalStrict(b, &pt); err != nil || len(pt.Template.Spec.Containers) != 1 {
+				t.Fatalf("no PodTemplate ops/dw-depwatch-jobs with one container (%v)", err)
+			}
+			if got, want := pt.Template.Spec.Containers[0].Env, cfg.JobTemplate.Env; !reflectEqual(got, want) || len(want) == 0 {
+				t.Errorf("the parameters pin %v; the config's jobTemplate.env is %v", got, want)
+			}
+		})
 	}
 }

@@ -31,6 +31,16 @@ const (
 	envRunDuration         = "RUN_DURATION"
 )
 
+// JobEnvNames are the variables JobSettings.Env can write: all of a probe Job's environment
+// that is its run's own. The admission policy that keeps the coordinator to launching
+// depwatch's Jobs admits no other name in a probe Job (manifests/admission/jobs.yaml; a test
+// keeps the two equal).
+func JobEnvNames() []string {
+	return []string{envNamespace, envNamespaces, envNamespaceSettings, envNamespacesConfigMap, envConcurrency, envJitter,
+		envKubeconfigSecret, envProbeTimeout, envNodeMonitorGrace, envLeaseFailure, envLeaseExpiryBuffer,
+		envDependentResources, envNodeConditions, envDryRun, envSchedule, envRunDuration, envKubeAPIQPS, envKubeAPIBurst}
+}
+
 // everyPrefix starts the SCHEDULE of a run that probes every Interval.
 const everyPrefix = "@every "
 

@@ -108,7 +108,7 @@ func genSettings(r *rand.Rand) JobSettings {
 	}
 	s := JobSettings{
 		KubeconfigSecretName: fmt.Sprintf("secret-%d", r.IntN(100)), ProbeTimeout: dur(time.Millisecond),
-		NodeMonitorGrace: dur(time.Millisecond), NodeLeaseFailureFraction: fraction(),
+		NodeMonitorGrace: MinNodeMonitorGrace + dur(time.Millisecond), NodeLeaseFailureFraction: fraction(),
 		LeaseExpiryBufferFraction: fraction(), DryRun: r.IntN(2) == 0,
 		DependentResources: EncodeDependentResources(gardenerResources()[:1+r.IntN(len(gardenerResources()))]),
 	}
@@ -137,7 +137,7 @@ func genSettings(r *rand.Rand) JobSettings {
 		var ns1 NamespaceSettings
 		switch r.IntN(4) {
 		case 0:
-			ns1.NodeMonitorGrace = dur(time.Millisecond)
+			ns1.NodeMonitorGrace = MinNodeMonitorGrace + dur(time.Millisecond)
 		case 1:
 			ns1.NodeConditions = conditions()
 		case 2:
@@ -188,5 +188,37 @@ func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
 				t.Errorf("Validate accepted %v", s.Env())
 			}
 		})
+	}
+}
+
+// TestJobEnvNamesAreWhatEnvWrites: over generated settings, every name Env writes is one of
+// JobEnvNames, and every one of JobEnvNames is written by some: the admission policy's list
+// of a probe's variables is this one.
+func TestJobEnvNamesAreWhatEnvWrites(t *testing.T) {
+	want := map[string]bool{}
+	for _, n := range JobEnvNames() {
+		want[n] = true
+	}
+	seen := map[string]bool{}
+	r := rand.New(rand.NewPCG(3, 4))
+	shard := oneNamespace()
+	shard.Namespace, shard.Namespaces, shard.Membership = "", []string{"a", "b"}, "depwatch/depwatch-probe-0"
+	shard.Client = apilimit.Limit{QPS: 5, Burst: 10}
+	settings := []JobSettings{shard}
+	for range 500 {
+		settings = append(settings, genSettings(r))
+	}
+	for _, s := range settings {
+		for _, e := range s.Env() {
+			if !want[e.Name] {
+				t.Errorf("Env writes %s, which JobEnvNames does not list", e.Name)
+			}
+			seen[e.Name] = true
+		}
+	}
+	for n := range want {
+		if !seen[n] {
+			t.Errorf("JobEnvNames lists %s, which Env never wrote", n)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,12 @@ func TestMembershipRoundTripsThroughConfigMapData(t *testing.T) {
 	}
 	if _, err := ParseMembership(map[string]string{"NAMESPACES": "a", "NAMESPACE_SETTINGS": `{"b":{}}`}); err == nil {
 		t.Error("settings of a namespace that is not a member were accepted")
+	}
+	// A membership ConfigMap whose grace the coordinator would never write (whoever wrote it)
+	// is refused: the run keeps the membership it had and scales nothing on it.
+	if _, err := ParseMembership(map[string]string{"NAMESPACES": "a", "NAMESPACE_SETTINGS": `{"a":{"nodeMonitorGrace":"1ns"}}`}); err == nil ||
+		!strings.Contains(err.Error(), "must be at least 10s") {
+		t.Errorf("a 1ns grace in a membership ConfigMap: err = %v, want it refused", err)
 	}
 }
 

@@ -114,7 +114,11 @@ func (o *Options) loadProbing(e *env) {
 		o.ProbeTimeout, _ = e.positiveDuration(envProbeTimeout, v)
 	}
 	if v, ok := e.get(envNodeMonitorGrace); ok {
-		o.NodeMonitorGrace, _ = e.positiveDuration(envNodeMonitorGrace, v)
+		if d, valid := e.positiveDuration(envNodeMonitorGrace, v); valid && d < MinNodeMonitorGrace {
+			e.fail(envNodeMonitorGrace, v, "must be at least %s: %s", MinNodeMonitorGrace, whyMinNodeMonitorGrace)
+		} else {
+			o.NodeMonitorGrace = d
+		}
 	}
 	o.NodeLeaseFailureFraction, _ = e.fraction(envLeaseFailure)
 	o.LeaseExpiryBufferFraction, _ = e.fraction(envLeaseExpiryBuffer)
@@ -193,6 +197,16 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// MinNodeMonitorGrace is the shortest node monitor grace period a run accepts, and the
+// coordinator writes: a kubelet renews its node Lease every 10 s (a quarter of its 40 s lease
+// duration), so with a shorter grace the leases of healthy nodes count as expired between two
+// renewals, and a probe would scale a healthy control plane down. A shoot's own
+// nodeMonitorGracePeriod below it is ignored by the coordinator; a Job's environment or a
+// shard's membership ConfigMap below it is refused by the run, which then scales nothing.
+const MinNodeMonitorGrace = 10 * time.Second
+
+const whyMinNodeMonitorGrace = "kubelets renew their leases every 10s, so a shorter grace counts healthy nodes as expired"
 
 // NamespaceSettings are one namespace's own settings in a multi-namespace run
 // (NAMESPACE_SETTINGS): its shoot's nodeMonitorGracePeriod and worker pools' node conditions,
@@ -276,8 +290,11 @@ func parseNamespaceSettings(e *env, v string, known map[string]bool) map[string]
 		var r NamespaceSettings
 		if s.NodeMonitorGrace != "" {
 			d, err := time.ParseDuration(s.NodeMonitorGrace)
-			if err != nil || d <= 0 {
+			switch {
+			case err != nil || d <= 0:
 				e.fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
+			case d < MinNodeMonitorGrace:
+				e.fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be at least %s: %s", ns, s.NodeMonitorGrace, MinNodeMonitorGrace, whyMinNodeMonitorGrace)
 			}
 			r.NodeMonitorGrace = d
 		}

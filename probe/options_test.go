@@ -119,6 +119,7 @@ func TestLoadOptionsRejectsEachBadValue(t *testing.T) {
 		{"grace unset", "KCM_NODE_MONITOR_GRACE_DURATION", "", true, "KCM_NODE_MONITOR_GRACE_DURATION: required"},
 		{"grace bad", "KCM_NODE_MONITOR_GRACE_DURATION", "forty", false, `KCM_NODE_MONITOR_GRACE_DURATION="forty": must be a Go duration`},
 		{"grace zero", "KCM_NODE_MONITOR_GRACE_DURATION", "0s", false, `KCM_NODE_MONITOR_GRACE_DURATION="0s": must be greater than 0`},
+		{"grace shorter than a lease renewal", "KCM_NODE_MONITOR_GRACE_DURATION", "1ns", false, `KCM_NODE_MONITOR_GRACE_DURATION="1ns": must be at least 10s`},
 		{"failure fraction NaN", "NODE_LEASE_FAILURE_FRACTION", "NaN", false, `NODE_LEASE_FAILURE_FRACTION="NaN": must be a number greater than 0 and at most 1`},
 		{"failure fraction 0", "NODE_LEASE_FAILURE_FRACTION", "0", false, `NODE_LEASE_FAILURE_FRACTION="0": must be a number`},
 		{"failure fraction above 1", "NODE_LEASE_FAILURE_FRACTION", "1.01", false, `NODE_LEASE_FAILURE_FRACTION="1.01": must be a number`},

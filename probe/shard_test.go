@@ -57,6 +57,7 @@ func TestNamespacesRefusesBadInputNamingTheVariable(t *testing.T) {
 		{"a name twice", map[string]string{"NAMESPACES": "a,a"}, `"a" is listed twice`},
 		{"settings of a namespace not probed", map[string]string{"NAMESPACE_SETTINGS": `{"other":{"nodeMonitorGrace":"1m"}}`}, `namespace "other" is not one of`},
 		{"a bad grace", map[string]string{"NAMESPACE_SETTINGS": `{"` + testNS + `":{"nodeMonitorGrace":"soon"}}`}, `nodeMonitorGrace "soon"`},
+		{"a grace shorter than a lease renewal", map[string]string{"NAMESPACE_SETTINGS": `{"` + testNS + `":{"nodeMonitorGrace":"1ns"}}`}, `nodeMonitorGrace "1ns": must be at least 10s`},
 		{"an unknown settings field", map[string]string{"NAMESPACE_SETTINGS": `{"` + testNS + `":{"grace":"1m"}}`}, `NAMESPACE_SETTINGS=`},
 		{"concurrency 0", map[string]string{"PROBE_CONCURRENCY": "0"}, `PROBE_CONCURRENCY="0": must be an integer greater than 0`},
 		{"jitter 1", map[string]string{"BACKOFF_JITTER_FACTOR": "1"}, `BACKOFF_JITTER_FACTOR="1"`},

@@ -107,6 +107,16 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	return w.Env()
 }
 
+// JobEnvNames are the variables Env can write: all of a weeder Job's environment that is its
+// run's own. The admission policy that keeps the coordinator to launching depwatch's Jobs
+// admits no other name in a weeder Job (manifests/admission/jobs.yaml; a test keeps the two
+// equal), so a Job's environment cannot point the run anywhere its contract does not.
+func JobEnvNames() []string {
+	return []string{envWatch, envContainerStatuses, envLabelSelectors, envNamespace, envRunDuration, envGracePeriod,
+		envReapCooldown, envStartWhenReady, envMaxWait, envTargets, envDryRun, envReadyWhen, envBackOffFloor,
+		envKubeAPIQPS, envKubeAPIBurst, envKubeAPIEventsQPS, envKubeAPIEventsBurst}
+}
+
 // Validate says whether a run would accept s, by reading Env back as the run does: a Job
 // that would refuse its own configuration is never launched.
 func (s JobSettings) Validate() error {

@@ -228,3 +228,34 @@ func TestStartsWhenReadySeesAGateOnlyWhenOneIsSet(t *testing.T) {
 		})
 	}
 }
+
+// TestJobEnvNamesAreWhatEnvWrites: over generated settings, every name Env writes is one of
+// JobEnvNames, and every one of JobEnvNames is written by some: the admission policy's list
+// of a weeder's variables is this one.
+func TestJobEnvNamesAreWhatEnvWrites(t *testing.T) {
+	want := map[string]bool{}
+	for _, n := range JobEnvNames() {
+		want[n] = true
+	}
+	seen := map[string]bool{}
+	r := rand.New(rand.NewPCG(3, 4))
+	limits := weederSettings()
+	limits.Client = ClientLimits{API: apilimit.Limit{QPS: 5, Burst: 10}, Events: apilimit.Limit{QPS: 1, Burst: 2}}
+	settings := []JobSettings{limits}
+	for range 500 {
+		settings = append(settings, genSettings(r))
+	}
+	for _, s := range settings {
+		for _, e := range s.Env() {
+			if !want[e.Name] {
+				t.Errorf("Env writes %s, which JobEnvNames does not list", e.Name)
+			}
+			seen[e.Name] = true
+		}
+	}
+	for n := range want {
+		if !seen[n] {
+			t.Errorf("JobEnvNames lists %s, which Env never wrote", n)
+		}
+	}
+}

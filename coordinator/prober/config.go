@@ -317,6 +317,10 @@ func (p *Config) validateDurations(add func(string, ...any)) {
 	}
 	bounded("initialDelay", p.InitialDelay)
 	positive("kcmNodeMonitorGraceDuration", p.KCMNodeMonitorGraceDuration)
+	if d := p.KCMNodeMonitorGraceDuration; d != nil && d.Duration > 0 && d.Duration < probe.MinNodeMonitorGrace {
+		add("prober.kcmNodeMonitorGraceDuration: %s: must be at least %s (kubelets renew their leases every 10s: a shorter grace counts healthy nodes as expired)",
+			d.Duration, probe.MinNodeMonitorGrace)
+	}
 	if p.ProbeJobRunDuration != nil {
 		switch d := p.ProbeJobRunDuration.Duration; {
 		case d < 0:

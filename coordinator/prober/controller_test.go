@@ -74,6 +74,7 @@ func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"prober: {kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kubeConfigSecretName: required"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 0s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kcmNodeMonitorGraceDuration: 0s: must be greater than 0"},
+		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 1s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.kcmNodeMonitorGraceDuration: 1s: must be at least 10s"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s}", "prober.dependentResourceInfos: required"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: x}, scaleDown: {level: 0}}]}", "prober.dependentResourceInfos[0].scaleUp.level"},
 		{"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, nodeLeaseFailureFraction: 1.5, dependentResourceInfos: [{ref: {kind: Deployment, name: a, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]}", "prober.nodeLeaseFailureFraction: 1.5"},

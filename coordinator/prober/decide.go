@@ -89,8 +89,9 @@ func ShootSettingsOf(cluster *unstructured.Unstructured) ShootSettings {
 		switch {
 		case err != nil || !isString || perr != nil:
 			s.Problems = append(s.Problems, fmt.Sprintf("%s: %v: not a duration, ignored", ShootNodeMonitorGracePeriod, v))
-		case d <= 0 || d > ctrl.MaxDuration:
-			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s: must be greater than 0 and at most %s, ignored", ShootNodeMonitorGracePeriod, d, ctrl.MaxDuration))
+		case d < probe.MinNodeMonitorGrace || d > ctrl.MaxDuration:
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %s: must be at least %s (kubelets renew their leases every 10s) and at most %s, ignored",
+				ShootNodeMonitorGracePeriod, d, probe.MinNodeMonitorGrace, ctrl.MaxDuration))
 		default:
 			s.NodeMonitorGrace = d
 		}
