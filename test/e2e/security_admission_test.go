@@ -155,6 +155,65 @@ func TestSecurityAdmissionPolicyRefusesWhatIsNotDepwatchsJob(t *testing.T) {
 		{"hand-made-weeder-with-the-release-image", asAdmin, func(t *testing.T, k kubernetes.Interface, ns string) error {
 			return kubectlDryRun(t, ns, "weeder-job.yaml")
 		}, "runs image ghcr.io/depwatch/depwatch:"},
+		// What a Job admitted by the earlier rules could still do with its token (docs/security.md's
+		// threat table): each refused by a rule of its own.
+		{"job-with-a-kubeconfig-in-env", asCoordinator, job(probeJob, func(s *corev1.PodSpec) { setEnv(s, "KUBECONFIG", "/tmp/k") }),
+			"sets the environment variables KUBECONFIG, which are neither its run's"},
+		{"job-with-another-home", asCoordinator, job(weeder, func(s *corev1.PodSpec) { setEnv(s, "HOME", "/tmp") }),
+			"sets the environment variables HOME"},
+		{"job-pointing-the-in-cluster-config-elsewhere", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			setEnv(s, "KUBERNETES_SERVICE_PORT", "16443") // the lab pins 127.0.0.1:6443
+		}), "sets the environment variables KUBERNETES_SERVICE_PORT"},
+		{"job-with-a-kubeconfig-from-an-annotation", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			mount(s, corev1.Volume{Name: "kube", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "config",
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['kubeconfig']"}}}}}}}}})
+		}), "mounts the volumes kube,"},
+		{"job-with-its-own-projection-at-the-token-path", asCoordinator, job(weeder, func(s *corev1.PodSpec) { ownTokenProjection(s) }),
+			"mounts the volumes kube-api-access-own"},
+		{"pod-with-its-own-projection-at-the-token-path", asAdmin, func(t *testing.T, k kubernetes.Interface, ns string) error {
+			p := jobControllersPod(weeder)
+			p.Namespace = ns
+			ownTokenProjection(&p.Spec) // the ServiceAccount admission plugin adds no mount where one is
+			_, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}, "mounts the volumes kube-api-access-own"},
+		{"job-with-a-secret-in-env", asCoordinator, job(weeder, func(s *corev1.PodSpec) {
+			s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: "DRY_RUN", ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "shoot-kubeconfig"}, Key: "kubeconfig"}}})
+		}), "sets the environment variables DRY_RUN"},
+		{"job-with-env-from-a-secret", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			s.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shoot-kubeconfig"}}}}
+		}), "takes environment variables from a Secret or ConfigMap (envFrom)"},
+		{"job-with-a-poststart-hook", asCoordinator, job(weeder, func(s *corev1.PodSpec) {
+			s.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/depwatch", "reap"}}}}
+		}), "has a lifecycle hook or a probe"},
+		{"job-with-an-exec-startup-probe", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			s.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/depwatch", "probe"}}}}
+		}), "has a lifecycle hook or a probe"},
+		{"job-with-host-aliases", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			s.HostAliases = []corev1.HostAlias{{IP: "127.0.0.2", Hostnames: []string{"kubernetes.default.svc"}}}
+		}), "sets host aliases, a DNS configuration or a DNS policy other than ClusterFirst"},
+		{"job-with-its-own-dns", asCoordinator, job(weeder, func(s *corev1.PodSpec) {
+			s.DNSConfig = &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("1")}}}
+		}), "sets host aliases, a DNS configuration or a DNS policy other than ClusterFirst"},
+		// depwatch's namespace in the lab enforces pod security "privileged" (for the host
+		// network): the policy checks the security context itself.
+		{"job-with-a-weakened-security-context", asCoordinator, job(weeder, func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+			s.Containers[0].SecurityContext.Capabilities = nil
+		}), "does not run with depwatch's security context"},
+		{"job-running-as-root", asCoordinator, job(probeJob, func(s *corev1.PodSpec) {
+			s.SecurityContext.RunAsNonRoot, s.SecurityContext.RunAsUser = ptr.To(false), ptr.To(int64(0))
+		}), "does not run with depwatch's security context"},
+		{"job-retrying-for-ever", asCoordinator, func(t *testing.T, k kubernetes.Interface, ns string) error {
+			j := weeder.DeepCopy()
+			j.Namespace, j.Name = ns, dnsName("vap-ignore")
+			j.Spec.PodFailurePolicy.Rules[0].Action = batchv1.PodFailurePolicyActionIgnore
+			j.Spec.Parallelism = ptr.To(int32(10))
+			_, err := k.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}, "does not bound itself as depwatch's Jobs do"},
 		{"coordinator-updates-its-config", asCoordinator, func(t *testing.T, k kubernetes.Interface, ns string) error {
 			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, config, metav1.GetOptions{}) // the coordinator may not get it
 			if err != nil {
@@ -224,6 +283,27 @@ func TestSecurityAdmissionPolicyRefusesWhatIsNotDepwatchsJob(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setEnv sets a variable of the first container, after the Job's own.
+func setEnv(s *corev1.PodSpec, name, value string) {
+	s.Containers[0].Env = append(s.Containers[0].Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// ownTokenProjection mounts, at the service account's path, a projection of the pod's own:
+// the real token beside a CA from an annotation, with which KUBERNETES_SERVICE_HOST pointed
+// elsewhere would pass the client's TLS check.
+func ownTokenProjection(s *corev1.PodSpec) {
+	s.Volumes = append(s.Volumes, corev1.Volume{Name: "kube-api-access-own", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "ca.crt",
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['ca']"}}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+				FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+		}}}})
+	s.Containers[0].VolumeMounts = append(s.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "kube-api-access-own",
+		MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
 }
 
 // coordinatorJobs are a weeder and a probe Job as the lab's coordinator builds them.
