@@ -270,6 +270,17 @@ func TestChartPoliciesFollowTheRelease(t *testing.T) {
 		t.Errorf("the default config's Jobs are not on the host network, but the policy admits it")
 	}
 
+	// A digest pins the image the coordinator runs, and so its Jobs and what the policy admits.
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs = render("--set", "image.tag=v9.9.9", "--set", "image.digest="+digest)
+	want := "ghcr.io/depwatch/depwatch:v9.9.9@" + digest
+	if got := param(objs).Template.Spec.Containers[0].Image; got != want {
+		t.Errorf("image.digest: the policy admits image %s, want %s", got, want)
+	}
+	if got := field(objs["Deployment ops/dw-depwatch-coordinator"], "spec", "template", "spec", "containers"); !strings.Contains(fmt.Sprint(got), want) {
+		t.Errorf("image.digest: the coordinator does not run %s: %v", want, got)
+	}
+
 	pt = param(render("--set-json", `config={"servicesAndDependantSelectors":{"db":{"podSelectors":[{"matchLabels":{"app":"web"}}]}},"jobTemplate":{"image":"registry.example.com/depwatch:v1","hostNetwork":true}}`))
 	if got := pt.Template.Spec.Containers[0].Image; got != "registry.example.com/depwatch:v1" || !pt.Template.Spec.HostNetwork {
 		t.Errorf("config jobTemplate.image and hostNetwork: the policy admits image %s, host network %v", got, pt.Template.Spec.HostNetwork)

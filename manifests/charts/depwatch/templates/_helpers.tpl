@@ -53,7 +53,7 @@ app.kubernetes.io/component: coordinator
 
 {{/* The coordinator's image: one image for it and its Jobs. */}}
 {{- define "depwatch.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{/* The config's jobTemplate section as YAML (a map; empty when the config has none). */}}
