@@ -33,7 +33,7 @@ var settings = []setting{
 	{name: envJitter, def: "0", desc: "with SCHEDULE: each namespace waits its interval × (1 + this × random) between probes, and its first probe of a multi-namespace run is spread over the same fraction of the interval, in [0,1)"},
 	{name: envKubeconfigSecret, required: true, desc: "Secret in NAMESPACE whose key `kubeconfig` reaches the control plane's API server (dependency-watchdog's kubeConfigSecretName)"},
 	{name: envProbeTimeout, def: DefaultProbeTimeout, desc: "bound of the API-server probe and of the lease probe, a Go duration > 0"},
-	{name: envNodeMonitorGrace, required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration > 0, e.g. 40s"},
+	{name: envNodeMonitorGrace, required: true, desc: "kube-controller-manager's --node-monitor-grace-period, a Go duration of at least 10s (kubelets renew their leases every 10s), e.g. 40s"},
 	{name: envLeaseFailure, def: DefaultNodeLeaseFailureFraction, desc: "scale down when expired/total node leases >= this fraction, in (0,1]"},
 	{name: envLeaseExpiryBuffer, def: DefaultLeaseExpiryBufferFraction, desc: "a lease has expired when now > renewTime + this fraction x KCM_NODE_MONITOR_GRACE_DURATION, in (0,1]"},
 	{name: envDependentResources, required: true, desc: "JSON list of dependency-watchdog's dependentResourceInfos: [{\"ref\":{\"kind\",\"name\",\"apiVersion\"},\"optional\":bool,\"scaleUp\":{\"level\",\"initialDelay\",\"timeout\"},\"scaleDown\":{...}}]; initialDelay defaults to 0s, timeout to 30s, an absent scaleUp or scaleDown (or level) to level 0"},
