@@ -227,11 +227,12 @@ func TestSecurityAdmissionPolicyRefusesWhatIsNotDepwatchsJob(t *testing.T) {
 			return k.CoreV1().ConfigMaps(ns).Delete(ctx, config, metav1.DeleteOptions{DryRun: dryRun})
 		}, "refused: delete of ConfigMap " + config},
 	}
-	// The lab's policy is installed with the suite; wait until the API server applies it
-	// before any "admitted" is trusted.
+	// The lab's policy is installed with the suite; wait until the API server applies it, with
+	// its parameters (until they reach the policy every request is refused for their absence),
+	// before any "admitted" or "refused" is trusted.
 	waitFor(t, time.Minute, "the lab's admission policy to refuse a probe Job with another image", func() (bool, error) {
 		err := refused[0].do(t, c.coordinator, depwatchNS)
-		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), nil
+		return err != nil && strings.Contains(err.Error(), refused[0].refusal), nil
 	})
 	for _, rc := range refused {
 		t.Run("refused/"+rc.name, func(t *testing.T) {
