@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,19 +53,6 @@ const (
 	// when the process does not know its own namespace.
 	DWDLeaseNamespace = "garden"
 )
-
-// leaseNamespace is where the Lease lives when --leader-election-namespace is not given: the
-// process's own namespace (on a seed gardenlet runs dependency-watchdog in garden, its
-// default), else depwatch's or dependency-watchdog's default.
-func (r Role) leaseNamespace(lookup func(string) (string, bool)) string {
-	if r == RoleCoordinator {
-		return OwnNamespace(lookup)
-	}
-	if ns, ok := ownNamespace(lookup); ok {
-		return ns
-	}
-	return DWDLeaseNamespace
-}
 
 // dependency-watchdog's defaults where they differ from the coordinator's.
 const (
@@ -322,16 +308,4 @@ flags or config.
 
 func noEffect(name string) bool {
 	return slices.ContainsFunc(dwdNoEffectFlags, func(f noEffectFlag) bool { return f.name == name })
-}
-
-// ownNamespace is the process's namespace when it knows it: POD_NAMESPACE, else the
-// in-cluster service account's (gardener-resource-manager projects it with the token).
-func ownNamespace(lookup func(string) (string, bool)) (string, bool) {
-	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
-		return ns, true
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), true
-	}
-	return "", false
 }
