@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // LoadConfig reads and validates the config file alone (LoadConfigFiles without a prober file).
@@ -94,10 +96,39 @@ func proberConfigData(path string) ([]byte, error) {
 	return json.Marshal(map[string]any{"prober": prober})
 }
 
-// applyTo sets cfg's fields that a flag can set too: --use-endpoints turns useEndpoints on
-// whatever the file says. The one place flag and config meet; a reload applies it again.
+// applyTo sets cfg's fields that a flag or the command decides too: --use-endpoints turns
+// useEndpoints on whatever the file says, and the command says when a service whose entry
+// names no readyWhen counts as back (DefaultReadyWhen). The one place flag, command and
+// config meet; a reload applies it again.
 func (o Options) applyTo(cfg *Config) {
 	cfg.UseEndpoints = cfg.UseEndpoints || o.UseEndpoints
+	cfg.ReadyWhenDefault = DefaultReadyWhen(o.Role, cfg.UseEndpoints)
+}
+
+// UseEndpointsInstead switches o and cfg to v1 Endpoints, where this service account may
+// read Endpoints but not EndpointSlices (dependency-watchdog's RBAC before EndpointSlices),
+// and settles again what depends on it.
+func (o *Options) UseEndpointsInstead(cfg *Config) {
+	o.UseEndpoints = true
+	o.applyTo(cfg)
+}
+
+// DefaultReadyWhen is when a service whose entry names no readyWhen counts as back:
+//
+//   - under dependency-watchdog's weeder command, as dependency-watchdog decides it, since
+//     gardenlet owns the ConfigMap and nothing there can say otherwise: on EndpointSlices
+//     (dependency-watchdog v1.6+, which gardenlet grants EndpointSlices) when every endpoint
+//     is ready; on v1 Endpoints (dependency-watchdog up to v1.5, whose RBAC granted Endpoints
+//     only) when one address is ready, which is all Endpoints can tell apart here;
+//   - under depwatch's own coordinator, one ready endpoint (podstate.ReadyAny): a dependent
+//     that crash-loops because it cannot reach its service can reach it again as soon as one
+//     endpoint serves, and a three-member etcd serves with two. A service that needs more
+//     says so in its entry (readyWhen: all, or a count).
+func DefaultReadyWhen(role Role, useEndpoints bool) podstate.ReadyWhen {
+	if role == RoleWeeder && !useEndpoints {
+		return podstate.ReadyAll
+	}
+	return podstate.ReadyAny
 }
 
 // readConfigFiles returns what ParseConfig reads: the config file alone, or with proberFile's

@@ -54,6 +54,11 @@ type Deps struct {
 	Rights *Rights
 	// EventClient writes Events (a client with a rate limit of its own); nil: Client.
 	EventClient kubernetes.Interface
+	// LeaseClient campaigns for and renews the Lease (nil: Client): a client with a rate limit
+	// of its own, a request every retry period, so that a storm of requests in the process's
+	// shared budget can never delay a renewal past the renew deadline and cost the leadership
+	// (controller-runtime gives dependency-watchdog's leader election its own client too).
+	LeaseClient kubernetes.Interface
 	// Recorder records Events; nil: Run builds one that writes to the API server.
 	Recorder record.EventRecorder
 	// Identity in the leader election (default: host name + random suffix).
@@ -66,6 +71,7 @@ type Deps struct {
 // set of endpoints.
 type Coordinator struct {
 	client   kubernetes.Interface
+	leases   kubernetes.Interface // the leader election's (Deps.LeaseClient)
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -96,8 +102,12 @@ func New(d Deps) (*Coordinator, error) {
 	if d.Options.ConcurrentReconciles < 1 {
 		d.Options.ConcurrentReconciles = 1
 	}
+	if d.LeaseClient == nil {
+		d.LeaseClient = d.Client
+	}
 	c := &Coordinator{
 		client:   d.Client,
+		leases:   d.LeaseClient,
 		opts:     d.Options,
 		log:      d.Log,
 		metrics:  d.Metrics,

@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,19 +53,6 @@ const (
 	// when the process does not know its own namespace.
 	DWDLeaseNamespace = "garden"
 )
-
-// leaseNamespace is where the Lease lives when --leader-election-namespace is not given: the
-// process's own namespace (on a seed gardenlet runs dependency-watchdog in garden, its
-// default), else depwatch's or dependency-watchdog's default.
-func (r Role) leaseNamespace(lookup func(string) (string, bool)) string {
-	if r == RoleCoordinator {
-		return OwnNamespace(lookup)
-	}
-	if ns, ok := ownNamespace(lookup); ok {
-		return ns
-	}
-	return DWDLeaseNamespace
-}
 
 // dependency-watchdog's defaults where they differ from the coordinator's.
 const (
@@ -176,8 +162,8 @@ func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *zapLevel) {
 		RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role]
 	fs.StringVar(&o.ConfigFile, "config-file", "", "path of "+what+" (required)")
 	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers: services ("+string(RoleWeeder)+") or namespaces and shards ("+string(RoleProber)+") handled at the same time (at least 1)")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", dwdKubeAPIQPS, "queries per second to the API server (0 means 5)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", dwdKubeAPIBurst, "burst of queries to the API server (0 means 10)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", dwdKubeAPIQPS, "queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means 5)")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", dwdKubeAPIBurst, "burst of queries to the API server, in the same budget (0 means 10)")
 	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it); --metrics-bind-address, as dependency-watchdog's help spells it, is the same flag")
 	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them); --health-bind-address, as dependency-watchdog's help spells it, is the same flag")
 	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active replica through the Lease "+dwdLease(role))
@@ -322,16 +308,4 @@ flags or config.
 
 func noEffect(name string) bool {
 	return slices.ContainsFunc(dwdNoEffectFlags, func(f noEffectFlag) bool { return f.name == name })
-}
-
-// ownNamespace is the process's namespace when it knows it: POD_NAMESPACE, else the
-// in-cluster service account's (gardener-resource-manager projects it with the token).
-func ownNamespace(lookup func(string) (string, bool)) (string, bool) {
-	if ns, ok := lookup("POD_NAMESPACE"); ok && ns != "" {
-		return ns, true
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), true
-	}
-	return "", false
 }

@@ -161,21 +161,6 @@ func TestDWDHelpNamesEveryFlag(t *testing.T) {
 	}
 }
 
-func TestDWDLeaseNamespaceIsThePodsElseGarden(t *testing.T) {
-	in := func(k string) (string, bool) {
-		return map[string]string{"POD_NAMESPACE": "seed-system"}[k], k == "POD_NAMESPACE"
-	}
-	if got := RoleWeeder.leaseNamespace(in); got != "seed-system" {
-		t.Errorf("with POD_NAMESPACE: %q", got)
-	}
-	if _, err := os.Stat(serviceAccountNamespaceFile); err == nil {
-		t.Skip("running in a pod: its namespace file answers")
-	}
-	if got := RoleProber.leaseNamespace(noEnv); got != DWDLeaseNamespace {
-		t.Errorf("outside a pod: %q, want dependency-watchdog's default %q", got, DWDLeaseNamespace)
-	}
-}
-
 func TestDWDCommandsReadTheirOwnConfigMaps(t *testing.T) {
 	dir := t.TempDir()
 	weederFile, proberFile := filepath.Join(dir, "weeder.yaml"), filepath.Join(dir, "prober.yaml")

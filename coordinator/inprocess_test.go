@@ -87,7 +87,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{Client: client, Config: cfg, Options: opts, Log: log, Metrics: metrics,
-			Template: InProcessTemplate(cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
+			Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
 			Executor: exec, Rights: &rights, Identity: "dwd-1"})
 	}()
 	waitFor(t, "the dwd-weeder-leader-election Lease", func() bool {
@@ -177,7 +177,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{Client: client, Config: cfg, Options: opts, Log: log, Metrics: metrics,
-			Template: InProcessTemplate(cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
+			Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
 			Executor: exec, Rights: &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true}})
 	}()
 	waitFor(t, "the shard's run to report", func() bool {

@@ -33,25 +33,12 @@ var ErrLostLeadership = errors.New("lost leadership")
 // ErrImageRequired: the config names no Job image and the coordinator has no pod to copy it from.
 var ErrImageRequired = errors.New("jobTemplate.image: required when the coordinator does not run in a pod (POD_NAME and POD_NAMESPACE unset)")
 
-const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// OwnNamespace is the coordinator's namespace: POD_NAMESPACE (downward API), else the
-// in-cluster service account's namespace, else "depwatch" (running outside a cluster).
-func OwnNamespace(lookup func(string) (string, bool)) string {
-	if ns, ok := ownNamespace(lookup); ok {
-		return ns
-	}
-	return "depwatch"
-}
-
 // ResolveTemplate fills what the config's jobTemplate leaves open: the namespace (the
-// coordinator's own) and the image and pull policy (those of the coordinator's own container,
-// read from its pod named by POD_NAME, so one kustomize `images:` entry sets both). Outside a
-// pod the image must be in the config.
-func ResolveTemplate(ctx context.Context, client kubernetes.Interface, t jobs.Template, lookup func(string) (string, bool)) (jobs.Template, error) {
-	if t.Namespace == "" {
-		t.Namespace = OwnNamespace(lookup)
-	}
+// process's home, HomeNamespace) and the image and pull policy (those of the coordinator's
+// own container, read from its pod named by POD_NAME, so one kustomize `images:` entry sets
+// both). Outside a pod the image must be in the config.
+func ResolveTemplate(ctx context.Context, client kubernetes.Interface, role Role, t jobs.Template, lookup func(string) (string, bool)) (jobs.Template, error) {
+	t.Namespace = RunNamespace(role, t, lookup)
 	if t.Image != "" {
 		return t, nil
 	}
@@ -267,13 +254,8 @@ func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderel
 	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, lease)
 }
 
-// leaseNamespace is where the Lease lives: --leader-election-namespace, else the role's default.
-func leaseNamespace(o Options) string {
-	if o.LeaderElectionNamespace != "" {
-		return o.LeaderElectionNamespace
-	}
-	return o.Role.leaseNamespace(os.LookupEnv)
-}
+// leaseNamespace is where the Lease lives (LeaseNamespace), as this process's environment says.
+func leaseNamespace(o Options) string { return o.LeaseNamespace(os.LookupEnv) }
 
 // leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
 // passes it, is what a reader of the Lease looks for (a pod on the host network has the
@@ -291,7 +273,7 @@ func leaseIdentity() string {
 // elector builds the leader election on the options' Lease in ns, with the flags' timings.
 func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.Lease(),
-		c.client.CoreV1(), c.client.CoordinationV1(),
+		c.leases.CoreV1(), c.leases.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
 	if err != nil {
 		return nil, err
@@ -317,12 +299,11 @@ func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection
 const InProcessImage = "in-process"
 
 // InProcessTemplate fills what the config's jobTemplate leaves open for the in-process
-// executor: the namespace (the coordinator's own), and an image no pod is made from. The
-// runs' Job objects are built from it, so their names, labels and annotations are a Job's.
-func InProcessTemplate(t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
-	if t.Namespace == "" {
-		t.Namespace = OwnNamespace(lookup)
-	}
+// executor: the namespace (the process's home, HomeNamespace), and an image no pod is made
+// from. The runs' Job objects are built from it, so their names, labels and annotations are
+// a Job's.
+func InProcessTemplate(role Role, t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
+	t.Namespace = RunNamespace(role, t, lookup)
 	if t.Image == "" {
 		t.Image = InProcessImage
 	}

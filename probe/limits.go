@@ -6,7 +6,9 @@ import (
 )
 
 // The client-side rate limit of the run's requests to the cluster it runs in (Secrets, the
-// dependents' scale and annotations, Events); the shoots' own clients keep theirs.
+// dependents' scale and annotations, Events), as a Job's pod has it; the shoots' own clients
+// keep theirs. A run the coordinator carries out in its own process does not read it: its
+// requests share the process's one budget (coordinator/inprocess).
 const (
 	envKubeAPIQPS   = "KUBE_API_QPS"
 	envKubeAPIBurst = "KUBE_API_BURST"

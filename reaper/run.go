@@ -36,28 +36,42 @@ type Clients struct {
 	Events kubernetes.Interface
 }
 
-// NewClients builds a run's two clients from cfg with the run's limits (Effective): the
-// API's, and the Events' own. Everything a reap run reads and writes (pods, Events,
-// EndpointSlices, evictions) is a built-in type, so they speak protobuf: several times smaller
-// on the wire than JSON and cheaper to decode (docs/benchmarks.md), which is what a cycle over
-// a large cluster spends its time on. noEvents leaves Events nil.
+// NewClients builds a run's two clients from cfg with the run's own limits (Effective), as a
+// Job's pod does: the API's, and the Events' own. noEvents leaves Events nil.
 func NewClients(cfg *rest.Config, limits ClientLimits, noEvents bool) (Clients, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	limits = limits.Effective()
+	return ClientsFor(limits.API.Apply(cfg), limits.Events.Apply(cfg), noEvents)
+}
+
+// ClientsFor builds a run's two clients from api and events as they are, rate limiters
+// included: in the coordinator's process (package coordinator/inprocess) they are the
+// process's own, shared by every run and the controller (apilimit.Limit.Shared), so the run
+// keeps to the process's budget and not to limits of its own. Everything a reap run reads and
+// writes (pods, Events, EndpointSlices, evictions) is a built-in type, so they speak
+// protobuf: several times smaller on the wire than JSON and cheaper to decode
+// (docs/benchmarks.md), which is what a cycle over a large cluster spends its time on.
+// noEvents leaves Events nil.
+func ClientsFor(api, events *rest.Config, noEvents bool) (Clients, error) {
 	var c Clients
 	var err error
-	if c.API, err = kubernetes.NewForConfig(limits.API.Apply(cfg)); err != nil {
+	if c.API, err = kubernetes.NewForConfig(protobuf(api)); err != nil {
 		return Clients{}, fmt.Errorf("building a Kubernetes client: %w", err)
 	}
 	if noEvents {
 		return c, nil
 	}
-	if c.Events, err = kubernetes.NewForConfig(limits.Events.Apply(cfg)); err != nil {
+	if c.Events, err = kubernetes.NewForConfig(protobuf(events)); err != nil {
 		return Clients{}, fmt.Errorf("building a Kubernetes client for Events: %w", err)
 	}
 	return c, nil
+}
+
+// protobuf is a copy of cfg (its rate limiter the same) that speaks protobuf.
+func protobuf(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
 }
 
 // RunWith is Run with the Events written through a client of their own. A TARGETS run is one

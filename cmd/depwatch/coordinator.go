@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -76,12 +76,12 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	resolved := false
 	if opts.Role == coordinator.RoleCoordinator && opts.Executor == coordinator.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
-		if tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup); err != nil {
+		if tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup); err != nil {
 			return templateProblem(err, opts, log, stderr)
 		}
 		resolved = true
 	}
-	jobNS := cmp.Or(cfg.JobTemplate.Namespace, coordinator.OwnNamespace(lookup))
+	jobNS := coordinator.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
 	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
 	if rights.Unreachable() {
 		log.WithField("errors", rights.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
@@ -89,7 +89,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	}
 	kind, why := coordinator.ChooseExecutor(opts.Role, opts.Executor, rights.CreateJobs, jobNS)
 	if kind == jobs.ExecutorJob && !resolved {
-		tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, cfg.JobTemplate, lookup)
+		tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
 		switch {
 		case err != nil && opts.Role != coordinator.RoleCoordinator:
 			// dependency-watchdog's Deployment names no image for Jobs: run in-process.
@@ -100,14 +100,13 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	}
 	var exec jobs.Executor = jobs.InCluster(clients.kube)
 	if kind == jobs.ExecutorInProcess {
-		tpl = coordinator.InProcessTemplate(cfg.JobTemplate, lookup)
-		exec = inprocess.New(inprocess.Options{Config: clients.rest, Discovery: memory.NewMemCacheClient(clients.kube.Discovery()),
-			NoEvents: !rights.Events, Log: log})
+		tpl = coordinator.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
+		exec = inprocess.New(inprocess.Options{Config: clients.rest, EventsConfig: clients.eventsRest,
+			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !rights.Events, Log: log})
 	}
 	if len(cfg.Services()) > 0 && !rights.Slices && rights.Endpoints && !opts.UseEndpoints {
 		// dependency-watchdog's weeder before EndpointSlices: gardenlet granted Endpoints.
-		opts.UseEndpoints = true
-		cfg.UseEndpoints = true
+		opts.UseEndpointsInstead(cfg)
 	}
 	metrics.SetExecutor(kind)
 	fields := startFields(opts, cfg, tpl)
@@ -120,6 +119,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Client:      clients.kube,
 		EventClient: clients.events,
+		LeaseClient: clients.leases,
 		Dynamic:     clients.dynamic,
 		Config:      cfg,
 		Options:     opts,
@@ -193,28 +193,38 @@ func sayRights(log logrus.FieldLogger, r coordinator.Rights, kind jobs.ExecutorK
 
 // apiClients are the coordinator's clients of the API server.
 type apiClients struct {
-	rest    *rest.Config // what they were built from, with the coordinator's rate limit
-	kube    kubernetes.Interface
-	events  kubernetes.Interface // a client of its own: its own rate limiter
-	dynamic dynamic.Interface
+	// rest is what kube and dynamic were built from: the process's one budget of API
+	// requests, --kube-api-qps and --kube-api-burst, as one rate limiter that every client
+	// built from it shares, the in-process runs' included (apilimit.Limit.Shared).
+	rest *rest.Config
+	// eventsRest is the same for Events: their own budget (--kube-api-events-qps and
+	// --kube-api-events-burst), shared by the coordinator's and the in-process runs' Events,
+	// so that an Event never delays a request of the controller or a run.
+	eventsRest *rest.Config
+	kube       kubernetes.Interface
+	events     kubernetes.Interface
+	dynamic    dynamic.Interface
+	// leases campaigns for and renews the Lease, with client-go's default limit of its own
+	// (coordinator.Deps.LeaseClient): a request every retry period, outside the budget so
+	// that a storm cannot cost the leadership.
+	leases kubernetes.Interface
 }
 
 func coordinatorClients(opts coordinator.Options) (apiClients, error) {
-	rc, err := restConfig(opts.Kubeconfig)
+	base, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return apiClients{}, err
 	}
-	rc.QPS = float32(opts.KubeAPIQPS)
-	rc.Burst = opts.KubeAPIBurst
-	rc.UserAgent = "depwatch-coordinator/" + version
-	erc := rest.CopyConfig(rc)
-	erc.QPS = float32(opts.EventsQPS)
-	erc.Burst = opts.EventsBurst
-	c := apiClients{rest: rc}
-	var errs [3]error
-	c.kube, errs[0] = kubernetes.NewForConfig(rc)
-	c.events, errs[1] = kubernetes.NewForConfig(erc)
-	c.dynamic, errs[2] = dynamic.NewForConfig(rc)
+	base.UserAgent = "depwatch-coordinator/" + version
+	c := apiClients{
+		rest:       apilimit.Limit{QPS: opts.KubeAPIQPS, Burst: opts.KubeAPIBurst}.Shared(base),
+		eventsRest: apilimit.Limit{QPS: opts.EventsQPS, Burst: opts.EventsBurst}.Shared(base),
+	}
+	var errs [4]error
+	c.kube, errs[0] = kubernetes.NewForConfig(c.rest)
+	c.events, errs[1] = kubernetes.NewForConfig(c.eventsRest)
+	c.dynamic, errs[2] = dynamic.NewForConfig(c.rest)
+	c.leases, errs[3] = kubernetes.NewForConfig(base)
 	if err := errors.Join(errs[:]...); err != nil {
 		return apiClients{}, fmt.Errorf("building a Kubernetes client: %w", err)
 	}
@@ -233,6 +243,8 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"lease":          opts.Lease(),
 		"configCheck":    map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
+		// when a service whose entry names no readyWhen counts as back (DefaultReadyWhen)
+		"readyWhen": cfg.ReadyWhenDefault.String(),
 	}
 	if p := cfg.Prober; p != nil {
 		fields["probeNamespaces"] = p.Selector().String()

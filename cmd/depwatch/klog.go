@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 )
 
@@ -96,10 +97,29 @@ func (s *logrusSink) Info(level int, msg string, kv ...any) {
 
 func (s *logrusSink) Error(err error, msg string, kv ...any) {
 	e := s.entry(kv)
+	if lostLeaseRace(err, msg) {
+		e.WithFields(logrus.Fields{"action": "stand by", "reason": "another replica created the Lease first"}).
+			Info("Another replica created the Lease first: this one stands by and campaigns for it at every retry period.")
+		return
+	}
 	if err != nil {
 		e = e.WithError(err)
 	}
 	e.Error(msg)
+}
+
+// leaseCreateMessage is what client-go's leader election (tools/leaderelection,
+// tryAcquireOrRenew) logs at error level when its create of the Lease fails.
+const leaseCreateMessage = "Error initially creating lease lock"
+
+// lostLeaseRace tells client-go's leader-election error that is no error: replicas started
+// together each find no Lease, each create it, and all but one are told it already exists.
+// That is the election working, and client-go logs it at error level on every rollout, from
+// inside its campaign loop, with no option to say otherwise. So exactly that message with an
+// AlreadyExists error is logged as what it is (info); the same message with any other error
+// (forbidden, a timeout), and every other Lease error, stays an error.
+func lostLeaseRace(err error, msg string) bool {
+	return msg == leaseCreateMessage && apierrors.IsAlreadyExists(err)
 }
 
 func (s *logrusSink) WithValues(kv ...any) logr.LogSink {

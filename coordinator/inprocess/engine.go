@@ -22,7 +22,7 @@ const (
 // engine runs one attempt of job's run with the engine its container's arguments name
 // (`reap`, `probe`), configured by the container's environment exactly as the pod would be:
 // the engine's own LoadOptions reads it, so a run here and a Job's pod cannot differ in
-// what they do.
+// what they do (their client's rate limits aside: here, the process's).
 func (e *Executor) engine(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) (int32, string) {
 	cs := job.Spec.Template.Spec.Containers
 	if len(cs) == 0 || len(cs[0].Args) == 0 {
@@ -64,7 +64,8 @@ func (e *Executor) reap(ctx context.Context, lookup func(string) (string, bool),
 		log.WithError(err).Error("The weeder run's settings are invalid; no pod was touched.")
 		return jobs.ExitBadConfig, refused("reap", err)
 	}
-	clients, err := reaper.NewClients(e.opts.Config, opts.Client, e.opts.NoEvents)
+	// The process's shared limiters, not the Job's own KUBE_API_* (see the package's doc).
+	clients, err := reaper.ClientsFor(e.opts.Config, e.opts.EventsConfig, e.opts.NoEvents)
 	if err != nil {
 		log.WithError(err).Error("Cannot build the run's clients; no pod was touched.")
 		return exitFailure, err.Error()
@@ -83,7 +84,9 @@ func (e *Executor) probe(ctx context.Context, lookup func(string) (string, bool)
 		log.WithError(err).Error("The probe run's settings are invalid; nothing was scaled.")
 		return jobs.ExitBadConfig, refused("probe", err)
 	}
-	deps, err := probe.NewDepsWith(opts.Client.Or(probe.DefaultClientLimit).Apply(e.opts.Config), e.opts.Discovery)
+	// The process's shared limiter, not the Job's own KUBE_API_* (see the package's doc); the
+	// shoots' own clients keep theirs: their requests go to other API servers.
+	deps, err := probe.NewDepsWith(e.opts.Config, e.opts.Discovery)
 	if err != nil {
 		log.WithError(err).Error("Cannot build the run's clients; nothing was scaled.")
 		return exitFailure, err.Error()

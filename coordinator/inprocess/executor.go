@@ -7,13 +7,18 @@
 // through jobs.Executor. This package keeps those objects (and each run's pod, and the probe
 // shards' membership ConfigMaps) itself and plays the Job controller and the kubelet for
 // them: a created Job starts a goroutine that reads the engine's settings from the Job's
-// environment, as its pod would, and runs it with clients of the run's own rate limit,
-// bounded by the Job's activeDeadlineSeconds; the run's pod is Running meanwhile and ends
+// environment, as its pod would, and runs it, bounded by the Job's activeDeadlineSeconds; the run's pod is Running meanwhile and ends
 // Succeeded or Failed with the run's termination message (the probe's report, the reaper's
 // summary); the Job then gets its Complete or Failed condition, retries up to its
 // backoffLimit (none after exit code 2, as its podFailurePolicy says), and goes
 // ttlSecondsAfterFinished after it finished. Deleting the Job stops its run as SIGTERM would.
 // Each run's log lines are the coordinator's, with the Job's name in field "job".
+//
+// One thing a run here does not take from its Job: its client's rate limits (KUBE_API_*),
+// which size a Job's pod. A run here makes its requests through the process's clients'
+// shared rate limiters (Options.Config, Options.EventsConfig), so the process keeps, runs and
+// controller together, to the one budget its flags give it (--kube-api-qps, --kube-api-burst),
+// as one client's limiter bounds dependency-watchdog's process.
 package inprocess
 
 import (
@@ -42,9 +47,13 @@ import (
 
 // Options configure the executor.
 type Options struct {
-	// Config reaches the API server; each run's clients are built from it with the run's own
-	// rate limits (its KUBE_API_* settings), as its pod's would be.
+	// Config reaches the API server with the process's rate limiter (apilimit.Limit.Shared):
+	// every run's clients are built from it as it is, so they share that limiter with the
+	// controller's clients and each other.
 	Config *rest.Config
+	// EventsConfig is Config with the process's Events' rate limiter, shared the same way
+	// (nil: Config).
+	EventsConfig *rest.Config
 	// Discovery is shared by the probe runs' RESTMappers (nil: each run reads its own).
 	Discovery discovery.CachedDiscoveryInterface
 	// NoEvents: the runs write no Events (the cluster grants this process none outside its
@@ -91,6 +100,9 @@ func New(o Options) *Executor {
 	}
 	if o.Log == nil {
 		o.Log = logrus.New()
+	}
+	if o.EventsConfig == nil {
+		o.EventsConfig = o.Config
 	}
 	e := &Executor{opts: o, log: o.Log, now: o.Now, runs: map[types.UID]*run{}}
 	if o.Engine == nil {

@@ -64,6 +64,11 @@ type Config struct {
 	// DependsOnAnnotation (default true) follows the depwatch.io/depends-on annotation of
 	// Deployments, StatefulSets and DaemonSets (dependson.go); false: the config alone.
 	DependsOnAnnotation *bool `json:"dependsOnAnnotation,omitempty"`
+
+	// ReadyWhenDefault is when a service whose entry says no readyWhen counts as back. It is
+	// not read from the file: the command decides it (coordinator.DefaultReadyWhen), since
+	// under dependency-watchdog's weeder command nothing in gardenlet's ConfigMap can say it.
+	ReadyWhenDefault podstate.ReadyWhen `json:"-"`
 }
 
 // DependantSelectors is dependency-watchdog's per-service entry.
@@ -77,10 +82,14 @@ type DependantSelectors struct {
 	ReadyWhen *intstr.IntOrString `json:"readyWhen,omitempty"`
 }
 
-// ReadyWhenOf is when the service counts as back (podstate.ReadyAny when not set; Validate
-// refuses a value it cannot read).
+// ReadyWhenOf is when the service counts as back: its entry's readyWhen, else
+// ReadyWhenDefault (Validate refuses a value it cannot read).
 func (c *Config) ReadyWhenOf(service string) podstate.ReadyWhen {
-	w, _ := c.ServicesAndDependantSelectors[service].readyWhen()
+	d := c.ServicesAndDependantSelectors[service]
+	if d.ReadyWhen == nil {
+		return c.ReadyWhenDefault
+	}
+	w, _ := d.readyWhen()
 	return w
 }
 

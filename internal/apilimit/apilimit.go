@@ -11,6 +11,7 @@ import (
 	"math"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/depwatch/depwatch/internal/envconf"
 )
@@ -39,7 +40,8 @@ func (l Limit) Or(def Limit) Limit {
 	return l
 }
 
-// Apply returns a copy of cfg with the limit (an unset half keeps cfg's).
+// Apply returns a copy of cfg with the limit (an unset half keeps cfg's): its clients each get
+// a bucket of their own, unless cfg has a RateLimiter, which they share instead (Shared).
 func (l Limit) Apply(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	if l.QPS > 0 {
@@ -48,6 +50,20 @@ func (l Limit) Apply(cfg *rest.Config) *rest.Config {
 	if l.Burst > 0 {
 		out.Burst = l.Burst
 	}
+	return out
+}
+
+// Shared returns a copy of cfg with one token bucket of l (unset halves: Default) as its
+// RateLimiter. client-go gives every client built from a config that has a RateLimiter (or
+// from a copy of it: rest.CopyConfig keeps it) that very limiter instead of a bucket of its
+// own, so every client built from the copy takes its requests from one budget together: the
+// coordinator's controller and every run it carries out in its process, as one client's
+// limiter bounds dependency-watchdog's.
+func (l Limit) Shared(cfg *rest.Config) *rest.Config {
+	l = l.Or(Default)
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst = float32(l.QPS), l.Burst
+	out.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(float32(l.QPS), l.Burst)
 	return out
 }
 

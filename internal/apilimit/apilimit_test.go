@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/internal/envconf"
@@ -61,4 +63,42 @@ func TestApplySetsOnlyWhatIsSetOnACopy(t *testing.T) {
 	if got := (Limit{}).Or(Default); got != Default {
 		t.Errorf("unset Or default = %+v", got)
 	}
+}
+
+// Every client built from a Shared config, or from a copy of it (with Apply's limits too),
+// holds the one limiter: they spend one budget together. Two Shared configs have two.
+func TestSharedGivesEveryClientOfTheConfigOneLimiter(t *testing.T) {
+	base := &rest.Config{Host: "https://127.0.0.1:1"}
+	shared := Limit{QPS: 20, Burst: 100}.Shared(base)
+	if base.RateLimiter != nil {
+		t.Fatal("Shared changed the config it was given")
+	}
+	if shared.QPS != 20 || shared.Burst != 100 || shared.RateLimiter == nil || shared.RateLimiter.QPS() != 20 {
+		t.Fatalf("shared config %v/%d, limiter %v", shared.QPS, shared.Burst, shared.RateLimiter)
+	}
+	for name, cfg := range map[string]*rest.Config{
+		"the config":                    shared,
+		"a copy":                        rest.CopyConfig(shared),
+		"a copy with a run's own limit": Limit{QPS: 500, Burst: 1000}.Apply(shared),
+	} {
+		c, err := rest.RESTClientFor(withGroup(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.GetRateLimiter() != shared.RateLimiter {
+			t.Errorf("%s: a client of its own limiter", name)
+		}
+	}
+	if other := (Limit{}).Shared(base); other.RateLimiter == shared.RateLimiter || other.RateLimiter.QPS() != float32(Default.QPS) {
+		t.Errorf("an unset limit shares another's limiter or is not client-go's default: %v", other.RateLimiter.QPS())
+	}
+}
+
+// withGroup is cfg as rest.RESTClientFor needs it: a group version and a serializer.
+func withGroup(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.GroupVersion = &schema.GroupVersion{Version: "v1"}
+	out.APIPath = "/api"
+	out.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,14 +64,18 @@ const (
 )
 
 // dwdDeployment is one of gardenlet's dependency-watchdog Deployments, in a test's own
-// namespace standing in for garden.
+// namespace standing in for garden, with gardenlet's two replicas.
 type dwdDeployment struct {
-	role    dwdRole
-	ns      string
-	name    string // dependency-watchdog-<role>
-	metrics int    // loopback ports (lab: the pod is on the host network)
-	health  int
+	role dwdRole
+	ns   string
+	name string // dependency-watchdog-<role>
 }
+
+// dwdReplicas is how many replicas each Deployment runs: two, as a highly available seed runs
+// them (lab deviation: gardenlet writes one and gardener-resource-manager's
+// high-availability-config webhook, which the lab does not have, sets the replicas of a
+// "controller"; the test sets two itself). Started together, the two race for the Lease.
+const dwdReplicas = 2
 
 func (d *dwdDeployment) lease() string { return "dwd-" + string(d.role) + "-leader-election" }
 
@@ -150,7 +156,7 @@ func deployGardenletDWD(t *testing.T, role dwdRole, ns, config string) *dwdDeplo
 	t.Helper()
 	ctx := context.Background()
 	ensureSeedPriorityClass(t)
-	d := &dwdDeployment{role: role, ns: ns, name: "dependency-watchdog-" + string(role), metrics: freePort(t), health: freePort(t)}
+	d := &dwdDeployment{role: role, ns: ns, name: "dependency-watchdog-" + string(role)}
 	app := map[string]string{"app": d.name}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: ns}, AutomountServiceAccountToken: ptr.To(false)}
 	clusterRules, nsRules := gardenletRules(role)
@@ -208,7 +214,7 @@ func deployGardenletDWD(t *testing.T, role dwdRole, ns, config string) *dwdDeplo
 			Labels:      map[string]string{"app": d.name, "high-availability-config.resources.gardener.cloud/type": "controller"},
 			Annotations: map[string]string{"reference.resources.gardener.cloud/configmap-" + shortSHA(cm.Name): cm.Name}},
 		Spec: appsv1.DeploymentSpec{
-			Replicas:             ptr.To(int32(1)),
+			Replicas:             ptr.To(int32(dwdReplicas)),
 			RevisionHistoryLimit: ptr.To(int32(2)),
 			Selector:             &metav1.LabelSelector{MatchLabels: app},
 			Template: corev1.PodTemplateSpec{
@@ -256,10 +262,12 @@ func gardenletPodLabels(name string) map[string]string {
 //
 //   - the lab has no kube-proxy: the pod runs on the host network and reaches the API server
 //     on loopback (KUBERNETES_SERVICE_HOST/PORT), as every lab pod that calls it;
-//   - on the host network the pods share the node's ports: each Deployment's /metrics and
-//     /healthz get loopback ports of their own through their flags' variables
-//     (DEPWATCH_METRICS_BIND_ADDR, DEPWATCH_HEALTH_BIND_ADDR), and its declared port is that
-//     metrics port; the command stays gardenlet's;
+//   - on the host network the pods share the node's ports: each replica's /metrics and
+//     /healthz listen on a loopback port the kernel picks (port 0, through their flags'
+//     variables DEPWATCH_METRICS_BIND_ADDR, DEPWATCH_HEALTH_BIND_ADDR; the test reads it from
+//     the pod's "Serving /metrics." line), and the metrics port is not declared (on the host
+//     network a declared port is a host port, and two replicas could not share the node);
+//     the command stays gardenlet's;
 //   - the ServiceAccount says automountServiceAccountToken: false and on a seed
 //     gardener-resource-manager's webhook projects the token (volume kube-api-access-gardener);
 //     the lab has no gardener-resource-manager, so the pod carries that volume itself.
@@ -277,13 +285,12 @@ func gardenletDWDPod(d *dwdDeployment, configMap string) corev1.PodSpec {
 			Env: []corev1.EnvVar{ // lab deviations: no kube-proxy, shared host ports
 				{Name: "KUBERNETES_SERVICE_HOST", Value: apiServerHost},
 				{Name: "KUBERNETES_SERVICE_PORT", Value: apiServerPort},
-				{Name: "DEPWATCH_METRICS_BIND_ADDR", Value: fmt.Sprintf("127.0.0.1:%d", d.metrics)},
-				{Name: "DEPWATCH_HEALTH_BIND_ADDR", Value: fmt.Sprintf("127.0.0.1:%d", d.health)},
+				{Name: "DEPWATCH_METRICS_BIND_ADDR", Value: "127.0.0.1:0"},
+				{Name: "DEPWATCH_HEALTH_BIND_ADDR", Value: "127.0.0.1:0"},
 			},
-			// lab deviation: gardenlet declares 9643; on the host network a declared port is a
-			// host port the scheduler reserves, so the weeder's and the prober's pods (and any
-			// earlier one still terminating) could not share the node.
-			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: int32(d.metrics), Protocol: corev1.ProtocolTCP}},
+			// lab deviation: gardenlet declares port 9643 (metrics); on the host network a
+			// declared port is a host port the scheduler reserves, so two replicas could not
+			// share the node.
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi"),
 			}},
@@ -310,20 +317,59 @@ func gardenletDWDPod(d *dwdDeployment, configMap string) corev1.PodSpec {
 	}
 }
 
-// log is the Deployment's pod's log as it is now.
-func (d *dwdDeployment) log(t *testing.T) string {
+// pods are the Deployment's pods, by name.
+func (d *dwdDeployment) pods(t *testing.T) []corev1.Pod {
 	t.Helper()
-	out, _ := kubectl(t, "-n", d.ns, "logs", "deployment/"+d.name, "--tail=-1")
+	list, err := kube.CoreV1().Pods(d.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + d.name})
+	if err != nil {
+		t.Fatalf("listing the pods of %s: %v", d.name, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items
+}
+
+// podLog is one replica's log as it is now.
+func (d *dwdDeployment) podLog(t *testing.T, pod string) string {
+	t.Helper()
+	out, _ := kubectl(t, "-n", d.ns, "logs", "pod/"+pod, "--tail=-1")
 	return out
 }
 
-// logTail puts the end of the pod's log into a failed test's output.
+// log is every replica's log as it is now, one after the other: only the leader acts, so the
+// lines about the work are one replica's, in its order.
+func (d *dwdDeployment) log(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range d.pods(t) {
+		b.WriteString(d.podLog(t, p.Name))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// logTail puts the end of every replica's log into a failed test's output.
 func (d *dwdDeployment) logTail(t *testing.T) {
 	if !t.Failed() {
 		return
 	}
-	out, _ := kubectl(t, "-n", d.ns, "logs", "deployment/"+d.name, "--tail=80")
-	t.Logf("the last lines of %s/%s's log:\n%s", d.ns, d.name, out)
+	for _, p := range d.pods(t) {
+		out, _ := kubectl(t, "-n", d.ns, "logs", "pod/"+p.Name, "--tail=80")
+		t.Logf("the last lines of %s/%s's log:\n%s", d.ns, p.Name, out)
+	}
+}
+
+// metricsOf is a replica's /metrics endpoint, on the loopback port it says it serves on.
+func (d *dwdDeployment) metricsOf(t *testing.T, pod string, lines []logLine) *deployedCoordinator {
+	t.Helper()
+	l, ok := findLine(lines, map[string]string{"msg": "Serving /metrics."})
+	if !ok {
+		t.Fatalf("%s says nowhere where it serves /metrics", pod)
+	}
+	port := mustPort(l.str("addr"))
+	if port == 0 {
+		t.Fatalf("%s serves /metrics on %q", pod, l.str("addr"))
+	}
+	return &deployedCoordinator{name: pod, metrics: port}
 }
 
 // waitLine waits for a line of the pod's log that match says is the one, and returns the
@@ -345,54 +391,70 @@ func (d *dwdDeployment) waitLine(t *testing.T, timeout time.Duration, what strin
 	return lines, at
 }
 
-// assertInProcessAndNeverRefused: the pod says, in its first lines and in its metric, that the
-// runs are carried out in-process; it never restarted, and no request of its was refused (a
-// "forbidden" anywhere in its log fails the test: gardenlet's RBAC must be enough).
+// assertInProcessAndNeverRefused: each replica says, in its first lines and in its metric,
+// that the runs are carried out in-process; exactly one leads; none restarted; no request of
+// theirs was refused (a "forbidden" anywhere in a log fails the test: gardenlet's RBAC must be
+// enough), and none logged an error (a standby that lost the race to create the Lease says
+// so at info; an on-call who greps a healthy seed's logs for errors finds none).
 func (d *dwdDeployment) assertInProcessAndNeverRefused(t *testing.T) {
 	t.Helper()
-	out := d.log(t)
-	lines := parseLogLines(out)
-	first := -1
-	for i, l := range lines {
-		if l.str("executor") == "in-process" {
-			first = i
-			break
-		}
+	pods := d.pods(t)
+	if len(pods) != dwdReplicas {
+		t.Errorf("%s has %d pods, want %d", d.name, len(pods), dwdReplicas)
 	}
-	if first < 0 || first > 3 {
-		t.Errorf("the executor is not said in the first lines of %s's log (line %d)", d.name, first)
-	}
-	if strings.Contains(strings.ToLower(out), "forbidden") {
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(strings.ToLower(line), "forbidden") {
-				t.Errorf("%s was refused a request under gardenlet's RBAC: %s", d.name, line)
+	leaders := 0
+	for _, p := range pods {
+		out := d.podLog(t, p.Name)
+		lines := parseLogLines(out)
+		first := -1
+		for i, l := range lines {
+			if l.str("executor") == "in-process" {
+				first = i
+				break
 			}
 		}
-	}
-	c := &deployedCoordinator{name: d.name, metrics: d.metrics}
-	if in, job := c.metric(t, `depwatch_coordinator_executor{kind="in-process"}`), c.metric(t, `depwatch_coordinator_executor{kind="job"}`); in != 1 || job != 0 {
-		t.Errorf("depwatch_coordinator_executor: in-process %v, job %v; want 1 and 0", in, job)
-	}
-	pods, err := kube.CoreV1().Pods(d.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + d.name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
+		if first < 0 || first > 3 {
+			t.Errorf("the executor is not said in the first lines of %s's log (line %d)", p.Name, first)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") {
+				t.Errorf("%s was refused a request under gardenlet's RBAC: %s", p.Name, line)
+			}
+		}
+		for _, l := range lines {
+			if lvl := l.str("level"); lvl == "error" || lvl == "fatal" || lvl == "panic" {
+				t.Errorf("%s logged at %s level: %v", p.Name, lvl, l)
+			}
+		}
+		c := d.metricsOf(t, p.Name, lines)
+		if in, job := c.metric(t, `depwatch_coordinator_executor{kind="in-process"}`), c.metric(t, `depwatch_coordinator_executor{kind="job"}`); in != 1 || job != 0 {
+			t.Errorf("%s: depwatch_coordinator_executor: in-process %v, job %v; want 1 and 0", p.Name, in, job)
+		}
+		if c.metric(t, "depwatch_coordinator_leader") == 1 {
+			leaders++
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount > 0 {
 				t.Errorf("pod %s restarted %d times", p.Name, cs.RestartCount)
 			}
 		}
 	}
+	if leaders != 1 {
+		t.Errorf("%d replicas of %s lead, want 1", leaders, d.name)
+	}
 }
 
-// TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet: gardenlet's
-// dependency-watchdog-weeder Deployment with depwatch's image arms the weeder of a shoot's
-// etcd-main-client when it goes down, and when it is back restarts the kube-apiserver pod
-// stuck in CrashLoopBackOff before the kubelet's own back-off would have: in the Deployment's
-// own pod (the weeder's log line deleting it names the run's Job), with no Job anywhere.
-func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet(t *testing.T) {
-	parallelLong(t, 3*time.Minute)
+// TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentOnceEveryEndpointIsReady:
+// gardenlet's dependency-watchdog-weeder Deployment with depwatch's image decides as
+// dependency-watchdog v1.6+ does: a service is back when every endpoint is ready. A shoot's
+// etcd-main-client has two members; its kube-apiserver stand-in works only once both do. The
+// weeder is armed when the service goes down; with one member back (one of two endpoints
+// ready) the crash-looping dependent is left to the kubelet, which restarts it itself; with
+// both back the weeder restarts it before the kubelet's own back-off would have: in the
+// Deployment's own pod (the weeder's log line deleting it names the run's Job), with no Job
+// anywhere.
+func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentOnceEveryEndpointIsReady(t *testing.T) {
+	parallelLong(t, 6*time.Minute)
 	ensureCoordinator(t) // the lab's coordinator runs beside; the shoot's label keeps it off
 	garden := newNamespace(t, "dwdw-garden")
 	// A private coordinator's label the lab's config leaves alone; no coordinator serves it:
@@ -400,33 +462,56 @@ func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet
 	shoot := newNamespaceLabelled(t, "dwdw-shoot", map[string]string{privateCoordinatorLabel: garden})
 	d := deployGardenletDWD(t, dwdWeeder, garden, gardenletWeederConfigMap)
 
+	// The second member is Ready while the gate serves; the dependent works only then too.
+	gate := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	createDeployment(t, hostNetworkDeployment("gate", shoot, 1, nil, []string{"/testapp", "serve", gate}, gate))
 	p := startPair(t, shoot, "etcd-main-client")
-	p.waitServiceReady(true, time.Minute)
+	second := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	createDeployment(t, hostNetworkDeployment("etcd-main-1", shoot, 1, map[string]string{"role": "etcd-main-client"},
+		[]string{"/testapp", "serve", second}, gate))
+	p.waitReadyEndpoints(2, 2, time.Minute)
 	// kube-apiserver's pod as gardenlet's weeder config selects it for etcd-main-client.
-	dep := hostNetworkDeployment(dependentName, shoot, 1, map[string]string{"gardener.cloud/role": "controlplane", "role": "apiserver"},
-		[]string{"/testapp", "depend", p.addr}, p.addr)
-	if _, err := kube.AppsV1().Deployments(shoot).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the dependent: %v", err)
-	}
+	createDeployment(t, hostNetworkDeployment(dependentName, shoot, 1, map[string]string{"gardener.cloud/role": "controlplane", "role": "apiserver"},
+		[]string{"/testapp", "depend", gate}, gate))
 	p.waitDependentReady(time.Minute, "")
 
 	p.scaleUpstream(0)
-	p.waitServiceReady(false, time.Minute)
+	scaleDeployment(t, shoot, "gate", 0)
+	p.waitReadyEndpoints(0, 1, time.Minute)
 	target := shoot + "/etcd-main-client"
-	_, armedAt := d.waitLine(t, time.Minute, "the armed weeder of "+target, func(l logLine) bool {
+	isArmed := func(l logLine) bool {
 		return strings.HasPrefix(l.str("msg"), "Reaper armed at") && l.str("wait_for") == target
-	})
-	cl := p.waitCrashLoop(30*time.Second, 5*time.Minute)
+	}
+	d.waitLine(t, time.Minute, "the armed weeder of "+target, isArmed)
 
+	// One member back: one of two endpoints ready. The weeder leaves the dependent alone; the
+	// kubelet's own restart of it comes, and it crash-loops on.
+	half := p.waitCrashLoop(30*time.Second, 5*time.Minute)
 	p.scaleUpstream(1)
-	upAt := p.waitServiceReady(true, time.Minute)
+	p.waitReadyEndpoints(1, 2, time.Minute)
+	restarted := p.waitKubeletRestart(half, 6*time.Minute)
+	for _, l := range parseLogLines(d.log(t)) {
+		if l.str("namespace") == shoot && l.str("pod") == half.pod.Name && l.str("action") == "deleted" {
+			t.Errorf("with one of two endpoints of %s ready, the weeder deleted pod %s (%v); dependency-watchdog waits until every endpoint is ready", target, half.pod.Name, l)
+		}
+	}
+	t.Logf("one of two endpoints ready: the kubelet restarted %s itself (restart %d); the weeder did not", half.pod.Name, restarted)
+
+	// Both members back: every endpoint ready, the service is back.
+	cl := p.waitCrashLoop(30*time.Second, 6*time.Minute)
+	scaleDeployment(t, shoot, "gate", 1)
+	upAt := p.waitReadyEndpoints(2, 2, time.Minute)
 	ready, readyAt := p.waitDependentReady(minWait, cl.pod.UID)
-	t.Logf("etcd-main-client Ready → dependent %s Ready: %s (a figure: the new pod's start is the node's speed)", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
+	t.Logf("etcd-main-client all Ready → dependent %s Ready: %s (a figure: the new pod's start is the node's speed)", ready.Name, readyAt.Sub(upAt).Round(10*time.Millisecond))
 
 	// The actor: gardenlet's weeder pod, its in-process run of the armed weeder.
 	lines, deleted := d.waitLine(t, 30*time.Second, "the crash-looping pod deleted", func(l logLine) bool {
 		return l.str("namespace") == shoot && l.str("pod") == cl.pod.Name && l.str("action") == "deleted"
 	})
+	armedAt := slices.IndexFunc(lines, isArmed) // in the same read of the log
+	if armedAt < 0 {
+		t.Fatalf("the armed line of %s is gone from the log", target)
+	}
 	armed := lines[armedAt]
 	if deleted < armedAt {
 		t.Errorf("the pod was deleted (line %d) before the weeder was armed (line %d)", deleted, armedAt)
@@ -448,6 +533,66 @@ func TestGardenletsDWDWeederOnDepwatchsImageRestartsTheDependentBeforeTheKubelet
 		t.Errorf("Jobs in %s: %v (%v)", garden, list, err)
 	}
 	d.assertInProcessAndNeverRefused(t)
+}
+
+func createDeployment(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	if _, err := kube.AppsV1().Deployments(dep.Namespace).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s/%s: %v", dep.Namespace, dep.Name, err)
+	}
+}
+
+// waitReadyEndpoints waits until the pair's service has exactly ready ready endpoints of
+// total (terminating ones left out), and returns when it saw that.
+func (p *pair) waitReadyEndpoints(ready, total int, timeout time.Duration) time.Time {
+	p.t.Helper()
+	waitFor(p.t, timeout, fmt.Sprintf("service %s/%s with %d of %d endpoints ready", p.ns, p.svc, ready, total), func() (bool, error) {
+		slices, err := kube.DiscoveryV1().EndpointSlices(p.ns).List(context.Background(), metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=" + p.svc,
+		})
+		if err != nil {
+			return false, err
+		}
+		r, n := 0, 0
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if ptr.Deref(e.Conditions.Terminating, false) {
+					continue
+				}
+				n++
+				if ptr.Deref(e.Conditions.Ready, true) {
+					r++
+				}
+			}
+		}
+		return r == ready && n == total, nil
+	})
+	return time.Now()
+}
+
+// waitKubeletRestart waits until the kubelet restarted cl's container in its pod (the same
+// pod, a higher restart count) and returns the restart count. A pod deleted or replaced
+// meanwhile fails the test: someone other than the kubelet acted.
+func (p *pair) waitKubeletRestart(cl crashLoop, timeout time.Duration) int32 {
+	p.t.Helper()
+	var restarts int32
+	waitFor(p.t, timeout, fmt.Sprintf("the kubelet to restart %s/%s itself", p.ns, cl.pod.Name), func() (bool, error) {
+		pod, err := kube.CoreV1().Pods(p.ns).Get(context.Background(), cl.pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && (pod.UID != cl.pod.UID || pod.DeletionTimestamp != nil)) {
+			p.t.Fatalf("pod %s was deleted before the kubelet restarted it: someone other than the kubelet acted", cl.pod.Name)
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == cl.container && cs.RestartCount > cl.restarts {
+				restarts = cs.RestartCount
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return restarts
 }
 
 // TestGardenletsDWDProberOnDepwatchsImageScalesTheControlPlaneDownAndUpInLevelOrder:
