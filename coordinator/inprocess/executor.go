@@ -7,8 +7,8 @@
 // through jobs.Executor. This package keeps those objects (and each run's pod, and the probe
 // shards' membership ConfigMaps) itself and plays the Job controller and the kubelet for
 // them: a created Job starts a goroutine that reads the engine's settings from the Job's
-// environment, as its pod would, and runs it, bounded by the Job's activeDeadlineSeconds; the run's pod is Running meanwhile and ends
-// Succeeded or Failed with the run's termination message (the probe's report, the reaper's
+// environment, as its pod would, and runs it, bounded by the Job's activeDeadlineSeconds;
+// the run's pod is Running meanwhile and ends Succeeded or Failed with the run's termination message (the probe's report, the reaper's
 // summary); the Job then gets its Complete or Failed condition, retries up to its
 // backoffLimit (none after exit code 2, as its podFailurePolicy says), and goes
 // ttlSecondsAfterFinished after it finished. Deleting the Job stops its run as SIGTERM would.
