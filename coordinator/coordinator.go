@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
@@ -85,6 +86,9 @@ type Coordinator struct {
 	prober *prober.Controller // nil without a prober section
 
 	synced atomic.Bool
+
+	// jobNamespace is where the Jobs run: the egress policy's namespace.
+	jobNamespace string
 }
 
 // New builds the coordinator and its controllers' informers (not started).
@@ -114,6 +118,8 @@ func New(d Deps) (*Coordinator, error) {
 		recorder: d.Recorder,
 		now:      d.Now,
 		cfg:      d.Config,
+
+		jobNamespace: d.Template.Namespace,
 	}
 	c.logIgnored()
 	c.metrics.ConfigValid.Set(1)
@@ -182,6 +188,9 @@ func (c *Coordinator) lead(ctx context.Context) {
 	defer c.metrics.Leader.Set(0)
 	c.log.WithField("workers", c.opts.ConcurrentReconciles).Info("Active: handling service transitions.")
 	var wg sync.WaitGroup
+	if c.opts.JobEgressPolicy {
+		wg.Go(func() { egress.Keeper{Client: c.client, Namespace: c.jobNamespace, Log: c.log}.Run(ctx) })
+	}
 	if c.prober != nil {
 		wg.Go(func() { c.prober.Lead(ctx, c.opts.ConcurrentReconciles) })
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 )
 
@@ -40,6 +41,9 @@ type Options struct {
 	CheckConfig bool
 	// Executor is --executor: the runs as Jobs, in-process, or decided by the Job rights.
 	Executor ExecutorChoice
+	// JobEgressPolicy: keep the NetworkPolicy that lets the Jobs reach the API server
+	// (coordinator/egress); only with Jobs.
+	JobEgressPolicy bool
 
 	// Role is which half of the work this process does: both (`depwatch coordinator`), or
 	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
@@ -118,6 +122,7 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.BoolVar(&o.CheckConfig, checkConfigFlag, false, "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig")
+	fs.BoolVar(&o.JobEgressPolicy, "job-egress-policy", false, "keep the NetworkPolicy "+egress.PolicyName+" in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)")
 	fs.Var(&executorFlag{&o.Executor}, "executor", "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor")
 	return fs
 }

@@ -15,11 +15,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
@@ -310,26 +312,87 @@ func TestChartPoliciesFollowTheRelease(t *testing.T) {
 	}
 
 	objs = render("--set-json", `networkPolicy.apiServer=[{"to":[{"ipBlock":{"cidr":"10.0.0.10/32"}}],"ports":[{"protocol":"TCP","port":6443}]}]`)
-	for _, name := range []string{"dw-depwatch-coordinator", "dw-depwatch-weeder", "dw-depwatch-probe"} {
-		var np networkingv1.NetworkPolicy
-		b, _ := yaml.Marshal(map[string]any(objs["NetworkPolicy ops/"+name]))
-		if err := yaml.UnmarshalStrict(b, &np); err != nil {
-			t.Fatal(err)
+	np := networkPolicy(t, objs["NetworkPolicy ops/dw-depwatch-coordinator"])
+	narrowed := false
+	for _, r := range np.Spec.Egress {
+		for _, to := range r.To {
+			narrowed = narrowed || (to.IPBlock != nil && to.IPBlock.CIDR == "10.0.0.10/32")
 		}
-		narrowed := false
-		for _, r := range np.Spec.Egress {
-			for _, to := range r.To {
-				narrowed = narrowed || (to.IPBlock != nil && to.IPBlock.CIDR == "10.0.0.10/32")
+		for _, p := range r.Ports {
+			if len(r.To) == 0 && p.Port.IntValue() != 53 {
+				t.Errorf("networkPolicy.apiServer narrowed: the coordinator's NetworkPolicy still allows port %s at any address", p.Port.String())
 			}
-			for _, p := range r.Ports {
-				if len(r.To) == 0 && p.Port.IntValue() != 53 {
-					t.Errorf("networkPolicy.apiServer narrowed: NetworkPolicy %s still allows port %s at any address", name, p.Port.String())
+		}
+	}
+	if !narrowed {
+		t.Error("networkPolicy.apiServer narrowed: the coordinator's NetworkPolicy does not reach 10.0.0.10/32")
+	}
+}
+
+// networkPolicy decodes a rendered NetworkPolicy strictly.
+func networkPolicy(t *testing.T, o object) networkingv1.NetworkPolicy {
+	t.Helper()
+	var np networkingv1.NetworkPolicy
+	b, _ := yaml.Marshal(map[string]any(o))
+	if err := yaml.UnmarshalStrict(b, &np); err != nil {
+		t.Fatal(err)
+	}
+	return np
+}
+
+// The Jobs reach no address on the API server's ports but the API server's own, in the base and
+// the chart: their policies allow nothing at any address but DNS, and the coordinator is told
+// to keep the one that allows the API server (coordinator/egress), with the right to write
+// that one NetworkPolicy by name and no other.
+func TestJobsReachTheAPIServerOnlyThroughTheKeptEgressPolicy(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("no kubectl on PATH to render manifests/base with")
+	}
+	for _, install := range []struct {
+		name, coordinator, role string
+		objs                    map[string]object
+		jobPolicies             []string
+	}{
+		{"the kustomize base", "Deployment depwatch/depwatch-coordinator", "Role depwatch/depwatch-coordinator",
+			parseObjects(t, run(t, "kubectl", "kustomize", "base")),
+			[]string{"NetworkPolicy depwatch/depwatch-weeder", "NetworkPolicy depwatch/depwatch-probe"}},
+		{"the chart", "Deployment ops/dw-depwatch-coordinator", "Role ops/dw-depwatch-coordinator",
+			parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops")),
+			[]string{"NetworkPolicy ops/dw-depwatch-weeder", "NetworkPolicy ops/dw-depwatch-probe"}},
+	} {
+		t.Run(install.name, func(t *testing.T) {
+			for _, key := range install.jobPolicies {
+				o, ok := install.objs[key]
+				if !ok {
+					t.Fatalf("%s is not rendered", key)
+				}
+				for _, r := range networkPolicy(t, o).Spec.Egress {
+					for _, p := range r.Ports {
+						if len(r.To) == 0 && p.Port.IntValue() != 53 {
+							t.Errorf("%s allows port %s at any address", key, p.Port.String())
+						}
+					}
 				}
 			}
-		}
-		if !narrowed {
-			t.Errorf("networkPolicy.apiServer narrowed: NetworkPolicy %s does not reach 10.0.0.10/32", name)
-		}
+			b, _ := yaml.Marshal(map[string]any(install.objs[install.coordinator]))
+			if !strings.Contains(string(b), "--job-egress-policy") {
+				t.Errorf("%s does not pass --job-egress-policy: nothing would let its Jobs reach the API server", install.coordinator)
+			}
+			var role rbacv1.Role
+			b, _ = yaml.Marshal(map[string]any(install.objs[install.role]))
+			if err := yaml.UnmarshalStrict(b, &role); err != nil {
+				t.Fatal(err)
+			}
+			var granted []string
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "networkpolicies") {
+					granted = append(granted, fmt.Sprintf("%v %v", r.ResourceNames, r.Verbs))
+				}
+			}
+			if want := fmt.Sprintf("[%s] [create patch]", egress.PolicyName); !slices.Equal(granted, []string{want}) {
+				t.Errorf("%s grants on networkpolicies %q, want exactly %q", install.role, granted, want)
+			}
+		})
 	}
 }
 

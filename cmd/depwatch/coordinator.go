@@ -108,6 +108,11 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		// dependency-watchdog's weeder before EndpointSlices: gardenlet granted Endpoints.
 		opts.UseEndpointsInstead(cfg)
 	}
+	if opts.JobEgressPolicy && kind != jobs.ExecutorJob {
+		log.WithFields(logrus.Fields{"flag": "--job-egress-policy", "action": "ignored", "reason": "no Jobs"}).
+			Info("The runs are in-process, so there are no Jobs whose egress to keep: --job-egress-policy is ignored.")
+		opts.JobEgressPolicy = false
+	}
 	metrics.SetExecutor(kind)
 	fields := startFields(opts, cfg, tpl)
 	fields["executor"], fields["executorReason"] = string(kind), why

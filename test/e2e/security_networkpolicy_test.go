@@ -10,14 +10,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/depwatch/depwatch/coordinator/egress"
 )
 
 // TestSecurityNetworkPoliciesConfineDepwatchsJobs: the base's NetworkPolicies are installed in
-// depwatch's namespace, and where the cluster enforces NetworkPolicies, a pod with a weeder's or
+// depwatch's namespace, the coordinator keeps the Jobs' egress to the real API server's
+// addresses (coordinator/egress), and where the cluster enforces NetworkPolicies, a pod with a weeder's or
 // a probe Job's labels there cannot connect to a pod that a pod without them reaches. The
 // local cluster enforces none (its network plugin is CNI's bridge, hack/cluster-up.sh), and
 // depwatch's pods run on the host network there, which NetworkPolicies never select: the test
@@ -31,6 +36,41 @@ func TestSecurityNetworkPoliciesConfineDepwatchsJobs(t *testing.T) {
 	for _, name := range []string{"depwatch-coordinator", "depwatch-weeder", "depwatch-probe"} {
 		if _, err := kube.NetworkingV1().NetworkPolicies(depwatchNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("NetworkPolicy %s/%s: %v", depwatchNS, name, err)
+		}
+	}
+	// The Jobs' way to the API server, kept by the coordinator: the real Service's and
+	// endpoints' addresses, each a single host.
+	svc, err := kube.CoreV1().Services(egress.ServiceNamespace).Get(ctx, egress.ServiceName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices, err := kube.DiscoveryV1().EndpointSlices(egress.ServiceNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + egress.ServiceName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*discoveryv1.EndpointSlice
+	for i := range slices.Items {
+		eps = append(eps, &slices.Items[i])
+	}
+	want := egress.Rules(svc, eps)
+	if len(want) != 2 {
+		t.Fatalf("the kubernetes Service and its endpoints give %d egress rules, want 2 (its cluster IP, its endpoints): %+v", len(want), want)
+	}
+	var got []networkingv1.NetworkPolicyEgressRule
+	waitFor(t, 2*time.Minute, "the coordinator to apply NetworkPolicy "+egress.PolicyName, func() (bool, error) {
+		np, err := kube.NetworkingV1().NetworkPolicies(depwatchNS).Get(ctx, egress.PolicyName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		got = np.Spec.Egress
+		return equality.Semantic.DeepEqual(got, want), nil
+	})
+	for _, r := range got {
+		for _, to := range r.To {
+			if to.IPBlock == nil || !(strings.HasSuffix(to.IPBlock.CIDR, "/32") || strings.HasSuffix(to.IPBlock.CIDR, "/128")) {
+				t.Errorf("%s allows %+v, not a single host", egress.PolicyName, to)
+			}
 		}
 	}
 
