@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
 	goyaml "go.yaml.in/yaml/v2"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
@@ -45,7 +44,7 @@ type Config struct {
 }
 
 // ParseConfig parses YAML or JSON. A field the config does not know is ignored with a
-// warning naming its path (Warnings), anywhere in the file, as ctrl.DropUnknown decides; a
+// warning naming its path (Warnings), anywhere in the file, as ctrl.Decode decides; a
 // known field with a wrong value is an error that names it. Every problem found is reported,
 // one per line.
 func ParseConfig(data []byte) (*Config, error) {
@@ -56,10 +55,10 @@ func ParseConfig(data []byte) (*Config, error) {
 	proberDoc, hasProber := top["prober"]
 	delete(top, "prober") // the section is the prober's to parse, warnings and all
 	cfg := &Config{}
+	rest, _ := json.Marshal(top) // decoded from JSON: cannot fail
 	var errs []error
-	cfg.warnings, errs = ctrl.DropUnknown(top, reflect.TypeFor[Config](), "")
-	decodeErrs, undecoded := cfg.decode(top)
-	errs = append(errs, decodeErrs...)
+	var invalid field.ErrorList
+	cfg.warnings, errs, invalid = ctrl.Decode(nil, rest, cfg, nil)
 	var proberErrs []error
 	if hasProber {
 		raw, _ := json.Marshal(proberDoc) // decoded from JSON: cannot fail
@@ -67,12 +66,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		cfg.proberRefused = len(proberErrs) > 0
 	}
 	// Every problem is reported at once: the fields that decoded are validated even when
-	// others did not, leaving out what validation says about a field that did not decode
-	// (it would only repeat it, or call it missing).
+	// others did not, leaving out what validation says about a field that did not decode.
 	for _, err := range cfg.Validate() {
-		if !slices.ContainsFunc(undecoded, func(k string) bool {
-			return strings.HasPrefix(err.Error(), k+":") || strings.HasPrefix(err.Error(), k+".")
-		}) {
+		if !ctrl.Undecoded(err, invalid) {
 			errs = append(errs, err)
 		}
 	}
@@ -92,53 +88,6 @@ func (c *Config) Warnings() []string {
 	return slices.Concat(c.warnings, c.Prober.Warnings())
 }
 
-// decode decodes each known top-level field strictly into c, so that a wrong value is
-// named by its field, and returns the fields that did not decode. The services are decoded
-// one by one, each problem naming its service.
-func (c *Config) decode(top map[string]any) (errs []error, undecoded []string) {
-	fields := ctrl.JSONFields(reflect.TypeFor[Config]())
-	v := reflect.ValueOf(c).Elem()
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		raw, _ := json.Marshal(top[k])
-		if k == "servicesAndDependantSelectors" {
-			serviceErrs, failed := c.decodeServices(raw)
-			errs = append(errs, serviceErrs...)
-			for _, name := range failed {
-				undecoded = append(undecoded, k+"."+ctrl.PathKey(name))
-			}
-			if len(serviceErrs) > 0 && len(c.ServicesAndDependantSelectors) == 0 {
-				undecoded = append(undecoded, k) // not "required": given, but not decoded
-			}
-			continue
-		}
-		target := v.FieldByIndex(fields[k].Index).Addr().Interface()
-		if err := ctrl.StrictJSON(raw, target); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s", k, ctrl.CleanJSONError(err)))
-			undecoded = append(undecoded, k)
-		}
-	}
-	return errs, undecoded
-}
-
-// decodeServices decodes the services one by one; failed names those that did not decode.
-func (c *Config) decodeServices(raw json.RawMessage) (errs []error, failed []string) {
-	var services map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &services); err != nil {
-		return []error{fmt.Errorf("servicesAndDependantSelectors: must be a map of service name to {podSelectors: [...]}: %s", ctrl.CleanJSONError(err))}, nil
-	}
-	c.ServicesAndDependantSelectors = map[string]weeder.DependantSelectors{}
-	for _, name := range slices.Sorted(maps.Keys(services)) {
-		var d weeder.DependantSelectors
-		if err := ctrl.StrictJSON(services[name], &d); err != nil {
-			errs = append(errs, fmt.Errorf("servicesAndDependantSelectors.%s: %s", ctrl.PathKey(name), ctrl.CleanJSONError(err)))
-			failed = append(failed, name)
-			continue
-		}
-		c.ServicesAndDependantSelectors[name] = d
-	}
-	return errs, failed
-}
-
 // decodeDoc reads a YAML or JSON document whose top level is a map; nil for an empty one.
 // YAML that JSON cannot hold (.nan, .inf) is named by its path under path, since the YAML
 // to JSON conversion refuses it without saying where.
@@ -154,7 +103,7 @@ func decodeDoc(data []byte, path string) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber() // numbers stay as written until decoded into their field
 	if err := dec.Decode(&top); err != nil {
-		return nil, fmt.Errorf("not valid YAML: the top level must be a map of fields: %s", ctrl.CleanJSONError(err))
+		return nil, fmt.Errorf("not valid YAML: the top level must be a map of fields: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return top, nil
 }

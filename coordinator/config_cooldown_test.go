@@ -19,8 +19,8 @@ func TestConfigReapCooldownIsReadAndValidated(t *testing.T) {
 		{"configured", svc + "reapCooldown: 30s", "30s", ""},
 		{"zero turns the bound off", svc + "reapCooldown: 0s", "0s", ""},
 		{"negative", svc + "reapCooldown: -1s", "", "reapCooldown: -1s: must not be negative"},
-		{"not a duration", svc + "reapCooldown: a minute", "", "reapCooldown: "},
-		{"a bare number", svc + "reapCooldown: 60", "", "reapCooldown: "},
+		{"not a duration", svc + "reapCooldown: a minute", "", `reapCooldown="a minute": must be a Go duration`},
+		{"a bare number", svc + "reapCooldown: 60", "", "reapCooldown=60: must be a Go duration"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

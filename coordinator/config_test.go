@@ -150,12 +150,12 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	}{
 		{"not yaml", "a: [", "not valid YAML"},
 		{"near miss of a depwatch field", svc + "armWeedr: false", "armWeedr: unknown field; did you mean armWeeder?"},
-		{"unparsable watchDuration", svc + "watchDuration: 5 minutes", "watchDuration: "},
+		{"unparsable watchDuration", svc + "watchDuration: 5 minutes", `watchDuration="5 minutes": must be a Go duration`},
 		{"negative watchDuration", svc + "watchDuration: -1m", "watchDuration: -1m0s: must not be negative"},
 		{"negative gracePeriod", svc + "gracePeriod: -1s", "gracePeriod: -1s"},
 		{"no services and the annotation off", "watchDuration: 1m\ndependsOnAnnotation: false", "servicesAndDependantSelectors: required"},
 		{"no services, annotations with legacy Endpoints", "watchDuration: 1m\nuseEndpoints: true", "servicesAndDependantSelectors: required"},
-		{"services not a map", "servicesAndDependantSelectors: [a]", "servicesAndDependantSelectors: must be a map"},
+		{"services not a map", "servicesAndDependantSelectors: [a]", `servicesAndDependantSelectors=["a"]: must be an object`},
 		{"misspelt podSelectors are ignored, so none are left", "servicesAndDependantSelectors: {svc: {podSelector: []}}", "servicesAndDependantSelectors.svc.podSelectors: required"},
 		{"near miss in a pod selector", "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabel: {app: x}}]}}", "servicesAndDependantSelectors.svc.podSelectors[0].matchLabel: unknown field; did you mean matchLabels?"},
 		{"no pod selectors", "servicesAndDependantSelectors: {svc: {podSelectors: []}}", "servicesAndDependantSelectors.svc.podSelectors: required"},
@@ -165,14 +165,14 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 		{"bad service name", "servicesAndDependantSelectors: {Bad_Name: {podSelectors: [{matchLabels: {a: b}}]}}", "servicesAndDependantSelectors.Bad_Name: \"Bad_Name\" is not a service name"},
 		{"bad namespace selector", svc + "namespaces: {selector: {matchExpressions: [{key: a, operator: In}]}}", "namespaces.selector: "},
 		{"bad namespace name", svc + "namespaces: {names: [UPPER]}", "namespaces.names[0]: \"UPPER\""},
-		{"useEndpoints not a bool", svc + "useEndpoints: sometimes", "useEndpoints: "},
-		{"armWeeder not a bool", svc + "armWeeder: sometimes", "armWeeder: "},
+		{"useEndpoints not a bool", svc + "useEndpoints: sometimes", `useEndpoints="sometimes": must be true or false`},
+		{"armWeeder not a bool", svc + "armWeeder: sometimes", `armWeeder="sometimes": must be true or false`},
 		{"negative armedMaxWait", svc + "armedMaxWait: -1h", "armedMaxWait: -1h0m0s: must not be negative"},
-		{"unparsable armedMaxWait", svc + "armedMaxWait: a while", "armedMaxWait: "},
-		{"service arm not a bool", "servicesAndDependantSelectors: {svc: {arm: maybe, podSelectors: [{matchLabels: {app: x}}]}}", "servicesAndDependantSelectors.svc: "},
+		{"unparsable armedMaxWait", svc + "armedMaxWait: a while", `armedMaxWait="a while": must be a Go duration`},
+		{"service arm not a bool", "servicesAndDependantSelectors: {svc: {arm: maybe, podSelectors: [{matchLabels: {app: x}}]}}", `servicesAndDependantSelectors.svc.arm="maybe": must be true or false`},
 		{"bad pull policy", svc + "jobTemplate: {imagePullPolicy: Sometimes}", "jobTemplate.imagePullPolicy"},
 		{"negative ttl", svc + "jobTemplate: {ttlSecondsAfterFinished: -5}", "jobTemplate.ttlSecondsAfterFinished: -5"},
-		{"ttl not a number", svc + "jobTemplate: {ttlSecondsAfterFinished: soon}", "jobTemplate: field ttlSecondsAfterFinished"},
+		{"ttl not a number", svc + "jobTemplate: {ttlSecondsAfterFinished: soon}", `jobTemplate.ttlSecondsAfterFinished="soon": must be an integer`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,13 +232,13 @@ func TestConfigReportsDecodeAndValidationProblemsTogether(t *testing.T) {
 	}{
 		{"an undecodable duration beside invalid fields",
 			"watchDuration: soon\nservicesAndDependantSelectors: {a: {podSelectors: [{}]}}\njobTemplate: {imagePullPolicy: x}\n",
-			[]string{`watchDuration: time: invalid duration "soon"`, "servicesAndDependantSelectors.a.podSelectors[0]", "jobTemplate.imagePullPolicy"}},
+			[]string{`watchDuration="soon": must be a Go duration`, "servicesAndDependantSelectors.a.podSelectors[0]", "jobTemplate.imagePullPolicy"}},
 		{"an undecodable service beside a valid one and an invalid one",
 			"servicesAndDependantSelectors: {a: {podSelectors: 3}, b: {podSelectors: [{matchLabels: {app: web}}]}, c: {podSelectors: []}}\narmedMaxWait: -1h\n",
-			[]string{"servicesAndDependantSelectors.a:", "servicesAndDependantSelectors.c.podSelectors", "armedMaxWait"}},
+			[]string{"servicesAndDependantSelectors.a.podSelectors=3: must be a list", "servicesAndDependantSelectors.c.podSelectors", "armedMaxWait"}},
 		{"the only service undecodable is not also called missing",
 			"servicesAndDependantSelectors: {a: {podSelectors: 3}}\n",
-			[]string{"servicesAndDependantSelectors.a:"}},
+			[]string{"servicesAndDependantSelectors.a.podSelectors=3: must be a list"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.yaml))

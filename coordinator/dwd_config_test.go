@@ -11,9 +11,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
+	"github.com/depwatch/depwatch/internal/decode"
 	"github.com/depwatch/depwatch/internal/upstream"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -122,7 +122,7 @@ func TestDepwatchsConfigIsDependencyWatchdogsPlusDocumentedAdditions(t *testing.
 		{"servicesAndDependantSelectors.<service>", reflect.TypeFor[weeder.DependantSelectors](), service, nil},
 		{"the prober config", reflect.TypeFor[prober.Config](), proberDoc, nil},
 	} {
-		ours := ctrl.JSONFields(c.typ)
+		ours := decode.JSONFields(c.typ)
 		for name := range c.dwd {
 			if _, ok := ours[name]; !ok {
 				t.Errorf("%s: dependency-watchdog %s's field %s is not one of depwatch's", c.what, upstream.DependencyWatchdogVersion, name)

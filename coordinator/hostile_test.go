@@ -69,7 +69,7 @@ func TestConfigRefusesHostileFractionsNamingFieldAndValue(t *testing.T) {
 		{"leaseExpiryBufferFraction 2", proberWith("leaseExpiryBufferFraction: 2"), "prober.leaseExpiryBufferFraction: 2: must be in (0,1]"},
 		{"backoffJitterFactor 1", proberWith("backoffJitterFactor: 1"), "prober.backoffJitterFactor: 1: must be in [0,1)"},
 		{"backoffJitterFactor negative", proberWith("backoffJitterFactor: -0.1"), "prober.backoffJitterFactor: -0.1: must be in [0,1)"},
-		{"fraction written as text", proberWith("nodeLeaseFailureFraction: NaN"), "prober.nodeLeaseFailureFraction: a string cannot be a float64"},
+		{"fraction written as text", proberWith("nodeLeaseFailureFraction: NaN"), `prober.nodeLeaseFailureFraction="NaN": must be a number`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestConfigRefusesGarbageInScaleRefsNamingThePath(t *testing.T) {
 		{"apiVersion without a version", ref("{kind: Deployment, name: kcm, apiVersion: apps/}"), `prober.dependentResourceInfos[0].ref.apiVersion="apps/": not a valid apiVersion`},
 		{"group not a DNS name", ref("{kind: Deployment, name: kcm, apiVersion: APPS_/v1}"), `prober.dependentResourceInfos[0].ref.apiVersion="APPS_/v1": the group is not a valid DNS subdomain`},
 		{"kind with a path", ref("{kind: apps/Deployment, name: kcm, apiVersion: apps/v1}"), `prober.dependentResourceInfos[0].ref.kind="apps/Deployment": not a valid kind`},
-		{"kind empty", ref("{kind: '', name: kcm, apiVersion: apps/v1}"), `prober.dependentResourceInfos[0].ref.kind="": must be a non-empty string`},
+		{"kind empty", ref("{kind: '', name: kcm, apiVersion: apps/v1}"), "prober.dependentResourceInfos[0].ref.kind: required, must be a non-empty string"},
 		{"ref a string", ref("Deployment/kcm"), `prober.dependentResourceInfos[0].ref="Deployment/kcm": must be an object`},
 	}
 	for _, tc := range cases {

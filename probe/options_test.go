@@ -130,8 +130,8 @@ func TestLoadOptionsRejectsEachBadValue(t *testing.T) {
 		{"buffer fraction 2", "LEASE_EXPIRY_BUFFER_FRACTION", "2", false, `LEASE_EXPIRY_BUFFER_FRACTION="2": must be a number`},
 		{"DEPENDENT_RESOURCES unset", "DEPENDENT_RESOURCES", "", true, "DEPENDENT_RESOURCES: required"},
 		{"DEPENDENT_RESOURCES not JSON", "DEPENDENT_RESOURCES", "- ref: x", false, `DEPENDENT_RESOURCES="- ref: x": not valid JSON`},
-		{"DEPENDENT_RESOURCES empty list", "DEPENDENT_RESOURCES", "[]", false, `DEPENDENT_RESOURCES="[]": must list at least one`},
-		{"DEPENDENT_RESOURCES object", "DEPENDENT_RESOURCES", `{"ref":{}}`, false, "must be a JSON list"},
+		{"DEPENDENT_RESOURCES empty list", "DEPENDENT_RESOURCES", "[]", false, `DEPENDENT_RESOURCES: required, must list at least one`},
+		{"DEPENDENT_RESOURCES object", "DEPENDENT_RESOURCES", `{"ref":{}}`, false, `DEPENDENT_RESOURCES={"ref":{}}: must be a list`},
 		{"DRY_RUN yes", "DRY_RUN", "yes", false, `DRY_RUN="yes": must be one of`},
 		{"DRY_RUN empty", "DRY_RUN", "", false, `DRY_RUN="": must not be empty`},
 		{"SCHEDULE garbage", "SCHEDULE", "every minute", false, `SCHEDULE="every minute": not a valid cron schedule`},
@@ -191,8 +191,8 @@ func TestLoadOptionsReportsEveryProblemAtOnce(t *testing.T) {
 		"KCM_NODE_MONITOR_GRACE_DURATION: required",
 		`NODE_LEASE_FAILURE_FRACTION="NaN"`,
 		`LEASE_EXPIRY_BUFFER_FRACTION="0"`,
+		`DEPENDENT_RESOURCES[0].scaleUp.level="x"`, // what does not decode, then what is wrong with what does
 		"DEPENDENT_RESOURCES[0].ref.name: required",
-		`DEPENDENT_RESOURCES[0].scaleUp.level="x"`,
 		`DEPENDENT_RESOURCES[0].scaleDown.timeout="0s"`,
 		`DRY_RUN="maybe"`,
 		"RUN_DURATION: required with SCHEDULE",
@@ -221,9 +221,9 @@ func TestDependentResourcesNameTheOffendingPath(t *testing.T) {
 		{"ref missing", `[{"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref: required"},
 		{"kind missing", `[{"ref":{"name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref.kind: required"},
 		{"kind not a kind", `[{"ref":{"kind":"apps/Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.kind="apps/Deployment": not a valid kind`},
-		{"name empty", `[{"ref":{"kind":"Deployment","name":"","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.name="": must be a non-empty string`},
+		{"name empty", `[{"ref":{"kind":"Deployment","name":"","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref.name: required, must be a non-empty string"},
 		{"name invalid", `[{"ref":{"kind":"Deployment","name":"KCM!","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.name="KCM!": not a valid object name`},
-		{"name a number", `[{"ref":{"kind":"Deployment","name":5,"apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref.name=5: must be a non-empty string"},
+		{"name a number", `[{"ref":{"kind":"Deployment","name":5,"apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref.name=5: must be a string"},
 		{"apiVersion missing", `[{"ref":{"kind":"Deployment","name":"kcm"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].ref.apiVersion: required"},
 		{"apiVersion invalid", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1/x"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.apiVersion="apps/v1/x": not a valid apiVersion`},
 		{"apiVersion without version", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/"},"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].ref.apiVersion="apps/": not a valid apiVersion`},
@@ -236,8 +236,8 @@ func TestDependentResourcesNameTheOffendingPath(t *testing.T) {
 		{"initialDelay a number", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initialDelay":10},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.initialDelay=10: must be a Go duration string"},
 		{"initialDelay negative", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initialDelay":"-1s"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.initialDelay="-1s": must not be negative`},
 		{"timeout zero", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0},"scaleDown":{"level":0,"timeout":"0s"}}]`, `DEPENDENT_RESOURCES[0].scaleDown.timeout="0s": must be greater than 0`},
-		{"unknown field (typo)", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initalDelay":"5s"},"scaleDown":{"level":0}}]`, `DEPENDENT_RESOURCES[0].scaleUp.initalDelay="5s": unknown field`},
-		{"unknown top-level field", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"shouldExist":true,"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].shouldExist=true: unknown field"},
+		{"unknown field (typo)", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"scaleUp":{"level":0,"initalDelay":"5s"},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].scaleUp.initalDelay: unknown field (did you mean initialDelay?)"},
+		{"unknown top-level field", `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"},"shouldExist":true,"scaleUp":{"level":0},"scaleDown":{"level":0}}]`, "DEPENDENT_RESOURCES[0].shouldExist: unknown field"},
 		{"duplicate resource", `[` + ok + `,` + ok + `]`, "DEPENDENT_RESOURCES[1].ref: Deployment/kcm is already listed as DEPENDENT_RESOURCES[0]"},
 		{"trailing data", `[` + ok + `] x`, `DEPENDENT_RESOURCES="[{\"ref`},
 	}
@@ -350,29 +350,19 @@ func TestDependentResourcesDefaultAbsentScaleInfoAndAcceptAnyLevel(t *testing.T)
 	}
 }
 
-// A field dependency-watchdog does not know is ignored by it; read leniently, depwatch names
-// it in a warning with its path and still accepts the list. Read strictly (the probe's own
-// environment), it is refused.
-func TestUnknownDependentResourceFieldsAreWarningsWhenLenient(t *testing.T) {
+// The probe's own environment is read strictly: a field dependency-watchdog's types do not
+// have is refused, named by its path (the coordinator, reading gardenlet's ConfigMap, warns
+// instead and hands the Job the list without it).
+func TestUnknownDependentResourceFieldsAreRefusedByPath(t *testing.T) {
 	doc := []byte(`[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1","extra":1},"shouldExist":true,"scaleUp":{"level":1,"retries":3},"scaleDown":{"level":0}}]`)
-	res, warnings, err := ParseDependentResourcesLenient(doc)
-	if err != nil {
-		t.Fatal(err)
+	_, err := ParseDependentResources(doc)
+	if err == nil {
+		t.Fatal("strict parsing must refuse unknown fields")
 	}
-	want := []string{"dependentResourceInfos[0].ref.extra", "dependentResourceInfos[0].scaleUp.retries", "dependentResourceInfos[0].shouldExist"}
-	if len(warnings) != len(want) {
-		t.Fatalf("warnings = %q, want one each for %q", warnings, want)
-	}
-	for _, w := range want {
-		if !slices.ContainsFunc(warnings, func(s string) bool { return strings.HasPrefix(s, w+": unknown field, ignored") }) {
-			t.Errorf("no warning for %s in %q", w, warnings)
+	for _, w := range []string{"dependentResourceInfos[0].ref.extra", "dependentResourceInfos[0].scaleUp.retries", "dependentResourceInfos[0].shouldExist"} {
+		if !strings.Contains(err.Error(), w+": unknown field") {
+			t.Errorf("no problem for %s in %q", w, err)
 		}
-	}
-	if len(res) != 1 || res[0].ScaleUp.Level != 1 {
-		t.Errorf("parsed %+v", res)
-	}
-	if _, err := ParseDependentResources(doc); err == nil {
-		t.Error("strict parsing must refuse unknown fields")
 	}
 }
 

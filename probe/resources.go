@@ -1,18 +1,20 @@
 package probe
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/depwatch/depwatch/internal/envconf"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/depwatch/depwatch/internal/decode"
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // DependentResource is one entry of dependency-watchdog's dependentResourceInfos: a workload
@@ -51,9 +53,25 @@ const (
 	DefaultScaleTimeout      = 30 * time.Second
 )
 
+// DependentResourceInfo is one entry of dependency-watchdog's dependentResourceInfos as its
+// prober ConfigMap has it (its api/prober types), durations as Go duration strings.
+type DependentResourceInfo struct {
+	Ref       *autoscalingv1.CrossVersionObjectReference `json:"ref"`
+	Optional  bool                                       `json:"optional"`
+	ScaleUp   *ScaleInfoSpec                             `json:"scaleUp,omitempty"`
+	ScaleDown *ScaleInfoSpec                             `json:"scaleDown,omitempty"`
+}
+
+// ScaleInfoSpec is dependency-watchdog's ScaleInfo as written; ScaleInfo is it resolved.
+type ScaleInfoSpec struct {
+	Level        int32            `json:"level"`
+	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
+	Timeout      *metav1.Duration `json:"timeout,omitempty"`
+}
+
 // ParseDependentResources parses and validates a dependentResourceInfos JSON list, exactly the
-// shape dependency-watchdog's prober ConfigMap has (with durations as Go duration strings).
-// The error lists every problem, one per line, each naming its path.
+// shape dependency-watchdog's prober ConfigMap has, refusing fields it does not have. The
+// error lists every problem, one per line, each naming its path.
 func ParseDependentResources(data []byte) ([]DependentResource, error) {
 	res, problems := parseDependentResources(data, "dependentResourceInfos")
 	if len(problems) > 0 {
@@ -62,280 +80,129 @@ func ParseDependentResources(data []byte) ([]DependentResource, error) {
 	return res, nil
 }
 
-// ParseDependentResourcesLenient parses dependentResourceInfos as dependency-watchdog reads
-// them from its ConfigMap: a field it does not know is ignored, and named in warnings (one
-// per field, with its path) instead of refused, so a ConfigMap written for a newer
-// dependency-watchdog still starts the coordinator. Everything else is as strict as
-// ParseDependentResources.
-func ParseDependentResourcesLenient(data []byte) ([]DependentResource, []string, error) {
-	p := &resourceParser{lenient: true}
-	res := p.parse(data, "dependentResourceInfos")
-	if len(p.problems) > 0 {
-		return nil, nil, &envconf.ConfigError{Problems: p.problems}
+func parseDependentResources(data []byte, root string) ([]DependentResource, []string) {
+	var infos []*DependentResourceInfo
+	unknown, errs := decode.Strict(field.NewPath(root), data, &infos)
+	res, resolveErrs := ResolveDependentResources(field.NewPath(root), infos)
+	problems := decode.Problems(append(errs, decode.Without(resolveErrs, errs)...))
+	for _, u := range unknown {
+		problems = append(problems, u.Path+": unknown field"+didYouMean(u.Near))
 	}
-	return res, p.warnings, nil
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return res, nil
+}
+
+func didYouMean(near string) string {
+	if near == "" {
+		return ""
+	}
+	return " (did you mean " + near + "?)"
 }
 
 // EncodeDependentResources writes resources in dependentResourceInfos' JSON form with every
 // field explicit (durations as Go duration strings): what the coordinator hands its probe
 // Jobs, free of any field the probe would not know.
 func EncodeDependentResources(res []DependentResource) string {
-	type scaleInfo struct {
-		Level        int    `json:"level"`
-		InitialDelay string `json:"initialDelay"`
-		Timeout      string `json:"timeout"`
+	spec := func(s ScaleInfo) *ScaleInfoSpec {
+		return &ScaleInfoSpec{Level: int32(s.Level), InitialDelay: &metav1.Duration{Duration: s.InitialDelay}, Timeout: &metav1.Duration{Duration: s.Timeout}}
 	}
-	type ref struct {
-		Kind       string `json:"kind"`
-		Name       string `json:"name"`
-		APIVersion string `json:"apiVersion"`
-	}
-	type info struct {
-		Ref       ref       `json:"ref"`
-		Optional  bool      `json:"optional"`
-		ScaleUp   scaleInfo `json:"scaleUp"`
-		ScaleDown scaleInfo `json:"scaleDown"`
-	}
-	si := func(s ScaleInfo) scaleInfo {
-		return scaleInfo{Level: s.Level, InitialDelay: s.InitialDelay.String(), Timeout: s.Timeout.String()}
-	}
-	out := make([]info, 0, len(res))
+	out := make([]DependentResourceInfo, 0, len(res))
 	for _, r := range res {
-		out = append(out, info{Ref: ref{Kind: r.Ref.Kind, Name: r.Ref.Name, APIVersion: r.Ref.APIVersion},
-			Optional: r.Optional, ScaleUp: si(r.ScaleUp), ScaleDown: si(r.ScaleDown)})
+		out = append(out, DependentResourceInfo{
+			Ref:      &autoscalingv1.CrossVersionObjectReference{Kind: r.Ref.Kind, Name: r.Ref.Name, APIVersion: r.Ref.APIVersion},
+			Optional: r.Optional, ScaleUp: spec(r.ScaleUp), ScaleDown: spec(r.ScaleDown)})
 	}
 	b, _ := json.Marshal(out) // plain strings, ints and bools: cannot fail
 	return string(b)
 }
 
-// resourceParser walks the decoded JSON and records one problem per bad field. The format is
-// PATH=<the value as JSON>: problem, or PATH: problem when the field is missing.
-type resourceParser struct {
-	problems []string
-	lenient  bool     // unknown fields are warnings, not problems
-	warnings []string // with lenient: the unknown fields, ignored
-}
-
-func (p *resourceParser) fail(path string, value any, format string, args ...any) {
-	raw, err := json.Marshal(value)
-	if err != nil {
-		raw = []byte("?")
-	}
-	p.problems = append(p.problems, fmt.Sprintf("%s=%s: %s", path, shorten(string(raw)), fmt.Sprintf(format, args...)))
-}
-
-func (p *resourceParser) missing(path, what string) {
-	p.problems = append(p.problems, fmt.Sprintf("%s: required, %s", path, what))
-}
-
 var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
 
-// The fields of dependentResourceInfos, as dependency-watchdog's api/prober types name them
-// (DependentResourceInfo, autoscaling/v1 CrossVersionObjectReference, ScaleInfo); no more:
-// TestDependentResourceFieldsAreDependencyWatchdogs holds them to its own.
-var (
-	dependentResourceFields = []string{"ref", "optional", "scaleUp", "scaleDown"}
-	refFields               = []string{"kind", "name", "apiVersion"}
-	scaleInfoFields         = []string{"level", "initialDelay", "timeout"}
-)
-
-func parseDependentResources(data []byte, root string) ([]DependentResource, []string) {
-	p := &resourceParser{}
-	res := p.parse(data, root)
-	if len(p.problems) > 0 {
-		return nil, p.problems
+// ResolveDependentResources validates dependentResourceInfos as decoded (nil entries are
+// those the decoder left out, already reported) and applies dependency-watchdog's defaults.
+// An absent scaleUp or scaleDown (or level) is level 0 (its zero value); levels only order
+// the resources, so any integer is accepted, negative ones too (they run first).
+func ResolveDependentResources(root *field.Path, infos []*DependentResourceInfo) ([]DependentResource, field.ErrorList) {
+	if len(infos) == 0 {
+		return nil, field.ErrorList{field.Required(root, "must list at least one dependent resource (kube-controller-manager, machine-controller-manager, ...)")}
 	}
-	return res, nil
-}
-
-func (p *resourceParser) parse(data []byte, root string) []DependentResource {
-	fail := func(format string, args ...any) []DependentResource {
-		p.problems = append(p.problems, fmt.Sprintf(format, args...))
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return fail("%s=%q: not valid JSON: %v", root, shorten(string(data)), err)
-	}
-	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
-		return fail("%s=%q: not valid JSON: unexpected data after the list", root, shorten(string(data)))
-	}
-	list, ok := doc.([]any)
-	if !ok {
-		return fail("%s=%q: must be a JSON list of dependentResourceInfos", root, shorten(string(data)))
-	}
-	if len(list) == 0 {
-		return fail("%s=%q: must list at least one dependent resource", root, shorten(string(data)))
-	}
-
-	out := make([]DependentResource, 0, len(list))
+	var errs field.ErrorList
+	out := make([]DependentResource, 0, len(infos))
 	seen := map[string]int{}
-	for i, item := range list {
-		path := fmt.Sprintf("%s[%d]", root, i)
-		obj, ok := p.object(path, item)
-		if !ok {
+	for i, info := range infos {
+		path := root.Index(i)
+		if info == nil {
+			errs = append(errs, field.Required(path, "must be an object"))
 			continue
 		}
-		p.unknown(path, obj, dependentResourceFields...)
-		var r DependentResource
-		r.Ref, ok = p.ref(path+".ref", obj["ref"])
-		if ok {
+		r := DependentResource{Optional: info.Optional}
+		before := len(errs)
+		if r.Ref, errs = validateRef(path.Child("ref"), info.Ref, errs); len(errs) == before {
 			key := r.Ref.GroupVersionKind().GroupKind().String() + "/" + r.Ref.Name
 			if j, dup := seen[key]; dup {
-				p.problems = append(p.problems, fmt.Sprintf("%s.ref: %s is already listed as %s[%d]", path, r.Ref, root, j))
+				errs = append(errs, field.Duplicate(path.Child("ref"), fmt.Sprintf("%s is already listed as %s", r.Ref, root.Index(j))))
 			} else {
 				seen[key] = i
 			}
 		}
-		if v, set := obj["optional"]; set && v != nil {
-			b, isBool := v.(bool)
-			if !isBool {
-				p.fail(path+".optional", v, "must be true or false")
-			}
-			r.Optional = b
-		}
-		r.ScaleUp = p.scaleInfo(path+".scaleUp", obj["scaleUp"])
-		r.ScaleDown = p.scaleInfo(path+".scaleDown", obj["scaleDown"])
+		r.ScaleUp, errs = resolveScale(path.Child("scaleUp"), info.ScaleUp, errs)
+		r.ScaleDown, errs = resolveScale(path.Child("scaleDown"), info.ScaleDown, errs)
 		out = append(out, r)
 	}
-	return out
+	return out, errs
 }
 
-func (p *resourceParser) object(path string, v any) (map[string]any, bool) {
-	if v == nil {
-		p.missing(path, "must be an object")
-		return nil, false
+func validateRef(path *field.Path, ref *autoscalingv1.CrossVersionObjectReference, errs field.ErrorList) (ResourceRef, field.ErrorList) {
+	if ref == nil {
+		return ResourceRef{}, append(errs, field.Required(path, "must be an object"))
 	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		p.fail(path, v, "must be an object")
+	nonEmpty := func(name, v string) bool {
+		if strings.TrimSpace(v) == "" {
+			errs = append(errs, field.Required(path.Child(name), "must be a non-empty string"))
+			return false
+		}
+		return true
 	}
-	return obj, ok
-}
-
-// unknown reports fields the format does not have: a typo such as "initalDelay" must not
-// silently fall back to a default.
-func (p *resourceParser) unknown(path string, obj map[string]any, known ...string) {
-	var extra []string
-	for k := range obj {
-		if !slices.Contains(known, k) {
-			extra = append(extra, k)
+	if nonEmpty("kind", ref.Kind) && !kindPattern.MatchString(ref.Kind) {
+		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, "not a valid kind (letters and digits, e.g. Deployment)"))
+	}
+	if nonEmpty("name", ref.Name) {
+		for _, m := range validation.IsDNS1123Subdomain(ref.Name) {
+			errs = append(errs, field.Invalid(path.Child("name"), ref.Name, "not a valid object name: "+m))
 		}
 	}
-	slices.Sort(extra)
-	for _, k := range extra {
-		if p.lenient {
-			p.warnings = append(p.warnings, fmt.Sprintf("%s.%s: unknown field, ignored (known: %s)", path, k, strings.Join(known, ", ")))
-			continue
-		}
-		p.fail(path+"."+k, obj[k], "unknown field (known: %s)", strings.Join(known, ", "))
-	}
-}
-
-func (p *resourceParser) ref(path string, v any) (ResourceRef, bool) {
-	obj, ok := p.object(path, v)
-	if !ok {
-		return ResourceRef{}, false
-	}
-	p.unknown(path, obj, refFields...)
-	before := len(p.problems)
-	var r ResourceRef
-	r.Kind, _ = p.str(path+".kind", obj["kind"])
-	if r.Kind != "" && !kindPattern.MatchString(r.Kind) {
-		p.fail(path+".kind", r.Kind, "not a valid kind (letters and digits, e.g. Deployment)")
-	}
-	r.Name, _ = p.str(path+".name", obj["name"])
-	if r.Name != "" {
-		if errs := validation.IsDNS1123Subdomain(r.Name); len(errs) > 0 {
-			p.fail(path+".name", r.Name, "not a valid object name: %s", strings.Join(errs, "; "))
-		}
-	}
-	r.APIVersion, _ = p.str(path+".apiVersion", obj["apiVersion"])
-	if r.APIVersion != "" {
-		gv, err := schema.ParseGroupVersion(r.APIVersion)
+	if nonEmpty("apiVersion", ref.APIVersion) {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		switch {
 		case err != nil || gv.Version == "":
-			p.fail(path+".apiVersion", r.APIVersion, "not a valid apiVersion (e.g. apps/v1)")
+			errs = append(errs, field.Invalid(path.Child("apiVersion"), ref.APIVersion, "not a valid apiVersion (e.g. apps/v1)"))
 		case gv.Group != "" && len(validation.IsDNS1123Subdomain(gv.Group)) > 0:
-			p.fail(path+".apiVersion", r.APIVersion, "the group is not a valid DNS subdomain")
+			errs = append(errs, field.Invalid(path.Child("apiVersion"), ref.APIVersion, "the group is not a valid DNS subdomain"))
 		case len(validation.IsDNS1035Label(gv.Version)) > 0:
-			p.fail(path+".apiVersion", r.APIVersion, "the version is not valid (e.g. v1, v1beta1)")
+			errs = append(errs, field.Invalid(path.Child("apiVersion"), ref.APIVersion, "the version is not valid (e.g. v1, v1beta1)"))
 		}
 	}
-	return r, len(p.problems) == before
+	return ResourceRef{Kind: ref.Kind, Name: ref.Name, APIVersion: ref.APIVersion}, errs
 }
 
-// str reads a required, non-empty string.
-func (p *resourceParser) str(path string, v any) (string, bool) {
-	if v == nil {
-		p.missing(path, "must be a non-empty string")
-		return "", false
-	}
-	s, ok := v.(string)
-	if !ok || strings.TrimSpace(s) == "" {
-		p.fail(path, v, "must be a non-empty string")
-		return "", false
-	}
-	return s, true
-}
-
-// scaleInfo reads scaleUp or scaleDown. Absent (or null) means level 0 with the default delay
-// and timeout; so does an absent level (dependency-watchdog's zero value). Levels only order
-// the resources, so any integer is accepted, negative ones too (they run first).
-func (p *resourceParser) scaleInfo(path string, v any) ScaleInfo {
+// resolveScale applies the defaults: no delay, a 30s timeout.
+func resolveScale(path *field.Path, spec *ScaleInfoSpec, errs field.ErrorList) (ScaleInfo, field.ErrorList) {
 	si := ScaleInfo{InitialDelay: DefaultScaleInitialDelay, Timeout: DefaultScaleTimeout}
-	if v == nil {
-		return si
+	if spec == nil {
+		return si, errs
 	}
-	obj, ok := p.object(path, v)
-	if !ok {
-		return si
+	si.Level = int(spec.Level)
+	if d := spec.InitialDelay; d != nil && d.Duration < 0 {
+		errs = append(errs, field.Invalid(path.Child("initialDelay"), d.Duration.String(), "must not be negative"))
+	} else if d != nil {
+		si.InitialDelay = d.Duration
 	}
-	p.unknown(path, obj, scaleInfoFields...)
-	switch lv := obj["level"].(type) {
-	case nil:
-	case json.Number:
-		n, err := strconv.ParseInt(lv.String(), 10, 32)
-		if err != nil {
-			p.fail(path+".level", lv, "must be an integer")
-		}
-		si.Level = int(n)
-	default:
-		p.fail(path+".level", lv, "must be an integer")
+	if d := spec.Timeout; d != nil && d.Duration <= 0 {
+		errs = append(errs, field.Invalid(path.Child("timeout"), d.Duration.String(), "must be greater than 0"))
+	} else if d != nil {
+		si.Timeout = d.Duration
 	}
-	if d, ok := p.duration(path+".initialDelay", obj["initialDelay"], false); ok {
-		si.InitialDelay = d
-	}
-	if d, ok := p.duration(path+".timeout", obj["timeout"], true); ok {
-		si.Timeout = d
-	}
-	return si
-}
-
-// duration reads an optional Go duration string (metav1.Duration's JSON form); ok=false when
-// unset (null or absent) or bad.
-func (p *resourceParser) duration(path string, v any, positive bool) (time.Duration, bool) {
-	if v == nil {
-		return 0, false
-	}
-	s, isString := v.(string)
-	if !isString {
-		p.fail(path, v, "must be a Go duration string such as \"10s\" or \"1m30s\"")
-		return 0, false
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	switch {
-	case err != nil:
-		p.fail(path, v, "must be a Go duration string such as \"10s\" or \"1m30s\"")
-		return 0, false
-	case positive && d <= 0:
-		p.fail(path, v, "must be greater than 0")
-		return 0, false
-	case d < 0:
-		p.fail(path, v, "must not be negative")
-		return 0, false
-	}
-	return d, true
+	return si, errs
 }

@@ -3,12 +3,15 @@ package probe
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/depwatch/depwatch/internal/decode"
 	"github.com/depwatch/depwatch/internal/upstream"
 )
 
@@ -83,7 +86,7 @@ func TestLeaseRulesUseMCMsAndGardenersNodeFacts(t *testing.T) {
 }
 
 // dependentResourceInfos has exactly the fields of dependency-watchdog's own types: a list
-// that sets every one of them parses without a warning, and the parser knows no other.
+// that sets every one of them parses strictly, and the types know no other.
 func TestDependentResourceFieldsAreDependencyWatchdogs(t *testing.T) {
 	var doc struct {
 		Infos []map[string]any `json:"dependentResourceInfos"`
@@ -110,9 +113,9 @@ func TestDependentResourceFieldsAreDependencyWatchdogs(t *testing.T) {
 		known []string
 		dwd   map[string]bool
 	}{
-		{"dependentResourceInfos[]", dependentResourceFields, keys["info"]},
-		{"dependentResourceInfos[].ref", refFields, keys["ref"]},
-		{"dependentResourceInfos[].scaleUp / scaleDown", scaleInfoFields, keys["scale"]},
+		{"dependentResourceInfos[]", slices.Collect(maps.Keys(decode.JSONFields(reflect.TypeFor[DependentResourceInfo]()))), keys["info"]},
+		{"dependentResourceInfos[].ref", slices.Collect(maps.Keys(decode.JSONFields(reflect.TypeFor[autoscalingv1.CrossVersionObjectReference]()))), keys["ref"]},
+		{"dependentResourceInfos[].scaleUp / scaleDown", slices.Collect(maps.Keys(decode.JSONFields(reflect.TypeFor[ScaleInfoSpec]()))), keys["scale"]},
 	} {
 		dwd := slices.Sorted(maps.Keys(c.dwd))
 		if known := slices.Sorted(slices.Values(c.known)); !slices.Equal(known, dwd) {
@@ -123,7 +126,7 @@ func TestDependentResourceFieldsAreDependencyWatchdogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, warnings, err := ParseDependentResourcesLenient(list); err != nil || len(warnings) > 0 {
-		t.Errorf("dependency-watchdog's dependentResourceInfos: %v, warnings %q", err, warnings)
+	if _, err := ParseDependentResources(list); err != nil {
+		t.Errorf("dependency-watchdog's dependentResourceInfos, read strictly: %v", err)
 	}
 }

@@ -153,8 +153,8 @@ func TestCheckConfigListsEveryProblemOnALineOfItsOwn(t *testing.T) {
 			"--prober-config-file=" + badProber + ": prober.probeInterval",
 		}},
 		{"a prober ConfigMap whose values do not decode names each field and value", []string{"--config-file=" + good, "--prober-config-file=" + undecodable}, nil, []string{
-			"--prober-config-file=" + undecodable + `: prober.nodeLeaseFailureFraction: a string cannot be a float64`,
-			"--prober-config-file=" + undecodable + `: prober.probeInterval: time: invalid duration "often"`,
+			"--prober-config-file=" + undecodable + `: prober.nodeLeaseFailureFraction="most": must be a number`,
+			"--prober-config-file=" + undecodable + `: prober.probeInterval="often": must be a Go duration string such as "10s" or "1m30s"`,
 		}},
 		{"a prober section in both files", []string{"--config-file=" + withProber, "--prober-config-file=" + badProber}, nil, []string{
 			"prober: given in --config-file and in --prober-config-file",

@@ -27,7 +27,7 @@ func TestCoordinatorExitCodes(t *testing.T) {
 		{"help lists flags and env", []string{"--help"}, nil, exitOK, "DEPWATCH_KUBE_API_QPS", nil},
 		{"no config file", nil, nil, exitBadConfig, "", []string{"invalid configuration", "--config-file: required"}},
 		{"negative qps", []string{"--config-file=" + good, "--kube-api-qps=-1"}, nil, exitBadConfig, "", []string{"--kube-api-qps=-1"}},
-		{"bad config names the fields", []string{"--config-file=" + bad}, nil, exitBadConfig, "", []string{"watchDuration:", "soon"}},
+		{"bad config names the fields", []string{"--config-file=" + bad}, nil, exitBadConfig, "", []string{"watchDuration=", "soon"}},
 		{"bad log format with the rest", []string{"--config-file=" + good}, map[string]string{"LOG_FORMAT": "xml", "DEPWATCH_KUBE_API_BURST": "-2"}, exitBadConfig, "", []string{"LOG_FORMAT", "--kube-api-burst=-2"}},
 		{"no image outside a pod", []string{"--config-file=" + good, "--kubeconfig=" + writeKubeconfig(t, dir)}, map[string]string{}, exitBadConfig, "", []string{"jobTemplate.image: required"}},
 	}

@@ -1,19 +1,13 @@
 package ctrl
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
-	"github.com/agnivade/levenshtein"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/depwatch/depwatch/internal/decode"
 )
 
 // MaxDuration bounds every duration of the config file. A Job's activeDeadlineSeconds is the
@@ -22,34 +16,8 @@ import (
 // turns into a negative deadline or a 1 ms probe interval. A year is far above any sane value.
 const MaxDuration = 365 * 24 * time.Hour
 
-// PathKey is a map key as it appears in a field path: as it is when it is plain, quoted when it
-// holds spaces, quotes or control characters, so that a problem stays on one line and its
-// field is recognisable.
-func PathKey(k string) string {
-	if k == "" || strings.IndexFunc(k, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) >= 0 {
-		return strconv.Quote(k)
-	}
-	return k
-}
-
-// StrictJSON decodes raw into into, refusing unknown fields.
-func StrictJSON(raw json.RawMessage, into any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
-}
-
-// CleanJSONError turns encoding/json's messages into ones about the config file.
-func CleanJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("field %s: a %s cannot be a %s", te.Field, te.Value, te.Type)
-		}
-		return fmt.Sprintf("a %s cannot be a %s", te.Value, te.Type)
-	}
-	return strings.TrimPrefix(err.Error(), "json: ")
-}
+// PathKey is a map key as it appears in a field path (decode.PathKey).
+func PathKey(k string) string { return decode.PathKey(k) }
 
 // dependencyWatchdogFields are the fields dependency-watchdog itself reads (its weeder and
 // prober ConfigMaps). A misspelling of one of them is ignored with a warning, as
@@ -63,102 +31,38 @@ var dependencyWatchdogFields = map[string]bool{
 	"nodeLeaseFailureFraction": true,
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-
-// DropUnknown is the config file's one policy for fields it does not know, at every depth.
-// It removes from doc (JSON decoded into any: maps, slices, scalars) each object key that the
-// matching Go type of typ has no json field for, so that a strict decode afterwards reports
-// only wrong values. Each removed key is a warning naming its path under path, because a
-// ConfigMap written by a newer gardenlet may carry fields depwatch does not know yet; a key that
-// is a near miss of a known field outside dependencyWatchdogFields is an error instead.
-func DropUnknown(doc any, typ reflect.Type, path string) (warnings []string, errs []error) {
-	var walk func(v any, t reflect.Type, path string)
-	walk = func(v any, t reflect.Type, path string) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if reflect.PointerTo(t).Implements(unmarshalerType) {
-			return // decodes itself: durations, quantities, raw JSON
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			m, _ := v.(map[string]any)
-			fields := JSONFields(t)
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				if f, ok := fields[k]; ok {
-					walk(m[k], f.Type, joinPath(path, k))
-					continue
-				}
-				delete(m, k)
-				at := joinPath(path, PathKey(k))
-				if near, lenient := nearMiss(k, fields); near != "" && !lenient {
-					errs = append(errs, fmt.Errorf("%s: unknown field; did you mean %s? (refused: only dependency-watchdog's own fields are ignored when misspelt)", at, near))
-				} else if near != "" {
-					warnings = append(warnings, fmt.Sprintf("%s: unknown field, ignored (did you mean %s? dependency-watchdog ignores it too)", at, near))
-				} else {
-					warnings = append(warnings, at+": unknown field, ignored (dependency-watchdog ignores it too)")
-				}
-			}
-		case reflect.Map:
-			m, _ := v.(map[string]any)
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				walk(m[k], t.Elem(), joinPath(path, PathKey(k)))
-			}
-		case reflect.Slice, reflect.Array:
-			s, _ := v.([]any)
-			for i, item := range s {
-				walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-			}
-		}
-	}
-	walk(doc, typ, path)
-	return warnings, errs
-}
-
-// JSONFields maps the json names of struct type t's fields to the fields, embedded structs
-// without a name of their own inlined (Index is then the path through them), as
-// encoding/json decodes them.
-func JSONFields(t reflect.Type) map[string]reflect.StructField {
-	out := map[string]reflect.StructField{}
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+// Decode is the config file's one policy for what it reads: data decoded strictly into into
+// (decode.Strict), every value that does not decode an error naming its path (invalid, so the
+// caller can leave validation's word on those out). A field the config does not know is a
+// warning naming its path, because a ConfigMap written by a newer gardenlet may carry fields
+// depwatch does not know yet; one that is a near miss of a known field outside
+// dependencyWatchdogFields is refused instead. Under a path that lenient says is
+// dependency-watchdog's alone (its dependentResourceInfos), every unknown field is a warning.
+func Decode(path *field.Path, data []byte, into any, lenient func(path string) bool) (warnings []string, refused []error, invalid field.ErrorList) {
+	unknown, invalid := decode.Strict(path, data, into)
+	for _, u := range unknown {
 		switch {
-		case name == "-" || (!f.IsExported() && !f.Anonymous):
-		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
-			for n, inner := range JSONFields(f.Type) {
-				inner.Index = append(slices.Clone(f.Index), inner.Index...)
-				out[n] = inner
-			}
-		case name == "":
-			out[f.Name] = f
+		case u.Near != "" && !dependencyWatchdogFields[u.Near] && (lenient == nil || !lenient(u.Path)):
+			refused = append(refused, fmt.Errorf("%s: unknown field; did you mean %s? (refused: only dependency-watchdog's own fields are ignored when misspelt)", u.Path, u.Near))
+		case u.Near != "":
+			warnings = append(warnings, fmt.Sprintf("%s: unknown field, ignored (did you mean %s? dependency-watchdog ignores it too)", u.Path, u.Near))
 		default:
-			out[name] = f
+			warnings = append(warnings, u.Path+": unknown field, ignored (dependency-watchdog ignores it too)")
 		}
 	}
-	return out
+	for _, e := range invalid {
+		refused = append(refused, fmt.Errorf("%s", decode.Problem(e)))
+	}
+	return warnings, refused, invalid
 }
 
-func joinPath(path, k string) string {
-	if path == "" {
-		return k
-	}
-	return path + "." + k
-}
-
-// nearMiss returns the known field that k most likely misspells (the same letters but for
-// case, or a few edits away: one per four letters of the field, at most two, so that a short
-// new field is not taken for a short known one), preferring one that is checked strictly, and whether it is
-// one of dependency-watchdog's.
-func nearMiss(k string, fields map[string]reflect.StructField) (string, bool) {
-	lenient := ""
-	for _, f := range slices.Sorted(maps.Keys(fields)) {
-		if !strings.EqualFold(k, f) && levenshtein.ComputeDistance(strings.ToLower(k), strings.ToLower(f)) > min(2, len(f)/4) {
-			continue
+// Undecoded says whether a validation problem is about a field in invalid (or inside one):
+// validation would only repeat that it is wrong, or call it missing.
+func Undecoded(problem error, invalid field.ErrorList) bool {
+	for _, e := range invalid {
+		if strings.HasPrefix(problem.Error(), e.Field+":") || strings.HasPrefix(problem.Error(), e.Field+".") || strings.HasPrefix(problem.Error(), e.Field+"=") {
+			return true
 		}
-		if !dependencyWatchdogFields[f] {
-			return f, false
-		}
-		lenient = f
 	}
-	return lenient, lenient != ""
+	return false
 }

@@ -1,13 +1,12 @@
 package ctrl
 
 import (
-	"encoding/json"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 type inner struct {
@@ -25,34 +24,35 @@ type section struct {
 	Services map[string]inner `json:"services"`
 	List     []inner          `json:"list"`
 	DryRun   bool             `json:"dryRun"`
+	Count    int32            `json:"count"`
 	hidden   int
 }
 
-// One policy at every depth: an unknown key is dropped with a warning naming its path; a near
-// miss of a field dependency-watchdog does not read is an error; a near miss of one of its
-// own is a warning, as dependency-watchdog ignores it; a short new name is not taken for a
-// short known one; values that decode themselves (durations) are not looked into.
-func TestDropUnknownWarnsNamingThePathAndRefusesNearMissesOfDepwatchFields(t *testing.T) {
-	var doc any
-	if err := json.Unmarshal([]byte(`{
-		"watchDuraton": "1m", "hidden": 1, "future": {"a": 1}, "DryRun": true,
+// One policy at every depth: an unknown key is a warning naming its path; a near miss of a
+// field dependency-watchdog does not read is refused; a near miss of one of its own is a
+// warning, as dependency-watchdog ignores it; a short new name is not taken for a short known
+// one; a value that does not decode is refused by its path, and everything else decodes.
+func TestDecodeWarnsNamingThePathAndRefusesNearMissesOfDepwatchFields(t *testing.T) {
+	var s section
+	warnings, refused, invalid := Decode(field.NewPath("top"), []byte(`{
+		"watchDuraton": "1m", "hidden": 1, "future": {"a": 1}, "DryRun": true, "count": "x",
 		"services": {"a b": {"arm": true, "art": 1, "selector": {"matchLabel": {}}, "threshold": {"x": 1}}},
-		"list": [{}, {"selecter": {}}]
-	}`), &doc); err != nil {
-		t.Fatal(err)
-	}
-	warnings, errs := DropUnknown(doc, reflect.TypeFor[section](), "top")
+		"list": [{}, {"selecter": {}, "threshold": "2s"}]
+	}`), &s, nil)
 	wantWarnings := []string{
 		"top.future: unknown field, ignored",
 		"top.hidden: unknown field, ignored",
 		`top.services."a b".art: unknown field, ignored`,
 		"top.watchDuraton: unknown field, ignored (did you mean watchDuration?",
 	}
-	wantErrs := []string{
+	wantRefused := []string{
 		"top.DryRun: unknown field; did you mean dryRun?",
 		`top.services."a b".selector.matchLabel: unknown field; did you mean matchLabels?`,
 		"top.list[1].selecter: unknown field; did you mean selector?",
+		`top.count="x": must be an integer`,
+		`top.services."a b".threshold={"x":1}: must be a Go duration string`,
 	}
+	slices.Sort(warnings)
 	if len(warnings) != len(wantWarnings) {
 		t.Fatalf("warnings %q, want %q", warnings, wantWarnings)
 	}
@@ -61,19 +61,23 @@ func TestDropUnknownWarnsNamingThePathAndRefusesNearMissesOfDepwatchFields(t *te
 			t.Errorf("warning %d = %q, want it to start %q", i, warnings[i], w)
 		}
 	}
-	for _, w := range wantErrs {
-		if !slices.ContainsFunc(errs, func(e error) bool { return strings.HasPrefix(e.Error(), w) }) {
-			t.Errorf("errors %v, want one starting %q", errs, w)
+	for _, w := range wantRefused {
+		if !slices.ContainsFunc(refused, func(e error) bool { return strings.HasPrefix(e.Error(), w) }) {
+			t.Errorf("refused %v, want one starting %q", refused, w)
 		}
 	}
-	if len(errs) != len(wantErrs) {
-		t.Errorf("errors %v, want %d", errs, len(wantErrs))
+	if len(refused) != len(wantRefused) || len(invalid) != 2 {
+		t.Errorf("refused %v (invalid %v), want %d of them, 2 invalid values", refused, invalid, len(wantRefused))
 	}
-	// What is left decodes strictly.
-	data, _ := json.Marshal(doc)
-	var s section
-	if err := StrictJSON(data, &s); err == nil || !strings.Contains(err.Error(), "threshold") {
-		// threshold {"x": 1} is a wrong value, not an unknown field: the strict decode names it.
-		t.Errorf("strict decode of what is left: %v, want the threshold's wrong value", err)
+	// What did decode is there, so validation can judge it.
+	if s.DryRun || s.List[1].Threshold.Duration.String() != "2s" || s.Services["a b"].Arm == nil {
+		t.Errorf("the values that decode must be decoded: %+v", s)
+	}
+	if !Undecoded(errString(`top.count: required`), invalid) || Undecoded(errString("top.dryRun: x"), invalid) {
+		t.Error("Undecoded must tell validation's word on an undecoded field from one on a decoded field")
 	}
 }
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -14,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
-	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/decode"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -76,14 +75,14 @@ const (
 //	standAsideForDependencyWatchdog: {enabled: true, namespace: garden, leaseName: dwd-prober-leader-election}
 //	                               # probe nothing while dependency-watchdog's prober holds that Lease (standaside.go)
 type Config struct {
-	KubeConfigSecretName        string           `json:"kubeConfigSecretName"`
-	ProbeInterval               *metav1.Duration `json:"probeInterval,omitempty"`
-	InitialDelay                *metav1.Duration `json:"initialDelay,omitempty"`
-	ProbeTimeout                *metav1.Duration `json:"probeTimeout,omitempty"`
-	BackoffJitterFactor         *float64         `json:"backoffJitterFactor,omitempty"`
-	DependentResourceInfos      json.RawMessage  `json:"dependentResourceInfos,omitempty"`
-	KCMNodeMonitorGraceDuration *metav1.Duration `json:"kcmNodeMonitorGraceDuration,omitempty"`
-	NodeLeaseFailureFraction    *float64         `json:"nodeLeaseFailureFraction,omitempty"`
+	KubeConfigSecretName        string                         `json:"kubeConfigSecretName"`
+	ProbeInterval               *metav1.Duration               `json:"probeInterval,omitempty"`
+	InitialDelay                *metav1.Duration               `json:"initialDelay,omitempty"`
+	ProbeTimeout                *metav1.Duration               `json:"probeTimeout,omitempty"`
+	BackoffJitterFactor         *float64                       `json:"backoffJitterFactor,omitempty"`
+	DependentResourceInfos      []*probe.DependentResourceInfo `json:"dependentResourceInfos,omitempty"`
+	KCMNodeMonitorGraceDuration *metav1.Duration               `json:"kcmNodeMonitorGraceDuration,omitempty"`
+	NodeLeaseFailureFraction    *float64                       `json:"nodeLeaseFailureFraction,omitempty"`
 
 	LeaseExpiryBufferFraction  *float64              `json:"leaseExpiryBufferFraction,omitempty"`
 	NamespaceSelector          *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
@@ -228,40 +227,25 @@ func addSat(a, b time.Duration) time.Duration {
 }
 
 // Parse parses the section and validates every field, each problem naming its path under
-// "prober.". Known fields are decoded strictly (a wrong type is an error); an unknown field
-// is a warning, or an error when it looks like a misspelt depwatch field (ctrl.DropUnknown).
+// "prober.". Known fields are decoded strictly (a wrong value is an error); an unknown field
+// is a warning, or an error when it looks like a misspelt depwatch field (ctrl.Decode); under
+// dependentResourceInfos, dependency-watchdog's alone, always a warning.
 func Parse(raw json.RawMessage) (*Config, []error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	var top map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&top); err != nil {
-		return nil, []error{fmt.Errorf("prober: must be a map of dependency-watchdog's prober fields: %s", ctrl.CleanJSONError(err))}
-	}
-	warnings, errs := ctrl.DropUnknown(top, reflect.TypeFor[Config](), "prober")
 	var p Config
-	// Field by field, so that a value that does not decode is named by its field (a whole
-	// section's decode names only the first, and a duration's error none).
-	fields := ctrl.JSONFields(reflect.TypeFor[Config]())
-	v := reflect.ValueOf(&p).Elem()
-	decoded := true
-	for _, k := range slices.Sorted(maps.Keys(top)) {
-		raw, _ := json.Marshal(top[k]) // decoded from JSON: cannot fail
-		if err := ctrl.StrictJSON(raw, v.FieldByIndex(fields[k].Index).Addr().Interface()); err != nil {
-			errs = append(errs, fmt.Errorf("prober.%s: %s", k, ctrl.CleanJSONError(err)))
-			decoded = false
-		}
-	}
-	if !decoded {
+	warnings, errs, invalid := ctrl.Decode(field.NewPath("prober"), raw, &p, func(path string) bool {
+		return strings.HasPrefix(path, "prober.dependentResourceInfos")
+	})
+	if len(invalid) > 0 {
 		return nil, errs // validating a half-decoded section would report fields as missing
 	}
 	errs = append(errs, p.validate()...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	p.warnings = append(warnings, p.warnings...)
+	p.warnings = warnings
 	slices.Sort(p.warnings)
 	return &p, nil
 }
@@ -353,27 +337,15 @@ func (p *Config) validateNumbers(add func(string, ...any)) {
 	}
 }
 
-// validateResources parses dependentResourceInfos as dependency-watchdog writes them, its
-// ignored fields becoming warnings. othersValid: every other field is valid, so the probe
-// Job's length, which sums several of them, is checked too (one mistake reported once).
+// validateResources resolves dependentResourceInfos as dependency-watchdog reads them.
+// othersValid: every other field is valid, so the probe Job's length, which sums several of
+// them, is checked too (one mistake reported once).
 func (p *Config) validateResources(add func(string, ...any), othersValid bool) {
-	if len(bytes.TrimSpace(p.DependentResourceInfos)) == 0 || string(bytes.TrimSpace(p.DependentResourceInfos)) == "null" {
-		add("prober.dependentResourceInfos: required: the dependents to scale (kube-controller-manager, machine-controller-manager, ...)")
-		return
+	res, errs := probe.ResolveDependentResources(field.NewPath("prober", "dependentResourceInfos"), p.DependentResourceInfos)
+	for _, pr := range decode.Problems(errs) {
+		add("%s", pr)
 	}
-	res, warnings, err := probe.ParseDependentResourcesLenient(p.DependentResourceInfos)
-	for _, w := range warnings {
-		p.warnings = append(p.warnings, "prober."+w)
-	}
-	var ce *envconf.ConfigError
-	switch {
-	case asConfigError(err, &ce):
-		for _, pr := range ce.Problems {
-			add("prober.%s", pr)
-		}
-		return
-	case err != nil:
-		add("prober.dependentResourceInfos: %v", err)
+	if len(errs) > 0 {
 		return
 	}
 	// The Job gets the resources as parsed, every field explicit and the ignored ones gone:
@@ -385,12 +357,4 @@ func (p *Config) validateResources(add func(string, ...any), othersValid bool) {
 		add("prober.dependentResourceInfos: the probe Job would run too long: probeJobRunDuration (%s) + 3 x probeTimeout (%s) + the slower direction's sum over the levels of initialDelay + timeout (%s) must be at most %s",
 			p.RunDuration(), p.Timeout(), p.ScaleChain(), ctrl.MaxDuration)
 	}
-}
-
-func asConfigError(err error, target **envconf.ConfigError) bool {
-	ce, ok := err.(*envconf.ConfigError)
-	if ok {
-		*target = ce
-	}
-	return ok
 }
