@@ -78,6 +78,8 @@ var rbacTable = []rbacGrant{
 		"leader election: the first replica creates the Lease"},
 	{saCoordinator, "depwatch", "leases.coordination.k8s.io", "depwatch-coordinator", []string{"get", "update"},
 		"leader election: read and renew its own Lease, and no other"},
+	{saCoordinator, "depwatch", "networkpolicies.networking.k8s.io", "depwatch-jobs-apiserver", []string{"create", "patch"},
+		"`--job-egress-policy`: the Jobs' egress to the API server's addresses, written by server-side apply, which is authorized as a create of that name when the policy does not exist yet (`coordinator/egress`)"},
 
 	{saWeeder, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
 		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/watch.go`) and delete them (`reaper/act.go`)"},
