@@ -28,7 +28,7 @@ export PATH := $(PATH):$(shell ROOT='$(CURDIR)' bash -c '. '\''$(CURDIR)/hack/li
 .PHONY: help build test unit lint fuzz bench image image-local helm cluster-up cluster-down test-k8s e2e demo bench-recovery bench-probe bench-scale clean
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## Build the static depwatch binary into _output/bin.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/depwatch

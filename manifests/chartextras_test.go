@@ -125,10 +125,26 @@ func TestChartArtifactHubAnnotationsNameTheReleasedImage(t *testing.T) {
 			t.Errorf("artifacthub.io/links points at %s; the release is %s", link[1], meta.AppVersion)
 		}
 	}
-	for _, key := range []string{"artifacthub.io/changes", "artifacthub.io/links"} {
-		if strings.TrimSpace(meta.Annotations[key]) == "" {
-			t.Errorf("Chart.yaml has no %s annotation", key)
+	// Artifact Hub reads these two as YAML lists of objects: each must parse, strictly, with
+	// the fields it knows and no empty entry.
+	var changes []struct {
+		Kind        string `json:"kind"`
+		Description string `json:"description"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(meta.Annotations["artifacthub.io/changes"]), &changes); err != nil || len(changes) == 0 {
+		t.Errorf("Chart.yaml artifacthub.io/changes: want a YAML list of {kind, description}, got %d entries (%v)", len(changes), err)
+	}
+	for i, c := range changes {
+		if !slices.Contains([]string{"added", "changed", "deprecated", "removed", "fixed", "security"}, c.Kind) || c.Description == "" {
+			t.Errorf("Chart.yaml artifacthub.io/changes[%d] = %+v: want a kind Artifact Hub knows and a description", i, c)
 		}
+	}
+	var links []struct {
+		Name string `json:"name"`
+		URL  string `json:"url"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(meta.Annotations["artifacthub.io/links"]), &links); err != nil || len(links) == 0 {
+		t.Errorf("Chart.yaml artifacthub.io/links: want a YAML list of {name, url}, got %d entries (%v)", len(links), err)
 	}
 	if _, err := os.Stat("../LICENSE"); err != nil {
 		t.Error(err)
