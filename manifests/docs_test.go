@@ -73,3 +73,24 @@ func TestDocsKustomizationsTakeBaseAndComponentsFromOnePlace(t *testing.T) {
 		t.Fatal("no kustomization found in the docs: is the test still reading them?")
 	}
 }
+
+// The examples run the release image: every depwatch image they name carries the tag in VERSION
+// (after a version bump, an example left behind would run the old image, which the admission
+// policy then refuses in depwatch's namespace).
+func TestExamplesRunTheReleasedImage(t *testing.T) {
+	version := strings.TrimSpace(string(readFile(t, "../VERSION")))
+	files, _ := filepath.Glob("../examples/*.yaml")
+	ref := regexp.MustCompile(`ghcr\.io/depwatch/depwatch(?::([^\s@"']+))?`)
+	seen := 0
+	for _, f := range files {
+		for _, m := range ref.FindAllSubmatch(readFile(t, f), -1) {
+			seen++
+			if string(m[1]) != version {
+				t.Errorf("%s names %s; the release is %s (VERSION)", f, m[0], version)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no example names depwatch's image: nothing checked")
+	}
+}
