@@ -77,6 +77,9 @@ func (o Options) Summary(cfg *Config) string {
 		if annotations {
 			add("Weeder: follows the %s annotation of Deployments, StatefulSets and DaemonSets in %s, and watches the EndpointSlices of the Services they name.", weeder.AnnotationDependsOn, cfg.NamespacesText())
 		}
+		if cfg.Excludes() {
+			add("A Service with dependents in another namespace is not weeded: the coordinator names each one it finds in a warning and counts it in depwatch_coordinator_weeder_services_excluded.")
+		}
 		armed, total := 0, len(services)
 		for _, svc := range services {
 			if cfg.Arm(svc) {
