@@ -42,9 +42,9 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 	return nil
 }
 
-// addHandlers: an endpoints event may make an edge (onEndpoints); a namespace's labels may
-// leave its services out of the config's namespaces, or in again (onNamespace); a weeder Job's add
-// observes its expectation, and a Job that finishes or goes frees a place under
+// addHandlers: an endpoints event may make an edge (onEndpoints); a namespace's new labels
+// may leave its services out of the config's namespaces, or in again (onNamespace); a weeder
+// Job's add observes its expectation, and a Job that finishes or goes frees a place under
 // --max-weeder-jobs, so the batches waiting for one look again.
 func (c *Controller) addHandlers() error {
 	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
