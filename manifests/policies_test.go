@@ -27,10 +27,12 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// depwatchJobs are the weeder and probe Jobs the coordinator builds from the base's config.
+// depwatchJobs are the weeder and probe Jobs the coordinator builds from the Gardener
+// component's config (the base's has no service and no prober section; its jobTemplate is the
+// same, TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber).
 func depwatchJobs(t *testing.T) map[jobs.Kind]*batchv1.Job {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig("base/config.yaml")
+	cfg, err := coordinator.LoadConfig("components/gardener/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

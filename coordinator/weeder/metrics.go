@@ -17,6 +17,9 @@ type Metrics struct {
 	WeederBatched prometheus.Counter
 	WeederWaiting prometheus.Gauge
 	ServicesReady prometheus.Gauge
+	// ServicesExcluded: followed services the config's namespaces section leaves out, which
+	// would otherwise be dropped without a word.
+	ServicesExcluded prometheus.Gauge
 	// BackOffSaved and BackOffSkipped: what the weeder's restarts are worth, from the
 	// finished runs' reports.
 	BackOffSaved   *savedBackOff
@@ -52,6 +55,10 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "services_ready",
 			Help: "Configured services (across watched namespaces) currently Ready, as last reconciled.",
 		}),
+		ServicesExcluded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_services_excluded",
+			Help: "Services with dependents (the config names them, or a workload's depwatch.io/depends-on annotation does) in namespaces the config's namespaces section leaves out: their outages are not weeded. The coordinator's log names each one.",
+		}),
 		BackOffSaved: newSavedBackOff(),
 		BackOffSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_backoff_skipped_total",
@@ -71,7 +78,7 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 // Collectors are the weeder's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.BackOffSaved, m.BackOffSkipped, m.ServiceRestarts, m.ServiceBackOffSaved}
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.ServicesExcluded, m.BackOffSaved, m.BackOffSkipped, m.ServiceRestarts, m.ServiceBackOffSaved}
 }
 
 // Init shows the weeder's launch and trigger series from the start, so rate() works from the
