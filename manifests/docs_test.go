@@ -201,3 +201,25 @@ func TestDocsNameOnlyMakeTargetsThatExist(t *testing.T) {
 		t.Fatal("the documents name no make target: nothing checked")
 	}
 }
+
+// Every repository path the documents name in a code span (`coordinator/egress`,
+// `manifests/base/config.yaml`) exists: a moved or deleted file fails here.
+func TestDocsNameOnlyPathsThatExist(t *testing.T) {
+	span := regexp.MustCompile("`((?:cmd|coordinator|probe|reaper|jobs|manifests|examples|hack|internal|test|docs)/[A-Za-z0-9_./-]*)`")
+	checked := 0
+	for _, doc := range docFiles(t) {
+		for _, m := range span.FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			if strings.ContainsAny(p, "*<>") || strings.HasSuffix(p, ".") {
+				continue // a pattern or a placeholder
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+				t.Errorf("%s: names `%s`, which is not in the repository", doc, m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the documents name no repository path: nothing checked")
+	}
+}
