@@ -100,7 +100,7 @@ func TestExamplesRunTheReleasedImage(t *testing.T) {
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	docs, _ := filepath.Glob("../docs/*.md")
-	return append(docs, "../README.md", "../CHANGELOG.md", chart+"/README.md")
+	return append(docs, "../README.md", "../CHANGELOG.md", "../CONTRIBUTING.md", "../SECURITY.md", chart+"/README.md")
 }
 
 // anchors are the GitHub anchors of a Markdown file's headings: lower case, punctuation other
