@@ -435,3 +435,44 @@ func TestChartAdmissionParametersPinTheJobsAddedEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// The policy on a weeder's own actions (admission/weeder-deletes.yaml) bounds the accounts
+// that carry weeder runs out: the weeder Jobs' service account as the jobs package builds
+// them, and the coordinator's (the in-process executor); it reads the crash-loop reason the
+// weeder's rule names. The weeder Jobs delete, never evict (EVICT=false), since the policy
+// refuses every eviction; the chart binds the policy to every namespace and names its own
+// release namespace's accounts.
+func TestWeederDeletesPolicyBoundsTheAccountsThatRunWeeders(t *testing.T) {
+	policy := string(readFile(t, "admission/weeder-deletes.yaml"))
+	weeder := depwatchJobs(t)[jobs.KindWeeder]
+	accounts := fmt.Sprintf("['system:serviceaccount:depwatch:%s',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+		weeder.Spec.Template.Spec.ServiceAccountName)
+	if !strings.Contains(policy, accounts) {
+		t.Errorf("admission/weeder-deletes.yaml does not match the accounts that run weeders: want %s", accounts)
+	}
+	if want := "== '" + reaper.ReasonCrashLoopBackOff + "'"; strings.Count(policy, want) != 2 {
+		t.Errorf("admission/weeder-deletes.yaml does not read the waiting reason %s of containers and init containers", reaper.ReasonCrashLoopBackOff)
+	}
+	evict := ""
+	for _, e := range weeder.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "EVICT" {
+			evict = e.Value
+		}
+	}
+	if evict != "false" {
+		t.Errorf("a weeder Job carries EVICT=%q; want false: the policy refuses every eviction", evict)
+	}
+
+	objs := parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops"))
+	p, b := objs["ValidatingAdmissionPolicy <nil>/dw-depwatch-weeder-deletes"], objs["ValidatingAdmissionPolicyBinding <nil>/dw-depwatch-weeder-deletes"]
+	if p == nil || b == nil {
+		t.Fatalf("the chart renders no policy and binding dw-depwatch-weeder-deletes")
+	}
+	rendered, _ := yaml.Marshal(map[string]any(p))
+	if !strings.Contains(string(rendered), "system:serviceaccount:ops:depwatch-weeder") || strings.Contains(string(rendered), "system:serviceaccount:depwatch:") {
+		t.Errorf("the chart's weeder-deletes policy does not name the release namespace's accounts:\n%s", rendered)
+	}
+	if spec, _ := b["spec"].(map[string]any); spec["matchResources"] != nil || spec["policyName"] != "dw-depwatch-weeder-deletes" {
+		t.Errorf("the chart's weeder-deletes binding %v: want policy dw-depwatch-weeder-deletes in every namespace", spec)
+	}
+}

@@ -80,9 +80,7 @@ var rbacTable = []rbacGrant{
 		"leader election: read and renew its own Lease, and no other"},
 
 	{saWeeder, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
-		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/watch.go`) and delete them (`reaper/act.go`)"},
-	{saWeeder, scopeCluster, "pods/eviction", "", []string{"create"},
-		"EVICT=true in `jobTemplate.env`: evict instead of delete (`reaper/act.go`)"},
+		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/watch.go`) and delete them (`reaper/act.go`); deletes of crash-looping pods only, by the admission policy `depwatch-weeder-deletes`, and no evictions"},
 	{saWeeder, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
 		"START_WHEN_READY: a weeder reaps only while its service is Ready (`reaper/gate.go`)"},
 	{saWeeder, scopeCluster, "events", "", []string{"create"},
