@@ -476,3 +476,36 @@ func TestWeederDeletesPolicyBoundsTheAccountsThatRunWeeders(t *testing.T) {
 		t.Errorf("the chart's weeder-deletes binding %v: want policy dw-depwatch-weeder-deletes in every namespace", spec)
 	}
 }
+
+// The optional Gardener manifest bounds gardenlet's dependency-watchdog weeder (running
+// depwatch's image) exactly as depwatch's own policy bounds depwatch's weeders: the same
+// rules, only the names and the account differ.
+func TestGardenerWeederPolicyIsDepwatchsWithGardenletsAccount(t *testing.T) {
+	body := func(b []byte) string {
+		s := string(b)
+		return s[strings.Index(s, "apiVersion:"):]
+	}
+	own, gardener := body(readFile(t, "admission/weeder-deletes.yaml")), body(readFile(t, "gardener/dependency-watchdog-admission.yaml"))
+	for _, r := range [][2]string{
+		{"request.userInfo.username in ['system:serviceaccount:depwatch:depwatch-weeder',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+			"request.userInfo.username in ['system:serviceaccount:garden:dependency-watchdog-weeder']"},
+		{"depwatch-weeder-deletes", "dependency-watchdog-weeder-deletes"},
+	} {
+		if !strings.Contains(own, r[0]) {
+			t.Fatalf("admission/weeder-deletes.yaml no longer has %q: update this test and the Gardener manifest", r[0])
+		}
+		own = strings.ReplaceAll(own, r[0], r[1])
+	}
+	strip := func(s string) string { // comments may differ
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	if strip(own) != strip(gardener) {
+		t.Errorf("manifests/gardener/dependency-watchdog-admission.yaml is not admission/weeder-deletes.yaml with gardenlet's account:\n%s", gardener)
+	}
+}
