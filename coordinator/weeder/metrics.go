@@ -24,6 +24,8 @@ type Metrics struct {
 	// finished runs' reports.
 	BackOffSaved   *savedBackOff
 	BackOffSkipped prometheus.Counter
+	// AdmissionRefused: a weeder's delete refused by an admission policy, a bug to see at once.
+	AdmissionRefused prometheus.Counter
 	// ServiceRestarts and ServiceBackOffSaved: the same per service, for the services whose
 	// dependents were restarted (a series appears with a service's first restart).
 	ServiceRestarts     *prometheus.CounterVec
@@ -64,6 +66,10 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_backoff_skipped_total",
 			Help: "Crash-looping dependents the weeder left to the kubelet, whose own restart was due sooner than the backOffFloor (a fresh pod would not be Ready sooner), read from each finished weeder run's report.",
 		}),
+		AdmissionRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_admission_refused_total",
+			Help: "Deletes of crash-looping dependents that an admission policy refused (depwatch's own weeder-deletes policy, or a cluster's), read from each finished weeder run's report; each also left a ReapRefused Warning Event on its pod. Above 0 is a bug to look at: the policy and the weeder disagree on what may be restarted.",
+		}),
 		ServiceRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_service_restarts_total",
 			Help: "Dependents the weeder restarted (deleted or evicted) at their service's return, per service (namespace and name of the Service), read from each finished weeder run's report.",
@@ -78,7 +84,7 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 // Collectors are the weeder's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.ServicesExcluded, m.BackOffSaved, m.BackOffSkipped, m.ServiceRestarts, m.ServiceBackOffSaved}
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.ServicesExcluded, m.BackOffSaved, m.BackOffSkipped, m.AdmissionRefused, m.ServiceRestarts, m.ServiceBackOffSaved}
 }
 
 // Init shows the weeder's launch and trigger series from the start, so rate() works from the
