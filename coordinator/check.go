@@ -72,10 +72,13 @@ func (o Options) Summary(cfg *Config) string {
 			source = "v1 Endpoints"
 		}
 		if len(services) > 0 {
-			add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.namespacesText())
+			add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.NamespacesText())
 		}
 		if annotations {
-			add("Weeder: follows the %s annotation of Deployments, StatefulSets and DaemonSets in %s, and watches the EndpointSlices of the Services they name.", weeder.AnnotationDependsOn, cfg.namespacesText())
+			add("Weeder: follows the %s annotation of Deployments, StatefulSets and DaemonSets in %s, and watches the EndpointSlices of the Services they name.", weeder.AnnotationDependsOn, cfg.NamespacesText())
+		}
+		if cfg.Excludes() {
+			add("A Service with dependents in another namespace is not weeded: the coordinator names each one it finds in a warning and counts it in depwatch_coordinator_weeder_services_excluded.")
 		}
 		armed, total := 0, len(services)
 		for _, svc := range services {
@@ -155,19 +158,4 @@ func (o Options) Summary(cfg *Config) string {
 		add("The config files are checked every %s: a valid change restarts the coordinator to apply it.", o.ConfigReloadInterval)
 	}
 	return strings.Join(s, " ")
-}
-
-// namespacesText says which namespaces the weeder watches.
-func (c *Config) namespacesText() string {
-	if c.Namespaces == nil || (c.Namespaces.Selector == nil && len(c.Namespaces.Names) == 0) {
-		return "every namespace"
-	}
-	var parts []string
-	if c.Namespaces.Selector != nil {
-		parts = append(parts, "matching "+c.NamespaceSelector().String())
-	}
-	if len(c.Namespaces.Names) > 0 {
-		parts = append(parts, "named "+strings.Join(c.Namespaces.Names, ", "))
-	}
-	return "the namespaces " + strings.Join(parts, " and ")
 }

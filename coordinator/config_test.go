@@ -275,7 +275,7 @@ func TestLoadConfigNamesTheFile(t *testing.T) {
 }
 
 func TestShippedConfigMapsParse(t *testing.T) {
-	for _, p := range []string{"../manifests/base/config.yaml", "../manifests/overlays/local/config.yaml"} {
+	for _, p := range []string{"../manifests/base/config.yaml", "../manifests/components/gardener/config.yaml", "../manifests/overlays/local/config.yaml"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Logf("skip %s: %v", p, err)
 			continue

@@ -29,6 +29,7 @@ import (
 //	depwatch_coordinator_leader                                1 while this replica leads
 //	depwatch_coordinator_executor{kind}                        1 for what carries the runs out (job, in-process), decided at start
 //	depwatch_coordinator_services_ready{}                      known configured services that are Ready
+//	depwatch_coordinator_weeder_services_excluded              followed services in namespaces the config leaves out (not weeded)
 //	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
 //	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
 //	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)

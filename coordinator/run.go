@@ -180,6 +180,7 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 	services := 0
 	if c.weeder != nil {
 		services = len(c.weeder.Keys())
+		c.weeder.ReportExclusions() // now that the namespaces are known
 	}
 	c.log.WithField("services", services).Info("Caches synced; ready.")
 	return true, nil

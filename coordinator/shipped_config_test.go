@@ -97,10 +97,11 @@ func differing(got, defaults map[string]string) map[string]string {
 	return out
 }
 
-// What is shipped is what is measured: manifests/base/config.yaml presents its settings as
-// the defaults (an install with `kubectl apply -k manifests/` must behave as the code's
-// defaults, which the benchmarks measure), so each of them equals the code's default.
-func TestTheBaseConfigShipsTheCodesDefaults(t *testing.T) {
+// What is shipped is what is measured: the Gardener seed config
+// (manifests/components/gardener/config.yaml, the chart's gardener.enabled=true) presents its
+// settings as the defaults (a seed install must behave as the code's defaults, which the
+// benchmarks measure), so each of them equals the code's default.
+func TestTheGardenerConfigShipsTheCodesDefaults(t *testing.T) {
 	defaults, err := ParseConfig([]byte(minimalConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +110,32 @@ func TestTheBaseConfigShipsTheCodesDefaults(t *testing.T) {
 	if want["prober.probeJobRunDuration"] != prober.DefaultProbeJobRunDuration.String() {
 		t.Fatalf("the defaults themselves: probeJobRunDuration %s", want["prober.probeJobRunDuration"])
 	}
-	if diff := differing(effective(t, loadShipped(t, "manifests/base/config.yaml")), want); len(diff) > 0 {
-		t.Errorf("manifests/base/config.yaml sets values other than the code's defaults: %v", diff)
+	if diff := differing(effective(t, loadShipped(t, "manifests/components/gardener/config.yaml")), want); len(diff) > 0 {
+		t.Errorf("manifests/components/gardener/config.yaml sets values other than the code's defaults: %v", diff)
+	}
+}
+
+// The default install serves any cluster: manifests/base/config.yaml (the chart's default
+// too) follows workloads' depends-on annotations in every namespace, names no service of
+// Gardener's, runs no prober, and its weeder settings are the code's defaults.
+func TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber(t *testing.T) {
+	c := loadShipped(t, "manifests/base/config.yaml")
+	switch {
+	case c.Prober != nil:
+		t.Error("the default config has a prober section; the prober is the Gardener component's")
+	case len(c.Services()) > 0:
+		t.Errorf("the default config names services %v; on a cluster without Gardener they mean nothing", c.Services())
+	case c.Excludes():
+		t.Errorf("the default config leaves namespaces out: it watches %s", c.NamespacesText())
+	case !c.Weeds(false) || !c.DependsOn():
+		t.Error("the default config does not follow the depends-on annotation")
+	}
+	gardener := loadShipped(t, "manifests/components/gardener/config.yaml")
+	weederSettings := func(c *Config) string {
+		return fmt.Sprint(c.Watch(), c.Arm(""), c.MaxWait(), *c.Cooldown(), c.UseEndpoints, c.JobTemplate.Resources, c.JobTemplate.Env)
+	}
+	if got, want := weederSettings(c), weederSettings(gardener); got != want {
+		t.Errorf("the default config's weeder and Job settings %s differ from the Gardener config's %s", got, want)
 	}
 }
 

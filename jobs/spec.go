@@ -300,6 +300,11 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 		ReadyWhen:         w.ReadyWhen,
 		BackOffFloor:      floor,
 		Client:            w.Client,
+		// Deletes only, never evictions: the admission policy on a weeder's own actions
+		// (manifests/admission/weeder-deletes.yaml) reads the pod a DELETE names and admits
+		// it when the pod crash-loops; an Eviction names a pod the policy cannot read, so it
+		// refuses them all (docs/security.md: the PodDisruptionBudget question).
+		Evict: false,
 	}, trigger, nil
 }
 

@@ -242,7 +242,10 @@ func TestChartValues(t *testing.T) {
 	if _, err := runErr(helm, "template", "dw", chart, "--set", "leaderElection.enabled=false", "--set", "replicas=1"); err != nil {
 		t.Errorf("one replica without leader election: %v", err)
 	}
-	if _, err := runErr(helm, "template", "dw", chart, "--set", "proberConfig.probeInterval=20s"); err == nil || !strings.Contains(err.Error(), "no prober section") {
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "gardener.enabled=true", "--set", "proberConfig.probeInterval=20s"); err == nil || !strings.Contains(err.Error(), "gardener.enabled=true gives the config a prober section") {
+		t.Errorf("proberConfig beside the Gardener config's prober section: want it refused, got %v", err)
+	}
+	if _, err := runErr(helm, "template", "dw", chart, "--set", "proberConfig.probeInterval=20s", "--set-json", `config={"prober":{"probeInterval":"10s"}}`); err == nil || !strings.Contains(err.Error(), "no prober section") {
 		t.Errorf("proberConfig beside a config with a prober section: want it refused, got %v", err)
 	}
 

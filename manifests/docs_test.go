@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,5 +93,138 @@ func TestExamplesRunTheReleasedImage(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("no example names depwatch's image: nothing checked")
+	}
+}
+
+// docFiles are the documents a user or contributor reads, relative to manifests/.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	docs, _ := filepath.Glob("../docs/*.md")
+	return append(docs, "../README.md", "../CHANGELOG.md", "../CONTRIBUTING.md", "../SECURITY.md", chart+"/README.md")
+}
+
+// anchors are the GitHub anchors of a Markdown file's headings: lower case, punctuation other
+// than hyphens and underscores dropped, spaces as hyphens, a repeat suffixed -1, -2, ...
+func anchors(md string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	inCode := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r > 127:
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			out[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
+}
+
+// Every link between the repository's documents resolves: the file exists, and the anchor,
+// when there is one, is a heading of it. A renamed heading or a moved file fails here.
+func TestDocsLinksAndAnchorsResolve(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	code := regexp.MustCompile("(?s)```.*?```")
+	checked := 0
+	for _, doc := range docFiles(t) {
+		text := code.ReplaceAllString(string(readFile(t, doc)), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			file := doc
+			if path != "" {
+				file = filepath.Join(filepath.Dir(doc), path)
+			}
+			checked++
+			info, err := os.Stat(file)
+			if err != nil {
+				t.Errorf("%s: link %q: %s does not exist", doc, target, file)
+				continue
+			}
+			if anchor == "" || info.IsDir() || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			if !anchors(string(readFile(t, file)))[anchor] {
+				t.Errorf("%s: link %q: %s has no heading with the anchor #%s", doc, target, file, anchor)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no link between the documents found: nothing checked")
+	}
+}
+
+// Every `make <target>` the documents name is a target of the Makefile that `make help`
+// lists (a target with a `## ` description).
+func TestDocsNameOnlyMakeTargetsThatExist(t *testing.T) {
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z0-9-]+):.*## `).FindAllStringSubmatch(string(readFile(t, "../Makefile")), -1) {
+		listed[m[1]] = true
+	}
+	// A command: in a code span, or a line of a code block.
+	named := regexp.MustCompile("(?m)(?:`|^\\s*(?:\\$ )?)make ([^`\n]+)")
+	checked := 0
+	for _, doc := range docFiles(t) {
+		for _, m := range named.FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			for _, target := range strings.Fields(m[1]) {
+				if !regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`).MatchString(target) {
+					break // a variable, a flag or the end of the command: the targets are before it
+				}
+				checked++
+				if !listed[target] {
+					t.Errorf("%s: names `make %s`, which the Makefile has no `## `-described target for (make help does not list it)", doc, target)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the documents name no make target: nothing checked")
+	}
+}
+
+// Every repository path the documents name in a code span (`coordinator/egress`,
+// `manifests/base/config.yaml`) exists: a moved or deleted file fails here.
+func TestDocsNameOnlyPathsThatExist(t *testing.T) {
+	span := regexp.MustCompile("`((?:cmd|coordinator|probe|reaper|jobs|manifests|examples|hack|internal|test|docs)/[A-Za-z0-9_./-]*)`")
+	checked := 0
+	for _, doc := range docFiles(t) {
+		for _, m := range span.FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			if strings.ContainsAny(p, "*<>") || strings.HasSuffix(p, ".") {
+				continue // a pattern or a placeholder
+			}
+			// A Go identifier after a package's path (`internal/podstate.CrashLoopBackOff`):
+			// the package is the path.
+			if i := strings.LastIndex(p, "."); i > strings.LastIndex(p, "/") && i+1 < len(p) && p[i+1] >= 'A' && p[i+1] <= 'Z' {
+				p = p[:i]
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+				t.Errorf("%s: names `%s`, which is not in the repository", doc, m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the documents name no repository path: nothing checked")
 	}
 }

@@ -65,7 +65,7 @@ func TestChartPlacementAndPullSecretsReachTheJobs(t *testing.T) {
 	toleration := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "infra", Effect: corev1.TaintEffectNoSchedule}}
 	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"infra"}}}}}}}}
-	cfg, coord := renderedConfig(t,
+	cfg, coord := renderedConfig(t, "--set", "gardener.enabled=true",
 		"--set", "imagePullSecrets[0].name=regcred",
 		"--set", "tolerations[0].key=dedicated,tolerations[0].operator=Equal,tolerations[0].value=infra,tolerations[0].effect=NoSchedule",
 		"--set", "nodeSelector.pool=infra",

@@ -27,10 +27,12 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// depwatchJobs are the weeder and probe Jobs the coordinator builds from the base's config.
+// depwatchJobs are the weeder and probe Jobs the coordinator builds from the Gardener
+// component's config (the base's has no service and no prober section; its jobTemplate is the
+// same, TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber).
 func depwatchJobs(t *testing.T) map[jobs.Kind]*batchv1.Job {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig("base/config.yaml")
+	cfg, err := coordinator.LoadConfig("components/gardener/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,5 +501,79 @@ func TestChartAdmissionParametersPinTheJobsAddedEnvironment(t *testing.T) {
 				t.Errorf("the parameters pin %v; the config's jobTemplate.env is %v", got, want)
 			}
 		})
+	}
+}
+
+// The policy on a weeder's own actions (admission/weeder-deletes.yaml) bounds the accounts
+// that carry weeder runs out: the weeder Jobs' service account as the jobs package builds
+// them, and the coordinator's (the in-process executor); it reads the crash-loop reason the
+// weeder's rule names. The weeder Jobs delete, never evict (EVICT=false), since the policy
+// refuses every eviction; the chart binds the policy to every namespace and names its own
+// release namespace's accounts.
+func TestWeederDeletesPolicyBoundsTheAccountsThatRunWeeders(t *testing.T) {
+	policy := string(readFile(t, "admission/weeder-deletes.yaml"))
+	weeder := depwatchJobs(t)[jobs.KindWeeder]
+	accounts := fmt.Sprintf("['system:serviceaccount:depwatch:%s',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+		weeder.Spec.Template.Spec.ServiceAccountName)
+	if !strings.Contains(policy, accounts) {
+		t.Errorf("admission/weeder-deletes.yaml does not match the accounts that run weeders: want %s", accounts)
+	}
+	if want := "== '" + reaper.ReasonCrashLoopBackOff + "'"; strings.Count(policy, want) != 2 {
+		t.Errorf("admission/weeder-deletes.yaml does not read the waiting reason %s of containers and init containers", reaper.ReasonCrashLoopBackOff)
+	}
+	evict := ""
+	for _, e := range weeder.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "EVICT" {
+			evict = e.Value
+		}
+	}
+	if evict != "false" {
+		t.Errorf("a weeder Job carries EVICT=%q; want false: the policy refuses every eviction", evict)
+	}
+
+	objs := parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops"))
+	p, b := objs["ValidatingAdmissionPolicy <nil>/dw-depwatch-weeder-deletes"], objs["ValidatingAdmissionPolicyBinding <nil>/dw-depwatch-weeder-deletes"]
+	if p == nil || b == nil {
+		t.Fatalf("the chart renders no policy and binding dw-depwatch-weeder-deletes")
+	}
+	rendered, _ := yaml.Marshal(map[string]any(p))
+	if !strings.Contains(string(rendered), "system:serviceaccount:ops:depwatch-weeder") || strings.Contains(string(rendered), "system:serviceaccount:depwatch:") {
+		t.Errorf("the chart's weeder-deletes policy does not name the release namespace's accounts:\n%s", rendered)
+	}
+	if spec, _ := b["spec"].(map[string]any); spec["matchResources"] != nil || spec["policyName"] != "dw-depwatch-weeder-deletes" {
+		t.Errorf("the chart's weeder-deletes binding %v: want policy dw-depwatch-weeder-deletes in every namespace", spec)
+	}
+}
+
+// The optional Gardener manifest bounds gardenlet's dependency-watchdog weeder (running
+// depwatch's image) exactly as depwatch's own policy bounds depwatch's weeders: the same
+// rules, only the names and the account differ.
+func TestGardenerWeederPolicyIsDepwatchsWithGardenletsAccount(t *testing.T) {
+	body := func(b []byte) string {
+		s := string(b)
+		return s[strings.Index(s, "apiVersion:"):]
+	}
+	own, gardener := body(readFile(t, "admission/weeder-deletes.yaml")), body(readFile(t, "gardener/dependency-watchdog-admission.yaml"))
+	for _, r := range [][2]string{
+		{"request.userInfo.username in ['system:serviceaccount:depwatch:depwatch-weeder',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+			"request.userInfo.username in ['system:serviceaccount:garden:dependency-watchdog-weeder']"},
+		{"depwatch-weeder-deletes", "dependency-watchdog-weeder-deletes"},
+	} {
+		if !strings.Contains(own, r[0]) {
+			t.Fatalf("admission/weeder-deletes.yaml no longer has %q: update this test and the Gardener manifest", r[0])
+		}
+		own = strings.ReplaceAll(own, r[0], r[1])
+	}
+	strip := func(s string) string { // comments may differ
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	if strip(own) != strip(gardener) {
+		t.Errorf("manifests/gardener/dependency-watchdog-admission.yaml is not admission/weeder-deletes.yaml with gardenlet's account:\n%s", gardener)
 	}
 }

@@ -104,6 +104,11 @@ func newCluster(t *testing.T, objs ...*unstructured.Unstructured) *cluster {
 	m.Add(schema.GroupVersionKind{Group: "example.io", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
 	c.mapper = m
 
+	// Deployments and StatefulSets are scaled by a patch of the object itself (spec.replicas);
+	// other kinds through their scale subresource. Both land in patchScale.
+	for _, r := range []string{"deployments", "statefulsets"} {
+		c.dyn.PrependReactor("patch", r, c.patchReplicas)
+	}
 	c.scales = &scalefake.FakeScaleClient{}
 	c.scales.AddReactor("get", "*", c.getScale)
 	c.scales.AddReactor("patch", "*", c.patchScale)
@@ -135,12 +140,62 @@ func (c *cluster) getScale(a k8stesting.Action) (bool, runtime.Object, error) {
 	}, nil
 }
 
+// patchReplicas handles a merge patch of a Deployment or StatefulSet that sets spec.replicas
+// as patchScale does; any other patch (annotations) is left to the fake's own tracker.
+func (c *cluster) patchReplicas(a k8stesting.Action) (bool, runtime.Object, error) {
+	pa := a.(k8stesting.PatchAction)
+	var patch struct {
+		Spec struct {
+			Replicas *int32 `json:"replicas"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil || patch.Spec.Replicas == nil {
+		return false, nil, nil
+	}
+	if pa.GetSubresource() != "" || pa.GetPatchType() != types.MergePatchType {
+		c.t.Errorf("unexpected replicas patch %q %s", pa.GetSubresource(), pa.GetPatchType())
+	}
+	handled, _, err := c.applyReplicas(pa, *patch.Spec.Replicas)
+	if err != nil {
+		return handled, nil, err
+	}
+	o, err := c.dyn.Tracker().Get(pa.GetResource(), pa.GetNamespace(), pa.GetName())
+	return true, o, err
+}
+
+// isReplicasPatch tells a patch that sets spec.replicas (a scale) from one of annotations.
+func isReplicasPatch(pa k8stesting.PatchAction) bool {
+	var patch struct {
+		Spec struct {
+			Replicas *int32 `json:"replicas"`
+		} `json:"spec"`
+	}
+	return json.Unmarshal(pa.GetPatch(), &patch) == nil && patch.Spec.Replicas != nil
+}
+
+// onReplicasPatch runs react first on every scale write, whichever way it is made (a patch of
+// a Deployment's or StatefulSet's spec.replicas, or of a scale subresource).
+func (c *cluster) onReplicasPatch(react k8stesting.ReactionFunc) {
+	c.scales.PrependReactor("patch", "*", react)
+	for _, r := range []string{"deployments", "statefulsets"} {
+		c.dyn.PrependReactor("patch", r, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if !isReplicasPatch(a.(k8stesting.PatchAction)) {
+				return false, nil, nil
+			}
+			return react(a)
+		})
+	}
+}
+
 // patchScale applies a merge patch of the scale subresource: spec.replicas to the object and,
 // unless the object is stuck, status.readyReplicas too (an instant controller).
 func (c *cluster) patchScale(a k8stesting.Action) (bool, runtime.Object, error) {
 	pa := a.(k8stesting.PatchAction)
 	if pa.GetSubresource() != "scale" || pa.GetPatchType() != types.MergePatchType {
 		c.t.Errorf("unexpected patch %s %s", pa.GetSubresource(), pa.GetPatchType())
+	}
+	if g := pa.GetResource().Group; g == "apps" {
+		c.t.Errorf("a %s was scaled through its scale subresource; the probe patches spec.replicas of the object itself", pa.GetResource().Resource)
 	}
 	var patch struct {
 		Spec struct {
@@ -151,7 +206,12 @@ func (c *cluster) patchScale(a k8stesting.Action) (bool, runtime.Object, error) 
 		c.t.Errorf("scale patch %s: %v", pa.GetPatch(), err)
 		return true, nil, apierrors.NewBadRequest("bad patch")
 	}
-	replicas := *patch.Spec.Replicas
+	return c.applyReplicas(pa, *patch.Spec.Replicas)
+}
+
+// applyReplicas records the scale operation and sets spec.replicas (and, unless stuck, the
+// ready replicas) of the object the patch names.
+func (c *cluster) applyReplicas(pa k8stesting.PatchAction, replicas int32) (bool, runtime.Object, error) {
 	gvr := pa.GetResource()
 	o, err := c.dyn.Tracker().Get(gvr, pa.GetNamespace(), pa.GetName())
 	if err != nil {

@@ -226,7 +226,7 @@ func (s Summary) Ops() map[string]int {
 	}
 	return nonZero(map[string]int{
 		down: s.ScaledDown, up: s.ScaledUp, "annotations-removed": s.AnnotationsRemoved, "unchanged": s.Unchanged,
-		"ignored": s.Ignored, "optional-missing": s.OptionalMissing, "missing": s.Missing, "failed": s.Failed,
-		"not-started": s.NotStarted, "interrupted": s.Interrupted, "blocked": s.Blocked,
+		"ignored": s.Ignored, "optional-missing": s.OptionalMissing, "missing": s.Missing, "failed": s.Failed - s.AdmissionRefused,
+		"admission-refused": s.AdmissionRefused, "not-started": s.NotStarted, "interrupted": s.Interrupted, "blocked": s.Blocked,
 	})
 }

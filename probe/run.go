@@ -449,7 +449,7 @@ func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) 
 			failed = append(failed, fmt.Sprintf("%s (%s)", res.res.Ref, res.outcome))
 		}
 		switch res.outcome {
-		case OutcomeScaledUp, OutcomeWouldScaleUp, OutcomeAnnotationsRemoved, OutcomeFailed, OutcomeMissing, OutcomeInterrupted:
+		case OutcomeScaledUp, OutcomeWouldScaleUp, OutcomeAnnotationsRemoved, OutcomeFailed, OutcomeAdmissionRefused, OutcomeMissing, OutcomeInterrupted:
 			changed = true
 		}
 	}

@@ -245,7 +245,7 @@ func TestScaleDownAnnotatesBeforeSettingZero(t *testing.T) {
 	// And both annotations came in one patch.
 	var patches []string
 	for _, a := range c.dyn.Actions() {
-		if p, ok := a.(k8stesting.PatchAction); ok {
+		if p, ok := a.(k8stesting.PatchAction); ok && !isReplicasPatch(p) {
 			patches = append(patches, string(p.GetPatch()))
 		}
 	}
@@ -589,7 +589,7 @@ func TestStopBetweenLevels(t *testing.T) {
 	mcm.ScaleDown.InitialDelay = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	// Cancelled (SIGTERM) once kcm's level is done: the next level must not start.
-	c.scales.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.onReplicasPatch(func(k8stesting.Action) (bool, runtime.Object, error) {
 		cancel()
 		return false, nil, nil
 	})
@@ -704,7 +704,7 @@ func TestKilledScaleDownConvergesWithTheStoredReplicasKept(t *testing.T) {
 
 	// The first probe dies between the annotation and the scale (here: the scale fails).
 	failing := true
-	c.scales.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.onReplicasPatch(func(k8stesting.Action) (bool, runtime.Object, error) {
 		if failing {
 			return true, nil, apierrors.NewServiceUnavailable("gone")
 		}
@@ -736,7 +736,7 @@ func TestConflictingScaleUpdateIsRetried(t *testing.T) {
 	c := newCluster(t, deployment("kube-controller-manager", 2, nil))
 	c.unhealthy()
 	conflicts := 1
-	c.scales.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.onReplicasPatch(func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
 			conflicts--
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "kube-controller-manager", errors.New("changed"))
@@ -928,5 +928,42 @@ func TestThrottledProbesBackOffWithinAScheduledRun(t *testing.T) {
 	}
 	if !strings.Contains(c.logs.String(), `"action":"back-off"`) {
 		t.Error("the back-off must be logged")
+	}
+}
+
+// A scale write that an admission policy refuses (the API server's wording of a policy's
+// denial) is its own outcome: the run fails, the resource gets a ScaleRefused Warning Event
+// quoting the policy, and the run's report counts it as admission-refused, not failed, so
+// the coordinator's series shows depwatch's own policy refusing depwatch's probe.
+func TestAScaleRefusedByAnAdmissionPolicyIsRecordedAndReported(t *testing.T) {
+	c := newCluster(t, deployment("kube-controller-manager", 2, nil))
+	c.unhealthy()
+	denial := "ValidatingAdmissionPolicy 'depwatch-probe-scales' with binding 'depwatch-probe-scales' denied request: not a scale target"
+	c.onReplicasPatch(func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: 403,
+			Message: `deployments.apps "kube-controller-manager" is forbidden: ` + denial}}
+	})
+	sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
+	if !errors.Is(err, ErrScaleFailed) {
+		t.Fatalf("err = %v, want ErrScaleFailed", err)
+	}
+	if sum.AdmissionRefused != 1 || sum.Ops()["admission-refused"] != 1 || sum.Ops()["failed"] != 0 {
+		t.Errorf("summary %+v, ops %v; want one admission-refused write and no other failure", sum, sum.Ops())
+	}
+	list, err := c.seed.CoreV1().Events(testNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, e := range list.Items {
+		if e.Reason == ReasonScaleRefused {
+			refused++
+			if e.Type != "Warning" || !strings.Contains(e.Message, denial) {
+				t.Errorf("ScaleRefused Event %s %q; want a Warning quoting the policy", e.Type, e.Message)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d ScaleRefused Events, want 1", refused)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/depwatch/depwatch/internal/admission"
 	"github.com/depwatch/depwatch/internal/event"
 )
 
@@ -40,6 +41,9 @@ const (
 	ReasonScaledUp       = "ScaledUp"
 	ReasonScaleDownError = "ScaleDownFailed"
 	ReasonScaleUpError   = "ScaleUpFailed"
+	// ReasonScaleRefused: an admission policy refused the probe's own write, a bug to see at
+	// once (the policy and the probe disagree on what may be scaled).
+	ReasonScaleRefused = "ScaleRefused"
 )
 
 // eventTimeout bounds one Event write; it runs without the run's cancellation.
@@ -60,13 +64,16 @@ const (
 	OutcomeOptionalMissing    Outcome = "optional-missing"    // optional and not there: skipped
 	OutcomeMissing            Outcome = "missing"             // required and not there: a failure
 	OutcomeFailed             Outcome = "failed"              // an API error or a timeout
+	OutcomeAdmissionRefused   Outcome = "admission-refused"   // an admission policy refused a write
 	OutcomeNotStarted         Outcome = "not-started"         // the run was stopped before it
 	OutcomeInterrupted        Outcome = "interrupted"         // the run was stopped while waiting for readiness
 	OutcomeBlocked            Outcome = "blocked"             // not started: a resource of an earlier level failed
 )
 
 // failure reports whether the outcome makes the run exit non-zero.
-func (o Outcome) failure() bool { return o == OutcomeFailed || o == OutcomeMissing }
+func (o Outcome) failure() bool {
+	return o == OutcomeFailed || o == OutcomeMissing || o == OutcomeAdmissionRefused
+}
 
 type result struct {
 	res     DependentResource
@@ -356,14 +363,22 @@ func (s *scaler) reportUp(t *target, obj *unstructured.Unstructured, current, wa
 	return "", false
 }
 
-// setReplicas merge-patches the scale subresource (RBAC: patch on <resource>/scale), with the
-// resourceVersion the decision was based on as a precondition: a conflict re-reads and retries.
+// setReplicas merge-patches spec.replicas, with the resourceVersion the decision was based on
+// as a precondition: a conflict re-reads and retries. A Deployment or StatefulSet is patched
+// itself (RBAC: patch on the resource), so an admission policy sees the whole object, its
+// replicas annotation included, and not a bare Scale; other kinds (a custom resource whose
+// replicas may be anywhere) through their scale subresource (patch on <resource>/scale).
 func (s *scaler) setReplicas(ctx context.Context, t *target, replicas int32, resourceVersion string) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
 		"spec":     map[string]any{"replicas": replicas},
 	})
 	if err != nil {
+		return err
+	}
+	if t.mapping.Resource.Group == "apps" {
+		_, err = s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+			Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	}
 	_, err = s.deps.Scales.Scales(s.namespace).Patch(ctx, t.mapping.Resource, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
@@ -467,6 +482,9 @@ func (s *scaler) missing(t *target, what string) Outcome {
 }
 
 func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outcome {
+	if denial, ok := admission.Message(err); ok {
+		return s.refused(t, obj, denial, err)
+	}
 	t.log.WithFields(logrus.Fields{"action": string(OutcomeFailed), "reason": err.Error(), "error": err.Error()}).
 		Errorf("Scaling %s %s failed: %v", t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), err)
 	if obj != nil && !s.dryRun {
@@ -477,6 +495,20 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 		s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", strings.TrimPrefix(string(s.direction), "scale-"), err))
 	}
 	return OutcomeFailed
+}
+
+// refused: an admission policy refused one of the probe's writes. Logged at error level and
+// recorded as a ScaleRefused Warning Event quoting the policy; its outcome reaches the
+// coordinator's probe_scale_operations_total{result="admission-refused"}.
+func (s *scaler) refused(t *target, obj *unstructured.Unstructured, denial string, err error) Outcome {
+	msg := fmt.Sprintf("Scaling %s %s was refused by an admission policy (%s). If this is depwatch's own policy, the policy and the probe disagree on what may be scaled: report it.",
+		t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), denial)
+	t.log.WithFields(logrus.Fields{"action": string(OutcomeAdmissionRefused), "reason": "admission-refused", "policy": admission.Policy(err), "error": err.Error()}).
+		Error(msg)
+	if obj != nil && !s.dryRun {
+		s.event(obj, corev1.EventTypeWarning, ReasonScaleRefused, msg)
+	}
+	return OutcomeAdmissionRefused
 }
 
 // event records a core/v1 Event on the scaled resource synchronously, so it exists before a

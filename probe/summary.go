@@ -35,8 +35,10 @@ type Summary struct {
 	Unchanged                                int // already down / already up
 	Ignored, OptionalMissing                 int
 	Missing, Failed                          int // failures: the run exits non-zero
-	NotStarted, Interrupted                  int // the run was stopped (SIGTERM)
-	Blocked                                  int // not started: an earlier level failed
+	// AdmissionRefused: of Failed, the writes an admission policy refused (reported apart).
+	AdmissionRefused        int
+	NotStarted, Interrupted int // the run was stopped (SIGTERM)
+	Blocked                 int // not started: an earlier level failed
 }
 
 func (s *Summary) add(o Outcome) {
@@ -57,6 +59,9 @@ func (s *Summary) add(o Outcome) {
 		s.Missing++
 	case OutcomeFailed:
 		s.Failed++
+	case OutcomeAdmissionRefused:
+		s.Failed++
+		s.AdmissionRefused++
 	case OutcomeNotStarted:
 		s.NotStarted++
 	case OutcomeInterrupted:

@@ -12,6 +12,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/depwatch/depwatch/internal/admission"
 )
 
 // apiTimeout bounds one delete/evict/Event call. These calls run without the run's
@@ -26,6 +28,10 @@ const eventComponent = "depwatch-reaper"
 const (
 	ReasonReaped      = "Reaped"
 	ReasonReapSkipped = "ReapSkipped"
+	// ReasonReapRefused: an admission policy refused the delete or eviction (depwatch's own
+	// manifests/admission/weeder-deletes.yaml, or a cluster's). For a weeder that is a bug to
+	// see at once: the policy and the reaper disagree on what a crash-looping pod is.
+	ReasonReapRefused = "ReapRefused"
 )
 
 // outcome is what happened to one matched pod.
@@ -36,6 +42,7 @@ const (
 	outcomeSkipped                // eviction refused with HTTP 429 (PodDisruptionBudget)
 	outcomeGone                   // the pod (this UID) no longer exists
 	outcomeFailed                 // any other error; tried again later
+	outcomeRefused                // refused by a ValidatingAdmissionPolicy; tried again later
 )
 
 // pod-reaper's log messages, which dashboards and alerts match on: the message text is
@@ -95,6 +102,14 @@ func (r *runner) reap(m match, s saving) outcome {
 		line.WithFields(logrus.Fields{"action": ActionGone, "error": err.Error(),
 			"detail": fmt.Sprintf("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)}).Warn(MsgUnableToReap)
 		return outcomeGone
+	case admission.Refused(err):
+		denial, _ := admission.Message(err)
+		msg := fmt.Sprintf("Could not %s pod %s/%s: an admission policy refused it (%s). It matched because %s; it will be tried again later. "+
+			"If this is depwatch's own policy, the policy and the reaper disagree on what may be reaped: report it.", verb, pod.Namespace, pod.Name, denial, why)
+		line.WithFields(logrus.Fields{"action": ActionRefused, "reason": "admission-refused", "policy": admission.Policy(err),
+			"detail": msg, "error": err.Error()}).Error(MsgUnableToReap)
+		r.recordEvent(pod, corev1.EventTypeWarning, ReasonReapRefused, msg)
+		return outcomeRefused
 	default:
 		line.WithFields(logrus.Fields{"action": ActionFailed, "error": err.Error(),
 			"detail": fmt.Sprintf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)}).

@@ -10,7 +10,9 @@ const (
 	// ActionGone: the pod was deleted, or replaced by a namesake, before it could be reaped.
 	ActionGone   = "gone"
 	ActionFailed = "failed"
-	ActionDryRun = "dry-run"
+	// ActionRefused: an admission policy refused the delete or eviction; tried again later.
+	ActionRefused = "refused"
+	ActionDryRun  = "dry-run"
 	// ActionMaxPods: matched, but MAX_PODS was reached in this cycle.
 	ActionMaxPods = "max-pods"
 	// ActionDeferred: held back by REAP_COOLDOWN.
@@ -21,4 +23,4 @@ const (
 )
 
 // PodActions are every value of a pod log line's action field.
-var PodActions = []string{ActionDeleted, ActionEvicted, ActionSkipped, ActionGone, ActionFailed, ActionDryRun, ActionMaxPods, ActionDeferred, ActionBackOffSkipped}
+var PodActions = []string{ActionDeleted, ActionEvicted, ActionSkipped, ActionGone, ActionFailed, ActionRefused, ActionDryRun, ActionMaxPods, ActionDeferred, ActionBackOffSkipped}

@@ -27,6 +27,7 @@ const (
 	envDryRun            = "DRY_RUN"
 	envReadyWhen         = "READY_WHEN"
 	envBackOffFloor      = "BACKOFF_FLOOR"
+	envEvict             = "EVICT"
 )
 
 // DefaultBackOffFloor is the weeder Jobs' BACKOFF_FLOOR unless the coordinator's config says
@@ -63,6 +64,11 @@ type JobSettings struct {
 	BackOffFloor time.Duration
 	// Client: the run's API rate limits (KUBE_API_*), each written when set.
 	Client ClientLimits
+	// Evict (EVICT) is always written, false for every weeder the coordinator launches: the
+	// admission policy on a weeder's own actions (manifests/admission/weeder-deletes.yaml)
+	// admits the delete of a crash-looping pod, which it can read, and refuses every eviction,
+	// whose pod it cannot; written, so a jobTemplate.env EVICT=true cannot reach the run.
+	Evict bool
 }
 
 // Env is the environment that LoadOptions reads back as s.
@@ -103,6 +109,7 @@ func (s JobSettings) Env() []corev1.EnvVar {
 		w.Set(envReadyWhen, s.ReadyWhen.String())
 	}
 	w.Set(envBackOffFloor, envconf.FormatDuration(s.BackOffFloor))
+	w.Set(envEvict, envconf.FormatBool(s.Evict))
 	s.Client.write(&w)
 	return w.Env()
 }
@@ -113,7 +120,7 @@ func (s JobSettings) Env() []corev1.EnvVar {
 // equal), so a Job's environment cannot point the run anywhere its contract does not.
 func JobEnvNames() []string {
 	return []string{envWatch, envContainerStatuses, envLabelSelectors, envNamespace, envRunDuration, envGracePeriod,
-		envReapCooldown, envStartWhenReady, envMaxWait, envTargets, envDryRun, envReadyWhen, envBackOffFloor,
+		envReapCooldown, envStartWhenReady, envMaxWait, envTargets, envDryRun, envReadyWhen, envBackOffFloor, envEvict,
 		envKubeAPIQPS, envKubeAPIBurst, envKubeAPIEventsQPS, envKubeAPIEventsBurst}
 }
 

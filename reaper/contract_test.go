@@ -23,7 +23,7 @@ func settingsOf(o Options) JobSettings {
 	s := JobSettings{
 		Watch: o.Watch, Namespace: o.Namespace, RunDuration: o.RunDuration, ReapCooldown: o.ReapCooldown,
 		StartWhenReady: o.StartWhenReady, Targets: o.Targets, DryRun: o.DryRun, Client: o.Client,
-		ReadyWhen: o.ReadyWhen, BackOffFloor: o.BackOffFloor,
+		ReadyWhen: o.ReadyWhen, BackOffFloor: o.BackOffFloor, Evict: o.Evict,
 	}
 	if o.StartWhenReady != nil || len(o.Targets) > 0 {
 		s.MaxWait = o.MaxWait
@@ -79,6 +79,7 @@ func TestJobSettingsRoundTripThroughTheRunsParser(t *testing.T) {
 		"every endpoint ready":    func(s *JobSettings) { s.ReadyWhen = podstate.ReadyAll },
 		"two ready endpoints":     func(s *JobSettings) { s.ReadyWhen = podstate.ReadyWhen{Min: 2} },
 		"no back-off floor":       func(s *JobSettings) { s.BackOffFloor = 0 },
+		"evictions (a reap run's own; no weeder's)": func(s *JobSettings) { s.Evict = true },
 		"a batch's client limits": func(s *JobSettings) {
 			s.Client = ClientLimits{API: apilimit.Limit{QPS: 200, Burst: 500}, Events: apilimit.Limit{QPS: 100.5, Burst: 200}}
 		},
@@ -184,7 +185,7 @@ func TestWeederEnvKeepsItsNamesAndOrder(t *testing.T) {
 	for _, e := range weederSettings().Env() {
 		names = append(names, e.Name+"="+e.Value)
 	}
-	want := `WATCH=true CONTAINER_STATUSES=CrashLoopBackOff LABEL_SELECTORS=["app=kubernetes,role=apiserver"] NAMESPACE=shoot--a RUN_DURATION=5m0s GRACE_PERIOD=10s REAP_COOLDOWN=1m0s START_WHEN_READY=shoot--a/etcd-main-client MAX_WAIT=6h0m0s BACKOFF_FLOOR=2s`
+	want := `WATCH=true CONTAINER_STATUSES=CrashLoopBackOff LABEL_SELECTORS=["app=kubernetes,role=apiserver"] NAMESPACE=shoot--a RUN_DURATION=5m0s GRACE_PERIOD=10s REAP_COOLDOWN=1m0s START_WHEN_READY=shoot--a/etcd-main-client MAX_WAIT=6h0m0s BACKOFF_FLOOR=2s EVICT=false`
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("env\n got %s\nwant %s", got, want)
 	}

@@ -173,6 +173,9 @@ func (r *runner) handle(m match) {
 		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
 	case outcomeFailed:
 		r.sum.Errors++ // not remembered: tried again on the next cycle or update
+	case outcomeRefused:
+		r.sum.Errors++ // the same, and counted apart: the coordinator exports it
+		r.sum.AdmissionRefused++
 	}
 }
 

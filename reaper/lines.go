@@ -121,7 +121,7 @@ func (r *runner) summaryFields() logrus.Fields {
 	s := r.sum
 	return logrus.Fields{
 		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
-		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "deferred": s.Deferred, "dry_run": s.DryRun,
+		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "admission_refused": s.AdmissionRefused, "deferred": s.Deferred, "dry_run": s.DryRun,
 		"backoff_skipped": s.BackOffSkipped, "backoff_saved_seconds": s.SavedSeconds(),
 		"never_started": s.NotStarted,
 	}

@@ -143,7 +143,7 @@ func loadActions(e *env, o *Options) {
 	o.Watch = e.boolean(envWatch)
 	o.ReapAtStart = e.boolean("REAP_AT_START")
 	o.DryRun = e.boolean(envDryRun)
-	o.Evict = e.boolean("EVICT")
+	o.Evict = e.boolean(envEvict)
 	if d, ok := e.duration(envGracePeriod); ok {
 		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
 		o.GracePeriod = &secs

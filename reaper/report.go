@@ -32,6 +32,9 @@ type Report struct {
 	DryRun         bool `json:"dryRun,omitempty"`
 	Reaped         int  `json:"reaped"`
 	BackOffSkipped int  `json:"backoffSkipped"`
+	// AdmissionRefused counts the deletes (or evictions) an admission policy refused: for a
+	// weeder, a disagreement between depwatch's policy and its reaper that must be seen.
+	AdmissionRefused int `json:"admissionRefused,omitempty"`
 	// SavedCounts[i] is the number of restarts whose saved back-off was at most
 	// SavedBackOffBuckets[i] seconds (and more than the bound before it); the last entry,
 	// one more than there are bounds, counts those above the last bound.
@@ -54,7 +57,7 @@ type ServiceReport struct {
 // Report is the summary's machine-readable part.
 func (s Summary) Report() Report {
 	r := Report{DryRun: s.DryRun, Reaped: s.Reaped, BackOffSkipped: s.BackOffSkipped,
-		SavedCounts: make([]uint64, len(SavedBackOffBuckets)+1), SavedSeconds: s.SavedSeconds()}
+		AdmissionRefused: s.AdmissionRefused, SavedCounts: make([]uint64, len(SavedBackOffBuckets)+1), SavedSeconds: s.SavedSeconds()}
 	for _, d := range s.BackOffSaved {
 		i, _ := slices.BinarySearch(SavedBackOffBuckets, d.Seconds()) // first bound >= d
 		r.SavedCounts[i]++

@@ -15,6 +15,8 @@ type Summary struct {
 	Skipped      int // evictions refused (HTTP 429, e.g. a PodDisruptionBudget)
 	Gone         int // pods that disappeared before they could be reaped (not an error)
 	Errors       int // failed deletes/evictions (failed cycles are in FailedCycles)
+	// AdmissionRefused: of Errors, the deletes or evictions an admission policy refused.
+	AdmissionRefused int
 	// Deferred: matched pods left alone because REAP_COOLDOWN had not passed since their
 	// owner's pods were last reaped (each pod counted once per round of its owner).
 	Deferred int

@@ -167,6 +167,7 @@ func (s *Summary) add(o Summary) {
 	s.Skipped += o.Skipped
 	s.Gone += o.Gone
 	s.Errors += o.Errors
+	s.AdmissionRefused += o.AdmissionRefused
 	s.Deferred += o.Deferred
 	s.BackOffSkipped += o.BackOffSkipped
 	s.BackOffSaved = append(s.BackOffSaved, o.BackOffSaved...)

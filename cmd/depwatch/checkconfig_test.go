@@ -81,7 +81,10 @@ func TestCheckConfigPassesTheShippedAndDependencyWatchdogsConfigs(t *testing.T) 
 		says []string // in the summary
 	}{
 		{"the kustomize base's config, as the base starts it", []string{"--config-file=../../manifests/base/config.yaml", "--enable-leader-election"},
-			[]string{"etcd-main-client, kube-apiserver", "gardener.cloud/role=shoot", "follows the depwatch.io/depends-on annotation", "Lease depwatch-coordinator", "Deployment/kube-controller-manager"}},
+			[]string{"follows the depwatch.io/depends-on annotation of Deployments, StatefulSets and DaemonSets in every namespace", "No prober", "Lease depwatch-coordinator"}},
+		{"the Gardener component's config", []string{"--config-file=../../manifests/components/gardener/config.yaml", "--enable-leader-election"},
+			[]string{"etcd-main-client, kube-apiserver", "gardener.cloud/role=shoot", "follows the depwatch.io/depends-on annotation", "Lease depwatch-coordinator", "Deployment/kube-controller-manager",
+				"A Service with dependents in another namespace is not weeded"}},
 		{"the local overlay's config", []string{"--config-file=../../manifests/overlays/local/config.yaml"},
 			[]string{"localhost/depwatch:dev", "No leader election"}},
 		{"dependency-watchdog's weeder ConfigMap alone", []string{"--config-file=" + weeder},

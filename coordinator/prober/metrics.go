@@ -31,7 +31,7 @@ func NewMetrics(jobs *ctrl.JobMetrics) *Metrics {
 		}, []string{"result"}),
 		ProbeScaleOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_scale_operations_total",
-			Help: "Dependents' scale outcomes (scaled-down, scaled-up, annotations-removed, unchanged, ignored, optional-missing, missing, failed, not-started, interrupted; would-scale-* in a dry run), read from finished probe pods.",
+			Help: "Dependents' scale outcomes (scaled-down, scaled-up, annotations-removed, unchanged, ignored, optional-missing, missing, failed, admission-refused (an admission policy refused the probe's write: a bug to look at, with a ScaleRefused Event on the resource), not-started, interrupted; would-scale-* in a dry run), read from finished probe pods.",
 		}, []string{"result"}),
 		ProbeNamespaces: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "probe_namespaces",

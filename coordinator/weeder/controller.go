@@ -117,6 +117,9 @@ type Controller struct {
 	nsSelect bool
 	// leading: only the leader counts failed Jobs, so replicas do not count each one twice.
 	leading atomic.Bool
+	// exclusionsReady: the caches have synced (ReportExclusions), so a followed service in a
+	// namespace the config leaves out is reported as such.
+	exclusionsReady atomic.Bool
 
 	queue workqueue.TypedRateLimitingInterface[string] // services' keys
 	batch *batcher

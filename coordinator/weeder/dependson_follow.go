@@ -86,10 +86,8 @@ func (c *Controller) unfollow(key string, log logrus.FieldLogger) {
 	}
 	c.mu.Lock()
 	if st, ok := c.services[key]; ok {
-		st.relevant = false
-		c.countReady(st)
 		st.owed = nil
-		delete(c.services, key)
+		c.forget(key, st)
 	}
 	c.mu.Unlock()
 	d := c.dependsOn

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -43,8 +42,9 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 	return nil
 }
 
-// addHandlers: an endpoints event may make an edge (onEndpoints); a weeder Job's add
-// observes its expectation, and a Job that finishes or goes frees a place under
+// addHandlers: an endpoints event may make an edge (onEndpoints); a namespace's new labels
+// may leave its services out of the config's namespaces, or in again (onNamespace); a weeder
+// Job's add observes its expectation, and a Job that finishes or goes frees a place under
 // --max-weeder-jobs, so the batches waiting for one look again.
 func (c *Controller) addHandlers() error {
 	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -58,6 +58,13 @@ func (c *Controller) addHandlers() error {
 		DeleteFunc: func(any) { c.batch.poke() },
 	}); err != nil {
 		return err
+	}
+	if c.nsSelect {
+		if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(_, obj any) { c.onNamespace(obj) },
+		}); err != nil {
+			return err
+		}
 	}
 	_, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onEndpoints(obj, false) },
@@ -103,6 +110,7 @@ func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, 
 	st.seen = c.src.ApplyEvent(&st.view, obj, deleted)
 	st.relevant = c.relevant(rc, key)
 	c.countReady(st)
+	c.reportExclusion(rc, key, st)
 	edge := edgeOf(prev, st.seen, now)
 	if !st.relevant {
 		edge = nil
@@ -116,7 +124,7 @@ func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, 
 		st.owed = edge
 	}
 	if !st.seen.Known && st.owed == nil {
-		delete(c.services, key)
+		c.forget(key, st)
 	}
 	return edge
 }
@@ -167,13 +175,8 @@ func (c *Controller) relevant(rc *runningConfig, key string) bool {
 	return c.follows(rc, key) && c.watched(rc, ns)
 }
 
+// watched: the config leaves the namespace in (Exclusion), and it is known.
 func (c *Controller) watched(rc *runningConfig, ns string) bool {
-	if len(rc.names) > 0 && !rc.names[ns] {
-		return false
-	}
-	if !c.nsSelect {
-		return true
-	}
-	n, err := c.nsLister.Get(ns)
-	return err == nil && rc.nsSel.Matches(labels.Set(n.Labels))
+	why, known := c.exclusion(rc, ns)
+	return known && why == ""
 }

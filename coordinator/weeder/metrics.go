@@ -17,10 +17,15 @@ type Metrics struct {
 	WeederBatched prometheus.Counter
 	WeederWaiting prometheus.Gauge
 	ServicesReady prometheus.Gauge
+	// ServicesExcluded: followed services the config's namespaces section leaves out, which
+	// would otherwise be dropped without a word.
+	ServicesExcluded prometheus.Gauge
 	// BackOffSaved and BackOffSkipped: what the weeder's restarts are worth, from the
 	// finished runs' reports.
 	BackOffSaved   *savedBackOff
 	BackOffSkipped prometheus.Counter
+	// AdmissionRefused: a weeder's delete refused by an admission policy, a bug to see at once.
+	AdmissionRefused prometheus.Counter
 	// ServiceRestarts and ServiceBackOffSaved: the same per service, for the services whose
 	// dependents were restarted (a series appears with a service's first restart).
 	ServiceRestarts     *prometheus.CounterVec
@@ -52,10 +57,18 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "services_ready",
 			Help: "Configured services (across watched namespaces) currently Ready, as last reconciled.",
 		}),
+		ServicesExcluded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_services_excluded",
+			Help: "Services with dependents (the config names them, or a workload's depwatch.io/depends-on annotation does) in namespaces the config's namespaces section leaves out: their outages are not weeded. The coordinator's log names each one.",
+		}),
 		BackOffSaved: newSavedBackOff(),
 		BackOffSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_backoff_skipped_total",
 			Help: "Crash-looping dependents the weeder left to the kubelet, whose own restart was due sooner than the backOffFloor (a fresh pod would not be Ready sooner), read from each finished weeder run's report.",
+		}),
+		AdmissionRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_admission_refused_total",
+			Help: "Deletes of crash-looping dependents that an admission policy refused (depwatch's own weeder-deletes policy, or a cluster's), read from each finished weeder run's report; each also left a ReapRefused Warning Event on its pod. Above 0 is a bug to look at: the policy and the weeder disagree on what may be restarted.",
 		}),
 		ServiceRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "depwatch", Subsystem: "coordinator", Name: "weeder_service_restarts_total",
@@ -71,7 +84,7 @@ func NewMetrics(jm *ctrl.JobMetrics) *Metrics {
 // Collectors are the weeder's own series (the shared Job series are registered once, by the
 // coordinator).
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.BackOffSaved, m.BackOffSkipped, m.ServiceRestarts, m.ServiceBackOffSaved}
+	return []prometheus.Collector{m.EdgeToAction, m.EdgesOvertaken, m.WeederBatched, m.WeederWaiting, m.ServicesReady, m.ServicesExcluded, m.BackOffSaved, m.BackOffSkipped, m.AdmissionRefused, m.ServiceRestarts, m.ServiceBackOffSaved}
 }
 
 // Init shows the weeder's launch and trigger series from the start, so rate() works from the

@@ -83,6 +83,12 @@ func (c *Controller) onWeederPod(obj any) {
 	}
 	c.metrics.BackOffSaved.add(rep)
 	c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
+	if rep.AdmissionRefused > 0 {
+		c.metrics.AdmissionRefused.Add(float64(rep.AdmissionRefused))
+		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "action": "admission-refused", "refused": rep.AdmissionRefused,
+			"reason": "an admission policy refused the weeder's deletes"}).
+			Errorf("A weeder run had %d of its deletes refused by an admission policy: see the ReapRefused Events on the pods and the run's log. depwatch's own policy refusing depwatch's weeder is a bug.", rep.AdmissionRefused)
+	}
 	c.countPerService(pod, rep)
 }
 

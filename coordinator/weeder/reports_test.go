@@ -71,3 +71,21 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 		t.Errorf("shop/postgres: restarts %g, saved %gs; want 4 and 84 (runs a and b)", n, s)
 	}
 }
+
+// A weeder run whose deletes an admission policy refused says so in its report; the leader
+// counts them once per run, so depwatch's own policy refusing depwatch's weeder is seen.
+func TestTheLeaderCountsAWeederRunsAdmissionRefusals(t *testing.T) {
+	h := newHarness(t, testConfig)
+	h.c.reports.lead(h.now)
+	refused := reaper.TerminationMessage(reaper.Summary{Errors: 3, AdmissionRefused: 2})
+	for _, p := range []*corev1.Pod{
+		weederPod("refused", h.now.Add(time.Second), refused),
+		weederPod("refused", h.now.Add(time.Second), refused), // its next update: counted once
+		weederPod("clean", h.now.Add(time.Second), reaper.TerminationMessage(reaper.Summary{Reaped: 1})),
+	} {
+		h.c.onWeederPod(p)
+	}
+	if n := value(h.c.metrics.AdmissionRefused); n != 2 {
+		t.Errorf("weeder_admission_refused_total = %g, want 2", n)
+	}
+}

@@ -38,6 +38,9 @@ type serviceState struct {
 	relevant bool
 	// inReadyGauge: the service is counted in services_ready, so it is taken out once.
 	inReadyGauge bool
+	// excluded: followed, but in a namespace the config leaves out; counted in
+	// weeder_services_excluded and warned about once (exclusion.go).
+	excluded bool
 	// owed is the edge owed an action: the last one the handler recorded, with the time it
 	// happened. The sync acts on it however late the queue reaches the key, which is why no
 	// outage is lost: the cache, read later, would show only where the service ended up. A

@@ -79,6 +79,10 @@ func TestMain(m *testing.M) {
 	}
 	wd, _ := os.Getwd()
 	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
+	if err := holdParamInformers(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
 	takeOverParallel()
 	code := m.Run()
 	removeCoordinator()

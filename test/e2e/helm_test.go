@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,29 +132,46 @@ func weederDependents() map[string]any {
 // (no kube-proxy here) with the API server on loopback; c's own loopback ports; and a config
 // that weeds services only in namespaces labelled for this release.
 func helmValues(c *deployedCoordinator, releaseNS, watchDuration string, services map[string]any) map[string]any {
-	apiEnv := []any{
+	values := helmLabValues(c)
+	values["config"] = helmLabConfig(releaseNS, watchDuration, services)
+	return values
+}
+
+// apiEnv is what a pod on the local cluster's host network needs to reach the API server (no
+// kube-proxy here).
+func apiEnv() []any {
+	return []any{
 		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiServerHost},
 		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiServerPort},
 	}
+}
+
+// helmLabValues are the values any release needs on the local cluster, whatever its config:
+// the chart's own image (ghcr.io/depwatch/depwatch:<appVersion>, which hack/image.sh packs and
+// imports as make image builds it), never pulled; one replica on the host network with the
+// API server on loopback; c's own loopback ports.
+func helmLabValues(c *deployedCoordinator) map[string]any {
 	return map[string]any{
-		// The chart's own image (ghcr.io/depwatch/depwatch:<appVersion>), which hack/image.sh
-		// packs and imports as make image builds it; never pulled here.
 		"image":       map[string]any{"pullPolicy": "Never"},
 		"replicas":    1,
 		"strategy":    map[string]any{"type": "Recreate"},
 		"hostNetwork": true,
 		"listen":      map[string]any{"host": "127.0.0.1", "metricsPort": c.metrics, "healthPort": c.health},
-		"env":         apiEnv,
-		"config": map[string]any{
-			"watchDuration":                 watchDuration,
-			"servicesAndDependantSelectors": services,
-			"namespaces":                    map[string]any{"selector": map[string]any{"matchLabels": map[string]any{privateCoordinatorLabel: releaseNS}}},
-			"armWeeder":                     true,
-			"jobTemplate": map[string]any{
-				"hostNetwork":             true,
-				"ttlSecondsAfterFinished": 600,
-				"env":                     append(slices.Clone(apiEnv), map[string]any{"name": "LOG_FORMAT", "value": "Logrus"}),
-			},
+		"env":         apiEnv(),
+	}
+}
+
+// helmLabConfig is a config that weeds services only in namespaces labelled for the release.
+func helmLabConfig(releaseNS, watchDuration string, services map[string]any) map[string]any {
+	return map[string]any{
+		"watchDuration":                 watchDuration,
+		"servicesAndDependantSelectors": services,
+		"namespaces":                    map[string]any{"selector": map[string]any{"matchLabels": map[string]any{privateCoordinatorLabel: releaseNS}}},
+		"armWeeder":                     true,
+		"jobTemplate": map[string]any{
+			"hostNetwork":             true,
+			"ttlSecondsAfterFinished": 600,
+			"env":                     append(apiEnv(), map[string]any{"name": "LOG_FORMAT", "value": "Logrus"}),
 		},
 	}
 }

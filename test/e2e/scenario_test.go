@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,34 +340,9 @@ func ensureCoordinator(t *testing.T) {
 	}
 }
 
-// removeCoordinator undoes ensureCoordinator, all but the admission policies and their
-// bindings; TestMain calls it after the suite. The bindings stay because of a kube-apiserver
-// bug (kubernetes/kubernetes#133827, #130887; fixed by #134423, not in 1.36.3): the moment no
-// binding names a built-in parameter kind (the PodTemplate of depwatch-jobs), the API server
-// stops its informer for that kind for good, and a binding made later finds "no params" and
-// refuses every pod in depwatch until kube-apiserver restarts. Kept, they bind a namespace that
-// is gone, and the next suite's install finds its parameters.
+// removeCoordinator undoes ensureCoordinator; TestMain calls it after the suite.
 func removeCoordinator() {
-	if !coordinatorUp {
-		return
-	}
-	out, err := runKubectl("kustomize", repoRoot+"/manifests/overlays/local")
-	if err != nil {
+	if coordinatorUp {
 		_, _ = runKubectl("delete", "-k", repoRoot+"/manifests/overlays/local", "--ignore-not-found", "--wait=false")
-		return
 	}
-	var keep []string
-	for _, doc := range strings.Split(out, "\n---\n") {
-		if !strings.Contains(doc, "\nkind: ValidatingAdmissionPolicy") && !strings.HasPrefix(doc, "kind: ValidatingAdmissionPolicy") {
-			keep = append(keep, doc)
-		}
-	}
-	f, err := os.CreateTemp("", "depwatch-lab-*.yaml")
-	if err != nil {
-		return
-	}
-	defer os.Remove(f.Name())
-	_, _ = f.WriteString(strings.Join(keep, "\n---\n"))
-	_ = f.Close()
-	_, _ = runKubectl("delete", "-f", f.Name(), "--ignore-not-found", "--wait=false")
 }

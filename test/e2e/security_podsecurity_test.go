@@ -181,9 +181,10 @@ func depwatchPodCases(t *testing.T) []podCase {
 		}
 	}
 	// The Jobs, as the coordinator launches them (weederSpec and prober.launch) with each
-	// config's jobTemplate.
+	// config's jobTemplate (the Gardener component's is the base's, with the services and the
+	// prober section a weeder and a probe Job are built from).
 	for _, cfgCase := range []struct{ name, path string }{
-		{"base", "manifests/base/config.yaml"}, {"local", "manifests/overlays/local/config.yaml"},
+		{"gardener", "manifests/components/gardener/config.yaml"}, {"local", "manifests/overlays/local/config.yaml"},
 	} {
 		cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, cfgCase.path))
 		if err != nil {

@@ -56,9 +56,24 @@ app.kubernetes.io/component: coordinator
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
-{{/* The config's jobTemplate section as YAML (a map; empty when the config has none). */}}
+{{/*
+The coordinator's config file as given: values.config, else the chart's default, which
+gardener.enabled chooses (files/config.yaml or files/config-gardener.yaml, the same as
+manifests/base/config.yaml and manifests/components/gardener/config.yaml).
+*/}}
+{{- define "depwatch.config" -}}
+{{- if or (kindIs "invalid" .Values.config) (eq "" (.Values.config | toString)) }}
+{{- .Files.Get (ternary "files/config-gardener.yaml" "files/config.yaml" .Values.gardener.enabled) }}
+{{- else if .Values.gardener.enabled }}
+{{- fail "gardener.enabled=true chooses the chart's Gardener seed config, and values.config replaces it: set one of the two (the Gardener config is files/config-gardener.yaml, to start a config of your own from)" }}
+{{- else }}
+{{- include "depwatch.asText" .Values.config }}
+{{- end }}
+{{- end }}
+
+{{/* The config's jobTemplate section as the coordinator reads it, the chart's values added (a map; empty when it has none). */}}
 {{- define "depwatch.jobTemplate" -}}
-{{- get (include "depwatch.asMap" (list "values.config" .Values.config) | fromYaml) "jobTemplate" | default dict | toYaml }}
+{{- get (include "depwatch.asMap" (list "values.config" (include "depwatch.configText" .)) | fromYaml) "jobTemplate" | default dict | toYaml }}
 {{- end }}
 
 {{/* The image of the coordinator's Jobs: the config's jobTemplate.image, else the coordinator's own. */}}
@@ -98,7 +113,7 @@ config's prober section; dependency-watchdog's default when unset.
 {{- if not (kindIs "invalid" .Values.proberConfig) }}
 {{- $prober = include "depwatch.asMap" (list "values.proberConfig" .Values.proberConfig) | fromYaml }}
 {{- else }}
-{{- $cfg := include "depwatch.asMap" (list "values.config" .Values.config) | fromYaml }}
+{{- $cfg := include "depwatch.asMap" (list "values.config" (include "depwatch.config" .)) | fromYaml }}
 {{- $prober = get $cfg "prober" | default dict }}
 {{- end }}
 {{- get $prober "kubeConfigSecretName" | default "shoot-access-dependency-watchdog-probe" }}
