@@ -65,10 +65,11 @@ func Rules(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []networkingv1
 		}
 		rules = appendRule(rules, svc.Spec.ClusterIPs, ports)
 	}
-	byPorts := map[string]*struct {
+	type group struct {
 		ports []int32
 		addrs []string
-	}{}
+	}
+	byPorts := map[string]*group{}
 	var order []string
 	for _, s := range eps {
 		var ports []int32
@@ -81,10 +82,7 @@ func Rules(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []networkingv1
 		key := fmt.Sprint(ports)
 		g, ok := byPorts[key]
 		if !ok {
-			g = &struct {
-				ports []int32
-				addrs []string
-			}{ports: ports}
+			g = &group{ports: ports}
 			byPorts[key] = g
 			order = append(order, key)
 		}
