@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/podstate"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
@@ -84,7 +84,7 @@ func newSliceSource(client kubernetes.Interface, services []string, readyWhen fu
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
 		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = inf.SetTransform(ctrl.StripManagedFields)
+	_ = inf.SetTransform(jobs.StripManagedFields)
 	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
 }
 
