@@ -50,8 +50,8 @@ type Controller struct {
 	started  time.Time
 
 	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
-	jobInf jobs.Objects // probe Jobs in the Job namespace
-	podInf jobs.Objects // their pods (termination messages)
+	jobInf jobs.Objects              // probe Jobs in the Job namespace
+	podInf jobs.Objects              // their pods (termination messages)
 	// reports: the probe pods whose report was read (pod updates repeat).
 	reports ctrl.Reports
 	cmInf   jobs.Objects // the shards' membership ConfigMaps
