@@ -42,8 +42,9 @@ type serviceTracker struct {
 	clock     func() time.Time
 	when      map[ServiceRef]podstate.ReadyWhen // each service's READY_WHEN (its target's readyWhen)
 
-	mu    sync.Mutex
-	views map[ServiceRef]*serviceView
+	mu     sync.Mutex
+	views  map[ServiceRef]*serviceView
+	slices map[ServiceRef]podstate.ServiceSlices // each target's service, folded event by event
 }
 
 // newServiceTracker builds the informer: the services' namespace (every namespace unless they
@@ -51,11 +52,12 @@ type serviceTracker struct {
 // targets share a few names: etcd-main-client, ...; one service: =<name>).
 func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
 	names, namespaces := sets.New[string](), sets.New[string]()
-	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, when: when, onChange: onChange, clock: clock}
+	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, slices: map[ServiceRef]podstate.ServiceSlices{}, when: when, onChange: onChange, clock: clock}
 	for r := range when {
 		names.Insert(r.Name)
 		namespaces.Insert(r.Namespace)
 		t.views[r] = &serviceView{}
+		t.slices[r] = nil
 	}
 	op := selection.In
 	if names.Len() == 1 {
@@ -67,23 +69,34 @@ func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate
 	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(t.namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
 	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
-	_ = t.informer.AddIndexers(cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys})
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    t.changed,
-		UpdateFunc: func(_, obj any) { t.changed(obj) },
-		DeleteFunc: t.changed,
+		AddFunc:    func(obj any) { t.changed(obj, false) },
+		UpdateFunc: func(_, obj any) { t.changed(obj, false) },
+		DeleteFunc: func(obj any) { t.changed(obj, true) },
 	})
 	return t
 }
 
-func (t *serviceTracker) changed(obj any) {
-	if !t.synced.Load() {
-		return // a partial store during the first list says nothing; resync decides
-	}
+// changed folds one event into its service's slices (podstate.ServiceSlices, as the
+// coordinator follows them) and, once the cache has synced, records what it makes of the
+// service. Before then the first list is still arriving and says nothing: resync decides.
+func (t *serviceTracker) changed(obj any, deleted bool) {
 	keys, _ := podstate.ServiceKeys(obj)
 	for _, k := range keys {
-		if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {
-			t.evaluate(ServiceRef{Namespace: ns, Name: name})
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err != nil {
+			continue
+		}
+		ref := ServiceRef{Namespace: ns, Name: name}
+		t.mu.Lock()
+		s, ours := t.slices[ref]
+		if ours {
+			s.Apply(obj, deleted)
+			t.slices[ref] = s
+		}
+		t.mu.Unlock()
+		if ours && t.synced.Load() {
+			t.evaluate(ref)
 		}
 	}
 }
@@ -96,11 +109,11 @@ func (t *serviceTracker) resync() {
 	}
 }
 
-// evaluate records the service's readiness now, and a return if it just became Ready.
+// evaluate records the service's readiness as its folded slices say, and a return if it
+// just became Ready.
 func (t *serviceTracker) evaluate(ref ServiceRef) {
-	objs, _ := t.informer.GetIndexer().ByIndex(podstate.ServiceIndex, ref.String())
-	ready := podstate.ObjectsReadyWhen(objs, t.when[ref])
 	t.mu.Lock()
+	ready := t.slices[ref].Ready(t.when[ref])
 	v, ours := t.views[ref]
 	changed := ours && (!v.Known || v.Ready != ready)
 	if changed {
