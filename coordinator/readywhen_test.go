@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/internal/podstate"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // twoEndpoints is one EndpointSlice of a service with two members, ready as given.
