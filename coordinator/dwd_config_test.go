@@ -14,8 +14,8 @@ import (
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/internal/decode"
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // yamlKeys are the keys of a YAML map.

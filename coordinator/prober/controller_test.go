@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // dwdProberConfig is dependency-watchdog's prober ConfigMap data as Gardener ships it.

@@ -18,8 +18,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // An absent scaleUp or scaleDown is level 0 with no delay (dependency-watchdog's zero values).

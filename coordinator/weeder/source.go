@@ -36,7 +36,7 @@ type source interface {
 // being handled; reading it instead could skip a short outage between two events.
 type view struct {
 	slices podstate.ServiceSlices // EndpointSlices
-	ep     *corev1.Endpoints       // legacy Endpoints
+	ep     *corev1.Endpoints      // legacy Endpoints
 }
 
 // serviceUID is the UID of the Service that owns the slices ("" when unknown: legacy

@@ -27,9 +27,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // The seed-scale probe benchmark: N control-plane namespaces, each with a kubeconfig Secret

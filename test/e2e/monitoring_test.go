@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/test/monitoring"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/monitoring"
 )
 
 // The monitoring test runs a coordinator of its own as a process on this machine (this

@@ -17,9 +17,9 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/coordinator/prober"
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // privateProber is a private coordinator that probes the namespaces labelled

@@ -25,9 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // The probe scenarios treat the local cluster as the "shoot" of itself: a Secret holds a
