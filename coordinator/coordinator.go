@@ -26,7 +26,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/depwatch/depwatch/coordinator/egress"
@@ -202,8 +201,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 }
 
 // informers the controllers run.
-func (c *Coordinator) informers() []cache.SharedIndexInformer {
-	var infs []cache.SharedIndexInformer
+func (c *Coordinator) informers() []jobs.Objects {
+	var infs []jobs.Objects
 	if c.weeder != nil {
 		infs = append(infs, c.weeder.Informers()...)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/internal/decode"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -30,7 +30,7 @@ func yamlKeys(t *testing.T, doc []byte) map[string]any {
 
 // dwdConfigs: dependency-watchdog's weeder ConfigMap data as the config file, and its prober
 // ConfigMap data as the file's prober section, both with every field of dependency-watchdog's
-// types set (internal/upstream, dependency-watchdog v1.7.0).
+// types set (test/upstream, dependency-watchdog v1.7.0).
 func dwdConfigs(t *testing.T) []byte {
 	t.Helper()
 	var b strings.Builder

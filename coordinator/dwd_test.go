@@ -11,7 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // gardenletArgs are the arguments gardenlet gives dependency-watchdog's container after the
@@ -199,7 +199,7 @@ func TestDWDCommandsReadTheirOwnConfigMaps(t *testing.T) {
 }
 
 // gardenletWeederConfigMap and gardenletProberConfigMap are the dep-config.yaml keys of the
-// ConfigMaps gardenlet writes (internal/upstream).
+// ConfigMaps gardenlet writes (test/upstream).
 var (
 	gardenletWeederConfigMap = upstream.GardenletWeederConfig()
 	gardenletProberConfigMap = upstream.GardenletProberConfig()

@@ -8,9 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/internal/podstate"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // twoEndpoints is one EndpointSlice of a service with two members, ready as given.
@@ -79,12 +78,21 @@ func TestWhenAServiceCountsAsBackFollowsTheCommandUnlessItsEntrySays(t *testing.
 			if tc.useEndpoints {
 				return // v1 Endpoints are read by EndpointsObservation, which has no readyWhen
 			}
-			if got := weeder.SlicesObservation(both, when).Ready; !got {
+			if got := folded(both).Ready(when); !got {
 				t.Errorf("both endpoints ready: back %v, want true", got)
 			}
-			if got, want := weeder.SlicesObservation(oneOfTwo, when).Ready, tc.want == podstate.ReadyAny; got != want {
+			if got, want := folded(oneOfTwo).Ready(when), tc.want == podstate.ReadyAny; got != want {
 				t.Errorf("one of two endpoints ready: back %v, want %v", got, want)
 			}
 		})
 	}
+}
+
+// folded is the slices as the weeder's fold holds them after one event each.
+func folded(slices []*discoveryv1.EndpointSlice) podstate.ServiceSlices {
+	var v podstate.ServiceSlices
+	for _, sl := range slices {
+		v.Apply(sl, false)
+	}
+	return v
 }

@@ -5,6 +5,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,12 +30,13 @@ const (
 
 // Executor is the one seam between the controllers and what carries out "run this weeder,
 // this probe shard". To the controllers a run is a Job object either way, built by Build
-// from a Spec, with the same name, labels and annotations (Facts): they launch it, read it
-// back from an informer (is it still running, has it failed), stop it by deleting it, read a
-// probe run's report from its pod's termination message, and keep a probe shard's membership
-// in a ConfigMap the run follows. The Job executor (InCluster) does this with the API server,
-// where the Job controller and the kubelet run the pod; the in-process executor keeps the
-// objects itself and answers the same questions from the goroutines that run the engines.
+// from a Spec, with the same name, labels and annotations (Facts): they launch it, follow it
+// (is it still running, has it failed), stop it by deleting it, read a run's report from its
+// pod's termination message, and keep a probe shard's membership in a ConfigMap the run
+// follows. The Job executor (InCluster) does this with the API server, where the Job
+// controller and the kubelet run the pod, and the controllers follow informers; the
+// in-process executor runs the engines in this process and hands the controllers its own
+// objects as they change (package inprocess).
 //
 // Errors are the API server's kinds (apierrors.IsNotFound, IsAlreadyExists, IsConflict).
 type Executor interface {
@@ -53,11 +55,23 @@ type Executor interface {
 	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
 	DeleteConfigMap(ctx context.Context, namespace, name string) error
 
-	// Jobs, Pods and ConfigMaps are what the controllers' informers of their runs are built
-	// on: the objects of that type in namespace matching the label selector.
-	Jobs(namespace, selector string) cache.ListerWatcher
-	Pods(namespace, selector string) cache.ListerWatcher
-	ConfigMaps(namespace, selector string) cache.ListerWatcher
+	// Jobs, Pods and ConfigMaps are what the controllers follow of the runs: the objects of
+	// that type in namespace matching the label selector, as a cache that the coordinator
+	// runs (RunWithContext) and waits for (HasSynced).
+	Jobs(namespace, selector string) Objects
+	Pods(namespace, selector string) Objects
+	ConfigMaps(namespace, selector string) Objects
+}
+
+// Objects is a cache of objects of one type and the events that change it, as an informer
+// gives them (cache.SharedIndexInformer is one). Its indexer has cache.NamespaceIndex.
+type Objects interface {
+	AddIndexers(cache.Indexers) error
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	GetIndexer() cache.Indexer
+	GetStore() cache.Store
+	HasSynced() bool
+	RunWithContext(ctx context.Context)
 }
 
 // InCluster is the Job executor: runs are Jobs created through client.
@@ -106,32 +120,33 @@ func (e clusterExecutor) DeleteConfigMap(ctx context.Context, namespace, name st
 	return e.client.CoreV1().ConfigMaps(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }
 
-func (e clusterExecutor) Jobs(namespace, selector string) cache.ListerWatcher {
+func (e clusterExecutor) Jobs(namespace, selector string) Objects {
 	jobs := e.client.BatchV1().Jobs(namespace)
-	return e.listWatch(selector,
+	return e.informer(&batchv1.Job{}, selector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return jobs.List(ctx, o) },
 		jobs.Watch)
 }
 
-func (e clusterExecutor) Pods(namespace, selector string) cache.ListerWatcher {
+func (e clusterExecutor) Pods(namespace, selector string) Objects {
 	pods := e.client.CoreV1().Pods(namespace)
-	return e.listWatch(selector,
+	return e.informer(&corev1.Pod{}, selector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
 		pods.Watch)
 }
 
-func (e clusterExecutor) ConfigMaps(namespace, selector string) cache.ListerWatcher {
+func (e clusterExecutor) ConfigMaps(namespace, selector string) Objects {
 	cms := e.client.CoreV1().ConfigMaps(namespace)
-	return e.listWatch(selector,
+	return e.informer(&corev1.ConfigMap{}, selector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
 		cms.Watch)
 }
 
-// listWatch is what client-go's generated filtered informers build: list and watch with the
-// label selector, and the client's own say on watch-list semantics.
-func (e clusterExecutor) listWatch(selector string, list cache.ListWithContextFunc, w cache.WatchFuncWithContext) cache.ListerWatcher {
+// informer is what client-go's generated filtered informers build: list and watch with the
+// label selector, and the client's own say on watch-list semantics; the objects are cached
+// without their managedFields, which no controller reads.
+func (e clusterExecutor) informer(obj runtime.Object, selector string, list cache.ListWithContextFunc, w cache.WatchFuncWithContext) Objects {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			tweak(&o)
 			return list(ctx, o)
@@ -141,4 +156,17 @@ func (e clusterExecutor) listWatch(selector string, list cache.ListWithContextFu
 			return w(ctx, o)
 		},
 	}, e.client)
+	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = inf.SetTransform(StripManagedFields)
+	return inf
+}
+
+// StripManagedFields drops managedFields before objects are cached (an informer's
+// transform): no decision reads them, and on a seed they are a large share of every cached
+// object.
+func StripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }

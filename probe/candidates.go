@@ -35,7 +35,7 @@ var MachineGVR = schema.GroupVersionResource{Group: "machine.sapcloud.io", Versi
 
 // MachineFields are the fields of an MCM Machine the probe reads, each declared once and read
 // only through its Field; TestEveryMachineFieldIsInMCMsMachine checks each against a Machine
-// written from MCM's types (internal/upstream).
+// written from MCM's types (test/upstream).
 var MachineFields fieldpath.Set
 
 var (

@@ -29,7 +29,7 @@ import (
 	scalefake "k8s.io/client-go/scale/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // The test control plane: namespace, Secret, and the kinds the fake RESTMapper knows.

@@ -12,11 +12,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/internal/decode"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // Every field the probe reads from a Machine is in the Machine written from MCM's own types
-// (internal/upstream, machine-controller-manager v0.61.2), and reads as MCM means it.
+// (test/upstream, machine-controller-manager v0.61.2), and reads as MCM means it.
 func TestEveryMachineFieldIsInMCMsMachine(t *testing.T) {
 	fixture := upstream.Machine()
 	fields := MachineFields.Fields()

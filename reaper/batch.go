@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -17,9 +18,12 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// A batch run (TARGETS) is one run over many services, not many runs in one pod: one
-// EndpointSlice informer and one pod informer for all of them (no list per target), and each
-// target's gate and window decided from those caches (stepGate). A target's turn comes on a
+// A gated run is a batch: TARGETS is one run over many services, not many runs in one pod,
+// and START_WHEN_READY is a batch of one target (its NAMESPACE, "" for every namespace, and
+// its selectors as they are). One EndpointSlice informer and, with WATCH or TARGETS, one pod
+// informer for all of them (no list per target); without them (a START_WHEN_READY run that
+// does not watch) a cycle lists. Each target's gate and window is decided from those caches
+// (stepGate) on the wall clock. A target's turn comes on a
 // workqueue keyed by the target, whenever its service's readiness changes, a pod in its
 // namespace changes, a SCHEDULE tick comes or its window or MAX_WAIT ends; the queue never
 // hands one target to two workers at once, so a target's state needs no lock, and a few
@@ -33,7 +37,7 @@ const maxBatchWorkers = 10
 // batchTarget is one target. Only the worker holding its key touches run and gate.
 type batchTarget struct {
 	ref      ServiceRef
-	pods     string // the dependents' namespace
+	pods     string // the dependents' namespace; "" = every namespace (START_WHEN_READY without NAMESPACE)
 	run      *runner
 	gate     gateState
 	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
@@ -42,6 +46,8 @@ type batchTarget struct {
 
 type batch struct {
 	opts     Options
+	single   bool   // a START_WHEN_READY run: a batch of one, whose lines are a run's own
+	followed string // the services followed, for errors: "service <ref> (START_WHEN_READY)" or "the targets' services (TARGETS)"
 	log      logrus.FieldLogger
 	clock    func() time.Time
 	rules    gateRules
@@ -50,7 +56,7 @@ type batch struct {
 	byNS     map[string][]int     // by the dependents' namespace
 	queue    workqueue.TypedDelayingInterface[int]
 	services *serviceTracker
-	pods     *podCache
+	pods     *podCache   // nil: cycles list (a START_WHEN_READY run without WATCH)
 	synced   atomic.Bool // both caches have synced: the services' readiness means something
 	left     atomic.Int64
 	allEnded chan struct{}
@@ -59,25 +65,30 @@ type batch struct {
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
 	logOddSettings(log, opts.Warnings)
 	b := newBatch(ctx, client, ev, opts, log)
-	log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.byRef))
+	if !b.single {
+		log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.byRef))
+	}
 	for _, t := range b.targets {
 		t.run.armedLine(b.rules.armedAt)
 	}
 	// One small list up front, so that a missing right fails the run at once rather than
 	// leaving the informers retrying while every target waits out MAX_WAIT.
-	if _, err := client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{LabelSelector: b.services.selector, Limit: 1}); err != nil {
-		sum := b.total()
+	if _, err := client.DiscoveryV1().EndpointSlices(b.services.namespace).List(ctx, metav1.ListOptions{LabelSelector: b.services.selector, Limit: 1}); err != nil {
 		if ctx.Err() != nil {
-			return sum, nil
+			b.finishStopped()
+			return b.total(), nil
 		}
-		log.WithError(err).Error("Cannot follow the services' readiness; nothing was reaped.")
-		return sum, fmt.Errorf("listing the EndpointSlices of the targets' services (TARGETS): %w", err)
+		for _, t := range b.targets {
+			t.run.sum.NotStarted = true
+		}
+		log.WithError(err).Errorf("Cannot follow the readiness of %s; nothing was reaped.", b.followed)
+		return b.total(), fmt.Errorf("listing the EndpointSlices of %s: %w", b.followed, err)
 	}
 
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b.services.factory.Start(bg.Done())
-	for _, f := range b.pods.factories {
+	for _, f := range b.pods.allFactories() {
 		f.Start(bg.Done())
 	}
 	wg.Go(func() { b.whenSynced(bg) })
@@ -98,19 +109,26 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	cancel()
 	b.queue.ShutDown()
 	b.services.factory.Shutdown()
-	for _, f := range b.pods.factories {
+	for _, f := range b.pods.allFactories() {
 		f.Shutdown()
 	}
 	wg.Wait()
 	b.finishStopped()
 	sum := b.total()
-	log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
-		Infof("Weeder run for %d services finished: %s", len(b.byRef), sum)
+	if !b.single {
+		log.WithFields(logrus.Fields{"targets": len(b.targets), "reaped": sum.Reaped, "errors": sum.Errors, "deferred": sum.Deferred}).
+			Infof("Weeder run for %d services finished: %s", len(b.byRef), sum)
+	}
+	for _, t := range b.targets {
+		if t.run.lastErr != nil { // only a run whose cycles list can fail one
+			return sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", t.run.lastErr)
+		}
+	}
 	return sum, nil
 }
 
 // finishStopped writes the last line of every target that SIGTERM ended before its window
-// did.
+// did (a run of one service: the run's last line).
 func (b *batch) finishStopped() {
 	for _, t := range b.targets {
 		if !t.ended {
@@ -124,28 +142,36 @@ func (b *batch) finishStopped() {
 	}
 }
 
+// newBatch builds the run's targets and caches. The gates run on the wall clock; opts.now
+// (tests) is the rules' and the cooldown's clock only.
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {
 	b := &batch{
-		opts: opts, log: log, clock: time.Now,
+		opts: opts, log: log, clock: time.Now, single: len(opts.Targets) == 0,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 		allEnded: make(chan struct{}),
 	}
-	if opts.now != nil {
-		b.clock = opts.now
-	}
 	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: b.clock()}
-	refs := make([]ServiceRef, len(opts.Targets))
-	when := make(map[ServiceRef]podstate.ReadyWhen, len(opts.Targets))
+	when := map[ServiceRef]podstate.ReadyWhen{}
 	var selectors = opts.Selectors[:0:0]
-	for i, t := range opts.Targets {
-		one := opts.forTarget(t)
-		refs[i] = t.ref()
-		when[refs[i]] = one.ReadyWhen
-		b.targets = append(b.targets, &batchTarget{ref: refs[i], pods: t.pods(), run: newRunner(ctx, client, ev, one, log.WithField("target", t.String()))})
-		b.byRef[refs[i]] = append(b.byRef[refs[i]], i)
-		b.byNS[t.pods()] = append(b.byNS[t.pods()], i)
+	podNamespaces := sets.New[string]()
+	add := func(ref ServiceRef, pods string, one Options, log logrus.FieldLogger) {
+		i := len(b.targets)
+		when[ref] = one.ReadyWhen
+		b.targets = append(b.targets, &batchTarget{ref: ref, pods: pods, run: newRunner(ctx, client, ev, one, log)})
+		b.byRef[ref] = append(b.byRef[ref], i)
+		b.byNS[pods] = append(b.byNS[pods], i)
+		podNamespaces.Insert(pods)
 		selectors = append(selectors, one.Selectors...)
+	}
+	if b.single {
+		b.followed = "service " + opts.StartWhenReady.String() + " (START_WHEN_READY)"
+		add(*opts.StartWhenReady, opts.Namespace, opts, log)
+	} else {
+		b.followed = "the targets' services (TARGETS)"
+		for _, t := range opts.Targets {
+			add(t.ref(), t.pods(), opts.forTarget(t), log.WithField("target", t.String()))
+		}
 	}
 	b.left.Store(int64(len(b.targets)))
 	b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
@@ -153,11 +179,15 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 			b.queue.Add(i)
 		}
 	})
-	b.pods = newPodCache(client, selectors, opts.fieldSelector(), func(ns string) {
-		for _, i := range b.byNS[ns] {
-			b.queue.Add(i)
-		}
-	})
+	if opts.Watch || !b.single {
+		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), func(ns string) {
+			for _, key := range []string{ns, ""} { // "": the targets of every namespace
+				for _, i := range b.byNS[key] {
+					b.queue.Add(i)
+				}
+			}
+		})
+	}
 	return b
 }
 
@@ -171,8 +201,13 @@ func (b *batch) whenSynced(ctx context.Context) {
 	}
 	b.synced.Store(true)
 	b.services.resync()
-	b.log.WithField("pod_label_selectors", b.pods.String()).
-		Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
+	switch {
+	case !b.single:
+		b.log.WithField("pod_label_selectors", b.pods.String()).
+			Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
+	case b.pods != nil:
+		b.log.Info("Watching pods (cache warm): once the gate opens, a pod is reaped the moment it matches.")
+	}
 	for i := range b.targets {
 		b.queue.Add(i)
 	}
@@ -246,10 +281,14 @@ func (b *batch) turn(stop context.Context, i int) {
 	case !gate.reaping():
 		t.cycleDue.Store(false) // a paused target's cycle comes with its return
 	case st.opened || st.resumed || t.cycleDue.Swap(false):
+		if b.pods == nil {
+			r.runCycle(stop)
+			break
+		}
 		r.cycleOver(stop, func(context.Context) ([]match, error) {
 			return r.collectCached(b.pods.inNamespace(t.pods)), nil
 		})
-	default:
+	case b.pods != nil:
 		r.drainPods(stop, b.pods.inNamespace(t.pods))
 	}
 	if !st.wakeAt.IsZero() {

@@ -23,58 +23,80 @@ import (
 )
 
 // The shared caches of a batch run: one EndpointSlice informer for every target's service and
-// one pod informer for every target's dependents, each cluster-wide and filtered server-side
-// as far as a label selector can (a namespace set cannot be; the target set is checked here).
+// one pod informer for every target's dependents, each filtered server-side as far as a label
+// selector can (a namespace set cannot be; the target set is checked here) and confined to a
+// namespace when all the targets share one (a run of one service: its namespace, so a
+// namespaced Role is enough).
 // Their handlers only record and enqueue: all reaping happens on the run's workers.
 
 // serviceTracker follows the readiness of the targets' services and records each return (not
 // Ready → Ready) with the time it was seen: a fact the target's gate acts on however late its
 // turn comes.
 type serviceTracker struct {
-	factory  informers.SharedInformerFactory
-	informer cache.SharedIndexInformer
-	selector string // server-side: the targets' service names
-	synced   atomic.Bool
-	onChange func(ServiceRef) // the target's turn; called without the lock held
-	clock    func() time.Time
-	when     map[ServiceRef]podstate.ReadyWhen // each service's READY_WHEN (its target's readyWhen)
+	factory   informers.SharedInformerFactory
+	informer  cache.SharedIndexInformer
+	selector  string // server-side: the targets' service names
+	namespace string // the services' namespace when they share one; "" = every namespace
+	synced    atomic.Bool
+	onChange  func(ServiceRef) // the target's turn; called without the lock held
+	clock     func() time.Time
+	when      map[ServiceRef]podstate.ReadyWhen // each service's READY_WHEN (its target's readyWhen)
 
-	mu    sync.Mutex
-	views map[ServiceRef]*serviceView
+	mu     sync.Mutex
+	views  map[ServiceRef]*serviceView
+	slices map[ServiceRef]podstate.ServiceSlices // each target's service, folded event by event
 }
 
-// newServiceTracker builds the informer: every namespace, label kubernetes.io/service-name in
-// the targets' service names (a storm's targets share a few names: etcd-main-client, ...).
+// newServiceTracker builds the informer: the services' namespace (every namespace unless they
+// share one), label kubernetes.io/service-name in the targets' service names (a storm's
+// targets share a few names: etcd-main-client, ...; one service: =<name>).
 func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
-	names := sets.New[string]()
-	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, when: when, onChange: onChange, clock: clock}
+	names, namespaces := sets.New[string](), sets.New[string]()
+	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, slices: map[ServiceRef]podstate.ServiceSlices{}, when: when, onChange: onChange, clock: clock}
 	for r := range when {
 		names.Insert(r.Name)
+		namespaces.Insert(r.Namespace)
 		t.views[r] = &serviceView{}
+		t.slices[r] = nil
 	}
-	req, _ := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, sets.List(names)) // names are valid: ParseTargets checked them
+	op := selection.In
+	if names.Len() == 1 {
+		op = selection.Equals
+	}
+	req, _ := labels.NewRequirement(discoveryv1.LabelServiceName, op, sets.List(names)) // names are valid: LoadOptions checked them
 	sel := labels.NewSelector().Add(*req).String()
-	t.selector = sel
-	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+	t.selector, t.namespace = sel, onlyOne(namespaces)
+	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(t.namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
 	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
-	_ = t.informer.AddIndexers(cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys})
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    t.changed,
-		UpdateFunc: func(_, obj any) { t.changed(obj) },
-		DeleteFunc: t.changed,
+		AddFunc:    func(obj any) { t.changed(obj, false) },
+		UpdateFunc: func(_, obj any) { t.changed(obj, false) },
+		DeleteFunc: func(obj any) { t.changed(obj, true) },
 	})
 	return t
 }
 
-func (t *serviceTracker) changed(obj any) {
-	if !t.synced.Load() {
-		return // a partial store during the first list says nothing; resync decides
-	}
+// changed folds one event into its service's slices (podstate.ServiceSlices, as the
+// coordinator follows them) and, once the cache has synced, records what it makes of the
+// service. Before then the first list is still arriving and says nothing: resync decides.
+func (t *serviceTracker) changed(obj any, deleted bool) {
 	keys, _ := podstate.ServiceKeys(obj)
 	for _, k := range keys {
-		if ns, name, err := cache.SplitMetaNamespaceKey(k); err == nil {
-			t.evaluate(ServiceRef{Namespace: ns, Name: name})
+		ns, name, err := cache.SplitMetaNamespaceKey(k)
+		if err != nil {
+			continue
+		}
+		ref := ServiceRef{Namespace: ns, Name: name}
+		t.mu.Lock()
+		s, ours := t.slices[ref]
+		if ours {
+			s.Apply(obj, deleted)
+			t.slices[ref] = s
+		}
+		t.mu.Unlock()
+		if ours && t.synced.Load() {
+			t.evaluate(ref)
 		}
 	}
 }
@@ -87,11 +109,11 @@ func (t *serviceTracker) resync() {
 	}
 }
 
-// evaluate records the service's readiness now, and a return if it just became Ready.
+// evaluate records the service's readiness as its folded slices say, and a return if it
+// just became Ready.
 func (t *serviceTracker) evaluate(ref ServiceRef) {
-	objs, _ := t.informer.GetIndexer().ByIndex(podstate.ServiceIndex, ref.String())
-	ready := podstate.ObjectsReadyWhen(objs, t.when[ref])
 	t.mu.Lock()
+	ready := t.slices[ref].Ready(t.when[ref])
 	v, ours := t.views[ref]
 	changed := ours && (!v.Known || v.Ready != ready)
 	if changed {
@@ -117,7 +139,16 @@ func (t *serviceTracker) view(ref ServiceRef) serviceView {
 	return serviceView{}
 }
 
-// podCache is the batch's pod informers: one cluster-wide informer whose label selector every
+// onlyOne is the one member of s, or "" when s has several: the namespace informers are
+// confined to, or every namespace.
+func onlyOne(s sets.Set[string]) string {
+	if s.Len() == 1 {
+		return sets.List(s)[0]
+	}
+	return ""
+}
+
+// podCache is the batch's pod informers: one informer (in namespace, "" = every namespace) whose label selector every
 // target's dependents pass (podSelectors), or, when the targets' selectors share no label, one
 // per distinct selector (a storm's targets have the few selectors of a few configured
 // services). Pods are kept slim. Handlers hand the pod's namespace to onPod.
@@ -127,12 +158,12 @@ type podCache struct {
 	selectors []string // server-side, for the log
 }
 
-func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector string, onPod func(namespace string)) *podCache {
+func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, onPod func(namespace string)) *podCache {
 	c := &podCache{}
 	for _, sel := range podSelectors(selectors) {
 		labelSelector := sel.String()
 		c.selectors = append(c.selectors, labelSelector)
-		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 				lo.LabelSelector = labelSelector
 				lo.FieldSelector = fieldSelector
@@ -154,13 +185,16 @@ func onPodObj(obj any, onPod func(string)) {
 	}
 }
 
-// inNamespace lists the cached pods of a namespace, each once, in name order (the API's list
-// order, which the default sorting keeps).
+// inNamespace lists the cached pods of a namespace ("": of every namespace), each once, in
+// namespace and name order (the API's list order, which the default sorting keeps).
 func (c *podCache) inNamespace(ns string) []*corev1.Pod {
 	seen := sets.New[string]()
 	var out []*corev1.Pod
 	for _, inf := range c.informers {
-		objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		objs := inf.GetStore().List()
+		if ns != "" {
+			objs, _ = inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		}
 		for _, o := range objs {
 			if p, ok := o.(*corev1.Pod); ok && !seen.Has(string(p.UID)) {
 				seen.Insert(string(p.UID))
@@ -168,16 +202,29 @@ func (c *podCache) inNamespace(ns string) []*corev1.Pod {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace < out[j].Namespace || (out[i].Namespace == out[j].Namespace && out[i].Name < out[j].Name)
+	})
 	return out
 }
 
+// synced and allFactories are those of the informers; none when c is nil (no pod cache).
 func (c *podCache) synced() []cache.InformerSynced {
+	if c == nil {
+		return nil
+	}
 	out := make([]cache.InformerSynced, len(c.informers))
 	for i, inf := range c.informers {
 		out[i] = inf.HasSynced
 	}
 	return out
+}
+
+func (c *podCache) allFactories() []informers.SharedInformerFactory {
+	if c == nil {
+		return nil
+	}
+	return c.factories
 }
 
 func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }

@@ -10,7 +10,9 @@
 //     though WATCH's pod informers already start, so their cache is warm when the gate opens.
 //     Everything below then starts at that moment (RUN_DURATION included); while the service is
 //     down again, reaping pauses, and it resumes with a cycle when the service is Ready, with
-//     a full RUN_DURATION counted afresh from that return.
+//     a full RUN_DURATION counted afresh from that return. Such a run is a batch of one target
+//     (batch.go): TARGETS is the same run over several services, and with a pod cache (WATCH,
+//     TARGETS) a gated run's cycles read it instead of listing.
 //   - Run runs a cycle on every SCHEDULE tick, the first at the schedule's first tick, as
 //     pod-reaper does; with REAP_AT_START, WATCH or START_WHEN_READY (when the gate opens) the
 //     first cycle runs at once instead. A cycle
@@ -36,5 +38,5 @@
 //     cooldown afresh.
 //
 // Decisions (filters, rules, sorting, the MAX_PODS quota, the REAP_COOLDOWN rounds) are pure functions; the Kubernetes I/O
-// is confined to list.go, act.go and watch.go.
+// is confined to list.go, act.go, watch.go and batch_caches.go.
 package reaper

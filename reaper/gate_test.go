@@ -292,9 +292,15 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 // TestGateIgnoresSlicesOfOtherServices: a slice labelled for another service never opens the
 // gate, should a lenient API return it.
 func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
-	other := endpointSlice("shoot", "other", ptr.To(true))
-	own := endpointSlice("shoot", "etcd", ptr.To(false))
-	if serviceReady(ServiceRef{Namespace: "shoot", Name: "etcd"}, podstate.ReadyAny, []any{other, own}) {
-		t.Error("a ready slice of another service opened the gate")
+	ref := ServiceRef{Namespace: "shoot", Name: "etcd"}
+	tr := newServiceTracker(fake.NewClientset(), map[ServiceRef]podstate.ReadyWhen{ref: podstate.ReadyAny}, time.Now, func(ServiceRef) {})
+	for _, s := range []*discoveryv1.EndpointSlice{endpointSlice("shoot", "other", ptr.To(true)), endpointSlice("shoot", "etcd", ptr.To(false))} {
+		if err := tr.informer.GetIndexer().Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.resync()
+	if v := tr.view(ref); !v.Known || v.Ready {
+		t.Errorf("view = %+v: a ready slice of another service opened the gate", v)
 	}
 }

@@ -3,9 +3,8 @@ package reaper
 import "time"
 
 // The gate of a run's service (START_WHEN_READY, or one target of TARGETS) and its window
-// (RUN_DURATION), as one pure decision over what is known of the service: a run of one service
-// (runOne, over its gate's readiness) and each target of a batch run (batch.turn, over the
-// shared caches) both step it. A run reaps nothing until its service is Ready; its window
+// (RUN_DURATION), as one pure decision over what is known of the service: every target of a
+// gated run (batch.turn, over the shared caches; START_WHEN_READY is a batch of one) steps it. A run reaps nothing until its service is Ready; its window
 // counts from that return; while its service is down again it pauses; every later return gets
 // a fresh, full window; the window keeps running during an outage; MAX_WAIT counts from the
 // run's start. A run without START_WHEN_READY is one whose service is Ready from the start.
@@ -108,17 +107,6 @@ func windowFrom(at time.Time, d time.Duration) time.Time {
 		return time.Time{}
 	}
 	return at.Add(d)
-}
-
-// seen is v after a follower that reads readiness saw ready at now: every change to Ready
-// is a return.
-func (v serviceView) seen(ready bool, now time.Time) serviceView {
-	if ready && !(v.Known && v.Ready) {
-		v.Returns++
-		v.LastReturn = now
-	}
-	v.Known, v.Ready = true, ready
-	return v
 }
 
 // reaping says whether the target reaps its dependents now.

@@ -124,34 +124,6 @@ func TestGateStepWaitsOpensPausesResumesAndEnds(t *testing.T) {
 	}
 }
 
-// TestSeenCountsEveryBecomingReadyAsAReturn: a run of one service reads its gate's readiness;
-// what it saw becomes the view the gate steps on.
-func TestSeenCountsEveryBecomingReadyAsAReturn(t *testing.T) {
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	for _, tc := range []struct {
-		name  string
-		v     serviceView
-		ready bool
-		want  serviceView
-	}{
-		{"a first sight of a Ready service is its first return", serviceView{}, true,
-			serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(time.Minute)}},
-		{"a first sight of a down service is no return", serviceView{}, false, serviceView{Known: true}},
-		{"Ready again after down is a return", serviceView{Known: true, Returns: 1, LastReturn: at(0)}, true,
-			serviceView{Known: true, Ready: true, Returns: 2, LastReturn: at(time.Minute)}},
-		{"still Ready is no return", serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}, true,
-			serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}},
-		{"down keeps the returns seen", serviceView{Known: true, Ready: true, Returns: 1, LastReturn: at(0)}, false,
-			serviceView{Known: true, Returns: 1, LastReturn: at(0)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.v.seen(tc.ready, at(time.Minute)); got != tc.want {
-				t.Errorf("seen = %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestBatchGatesAreIndependent: three targets share one run; each opens on its own service's
 // return and keeps its own window, and one whose service never returns holds back nobody.
 func TestBatchGatesAreIndependent(t *testing.T) {

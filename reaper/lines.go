@@ -10,7 +10,7 @@ import (
 )
 
 // The lines that tell a gated run's story, the same for a run of one service and for each
-// target of a batch run (whose logger adds the target field).
+// target of a TARGETS run (whose logger adds the target field).
 
 // armedLine: the run waits for its service.
 func (r *runner) armedLine(armedAt time.Time) {
@@ -48,22 +48,20 @@ func (r *runner) resumedLine(ref ServiceRef) {
 		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, r.cooldownResumeNote())
 }
 
-// startLine says when the first cycle comes, unless the gate's Ready line has said it, and
-// returns whether it comes now (atStart) and the schedule's first tick otherwise.
+// startLine says when the first cycle comes and returns whether it comes now (atStart) and
+// the schedule's first tick otherwise. A gated run says it with its Ready line instead.
 //
 // pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
 // SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls). A
 // cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the moment
 // its informer lists it anyway, so its first cycle at start changes nothing but makes it
-// explicit; and an opened gate is the moment the run exists for.
-func (r *runner) startLine(gated bool) (atStart bool, firstTick time.Time) {
-	atStart = r.opts.ReapAtStart || r.opts.Watch || gated
+// explicit.
+func (r *runner) startLine() (atStart bool, firstTick time.Time) {
+	atStart = r.opts.ReapAtStart || r.opts.Watch
 	firstTick = r.opts.Schedule.Next(time.Now())
-	switch {
-	case gated:
-	case atStart:
+	if atStart {
 		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
-	default:
+	} else {
 		at := firstTick.UTC().Format(time.RFC3339)
 		r.log.WithFields(r.startFields()).WithField("first_cycle_at", at).
 			Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", at)

@@ -74,43 +74,38 @@ func protobuf(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// RunWith is Run with the Events written through a client of their own. A TARGETS run is one
-// run over all its services (runBatch); anything else is one run (runOne).
+// RunWith is Run with the Events written through a client of their own. A gated run
+// (START_WHEN_READY, or TARGETS) is runBatch, a single service being a batch of one
+// target; anything else is pod-reaper's run (runOne).
 func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
 	ev := newEvents(c.Events, log)
 	defer ev.close(log)
-	if len(opts.Targets) > 0 {
+	if len(opts.Targets) > 0 || opts.StartWhenReady != nil {
 		return runBatch(ctx, c.API, ev, opts, log)
 	}
 	return runOne(ctx, c.API, ev, opts, log)
 }
 
-// runOne is the run of one service, or of a plain pod-reaper configuration: it starts what
-// it follows, waits for the gate if it has one, reaps until it is told to stop, and ends with
-// the summary line.
+// runOne is the run of a plain pod-reaper configuration (no gate): it starts the pod
+// informers (WATCH), reaps until it is told to stop or RUN_DURATION ends it, and ends with the
+// summary line.
 func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
 	r := newRunner(ctx, client, ev, opts, log)
 	logOddSettings(log, opts.Warnings)
-	armedAt := time.Now()
-	src, err := r.startSources(ctx, armedAt)
-	if err != nil {
-		return r.gateFailed(ctx, err)
+	// The pod informers start before the first cycle, so that no transition is missed.
+	bg, cancel := context.WithCancel(ctx)
+	var w *watcher
+	if opts.Watch {
+		w = startWatcher(bg, client, opts, r.fields, log)
 	}
-	defer src.cancel()
-	g := &oneGate{g: src.gate, rules: gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: armedAt}}
-	if src.gate != nil {
-		if opened, why := r.waitForGate(ctx, g); !opened {
-			src.shutdown()
-			r.sum.NotStarted = true
-			r.finishLine(why)
-			return r.sum, nil
-		}
+	why := r.reapUntilStopped(ctx, w)
+	cancel()
+	if w != nil {
+		w.shutdown() // none of its goroutines outlives the run
 	}
-	why := r.reapUntilStopped(ctx, src, g)
-	src.shutdown()
 	r.finishLine(why)
 	if r.lastErr != nil {
 		return r.sum, fmt.Errorf("reaper: the last cycle could not list pods: %w", r.lastErr)
@@ -118,90 +113,22 @@ func runOne(ctx context.Context, client kubernetes.Interface, ev *events, opts O
 	return r.sum, nil
 }
 
-// sources are what a run follows in the background: the gate's EndpointSlices
-// (START_WHEN_READY) and the pods (WATCH), each nil when the run has none. They live until the
-// run ends, whatever ends it.
-type sources struct {
-	gate   *gate
-	watch  *watcher
-	cancel context.CancelFunc
-}
-
-// startSources starts the gate and the pod informers. The pod informers start before the
-// first cycle, and before the gate opens, so that no transition is missed: their cache is
-// warm when the gate opens, and the pods they report wait in the queue until the run may act.
-func (r *runner) startSources(ctx context.Context, armedAt time.Time) (*sources, error) {
-	bg, cancel := context.WithCancel(ctx)
-	src := &sources{cancel: cancel}
-	if r.opts.StartWhenReady != nil {
-		r.armedLine(armedAt)
-		g, err := startGate(bg, r.client, *r.opts.StartWhenReady, r.opts.ReadyWhen, r.opts.onGateSynced)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		src.gate = g
-	}
-	if r.opts.Watch {
-		src.watch = startWatcher(bg, r.client, r.opts, r.fields, src.gate != nil, r.log)
-	}
-	return src, nil
-}
-
-// shutdown stops the sources and waits for their goroutines: none outlives the run.
-func (src *sources) shutdown() {
-	src.cancel()
-	if src.watch != nil {
-		src.watch.shutdown()
-	}
-	if src.gate != nil {
-		src.gate.shutdown()
-	}
-}
-
-// watched is the channel of the watched pods' keys: nil, never ready, without WATCH or while
-// reaping is paused, so the keys wait in the queue.
-func (src *sources) watched(paused bool) <-chan cache.ObjectName {
-	if src.watch == nil || paused {
-		return nil
-	}
-	return src.watch.keys
-}
-
-// gateChanged is signalled when the gate's readiness may have changed; nil without a gate.
-func (src *sources) gateChanged() <-chan struct{} {
-	if src.gate == nil {
-		return nil
-	}
-	return src.gate.changed
-}
-
-// gateFailed ends a run whose gate could not start: nothing was reaped, and that is an error
-// unless the run was asked to stop meanwhile.
-func (r *runner) gateFailed(ctx context.Context, err error) (Summary, error) {
-	r.sum.NotStarted = true
-	if ctx.Err() != nil {
-		r.finishLine(stoppedWhileWaiting(*r.opts.StartWhenReady))
-		return r.sum, nil
-	}
-	r.log.WithError(err).Error("Cannot follow the service's readiness; nothing was reaped.")
-	return r.sum, err
-}
-
 // reapUntilStopped runs the first cycle, if the run has one at start, then serves the
-// SCHEDULE ticks, the watched pods and the gate's changes one at a time until SIGTERM (ctx)
+// SCHEDULE ticks and the watched pods (w; nil without WATCH) one at a time until SIGTERM (ctx)
 // or RUN_DURATION ends the run; it returns why, for the summary line.
-func (r *runner) reapUntilStopped(ctx context.Context, src *sources, g *oneGate) string {
-	atStart, planned := r.startLine(src.gate != nil)
-	if src.gate == nil {
-		g.step() // the service of a run without a gate is Ready from the start: it opens now
-	}
-	// stop ends everything after the first cycle: SIGTERM (ctx) or the gate's window
-	// (RUN_DURATION), which every later return of the service starts afresh.
+func (r *runner) reapUntilStopped(ctx context.Context, w *watcher) string {
+	atStart, planned := r.startLine()
+	// stop ends everything after the first cycle: SIGTERM (ctx) or RUN_DURATION.
 	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
-	window := newRunWindow(g.state.windowEnd, cancelStop)
-	defer window.stop()
+	if r.opts.RunDuration > 0 {
+		window := time.AfterFunc(r.opts.RunDuration, cancelStop)
+		defer window.Stop()
+	}
+	var keys <-chan cache.ObjectName // nil, never ready, without WATCH
+	if w != nil {
+		keys = w.keys
+	}
 
 	if atStart {
 		r.runCycle(ctx) // only a cancelled ctx stops the first cycle, never RUN_DURATION
@@ -213,14 +140,10 @@ func (r *runner) reapUntilStopped(ctx context.Context, src *sources, g *oneGate)
 		select {
 		case <-stop.Done():
 		case <-timer.C:
-			if g.state.reaping() {
-				r.runCycle(stop)
-			}
+			r.runCycle(stop)
 			planned = r.nextTick(planned, timer)
-		case key := <-src.watched(!g.state.reaping()):
-			r.judgeWatched(stop, src.watch, key)
-		case <-src.gateChanged():
-			r.followGate(stop, g, window)
+		case key := <-keys:
+			r.judgeWatched(stop, w, key)
 		}
 	}
 	if ctx.Err() != nil {
@@ -257,105 +180,9 @@ func (r *runner) judgeWatched(stop context.Context, w *watcher, key cache.Object
 	}
 }
 
-// oneGate is the gate of a run of one service: stepGate over what its gate's readiness says
-// on the wall clock. Without START_WHEN_READY (g nil) the service is Ready from the start, so
-// only RUN_DURATION ends it.
-type oneGate struct {
-	g     *gate
-	rules gateRules
-	view  serviceView
-	state gateState
-}
-
-// step moves the gate by what its service says now.
-func (o *oneGate) step() gateStep {
-	now := time.Now()
-	o.view = o.view.seen(o.g == nil || o.g.Ready(), now)
-	var st gateStep
-	o.state, st = stepGate(o.state, o.rules, o.view, now)
-	return st
-}
-
-// followGate steps the gate on a change of its service's readiness: reaping pauses while the
-// service is down again and resumes, with a cycle and a full RUN_DURATION from that return,
-// when it is Ready.
-func (r *runner) followGate(stop context.Context, g *oneGate, window *runWindow) {
-	switch st := g.step(); {
-	case st.ended:
-		window.end()
-	case st.paused:
-		r.pausedLine(g.g.ref)
-	case st.resumed:
-		if !window.moveTo(g.state.windowEnd) {
-			return // the window ended just now: the run is over
-		}
-		r.resumedLine(g.g.ref)
-		r.cool.reset() // a new return of the service is a new recovery
-		r.runCycle(stop)
-	}
-}
-
-// waitForGate steps the gate until its service is Ready (opened=true), MAX_WAIT passes or
-// ctx is cancelled; why says which, for the summary line.
-func (r *runner) waitForGate(ctx context.Context, g *oneGate) (opened bool, why string) {
-	for {
-		st := g.step()
-		switch {
-		case st.opened:
-			r.readyLine(g.g.ref, st.returnAt, g.rules.armedAt)
-			return true, ""
-		case st.gaveUp:
-			return false, r.maxWaitLine(g.g.ref)
-		}
-		timer := time.NewTimer(time.Until(st.wakeAt))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false, stoppedWhileWaiting(g.g.ref)
-		case <-timer.C:
-		case <-g.g.changed:
-			timer.Stop()
-		}
-	}
-}
-
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
-}
-
-// runWindow ends the run (end) when the gate's window ends; a zero end time: never.
-type runWindow struct {
-	timer *time.Timer
-	end   func()
-}
-
-func newRunWindow(until time.Time, end func()) *runWindow {
-	w := &runWindow{end: end}
-	if !until.IsZero() {
-		w.timer = time.AfterFunc(time.Until(until), end)
-	}
-	return w
-}
-
-// moveTo moves the window's end to until (a later return's fresh window). It reports false
-// when the window had already ended (end was called or is being called): a run that is
-// ending is not revived.
-func (w *runWindow) moveTo(until time.Time) bool {
-	if w.timer == nil {
-		return true
-	}
-	if !w.timer.Stop() {
-		return false
-	}
-	w.timer.Reset(time.Until(until))
-	return true
-}
-
-func (w *runWindow) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
-	}
 }

@@ -27,7 +27,7 @@ type watcher struct {
 	wg        sync.WaitGroup
 }
 
-func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, gated bool, log logrus.FieldLogger) *watcher {
+func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, log logrus.FieldLogger) *watcher {
 	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), keys: make(chan cache.ObjectName)}
 	var synced []cache.InformerSynced
 	for _, sel := range opts.Selectors {
@@ -50,11 +50,7 @@ func startWatcher(stop context.Context, client kubernetes.Interface, opts Option
 	}
 	w.wg.Go(func() {
 		if cache.WaitForCacheSync(stop.Done(), synced...) {
-			if gated {
-				log.Info("Watching pods (cache warm): once the gate opens, a pod is reaped the moment it matches.")
-			} else {
-				log.Info("Watching pods: a pod is reaped the moment it matches.")
-			}
+			log.Info("Watching pods: a pod is reaped the moment it matches.")
 			if opts.onWatchSynced != nil {
 				opts.onWatchSynced()
 			}
@@ -74,7 +70,7 @@ func (w *watcher) offer(obj any) {
 }
 
 // feed hands the queue's keys to the run's loop, in order, until the queue shuts down. The
-// loop waits for the schedule, the gate and the watch at once, which a blocking Get cannot
+// loop waits for the schedule, RUN_DURATION and the watch at once, which a blocking Get cannot
 // join; the loop marks each key Done once it has judged the pod, so a pod that changes
 // meanwhile is queued again rather than handed over twice.
 func (w *watcher) feed(stop <-chan struct{}) {

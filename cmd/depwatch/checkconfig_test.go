@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // noCluster makes any attempt to reach a cluster visible: KUBECONFIG names a kubeconfig whose

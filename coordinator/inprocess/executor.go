@@ -38,7 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -73,10 +72,10 @@ type Engine func(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) 
 
 // Executor carries the controllers' runs out in this process (jobs.Executor).
 type Executor struct {
-	opts  Options
-	store *store
-	log   logrus.FieldLogger
-	now   func() time.Time
+	opts    Options
+	objects *objects
+	log     logrus.FieldLogger
+	now     func() time.Time
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's; nil until Run starts
@@ -108,7 +107,7 @@ func New(o Options) *Executor {
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}
-	e.store = newStore(func() metav1.Time { return metav1.NewTime(e.now()) })
+	e.objects = newObjects(func() metav1.Time { return metav1.NewTime(e.now()) })
 	return e
 }
 
@@ -133,7 +132,6 @@ func (e *Executor) Run(ctx context.Context) {
 			e.stopped = true // no running.Go after this: Wait below sees every run
 			e.mu.Unlock()
 			e.running.Wait()
-			e.store.close()
 			return
 		case <-t.C:
 			e.sweep()
@@ -141,14 +139,14 @@ func (e *Executor) Run(ctx context.Context) {
 	}
 }
 
-// CreateJob stores job and starts its run.
+// CreateJob keeps job and starts its run.
 func (e *Executor) CreateJob(_ context.Context, job *batchv1.Job) (*batchv1.Job, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ctx == nil || e.stopped {
 		return nil, errors.New("the in-process executor is not running (starting or stopping): no run can start now")
 	}
-	obj, err := e.store.create(kindJob, job)
+	obj, err := e.objects.create(kindJob, job)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +168,7 @@ func withDeadline(ctx context.Context, stop context.CancelFunc, at time.Time) (c
 }
 
 func (e *Executor) GetJob(_ context.Context, namespace, name string) (*batchv1.Job, error) {
-	obj, err := e.store.get(kindJob, namespace, name)
+	obj, err := e.objects.get(kindJob, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +176,7 @@ func (e *Executor) GetJob(_ context.Context, namespace, name string) (*batchv1.J
 }
 
 func (e *Executor) ListJobs(_ context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error) {
-	objs, _ := e.store.list(kindJob, namespace, selector)
+	objs := e.objects.list(kindJob, namespace, selector)
 	out := make([]batchv1.Job, 0, len(objs))
 	for _, o := range objs {
 		out = append(out, *o.(*batchv1.Job))
@@ -189,7 +187,7 @@ func (e *Executor) ListJobs(_ context.Context, namespace string, selector labels
 // DeleteJob removes the Job and stops its run, as deleting a Job with propagation Background
 // does: its pod gets SIGTERM, finishes what it has in hand, and goes.
 func (e *Executor) DeleteJob(_ context.Context, namespace, name string, uid types.UID) error {
-	obj, err := e.store.remove(kindJob, namespace, name, uid)
+	obj, err := e.objects.remove(kindJob, namespace, name, uid)
 	if err != nil {
 		return err
 	}
@@ -208,30 +206,29 @@ func (e *Executor) DeleteJob(_ context.Context, namespace, name string, uid type
 }
 
 func (e *Executor) CreateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
-	_, err := e.store.create(kindConfigMap, cm)
+	_, err := e.objects.create(kindConfigMap, cm)
 	return err
 }
 
 func (e *Executor) UpdateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
-	_, err := e.store.update(kindConfigMap, cm)
-	return err
+	return e.objects.update(kindConfigMap, cm)
 }
 
 func (e *Executor) DeleteConfigMap(_ context.Context, namespace, name string) error {
-	_, err := e.store.remove(kindConfigMap, namespace, name, "")
+	_, err := e.objects.remove(kindConfigMap, namespace, name, "")
 	return err
 }
 
-func (e *Executor) Jobs(namespace, selector string) cache.ListerWatcher {
-	return listWatch{s: e.store, kind: kindJob, namespace: namespace, selector: selector}
+func (e *Executor) Jobs(namespace, selector string) jobs.Objects {
+	return e.objects.view(kindJob, namespace, selector)
 }
 
-func (e *Executor) Pods(namespace, selector string) cache.ListerWatcher {
-	return listWatch{s: e.store, kind: kindPod, namespace: namespace, selector: selector}
+func (e *Executor) Pods(namespace, selector string) jobs.Objects {
+	return e.objects.view(kindPod, namespace, selector)
 }
 
-func (e *Executor) ConfigMaps(namespace, selector string) cache.ListerWatcher {
-	return listWatch{s: e.store, kind: kindConfigMap, namespace: namespace, selector: selector}
+func (e *Executor) ConfigMaps(namespace, selector string) jobs.Objects {
+	return e.objects.view(kindConfigMap, namespace, selector)
 }
 
 // Job failure reasons, the Job controller's.
@@ -306,7 +303,7 @@ func (e *Executor) finished(job *batchv1.Job, r *run) {
 // markStarted records the Job's start, as the Job controller does once its pod exists.
 func (e *Executor) markStarted(job *batchv1.Job) {
 	now := metav1.NewTime(e.now())
-	e.store.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
+	e.objects.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
 		j := o.(*batchv1.Job)
 		j.Status.StartTime = &now
 		j.Status.Active = 1
@@ -323,7 +320,7 @@ func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reaso
 		log.WithField("reason", reason).Warnf("The in-process run ended: its Job Failed (%s: %s).", reason, message)
 	}
 	now := metav1.NewTime(e.now())
-	e.store.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
+	e.objects.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
 		j := o.(*batchv1.Job)
 		if j.UID != job.UID {
 			return
@@ -361,7 +358,7 @@ func (e *Executor) startPod(job *batchv1.Job) *corev1.Pod {
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		// The spec only names the containers: no kubelet reads it, and the run's settings are
-		// the Job's (its copy here would double what the store and the informers hold).
+		// the Job's (its copy here would double what the executor and the controllers hold).
 		Spec: corev1.PodSpec{RestartPolicy: tpl.Spec.RestartPolicy, ServiceAccountName: tpl.Spec.ServiceAccountName},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, StartTime: &now,
@@ -375,10 +372,10 @@ func (e *Executor) startPod(job *batchv1.Job) *corev1.Pod {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}
-	obj, err := e.store.create(kindPod, pod)
+	obj, err := e.objects.create(kindPod, pod)
 	if err != nil { // a name taken: another suffix
 		pod.Name = job.Name + "-" + suffix()
-		if obj, err = e.store.create(kindPod, pod); err != nil {
+		if obj, err = e.objects.create(kindPod, pod); err != nil {
 			return pod
 		}
 	}
@@ -392,7 +389,7 @@ func (e *Executor) endPod(pod *corev1.Pod, code int32, message string) {
 		message = message[:reaper.MaxTerminationMessage]
 	}
 	now := metav1.NewTime(e.now())
-	e.store.mutate(kindPod, pod.Namespace, pod.Name, func(o runtime.Object) {
+	e.objects.mutate(kindPod, pod.Namespace, pod.Name, func(o runtime.Object) {
 		p := o.(*corev1.Pod)
 		p.Status.Phase = corev1.PodSucceeded
 		reason := "Completed"
@@ -415,17 +412,17 @@ func (e *Executor) endPod(pod *corev1.Pod, code int32, message string) {
 
 // removePods removes the Job's pods (its run has ended).
 func (e *Executor) removePods(job *batchv1.Job) {
-	pods, _ := e.store.list(kindPod, job.Namespace, labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)}))
+	pods := e.objects.list(kindPod, job.Namespace, labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)}))
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
-		_, _ = e.store.remove(kindPod, p.Namespace, p.Name, p.UID)
+		_, _ = e.objects.remove(kindPod, p.Namespace, p.Name, p.UID)
 	}
 }
 
 // sweep removes the finished Jobs whose ttlSecondsAfterFinished has passed, with their pods,
 // as the TTL-after-finished controller does.
 func (e *Executor) sweep() {
-	objs, _ := e.store.list(kindJob, "", labels.Everything())
+	objs := e.objects.list(kindJob, "", labels.Everything())
 	now := e.now()
 	for _, o := range objs {
 		j := o.(*batchv1.Job)
@@ -433,7 +430,7 @@ func (e *Executor) sweep() {
 		if !done || j.Spec.TTLSecondsAfterFinished == nil || now.Before(at.Add(time.Duration(*j.Spec.TTLSecondsAfterFinished)*time.Second)) {
 			continue
 		}
-		if _, err := e.store.remove(kindJob, j.Namespace, j.Name, j.UID); err == nil {
+		if _, err := e.objects.remove(kindJob, j.Namespace, j.Name, j.UID); err == nil {
 			e.removePods(j)
 		}
 	}

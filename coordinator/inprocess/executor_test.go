@@ -86,8 +86,8 @@ type rig struct {
 	e        *Executor
 	engine   *fakeEngine
 	launcher *jobs.Launcher
-	jobInf   cache.SharedIndexInformer
-	podInf   cache.SharedIndexInformer
+	jobInf   jobs.Objects
+	podInf   jobs.Objects
 }
 
 func newRig(t *testing.T, tpl jobs.Template) *rig {
@@ -101,8 +101,8 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 	}
 	tpl.Image = "in-process"
 	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}}
-	r.jobInf = cache.NewSharedIndexInformer(e.Jobs(tpl.Namespace, "depwatch.io/kind"), &batchv1.Job{}, 0, cache.Indexers{})
-	r.podInf = cache.NewSharedIndexInformer(e.Pods(tpl.Namespace, "depwatch.io/kind"), &corev1.Pod{}, 0, cache.Indexers{})
+	r.jobInf = e.Jobs(tpl.Namespace, "depwatch.io/kind")
+	r.podInf = e.Pods(tpl.Namespace, "depwatch.io/kind")
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Run(ctx) })
@@ -340,7 +340,7 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	if m := <-got; strings.Join(m.Namespaces, ",") != "shoot--a" {
 		t.Errorf("first membership %v", m.Namespaces)
 	}
-	cm, err := r.e.store.get(kindConfigMap, "garden", jobs.MembershipName("shard-0"))
+	cm, err := r.e.objects.get(kindConfigMap, "garden", jobs.MembershipName("shard-0"))
 	if err != nil {
 		t.Fatal(err)
 	}

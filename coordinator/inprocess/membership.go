@@ -5,8 +5,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/probe"
 )
@@ -16,14 +15,9 @@ import (
 // until ctx ends. A content that cannot be read is logged and the last good one stays, as
 // with a ConfigMap in the cluster.
 func (e *Executor) followMembership(ctx context.Context, namespace, name string, apply func(probe.Membership), log logrus.FieldLogger) error {
-	objs, rv := e.store.list(kindConfigMap, namespace, labels.Everything())
-	w, err := e.store.watch(kindConfigMap, namespace, labels.Everything(), formatRV(rv))
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	take := func(cm *corev1.ConfigMap) {
-		if cm.Name != name {
+	take := func(obj any) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || cm.Name != name {
 			return
 		}
 		m, err := probe.ParseMembership(cm.Data)
@@ -34,20 +28,10 @@ func (e *Executor) followMembership(ctx context.Context, namespace, name string,
 		}
 		apply(m)
 	}
-	for _, o := range objs {
-		take(o.(*corev1.ConfigMap))
+	v := e.objects.view(kindConfigMap, namespace, "")
+	if _, err := v.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: take, UpdateFunc: func(_, obj any) { take(obj) }}); err != nil {
+		return err
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil // the executor stopped
-			}
-			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				take(cm)
-			}
-		}
-	}
+	v.RunWithContext(ctx) // until the run ends (the executor stopping ends it too)
+	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // clusterWatch is the dynamic informer of Gardener's Cluster resources, started when
@@ -78,7 +78,7 @@ func (p *Controller) checkClusterKind(ctx context.Context) {
 	case installed && !running:
 		cctx, cancel := context.WithCancel(ctx)
 		inf := dynamicinformer.NewFilteredDynamicInformer(p.dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
-		_ = inf.SetTransform(ctrl.StripManagedFields)
+		_ = inf.SetTransform(jobs.StripManagedFields)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.enqueue(clusterKey(obj)) },
 			UpdateFunc: func(_, obj any) { p.enqueue(clusterKey(obj)) },

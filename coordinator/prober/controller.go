@@ -50,11 +50,11 @@ type Controller struct {
 	started  time.Time
 
 	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
-	jobInf cache.SharedIndexInformer // probe Jobs in the Job namespace
-	podInf cache.SharedIndexInformer // their pods (termination messages)
+	jobInf jobs.Objects              // probe Jobs in the Job namespace
+	podInf jobs.Objects              // their pods (termination messages)
 	// reports: the probe pods whose report was read (pod updates repeat).
 	reports ctrl.Reports
-	cmInf   cache.SharedIndexInformer // the shards' membership ConfigMaps
+	cmInf   jobs.Objects // the shards' membership ConfigMaps
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
@@ -129,8 +129,9 @@ func (p *Controller) enqueue(key string, ok bool) {
 	}
 }
 
-func (p *Controller) Informers() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{p.nsInf, p.jobInf, p.podInf, p.cmInf}
+// Informers the prober runs: its namespaces, and its caches of the executor's runs.
+func (p *Controller) Informers() []jobs.Objects {
+	return []jobs.Objects{p.nsInf, p.jobInf, p.podInf, p.cmInf}
 }
 
 func (p *Controller) enqueueAll() {

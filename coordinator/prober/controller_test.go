@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -93,7 +93,7 @@ func TestProberConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 }
 
 // cluster is the Cluster of the control-plane namespace shoot--p--a whose shoot is in state
-// s, built from the Cluster written from Gardener's types (internal/upstream).
+// s, built from the Cluster written from Gardener's types (test/upstream).
 func cluster(s upstream.Shoot) *unstructured.Unstructured { return s.Cluster("shoot--p--a") }
 
 func TestShouldProbe(t *testing.T) {

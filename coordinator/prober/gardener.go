@@ -15,7 +15,7 @@ var ClusterGVR = schema.GroupVersionResource{Group: "extensions.gardener.cloud",
 // below and read only through its Field. The names are the JSON names of Gardener's types
 // (extensions/v1alpha1 Cluster, core/v1beta1 Shoot): the Go field ShootStatus.IsHibernated,
 // for one, is serialised as "hibernated". TestEveryClusterFieldIsInGardenersCluster checks
-// each against a Cluster written from those types (internal/upstream).
+// each against a Cluster written from those types (test/upstream).
 var ClusterFields fieldpath.Set
 
 var (

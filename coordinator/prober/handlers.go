@@ -2,14 +2,12 @@ package prober
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -20,19 +18,16 @@ func (p *Controller) newInformers(client kubernetes.Interface, selector, jobName
 	p.nsInf = coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
-	byNamespace := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	p.jobInf = cache.NewSharedIndexInformer(p.exec.Jobs(jobNamespace, kindSel), &batchv1.Job{}, 0, byNamespace)
-	p.podInf = cache.NewSharedIndexInformer(p.exec.Pods(jobNamespace, kindSel), &corev1.Pod{}, 0, byNamespace)
-	p.cmInf = cache.NewSharedIndexInformer(p.exec.ConfigMaps(jobNamespace, kindSel), &corev1.ConfigMap{}, 0, byNamespace)
+	p.jobInf = p.exec.Jobs(jobNamespace, kindSel)
+	p.podInf = p.exec.Pods(jobNamespace, kindSel)
+	p.cmInf = p.exec.ConfigMaps(jobNamespace, kindSel)
 	_ = p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
 		if j, ok := obj.(*batchv1.Job); ok {
 			return []string{jobTarget(j)}, nil
 		}
 		return nil, nil
 	}})
-	for _, inf := range p.Informers() {
-		_ = inf.SetTransform(ctrl.StripManagedFields)
-	}
+	_ = p.nsInf.SetTransform(jobs.StripManagedFields)
 }
 
 // addHandlers queues what each event changes: a namespace's key for its own events; for a
@@ -44,7 +39,7 @@ func (p *Controller) addHandlers() error {
 		p.enqueue(k, err == nil)
 	}
 	regs := []struct {
-		inf cache.SharedIndexInformer
+		inf jobs.Objects
 		h   cache.ResourceEventHandlerFuncs
 	}{
 		{p.nsInf, cache.ResourceEventHandlerFuncs{AddFunc: nsKey, UpdateFunc: func(_, obj any) { nsKey(obj) }, DeleteFunc: nsKey}},

@@ -15,7 +15,7 @@ import (
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // standAsideKey is the queue key of the stand-aside decision (no namespace has a colon in
@@ -55,7 +55,7 @@ func newStandAsideWatch(d Deps) *standAsideWatch {
 			func(o *metav1.ListOptions) {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ref.Name).String()
 			})
-		_ = w.inf.SetTransform(ctrl.StripManagedFields)
+		_ = w.inf.SetTransform(jobs.StripManagedFields)
 		w.synced = w.inf.HasSynced
 	}
 	return w

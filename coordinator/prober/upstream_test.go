@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/internal/fieldpath"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // Every field the prober reads from a Cluster is in the Cluster written from Gardener's own
-// types (internal/upstream, gardener v1.136.2): a field name Gardener does not have (such as
+// types (test/upstream, gardener v1.136.2): a field name Gardener does not have (such as
 // status.isHibernated, where Gardener writes status.hibernated) would read as "absent" on
 // every real seed. A field under an object's metadata is Kubernetes' ObjectMeta, checked
 // against that type instead (the fixture shoot is not being deleted).

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -102,25 +101,21 @@ func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
 // weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by the services they
 // cover (a batch Job under each of its services), so an edge reads what covers its service
 // without an API call. They are the executor's: Jobs in the cluster, or the in-process runs.
-type weederJobs struct{ inf cache.SharedIndexInformer }
+type weederJobs struct{ inf jobs.Objects }
 
 // jobTargetIndex indexes weeder Jobs by each service they cover.
 const jobTargetIndex = "depwatch-target"
 
 func newWeederJobs(exec jobs.Executor, namespace string) *weederJobs {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
-	inf := cache.NewSharedIndexInformer(exec.Jobs(namespace, sel), &batchv1.Job{}, 0,
-		cache.Indexers{
-			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-			jobTargetIndex: func(obj any) ([]string, error) {
-				j, ok := obj.(*batchv1.Job)
-				if !ok {
-					return nil, nil
-				}
-				return jobs.ReadFacts(j).Covers(), nil
-			},
-		})
-	_ = inf.SetTransform(ctrl.StripManagedFields)
+	inf := exec.Jobs(namespace, sel)
+	_ = inf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
+		j, ok := obj.(*batchv1.Job)
+		if !ok {
+			return nil, nil
+		}
+		return jobs.ReadFacts(j).Covers(), nil
+	}})
 	return &weederJobs{inf: inf}
 }
 

@@ -195,16 +195,21 @@ func (c *Controller) config() *runningConfig { return c.running }
 // Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
 func (c *Controller) Keys() []string { return c.src.Keys() }
 
-// Informers the weeder runs.
-func (c *Controller) Informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{c.src.Informer(), c.wjobs.inf, c.reports.inf}
+// Informers the weeder runs: its own, and its caches of the executor's runs.
+func (c *Controller) Informers() []jobs.Objects {
+	infs := []jobs.Objects{c.src.Informer(), c.wjobs.inf, c.reports.inf}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}
 	if c.dependsOn != nil {
-		infs = append(infs, c.dependsOn.workloads...)
+		for _, inf := range c.dependsOn.workloads {
+			infs = append(infs, inf)
+		}
 	}
-	return append(infs, c.deps.informers()...)
+	for _, inf := range c.deps.informers() {
+		infs = append(infs, inf)
+	}
+	return infs
 }
 
 // Lead runs the batch launcher, the catch-up and the workers until ctx ends, then waits for

@@ -2,9 +2,6 @@ package weeder
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-
-	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // Observation is what the coordinator knows of one service's readiness.
@@ -163,13 +160,6 @@ func PlanWeeder(in WeederInput) Action {
 	default:
 		return ActionStopWeeder
 	}
-}
-
-// SlicesObservation aggregates one service's EndpointSlices: Known if there is any slice,
-// Ready as the service's readyWhen says (any: one ready endpoint of any slice), the same test
-// the weeder Job's START_WHEN_READY gate applies with READY_WHEN.
-func SlicesObservation(slices []*discoveryv1.EndpointSlice, when podstate.ReadyWhen) Observation {
-	return Observation{Known: len(slices) > 0, Ready: when.Ready(slices)}
 }
 
 // EndpointsObservation reads a legacy v1 Endpoints object (nil: not known): Ready if any

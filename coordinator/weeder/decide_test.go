@@ -100,7 +100,7 @@ func TestReadinessAggregatesAcrossTheServiceSlices(t *testing.T) {
 		{"ready endpoint in the second slice", []*discoveryv1.EndpointSlice{slice("n", "s", "a", ep(ptr.To(false))), slice("n", "s", "b", ep(ptr.To(true)))}, Observation{Known: true, Ready: true}},
 	}
 	for _, tc := range cases {
-		if got := SlicesObservation(tc.slices, podstate.ReadyAny); got != tc.want {
+		if got := observeSlices(tc.slices, podstate.ReadyAny); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -133,4 +133,13 @@ func crashPod(ns, name string, lbl map[string]string, init bool) *corev1.Pod {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
 	}
 	return p
+}
+
+// observeSlices is what the slice source's fold makes of these slices, one event each.
+func observeSlices(slices []*discoveryv1.EndpointSlice, when podstate.ReadyWhen) Observation {
+	var v podstate.ServiceSlices
+	for _, sl := range slices {
+		v.Apply(sl, false)
+	}
+	return Observation{Known: v.Known(), Ready: v.Ready(when)}
 }

@@ -9,7 +9,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -20,7 +19,7 @@ import (
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
 	if !c.opts.NoNamespaceReads {
 		c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
-		_ = c.nsInf.SetTransform(ctrl.StripManagedFields)
+		_ = c.nsInf.SetTransform(jobs.StripManagedFields)
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
 	if useEndpoints {

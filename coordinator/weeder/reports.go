@@ -21,7 +21,7 @@ import (
 // Prometheus would scrape it. Each pod is counted once, by the leader, and only if it ended
 // after this replica took the lead (what ended before was the previous leader's to count).
 type runReports struct {
-	inf  cache.SharedIndexInformer
+	inf  jobs.Objects
 	read ctrl.Reports
 
 	mu           sync.Mutex
@@ -30,9 +30,7 @@ type runReports struct {
 
 func newRunReports(exec jobs.Executor, namespace string) *runReports {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
-	inf := cache.NewSharedIndexInformer(exec.Pods(namespace, sel), &corev1.Pod{}, 0, cache.Indexers{})
-	_ = inf.SetTransform(ctrl.StripManagedFields)
-	return &runReports{inf: inf}
+	return &runReports{inf: exec.Pods(namespace, sel)}
 }
 
 // lead marks this replica the leader from now (or no longer, with the zero time).

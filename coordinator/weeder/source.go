@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/podstate"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
@@ -35,8 +35,8 @@ type source interface {
 // events in the order they arrive. The informer's cache may already be ahead of the event
 // being handled; reading it instead could skip a short outage between two events.
 type view struct {
-	slices map[string]*discoveryv1.EndpointSlice // by slice name (EndpointSlices)
-	ep     *corev1.Endpoints                     // legacy Endpoints
+	slices podstate.ServiceSlices // EndpointSlices
+	ep     *corev1.Endpoints       // legacy Endpoints
 }
 
 // serviceUID is the UID of the Service that owns the slices ("" when unknown: legacy
@@ -84,7 +84,7 @@ func newSliceSource(client kubernetes.Interface, services []string, readyWhen fu
 	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
 		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = inf.SetTransform(ctrl.StripManagedFields)
+	_ = inf.SetTransform(jobs.StripManagedFields)
 	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
 }
 
@@ -99,23 +99,10 @@ func (s *sliceSource) KeyOf(obj any) (string, bool) {
 }
 
 func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
-	if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
-		if v.slices == nil {
-			v.slices = map[string]*discoveryv1.EndpointSlice{}
-		}
-		if deleted {
-			delete(v.slices, sl.Name)
-		} else {
-			v.slices[sl.Name] = sl
-		}
-	}
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(v.slices))
-	for _, sl := range v.slices {
-		slices = append(slices, sl)
-	}
+	v.slices.Apply(obj, deleted)
 	key, _ := s.KeyOf(obj) // the service the event is for: the view's
 	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return SlicesObservation(slices, s.readyWhen(svc))
+	return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(s.readyWhen(svc))}
 }
 
 func (s *sliceSource) Keys() []string {

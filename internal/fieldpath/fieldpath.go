@@ -3,7 +3,7 @@
 // their Go modules, so nothing but a test can tell a misspelt field from an absent one: a
 // wrong name reads as "not set" for ever. Each such field is therefore declared once, in
 // the Set of its kind, and read only through its Field; the Set is the list that a test
-// checks against objects written from those projects' own types (internal/upstream), so a
+// checks against objects written from those projects' own types (test/upstream), so a
 // field added later is checked as well.
 package fieldpath
 

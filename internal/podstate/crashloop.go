@@ -1,6 +1,6 @@
 // Package podstate owns what depwatch reads of a pod and of a service's EndpointSlices to
 // decide: "a pod is crash-looping" (CrashLoopBackOff), the slim copy of a pod that keeps just
-// what that test reads (Slim, Transform), and "a service is Ready" (SlicesReady). The reaper
+// what that test reads (Slim, Transform), and "a service is Ready" (ReadyWhen over ServiceSlices, one event at a time). The reaper
 // and the coordinator's weeder both ask these, so the weeder's catch-up and the weeder Job it
 // starts agree on which pods count and when a service is back; and a field the crash-loop
 // test starts to read is kept in the one slim pod both caches hold (TestSlimKeepsCrashLoop).

@@ -19,11 +19,11 @@ func readySlice(name string, family discoveryv1.AddressType, ready ...*bool) *di
 	return s
 }
 
-// TestSlicesReadyIsAPropertyOfTheServiceAcrossItsSlices: one ready endpoint in any slice makes
+// TestReadyAnyIsAPropertyOfTheServiceAcrossItsSlices: one ready endpoint in any slice makes
 // the service Ready. The cases marked "differs from dependency-watchdog" are the intended
 // differences documented in docs/coordinator.md (it judges each slice alone and wants every
 // endpoint of it ready).
-func TestSlicesReadyIsAPropertyOfTheServiceAcrossItsSlices(t *testing.T) {
+func TestReadyAnyIsAPropertyOfTheServiceAcrossItsSlices(t *testing.T) {
 	v4, v6 := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6
 	yes, no := ptr.To(true), ptr.To(false)
 	tests := []struct {
@@ -43,8 +43,8 @@ func TestSlicesReadyIsAPropertyOfTheServiceAcrossItsSlices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := SlicesReady(tc.slices); got != tc.want {
-				t.Errorf("SlicesReady = %v, want %v", got, tc.want)
+			if got := ReadyAny.Ready(tc.slices); got != tc.want {
+				t.Errorf("ReadyAny.Ready = %v, want %v", got, tc.want)
 			}
 		})
 	}

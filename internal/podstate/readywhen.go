@@ -52,10 +52,15 @@ func ParseReadyWhen(v string) (ReadyWhen, error) {
 	}
 }
 
-// Ready decides whether a service with these EndpointSlices counts as back. An endpoint listed
+// Ready decides whether a service with these EndpointSlices counts as back: what "the
+// service is Ready" means everywhere in depwatch (the coordinator's weeder, and the gate of
+// a weeder run), always over the service's slices as ServiceSlices folds them. It is a
+// property of the service, not of one slice: a Service sends traffic to any ready endpoint
+// of any of its slices (a large service's endpoints are spread over several; a dual-stack
+// service has one per address family). A slice without endpoints says nothing is ready. An endpoint listed
 // by several slices (a dual-stack service has a slice per address family; a slice being
 // replaced overlaps its successor) counts once, by its target (its pod) or else its first
-// address, and is ready when any copy is (so a minimum of 1 is exactly SlicesReady). A ready
+// address, and is ready when any copy is. A ready
 // condition that is not set counts as ready (discovery/v1: "nil should be interpreted as
 // true"). Terminating endpoints are never ready and are not among "all": a member that is
 // being replaced does not hold its service back.
@@ -90,18 +95,6 @@ func endpointKey(e *discoveryv1.Endpoint) string {
 		return "addr/" + e.Addresses[0]
 	}
 	return fmt.Sprintf("anon/%p", e) // no name at all: itself
-}
-
-// ObjectsReadyWhen is Ready over what an informer's store or index lists; objects that are
-// not EndpointSlices are ignored.
-func ObjectsReadyWhen(objs []any, w ReadyWhen) bool {
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			slices = append(slices, s)
-		}
-	}
-	return w.Ready(slices)
 }
 
 // MarshalText writes String, so a readyWhen travels in JSON (a weeder Job's TARGETS) as

@@ -53,9 +53,6 @@ func TestReadyWhen(t *testing.T) {
 					t.Errorf("readyWhen %s: Ready = %v, want %v", c.w, got, c.want)
 				}
 			}
-			if got := ReadyAny.Ready(tt.slices); got != SlicesReady(tt.slices) {
-				t.Errorf("readyWhen any says %v, SlicesReady %v: the default must be today's behaviour", got, !got)
-			}
 		})
 	}
 }

@@ -90,8 +90,7 @@ func TestDependsOnAnnotationWeedsTheDependentWithoutAConfigEntry(t *testing.T) {
 			"msg": "A workload declares the Services its pods depend on: they are weeded when those come back."}, time.Minute)
 	}
 
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, time.Minute)
 	t.Logf("armed weeder Job %s is waiting for %s/%s", job.Name, ns, dependsOnService)

@@ -395,8 +395,7 @@ func TestAPIServerRestartDuringWeederAndProbeJobs(t *testing.T) {
 	p := newPair(t, ns)
 	// The outage first: the rest is set up, and the other tests run, while the dependent's
 	// back-off grows.
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
 

@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // Swapping the image: gardenlet's dependency-watchdog Deployments, exactly as gardenlet writes
@@ -46,7 +46,7 @@ const (
 )
 
 // gardenletWeederConfigMap and gardenletProberConfigMap are the dep-config.yaml gardenlet
-// writes (internal/upstream, shared with the coordinator's unit tests).
+// writes (test/upstream, shared with the coordinator's unit tests).
 var (
 	gardenletWeederConfigMap = upstream.GardenletWeederConfig()
 	gardenletProberConfigMap = upstream.GardenletProberConfig()

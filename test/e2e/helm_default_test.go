@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // The chart installed as a user without Gardener installs it: the chart's default config (no
@@ -54,8 +54,7 @@ func TestHelmChartDefaultInstallWeedsAnyNamespaceAndGardenerIsOneSwitch(t *testi
 	waitCoordinatorLineIn(t, releaseNS, map[string]string{"service": p.serviceKey(),
 		"msg": "Watching the EndpointSlices of a service an annotation names."}, time.Minute)
 	p.waitDependentReady(time.Minute, "")
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
 	t.Logf("the default install armed weeder Job %s/%s for %s", releaseNS, armed.Name, p.serviceKey())

@@ -55,8 +55,7 @@ func TestHelmChartPullSecretAndTolerationReachTheWeederJob(t *testing.T) {
 
 	p := newPair(t, work)
 	p.jobsNS = releaseNS
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	armed := p.waitArmedJob(outageStart, 2*time.Minute) // its pod runs: it logged that it is armed
 	jobPods, err := kube.CoreV1().Pods(releaseNS).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + armed.Name})
 	if err != nil || len(jobPods.Items) == 0 {

@@ -40,8 +40,7 @@ func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 	// release's weeder Job, which runs in the release's namespace.
 	p := newPair(t, work)
 	p.jobsNS = releaseNS
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
 	cl := p.waitCrashLoop(30*time.Second, 3*time.Minute)
@@ -65,8 +64,7 @@ func TestHelmChartInstallWeedUpgradeUninstall(t *testing.T) {
 	waitCoordinatorLineIn(t, releaseNS, map[string]string{"service": other.ns + "/other",
 		"msg": "Watching the EndpointSlices of a service an annotation names."}, time.Minute)
 	other.waitDependentReady(time.Minute, "")
-	outageStart = time.Now()
-	other.scaleUpstream(0)
+	outageStart = other.beginOutage()
 	job := other.waitArmedJob(outageStart, time.Minute)
 	if got := jobEnvValue(job, "RUN_DURATION"); got != "50s" {
 		t.Errorf("after helm upgrade, weeder Job %s has RUN_DURATION=%q; want the new watchDuration 50s", job.Name, got)

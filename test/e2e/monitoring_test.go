@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/internal/monitoring"
+	"github.com/depwatch/depwatch/test/monitoring"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -163,8 +163,7 @@ scrape_configs:
 	// A weeder outage: armed on the outage, and the return.
 	wns := newNamespaceLabelled(t, "mon-weeder", map[string]string{privateCoordinatorLabel: home})
 	p := newPair(t, wns)
-	outage := time.Now()
-	p.scaleUpstream(0)
+	outage := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	p.waitArmedJob(outage, 90*time.Second)
 	// A dependent in crash-loop back-off at the return, with 30 s of it left (the 40 s

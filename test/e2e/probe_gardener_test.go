@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // The probe on a Gardener seed: the Machine and Cluster kinds exist (stand-in CRDs, installed
@@ -24,7 +24,7 @@ import (
 
 // applyCluster writes the Cluster resource of namespace ns for a shoot in state sh. It is
 // built, as the unit tests build theirs, from the Cluster written from Gardener's own types
-// (internal/upstream), so the fields depwatch reads are Gardener's names, not this test's.
+// (test/upstream), so the fields depwatch reads are Gardener's names, not this test's.
 func applyCluster(t *testing.T, ns string, sh upstream.Shoot) {
 	t.Helper()
 	doc, err := json.Marshal(sh.Cluster(ns).Object) // JSON is YAML

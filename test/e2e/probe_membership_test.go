@@ -17,7 +17,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/coordinator/prober"
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -171,7 +171,7 @@ func firstSeen(t *testing.T, timeout time.Duration, what string, names []string,
 	return seen
 }
 
-// The states of a shoot this test walks, as Gardener writes them (internal/upstream).
+// The states of a shoot this test walks, as Gardener writes them (test/upstream).
 var (
 	activeShoot = upstream.Shoot{}
 	// wakingShoot: spec.hibernation.enabled has been set to false and the wake-up's

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
@@ -552,7 +552,7 @@ func applyYAML(t *testing.T, doc string) {
 
 // setMachine creates or updates the Machine "machine-<node>" in the scenario's namespace,
 // labelled node=<node>, in the given phase: MCM's Machine as the unit tests build it
-// (internal/upstream, written from MCM's types).
+// (test/upstream, written from MCM's types).
 func (s *probeScenario) setMachine(node, phase string) {
 	s.t.Helper()
 	doc, err := json.Marshal(upstream.MachineFor(s.ns, node, phase).Object) // JSON is YAML

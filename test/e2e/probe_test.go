@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/depwatch/depwatch/internal/upstream"
+	"github.com/depwatch/depwatch/test/upstream"
 )
 
 // TestProbeScalesDependentsDownInLevelOrderAndBackUp: most worker leases stop being renewed

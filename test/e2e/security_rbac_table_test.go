@@ -84,7 +84,7 @@ var rbacTable = []rbacGrant{
 	{saWeeder, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
 		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/watch.go`) and delete them (`reaper/act.go`); deletes of crash-looping pods only, by the admission policy `depwatch-weeder-deletes`, and no evictions"},
 	{saWeeder, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
-		"START_WHEN_READY: a weeder reaps only while its service is Ready (`reaper/gate.go`)"},
+		"START_WHEN_READY: a weeder reaps only while its service is Ready (`reaper/batch_caches.go`)"},
 	{saWeeder, scopeCluster, "events", "", []string{"create"},
 		"Reaped / ReapSkipped Events, created once each (`reaper/act.go`)"},
 
@@ -112,7 +112,7 @@ var rbacTable = []rbacGrant{
 	{saReaper, scopeCluster, "events", "", []string{"create"},
 		"Reaped / ReapSkipped Events"},
 	{saReaper, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
-		"START_WHEN_READY: reap only while the service is Ready (`reaper/gate.go`)"},
+		"START_WHEN_READY: reap only while the service is Ready (`reaper/batch_caches.go`)"},
 
 	{saReaperNamespace, "my-app", "pods", "", []string{"delete", "list", "watch"},
 		"`examples/reaper-namespaced.yaml`: the same, in its own namespace only"},

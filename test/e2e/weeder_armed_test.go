@@ -43,6 +43,28 @@ func (p *pair) waitArmedJob(since time.Time, timeout time.Duration) batchv1.Job 
 	return job
 }
 
+// beginOutage takes the pair's upstream away once no armed weeder Job covers the service,
+// and returns when it did. A service can flap while its pair is set up (its EndpointSlice briefly
+// without a ready endpoint, seen on the lab under load): the coordinator rightly arms a weeder
+// for that, and keeps it through the test's own outage (PlanWeeder keeps an active armed
+// weeder), so a test that waits for a weeder armed on its outage first lets that one end
+// (it opens when the service is back and runs its watchDuration). An unarmed weeder still
+// running from the pair's start is replaced by the outage's armed one, as it should be.
+func (p *pair) beginOutage() time.Time {
+	p.t.Helper()
+	waitFor(p.t, 3*time.Minute, fmt.Sprintf("no active armed weeder Job for %s/%s before its outage", p.ns, p.svc), func() (bool, error) {
+		for _, j := range armedJobs(p.weederJobs()) {
+			if j.DeletionTimestamp == nil && !jobDone(&j) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	start := time.Now()
+	p.scaleUpstream(0)
+	return start
+}
+
 // TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn: the weeder Job is
 // launched, armed, as the outage begins; at the return it (not the kubelet) restarts the
 // crash-looping dependent, and the return launches nothing more.
@@ -52,8 +74,7 @@ func TestArmedWeederWaitsDuringTheOutageAndRestartsTheDependentOnReturn(t *testi
 	ns := newNamespace(t, "armed")
 	p := newPair(t, ns)
 
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, time.Minute)
 	t.Logf("armed weeder Job %s is waiting (armed at %s)", job.Name, job.Annotations["depwatch.io/armed-at"])
@@ -98,8 +119,7 @@ func TestArmedWeederKeepsOneJobWhileTheUpstreamFlaps(t *testing.T) {
 	ns := newNamespace(t, "flap")
 	p := newPair(t, ns)
 
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, time.Minute)
 	for i := 0; i < 2; i++ {

@@ -128,8 +128,7 @@ func slicesLeftIn(prefix string) (int, error) {
 // dependent's back-off to outlast the rest of the test's steps, brings the upstream back and
 // checks that the weeder, not the kubelet, restarted the dependent.
 func outageDuringBacklog(t *testing.T, p *pair, massPrefix string) {
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	downAt := p.waitServiceReady(false, time.Minute)
 	job := p.waitArmedJob(outageStart, 90*time.Second)
 	t.Logf("%s/%s: armed weeder Job %s created %s after the service went down", p.ns, p.svc, job.Name, job.CreationTimestamp.Sub(downAt.Truncate(time.Second)))

@@ -163,8 +163,7 @@ func TestAStormOfOutagesIsCoveredByFewWeederJobsAndEveryDependentRecovers(t *tes
 	// A lone outage once the window has passed: a Job of its own (the storm's services are
 	// still covered by theirs).
 	time.Sleep(21 * time.Second)
-	loneStart := time.Now()
-	lone.scaleUpstream(0)
+	loneStart := lone.beginOutage()
 	lone.waitServiceReady(false, time.Minute)
 	job := lone.waitArmedJob(loneStart, time.Minute)
 	if job.Labels[jobs.LabelBatch] == "true" || job.Labels[jobs.LabelNamespace] != lone.ns {

@@ -22,8 +22,7 @@ func TestWeederRestartsCrashLoopingDependentWhenUpstreamComesBack(t *testing.T) 
 	ns := newNamespace(t, "weeder")
 	p := newPair(t, ns)
 
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	// The armed weeder acts within seconds of the return; 30 s ahead (the 40 s back-off)
 	// leaves the kubelet far behind it.
@@ -93,8 +92,7 @@ func TestCoordinatorCatchesUpOnRecoveryThatHappenedWhileItWasDown(t *testing.T) 
 	// The outage begins with the coordinator up: it stops the weeder still running from the
 	// pair's start and arms one. Then the coordinator goes down and the armed Job goes away
 	// too (as when it gave up after armedMaxWait): nothing is left to act on the return.
-	outageStart := time.Now()
-	p.scaleUpstream(0)
+	outageStart := p.beginOutage()
 	p.waitServiceReady(false, time.Minute)
 	armed := p.waitArmedJob(outageStart, time.Minute)
 	c.scale(t, 0)

@@ -52,7 +52,7 @@ func TestPrometheusRuleIsTheRulesFile(t *testing.T) {
 	}
 	got := read(t, path)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is not written from depwatch.rules.yaml: run go test ./internal/monitoring -run TestPrometheusRule -update", path)
+		t.Fatalf("%s is not written from depwatch.rules.yaml: run go test ./test/monitoring -run TestPrometheusRule -update", path)
 	}
 	var pr struct {
 		Kind string    `json:"kind"`
@@ -204,7 +204,7 @@ func TestComponentBuildsOnTheBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// kustomize takes only relative paths to other folders; the overlay sits in the tree.
-	ov, err := os.MkdirTemp(filepath.Join(root, "internal", "monitoring"), "overlay-")
+	ov, err := os.MkdirTemp(filepath.Join(root, "test", "monitoring"), "overlay-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ func TestTheRulesFilesNameCommandsAndPathsThatExist(t *testing.T) {
 		"manifests/charts/depwatch/files/depwatch.rules.yaml",
 		"hack/check-rules.sh",
 		"docs/operating.md",
-		"internal/monitoring/rules.go",
-		"internal/monitoring/monitoring_test.go",
+		"test/monitoring/rules.go",
+		"test/monitoring/monitoring_test.go",
 	} {
 		text := string(read(t, filepath.Join(root, f)))
 		for _, m := range goTest.FindAllStringSubmatch(text, -1) {

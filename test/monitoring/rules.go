@@ -30,7 +30,7 @@ type RulesFile struct {
 
 // ruleHeader is the PrometheusRule's part before the groups.
 const ruleHeader = `# The Prometheus Operator's form of depwatch.rules.yaml, written from it by
-# ` + "`go test ./internal/monitoring -run TestPrometheusRule -update`" + `: edit that file, not this one.
+# ` + "`go test ./test/monitoring -run TestPrometheusRule -update`" + `: edit that file, not this one.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
