@@ -25,7 +25,7 @@ RACE := CGO_ENABLED=1 $(GO)
 # the bin directory of the Kubernetes version hack/lib.sh names (hack/k8s/go.mod's, or K8S_VERSION).
 export PATH := $(PATH):$(shell ROOT='$(CURDIR)' bash -c '. '\''$(CURDIR)/hack/lib.sh'\'' && echo "$$K8S_BIN"')
 
-.PHONY: help build test unit lint fuzz bench image image-local helm cluster-up cluster-down test-k8s e2e demo bench-recovery bench-probe bench-scale clean
+.PHONY: help build test unit lint fuzz bench image image-local release helm cluster-up cluster-down test-k8s e2e demo bench-recovery bench-probe bench-scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -69,6 +69,17 @@ bench: ## Go benchmarks (selection over 10,000 pods, ...).
 
 image: ## Write the release image _output/images/depwatch-<VERSION>.tar, tagged ghcr.io/depwatch/depwatch:<VERSION>, without Docker, and say how to load it.
 	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) ./hack/image.sh release
+
+# What a maintainer publishes for VERSION, in _output/release/ (emptied first): the image
+# archive (as make image writes it), the chart package, and SHA256SUMS over both. Nothing is
+# pushed or signed; docs/development.md ("Releasing") says what to do with them.
+RELEASE_DIR := _output/release
+release: helm ## Write the release to _output/release/: the image archive depwatch-<VERSION>.tar, the chart package depwatch-<X.Y.Z>.tgz and SHA256SUMS (offline; pushes nothing).
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	VERSION=$(VERSION) IMAGE_REPO=$(IMAGE_REPO) IMAGE_OUT=$(CURDIR)/$(RELEASE_DIR)/depwatch-$(VERSION).tar ./hack/image.sh release
+	$(HELM) package $(CHART) -d $(RELEASE_DIR)
+	cd $(RELEASE_DIR) && sha256sum depwatch-$(VERSION).tar depwatch-$(patsubst v%,%,$(VERSION)).tgz > SHA256SUMS && sha256sum -c SHA256SUMS
+	@ls -l $(RELEASE_DIR)
 
 image-local: ## Pack localhost/depwatch:dev, the release image and the test images, and import them into the running local cluster.
 	./hack/image.sh

@@ -49,8 +49,8 @@ release_image() {
     ctr -n k8s.io images import $shown                     # containerd, on every node (k3s: k3s ctr ...)
     skopeo copy --all oci-archive:$shown docker://<registry>/depwatch:$VERSION   # your registry
     mkdir depwatch-oci && tar -xf $shown -C depwatch-oci && crane push depwatch-oci <registry>/depwatch:$VERSION
-[image] with your registry, name it there when you install (README, "Install on your cluster"):
-    cd manifests && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
+[image] with your registry, name it there when you install (docs/install.md):
+    cd manifests/base && kustomize edit set image ghcr.io/depwatch/depwatch=<registry>/depwatch:$VERSION
     helm install depwatch manifests/charts/depwatch -n depwatch --create-namespace --set image.repository=<registry>/depwatch
 EOF
 }

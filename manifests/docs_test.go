@@ -228,3 +228,80 @@ func TestDocsNameOnlyPathsThatExist(t *testing.T) {
 		t.Fatal("the documents name no repository path: nothing checked")
 	}
 }
+
+// Every depwatch label or annotation key the documents and examples name
+// (`depwatch.io/depends-on`, `-l depwatch.io/kind=weeder`) is one the code or the manifests
+// use: a key renamed on one side fails here. A key of the form `probe.depwatch.io/<namespace>`
+// matches the prefix the code builds it from.
+func TestDocsNameOnlyDepwatchKeysThatExist(t *testing.T) {
+	key := regexp.MustCompile(`\b((?:[a-z0-9-]+\.)?depwatch\.io/[A-Za-z0-9._-]*)`)
+	known := map[string]bool{}
+	collect := func(p string, quoted bool) {
+		data := readFile(t, p)
+		re := key
+		if quoted {
+			re = regexp.MustCompile(`"((?:[a-z0-9-]+\.)?depwatch\.io/[A-Za-z0-9._-]*)`)
+		}
+		for _, m := range re.FindAllSubmatch(data, -1) {
+			known[string(m[1])] = true
+		}
+	}
+	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == ".git" || n == "_output" || n == "docs" || n == "examples" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(p, ".go"):
+			collect(p, true) // a string literal, not a comment
+		case strings.HasPrefix(p, "../manifests/") && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".tpl") || strings.HasSuffix(p, ".json")):
+			collect(p, false)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !known["depwatch.io/depends-on"] || !known["depwatch.io/kind"] {
+		t.Fatalf("the code's keys were not found (%d found): is the test still reading it?", len(known))
+	}
+	examples, _ := filepath.Glob("../examples/*.yaml")
+	checked := 0
+	for _, doc := range append(docFiles(t), examples...) {
+		for _, m := range key.FindAllStringSubmatch(string(readFile(t, doc)), -1) {
+			k := strings.TrimRight(m[1], ".")
+			if k == "depwatch.io/" {
+				continue // the domain itself, not a key
+			}
+			checked++
+			if known[k] {
+				continue
+			}
+			prefixed := false
+			for p := range known {
+				if strings.HasSuffix(p, "/") && strings.HasPrefix(k, p) {
+					prefixed = true
+				}
+			}
+			if !prefixed && !(strings.HasPrefix(doc, "../examples/") && exampleOwnKey(t, doc, k)) {
+				t.Errorf("%s names %s, a key no code or manifest uses", doc, k)
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d depwatch keys found in the documents: is the test still reading them?", checked)
+	}
+}
+
+// exampleOwnKey reports whether an example defines the key itself: a label its reaper is told
+// to select (REQUIRE_LABEL_KEY, EXCLUDE_LABEL_KEY, REQUIRE_ANNOTATION_KEY), which is the
+// user's choice, not depwatch's.
+func exampleOwnKey(t *testing.T, file, k string) bool {
+	re := regexp.MustCompile(`(?s)name: (?:REQUIRE_LABEL_KEY|EXCLUDE_LABEL_KEY|REQUIRE_ANNOTATION_KEY)\s+value: "?` + regexp.QuoteMeta(k) + `"?\s`)
+	return re.Match(readFile(t, file))
+}

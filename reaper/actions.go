@@ -1,7 +1,7 @@
 package reaper
 
 // What a pod's log line says was done with it: its "action" field, which dashboards and
-// on-call people filter on. README.md lists them; a test keeps the two equal.
+// on-call people filter on. docs/pod-reaper.md lists them; a test keeps the two equal.
 const (
 	ActionDeleted = "deleted"
 	ActionEvicted = "evicted"

@@ -7,15 +7,16 @@ import (
 	"testing"
 )
 
-// README.md's list of pod actions is the list the code logs: neither may drift from the other.
-func TestReadmeListsEveryPodAction(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The reap reference's list of pod actions (reapDoc) is the list the code logs: neither may
+// drift from the other.
+func TestReapDocListsEveryPodAction(t *testing.T) {
+	readme, err := os.ReadFile("../" + reapDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("Pod actions:\\s+((?:`[a-z-]+`,?\\s*)+)\\.").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README.md has no \"Pod actions: `...`, ...\" list")
+		t.Fatal(reapDoc + " has no \"Pod actions: `...`, ...\" list")
 	}
 	var listed []string
 	for _, a := range regexp.MustCompile("`([a-z-]+)`").FindAllSubmatch(m[1], -1) {
@@ -25,6 +26,6 @@ func TestReadmeListsEveryPodAction(t *testing.T) {
 	slices.Sort(listed)
 	slices.Sort(want)
 	if !slices.Equal(listed, want) {
-		t.Errorf("README.md lists pod actions %v; the code logs %v", listed, want)
+		t.Errorf("%s lists pod actions %v; the code logs %v", reapDoc, listed, want)
 	}
 }

@@ -8,18 +8,22 @@ import (
 	"testing"
 )
 
-// README.md's table of `depwatch reap` variables names exactly the variables the reaper
-// reads (its settings table, which --help is printed from): a variable added to one and not
-// the other fails here.
-func TestReadmeTableNamesEveryReapVariable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// reapDoc is the document that holds depwatch reap's reference: its variable table and its
+// list of pod actions.
+const reapDoc = "docs/pod-reaper.md"
+
+// The reap reference's table of `depwatch reap` variables (reapDoc, section "## depwatch reap")
+// names exactly the variables the reaper reads (its settings table, which --help is printed
+// from): a variable added to one and not the other fails here.
+func TestReapDocTableNamesEveryReapVariable(t *testing.T) {
+	readme, err := os.ReadFile("../" + reapDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	section := string(readme)
 	start := strings.Index(section, "\n## depwatch reap\n")
 	if start < 0 {
-		t.Fatal("README.md has no \"## depwatch reap\" section")
+		t.Fatal(reapDoc + " has no \"## depwatch reap\" section")
 	}
 	section = section[start+1:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
@@ -46,7 +50,7 @@ func TestReadmeTableNamesEveryReapVariable(t *testing.T) {
 	var read []string
 	for _, s := range settings {
 		if strings.HasPrefix(s.desc, "refused:") {
-			continue // listed only to be refused with a reason; README's prose names it
+			continue // listed only to be refused with a reason; the doc's prose names it
 		}
 		read = append(read, s.name)
 	}
@@ -56,12 +60,12 @@ func TestReadmeTableNamesEveryReapVariable(t *testing.T) {
 	slices.Sort(read)
 	for _, v := range read {
 		if !slices.Contains(documented, v) {
-			t.Errorf("%s is read by depwatch reap but not in README.md's table", v)
+			t.Errorf("%s is read by depwatch reap but not in %s's table", v, reapDoc)
 		}
 	}
 	for _, v := range documented {
 		if !slices.Contains(read, v) {
-			t.Errorf("README.md's table documents %s, which depwatch reap does not read", v)
+			t.Errorf("%s's table documents %s, which depwatch reap does not read", reapDoc, v)
 		}
 	}
 }

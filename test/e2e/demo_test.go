@@ -19,7 +19,7 @@ import (
 // for scripts) is noise a newcomer should not have to read past.
 var demoLine = regexp.MustCompile(`^(\[demo \+ *\d+s\] .+|    \S.*|NAME +READY +STATUS.*|(dependent|upstream)-\S+ +\d+/\d+ .*|)$`)
 
-// TestDemoRunsAsTheREADMESays runs hack/demo.sh (make demo) as the README says, with a
+// TestDemoRunsAsTheREADMESays runs hack/demo.sh (make demo) as the README and docs/development.md say, with a
 // KUBECONFIG exported that names no cluster: the demo uses the local cluster's kubeconfig
 // whatever KUBECONFIG says (only DEMO_KUBECONFIG names another), installs the local overlay,
 // which the lab already is, plays one outage and shows the weeder beat the kubelet's back-off.

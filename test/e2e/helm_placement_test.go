@@ -20,7 +20,7 @@ import (
 // coordinator's pod and on the pod of the weeder Job it launches, and that Job runs (armed
 // during the outage, then gated open by the return). The lab's images are local and never
 // pulled, so a pull secret of a registry that does not exist changes nothing but the spec,
-// and the toleration is of a taint no node has. Then the release is removed as the README
+// and the toleration is of a taint no node has. Then the release is removed as docs/install.md
 // says, and nothing the coordinator created is left.
 func TestHelmChartPullSecretAndTolerationReachTheWeederJob(t *testing.T) {
 	parallelLong(t, 60*time.Second)
@@ -74,17 +74,17 @@ func TestHelmChartPullSecretAndTolerationReachTheWeederJob(t *testing.T) {
 		return err == nil && strings.Contains(out, "is Ready at"), nil
 	})
 
-	// Removed as the README says, the release leaves nothing of what its coordinator created:
+	// Removed as docs/install.md says, the release leaves nothing of what its coordinator created:
 	// no Job, no membership ConfigMap, no Lease.
 	helmRun(t, helm, "uninstall", release, "-n", releaseNS, "--wait", "--timeout=2m")
 	mustKubectl(t, "-n", releaseNS, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/instance="+release, "--timeout=2m")
 	mustKubectl(t, "-n", releaseNS, "delete", "jobs,configmaps", "-l", "depwatch.io/kind")
 	mustKubectl(t, "-n", releaseNS, "delete", "lease", "depwatch-coordinator", "--ignore-not-found")
 	if left := mustKubectl(t, "-n", releaseNS, "get", "jobs,configmaps", "-l", "depwatch.io/kind", "-o", "name"); strings.TrimSpace(left) != "" {
-		t.Errorf("after the README's uninstall, left behind:\n%s", left)
+		t.Errorf("after docs/install.md's uninstall, left behind:\n%s", left)
 	}
 	if left := mustKubectl(t, "-n", releaseNS, "get", "lease", "depwatch-coordinator", "--ignore-not-found", "-o", "name"); strings.TrimSpace(left) != "" {
-		t.Errorf("after the README's uninstall, the Lease is left behind: %s", left)
+		t.Errorf("after docs/install.md's uninstall, the Lease is left behind: %s", left)
 	}
 }
 
