@@ -163,6 +163,7 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.mu.Unlock()
 	defer p.endStandAside()
 	p.startStandAside(ctx) // before any namespace is looked at
+	p.writeScaleTargets(ctx)
 	cfg := p.current().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
