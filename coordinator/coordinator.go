@@ -193,6 +193,10 @@ func (c *Coordinator) lead(ctx context.Context) {
 	}
 	if c.prober != nil {
 		wg.Go(func() { c.prober.Lead(ctx, c.opts.ConcurrentReconciles) })
+	} else {
+		// No prober, no probe: its admission policy's parameters list nothing (the prober
+		// writes its dependents there when it leads).
+		prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
 	}
 	if c.weeder != nil {
 		wg.Go(func() { c.weeder.Lead(ctx) })

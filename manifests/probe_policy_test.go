@@ -253,3 +253,28 @@ func TestProbeTargetsPolicyReadsWhatTheCoordinatorWrites(t *testing.T) {
 	}
 }
 
+// The chart renders both probe policies for the release: its namespace's accounts, and the
+// parameters the coordinator writes (a fixed name) in its namespace.
+func TestChartProbePoliciesFollowTheRelease(t *testing.T) {
+	objs := parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops"))
+	for _, name := range []string{"dw-depwatch-probe-scales", "dw-depwatch-probe-targets"} {
+		p, b := objs["ValidatingAdmissionPolicy <nil>/"+name], objs["ValidatingAdmissionPolicyBinding <nil>/"+name]
+		if p == nil || b == nil {
+			t.Fatalf("the chart renders no policy and binding %s", name)
+		}
+		rendered, _ := yaml.Marshal(map[string]any(p))
+		if !strings.Contains(string(rendered), "system:serviceaccount:ops:depwatch-probe") || strings.Contains(string(rendered), "system:serviceaccount:depwatch:") {
+			t.Errorf("the chart's %s does not name the release namespace's accounts:\n%s", name, rendered)
+		}
+		spec, _ := b["spec"].(map[string]any)
+		if spec["matchResources"] != nil || spec["policyName"] != name {
+			t.Errorf("the chart's binding %s %v: want policy %s in every namespace", name, spec, name)
+		}
+		if name == "dw-depwatch-probe-targets" {
+			ref, _ := spec["paramRef"].(map[string]any)
+			if ref["name"] != jobs.ScaleTargetsName || ref["namespace"] != "ops" || ref["parameterNotFoundAction"] != "Allow" {
+				t.Errorf("the chart's probe-targets binding reads %v; want ConfigMap ops/%s, Allow", ref, jobs.ScaleTargetsName)
+			}
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/depwatch/depwatch/internal/admission"
 	"github.com/depwatch/depwatch/jobs"
@@ -23,10 +25,16 @@ const scaleTargetsTimeout = 10 * time.Second
 // not write it (gardenlet's, under the image swap) is told once: the policy then keeps the
 // bound without the names (manifests/gardener/dependency-watchdog-admission.yaml).
 func (p *Controller) writeScaleTargets(ctx context.Context) {
-	cm := p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources())
-	log := p.log.WithFields(logrus.Fields{"configmap": cm.Namespace + "/" + cm.Name, "dependents": len(cm.Data)})
+	KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
+}
+
+// KeepScaleTargets writes cm, the probe policy's parameters, now and, when that fails, in the
+// background until it is written or ctx ends. The coordinator calls it with no dependents
+// when it runs no prober: then no probe may write anything.
+func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap, log logrus.FieldLogger) {
+	log = log.WithFields(logrus.Fields{"configmap": cm.Namespace + "/" + cm.Name, "dependents": len(cm.Data)})
 	try := func(ctx context.Context) (bool, error) {
-		err := jobs.WriteScaleTargets(ctx, p.client, cm)
+		err := jobs.WriteScaleTargets(ctx, client, cm)
 		switch {
 		case err == nil:
 			log.WithField("action", "written").Info("The probe admission policy's parameters list the config's dependents.")
