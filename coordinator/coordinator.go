@@ -199,7 +199,9 @@ func (c *Coordinator) lead(ctx context.Context) {
 	} else if c.scaleTargets {
 		// No prober, no probe: its admission policy's parameters list nothing (the prober
 		// writes its dependents there when it leads).
-		prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
+		wg.Go(func() {
+			prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
+		})
 	}
 	if c.weeder != nil {
 		wg.Go(func() { c.weeder.Lead(ctx) })
