@@ -10,11 +10,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	vap "github.com/depwatch/depwatch/internal/admission"
@@ -29,7 +29,7 @@ import (
 // ConfigMap depwatch/depwatch-scale-targets), scaling a named one to 7, writing another
 // annotation on it, and writing its scale subresource (depwatch-probe-scales), each with a
 // message naming the rule; the admin's same requests are admitted (dry runs). The probe's own
-// sequence, made with the token as probe/scale.go makes it (store the replicas and the
+// sequence, made with the token as probe/scale.go makes it (retried on conflict) (store the replicas and the
 // marker, scale to 0, scale back to the stored count, remove the annotations), is admitted.
 func TestSecurityAProbesTokenScalesOnlyTheConfiguredDependentsBackAndForth(t *testing.T) {
 	parallel(t)
@@ -94,9 +94,8 @@ func TestSecurityAProbesTokenScalesOnlyTheConfiguredDependentsBackAndForth(t *te
 			}},
 		{"scale-through-the-scale-subresource", "depwatch-probe-scales", "may not write the scale subresource",
 			func(as string) error {
-				_, err := client(as).AppsV1().Deployments(ns).UpdateScale(ctx, named, &autoscalingv1.Scale{
-					ObjectMeta: metav1.ObjectMeta{Name: named, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}},
-					metav1.UpdateOptions{DryRun: dryRun})
+				// A patch (the probe's RBAC grants patch, not update, on the subresource).
+				_, err := client(as).AppsV1().Deployments(ns).Patch(ctx, named, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), dry, "scale")
 				return err
 			}},
 	} {
@@ -129,7 +128,10 @@ func TestSecurityAProbesTokenScalesOnlyTheConfiguredDependentsBackAndForth(t *te
 		{"scale up to the stored count", `{"metadata":{"resourceVersion":%q},"spec":{"replicas":1}}`},
 		{"remove the annotations", `{"metadata":{"resourceVersion":%q,"annotations":{"` + probe.AnnotationReplicas + `":null,"` + probe.AnnotationMeltdownProtection + `":null}}}`},
 	} {
-		if err := patch("probe", named, fmt.Sprintf(step.body, get().ResourceVersion), metav1.PatchOptions{}); err != nil {
+		// Retried on a conflict, as the probe retries (the Deployment controller writes too).
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			return patch("probe", named, fmt.Sprintf(step.body, get().ResourceVersion), metav1.PatchOptions{})
+		}); err != nil {
 			t.Fatalf("the probe's own step %q with its token: %v", step.name, err)
 		}
 	}
