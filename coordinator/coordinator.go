@@ -88,6 +88,8 @@ type Coordinator struct {
 
 	// jobNamespace is where the Jobs run: the egress policy's namespace.
 	jobNamespace string
+	// scaleTargets: this service account may write the probe policy's parameters there.
+	scaleTargets bool
 }
 
 // New builds the coordinator and its controllers' informers (not started).
@@ -119,6 +121,7 @@ func New(d Deps) (*Coordinator, error) {
 		cfg:      d.Config,
 
 		jobNamespace: d.Template.Namespace,
+		scaleTargets: d.rights().ScaleTargets,
 	}
 	c.logIgnored()
 	c.metrics.ConfigValid.Set(1)
@@ -136,7 +139,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
 			Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
-			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self,
+			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !d.rights().ScaleTargets,
 		})
 		if err != nil {
 			return err
@@ -192,6 +195,12 @@ func (c *Coordinator) lead(ctx context.Context) {
 	}
 	if c.prober != nil {
 		wg.Go(func() { c.prober.Lead(ctx, c.opts.ConcurrentReconciles) })
+	} else if c.scaleTargets {
+		// No prober, no probe: its admission policy's parameters list nothing (the prober
+		// writes its dependents there when it leads).
+		wg.Go(func() {
+			prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
+		})
 	}
 	if c.weeder != nil {
 		wg.Go(func() { c.weeder.Lead(ctx) })

@@ -33,6 +33,10 @@ type Rights struct {
 	DeletePods     bool // pods: delete, in every namespace
 	ScaleWorkloads bool // apps deployments/scale: patch, in every namespace
 	ReadSecrets    bool // secrets: get, in every namespace (the probe's kubeconfig Secrets)
+	// ScaleTargets: configmaps: create and update, in the Jobs' namespace (the probe admission
+	// policy's parameters, jobs.ScaleTargets). Not granted under gardenlet's RBAC: the
+	// parameters are not written there.
+	ScaleTargets bool
 	// Unknown names the reviews that could not be made; each counts as not granted.
 	Unknown []string
 	asked   int
@@ -45,7 +49,7 @@ func (r Rights) Unreachable() bool { return r.asked > 0 && len(r.Unknown) == r.a
 // coordinator assumes when it asks nothing (tests, embedding).
 func AllRights() Rights {
 	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true, Workloads: true,
-		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true}
+		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true, ScaleTargets: true}
 }
 
 // review is one question: may this service account do verb on resource in namespace ("":
@@ -70,6 +74,7 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		{"", "pods", "", []string{"delete"}, func(r *Rights, ok bool) { r.DeletePods = ok }},
 		{"apps", "deployments/scale", "", []string{"patch"}, func(r *Rights, ok bool) { r.ScaleWorkloads = ok }},
 		{"", "secrets", "", []string{"get"}, func(r *Rights, ok bool) { r.ReadSecrets = ok }},
+		{"", "configmaps", jobNamespace, []string{"create", "update"}, func(r *Rights, ok bool) { r.ScaleTargets = ok }},
 	}
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
 		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.noWorkload = r.noWorkload || !ok }})

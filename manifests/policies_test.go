@@ -545,24 +545,15 @@ func TestWeederDeletesPolicyBoundsTheAccountsThatRunWeeders(t *testing.T) {
 	}
 }
 
-// The optional Gardener manifest bounds gardenlet's dependency-watchdog weeder (running
-// depwatch's image) exactly as depwatch's own policy bounds depwatch's weeders: the same
-// rules, only the names and the account differ.
-func TestGardenerWeederPolicyIsDepwatchsWithGardenletsAccount(t *testing.T) {
-	body := func(b []byte) string {
+// The optional Gardener manifest bounds gardenlet's dependency-watchdog weeder and prober
+// (running depwatch's image) exactly as depwatch's own policies bound depwatch's weeders and
+// probes: the same rules, only the names and the account differ. The prober gets
+// depwatch-probe-scales only (its targets policy reads parameters gardenlet's account cannot
+// write).
+func TestGardenerPoliciesAreDepwatchsWithGardenletsAccounts(t *testing.T) {
+	docs := func(b []byte) []string {
 		s := string(b)
-		return s[strings.Index(s, "apiVersion:"):]
-	}
-	own, gardener := body(readFile(t, "admission/weeder-deletes.yaml")), body(readFile(t, "gardener/dependency-watchdog-admission.yaml"))
-	for _, r := range [][2]string{
-		{"request.userInfo.username in ['system:serviceaccount:depwatch:depwatch-weeder',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
-			"request.userInfo.username in ['system:serviceaccount:garden:dependency-watchdog-weeder']"},
-		{"depwatch-weeder-deletes", "dependency-watchdog-weeder-deletes"},
-	} {
-		if !strings.Contains(own, r[0]) {
-			t.Fatalf("admission/weeder-deletes.yaml no longer has %q: update this test and the Gardener manifest", r[0])
-		}
-		own = strings.ReplaceAll(own, r[0], r[1])
+		return strings.Split(s[strings.Index(s, "apiVersion:"):], "\n---\n")
 	}
 	strip := func(s string) string { // comments may differ
 		var out []string
@@ -571,9 +562,37 @@ func TestGardenerWeederPolicyIsDepwatchsWithGardenletsAccount(t *testing.T) {
 				out = append(out, l)
 			}
 		}
-		return strings.Join(out, "\n")
+		return strings.TrimSpace(strings.Join(out, "\n"))
 	}
-	if strip(own) != strip(gardener) {
-		t.Errorf("manifests/gardener/dependency-watchdog-admission.yaml is not admission/weeder-deletes.yaml with gardenlet's account:\n%s", gardener)
+	gardener := docs(readFile(t, "gardener/dependency-watchdog-admission.yaml"))
+	if len(gardener) != 4 {
+		t.Fatalf("manifests/gardener/dependency-watchdog-admission.yaml has %d documents; want the weeder's and the prober's policy and binding", len(gardener))
+	}
+	for _, c := range []struct {
+		own      string
+		gardener []string
+		replace  [][2]string
+	}{
+		{"admission/weeder-deletes.yaml", gardener[0:2], [][2]string{
+			{"request.userInfo.username in ['system:serviceaccount:depwatch:depwatch-weeder',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+				"request.userInfo.username in ['system:serviceaccount:garden:dependency-watchdog-weeder']"},
+			{"depwatch-weeder-deletes", "dependency-watchdog-weeder-deletes"},
+		}},
+		{"admission/probe-scales.yaml", gardener[2:4], [][2]string{
+			{"request.userInfo.username in ['system:serviceaccount:depwatch:depwatch-probe',\n        'system:serviceaccount:depwatch:depwatch-coordinator']",
+				"request.userInfo.username in ['system:serviceaccount:garden:dependency-watchdog-prober']"},
+			{"depwatch-probe-scales", "dependency-watchdog-probe-scales"},
+		}},
+	} {
+		own := strings.Join(docs(readFile(t, c.own))[:2], "\n---\n")
+		for _, r := range c.replace {
+			if !strings.Contains(own, r[0]) {
+				t.Fatalf("%s no longer has %q: update this test and the Gardener manifest", c.own, r[0])
+			}
+			own = strings.ReplaceAll(own, r[0], r[1])
+		}
+		if got := strings.Join(c.gardener, "\n---\n"); strip(own) != strip(got) {
+			t.Errorf("manifests/gardener/dependency-watchdog-admission.yaml is not %s with gardenlet's account:\n%s", c.own, got)
+		}
 	}
 }

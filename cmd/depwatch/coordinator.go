@@ -183,6 +183,10 @@ func sayRights(log logrus.FieldLogger, r coordinator.Rights, kind jobs.ExecutorK
 		log.WithFields(logrus.Fields{"action": "watch Endpoints", "reason": "may not list or watch EndpointSlices"}).
 			Info("Watching v1 Endpoints: this service account may read Endpoints but not EndpointSlices (dependency-watchdog's RBAC before EndpointSlices).")
 	}
+	if !r.ScaleTargets {
+		log.WithFields(logrus.Fields{"action": "not written", "reason": "may not create and update ConfigMaps in the Jobs' namespace"}).
+			Info("The probe admission policy's parameters (ConfigMap " + jobs.ScaleTargetsName + ") are not written: where that policy is installed, it does not check which dependents a probe scales.")
+	}
 	if kind != jobs.ExecutorInProcess {
 		return
 	}

@@ -60,6 +60,8 @@ type Controller struct {
 	leading atomic.Bool
 
 	probeState
+	// noScaleTargets: the probe policy's parameters are not written (Deps.NoScaleTargets).
+	noScaleTargets bool
 	// recorder returns the coordinator's Event recorder; nil: Events are dropped.
 	recorder record.EventRecorder
 	cluster  *clusterWatch // nil while Gardener's Cluster kind is not installed
@@ -83,17 +85,18 @@ func New(d Deps) (*Controller, error) {
 	}
 	cfg := d.Config
 	p := &Controller{
-		client:     d.Client,
-		exec:       d.Executor,
-		dyn:        d.Dynamic,
-		disco:      d.Client.Discovery(),
-		log:        d.Log.WithField("component", "prober"),
-		metrics:    d.Metrics,
-		now:        d.Now,
-		started:    d.Now(),
-		probeState: newProbeState(),
-		recorder:   d.Recorder,
-		queue:      ctrl.NewQueue("depwatch-prober"),
+		client:         d.Client,
+		exec:           d.Executor,
+		dyn:            d.Dynamic,
+		disco:          d.Client.Discovery(),
+		log:            d.Log.WithField("component", "prober"),
+		metrics:        d.Metrics,
+		now:            d.Now,
+		started:        d.Now(),
+		probeState:     newProbeState(),
+		recorder:       d.Recorder,
+		noScaleTargets: d.NoScaleTargets,
+		queue:          ctrl.NewQueue("depwatch-prober"),
 	}
 	p.newInformers(d.Client, cfg.Selector().String(), d.Template.Namespace)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
@@ -164,6 +167,9 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.mu.Unlock()
 	defer p.endStandAside()
 	p.startStandAside(ctx) // before any namespace is looked at
+	if !p.noScaleTargets {
+		p.writeScaleTargets(ctx)
+	}
 	cfg := p.current().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
 		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")

@@ -36,6 +36,9 @@ type Deps struct {
 	// Self is what the prober's own Events (standing aside) are about: the coordinator's
 	// Lease or pod; nil: they are dropped.
 	Self *corev1.ObjectReference
+	// NoScaleTargets: this service account may not write the probe admission policy's
+	// parameters (gardenlet's, under the image swap), which are then not written.
+	NoScaleTargets bool
 	// Now is the clock (tests).
 	Now func() time.Time
 }

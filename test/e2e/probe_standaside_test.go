@@ -29,6 +29,7 @@ const dwdLeaseSeconds = 15
 // probe Job, which scales the dependents down in level order as usual.
 func TestProbeStandsAsideWhileDependencyWatchdogsProberHoldsItsLease(t *testing.T) {
 	parallelLong(t, 120*time.Second)
+	ensureCoordinator(t)                    // its private prober copies the lab coordinator's Deployment and config
 	garden := newNamespace(t, "dwd-garden") // stands in for garden
 	stopRenewing := holdDWDProberLease(t, garden)
 	c, home := privateProberWith(t, "aside", 30*time.Second, func(p map[string]any) {

@@ -1,0 +1,64 @@
+package prober
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/depwatch/depwatch/internal/admission"
+	"github.com/depwatch/depwatch/jobs"
+)
+
+// scaleTargetsTimeout bounds the first write, made before any namespace is probed; a write
+// that fails is retried meanwhile in the background.
+const scaleTargetsTimeout = 10 * time.Second
+
+// writeScaleTargets writes the dependents of the running config into the probe policy's
+// parameters (jobs.ScaleTargets), before the first probe: a changed config restarts the
+// coordinator, so every config the probes run with is written by the leader that runs it.
+// Once, then in the background until it is written or ctx ends. A service account that may
+// not write it (gardenlet's, under the image swap) is told once: the policy then keeps the
+// bound without the names (manifests/gardener/dependency-watchdog-admission.yaml).
+func (p *Controller) writeScaleTargets(ctx context.Context) {
+	KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
+}
+
+// KeepScaleTargets writes cm, the probe policy's parameters, now and, when that fails, in the
+// background until it is written or ctx ends. The coordinator calls it with no dependents
+// when it runs no prober: then no probe may write anything.
+func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap, log logrus.FieldLogger) {
+	log = log.WithFields(logrus.Fields{"configmap": cm.Namespace + "/" + cm.Name, "dependents": len(cm.Data)})
+	try := func(ctx context.Context) (bool, error) {
+		err := jobs.WriteScaleTargets(ctx, client, cm)
+		switch {
+		case err == nil:
+			log.WithField("action", "written").Info("The probe admission policy's parameters list the config's dependents.")
+			return true, nil
+		case admission.Refused(err):
+			// The coordinator-configmaps policy and this code disagree: a bug, not a state to
+			// retry.
+			log.WithError(err).WithField("action", "admission-refused").
+				Error("An admission policy refused the probe admission policy's parameters; the probes' writes may be refused. Report it.")
+			return true, nil
+		case apierrors.IsForbidden(err):
+			log.WithField("action", "skipped").Info("This service account may not write the probe admission policy's parameters; the policy's names list is not kept here.")
+			return true, nil
+		}
+		log.WithError(err).WithField("action", "retry").Warn("Could not write the probe admission policy's parameters; retrying.")
+		return false, nil
+	}
+	first, cancel := context.WithTimeout(ctx, scaleTargetsTimeout)
+	done, _ := try(first)
+	cancel()
+	if done {
+		return
+	}
+	go func() {
+		_ = wait.PollUntilContextCancel(ctx, 5*time.Second, false, try)
+	}()
+}
