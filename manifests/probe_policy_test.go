@@ -220,8 +220,8 @@ func TestProbeTargetsPolicyReadsWhatTheCoordinatorWrites(t *testing.T) {
 	if len(params.Data) != 3 {
 		t.Fatalf("the Gardener config's dependents give %v; want 3", params.Data)
 	}
-	p := policyNamed(t, "admission/probe-scales.yaml", "depwatch-probe-targets")
-	if !strings.Contains(string(readFile(t, "admission/probe-scales.yaml")), "name: "+jobs.ScaleTargetsName) {
+	p := policyNamed(t, "admission/probe-targets.yaml", "depwatch-probe-targets")
+	if !strings.Contains(string(readFile(t, "admission/probe-targets.yaml")), "name: "+jobs.ScaleTargetsName) {
 		t.Errorf("the binding does not name the ConfigMap %s the coordinator writes", jobs.ScaleTargetsName)
 	}
 	v := compiled(t, p)
@@ -253,11 +253,14 @@ func TestProbeTargetsPolicyReadsWhatTheCoordinatorWrites(t *testing.T) {
 	}
 }
 
-// The chart renders both probe policies for the release: its namespace's accounts, and the
-// parameters the coordinator writes (a fixed name) in its namespace.
+// The chart renders the probe's scales policy for the release (its namespace's accounts), and
+// not the opt-in targets policy (manifests/admission/probe-targets.yaml).
 func TestChartProbePoliciesFollowTheRelease(t *testing.T) {
 	objs := parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops"))
-	for _, name := range []string{"dw-depwatch-probe-scales", "dw-depwatch-probe-targets"} {
+	if objs["ValidatingAdmissionPolicy <nil>/dw-depwatch-probe-targets"] != nil || objs["ValidatingAdmissionPolicyBinding <nil>/dw-depwatch-probe-targets"] != nil {
+		t.Error("the chart renders the opt-in probe-targets policy")
+	}
+	for _, name := range []string{"dw-depwatch-probe-scales"} {
 		p, b := objs["ValidatingAdmissionPolicy <nil>/"+name], objs["ValidatingAdmissionPolicyBinding <nil>/"+name]
 		if p == nil || b == nil {
 			t.Fatalf("the chart renders no policy and binding %s", name)
@@ -269,12 +272,6 @@ func TestChartProbePoliciesFollowTheRelease(t *testing.T) {
 		spec, _ := b["spec"].(map[string]any)
 		if spec["matchResources"] != nil || spec["policyName"] != name {
 			t.Errorf("the chart's binding %s %v: want policy %s in every namespace", name, spec, name)
-		}
-		if name == "dw-depwatch-probe-targets" {
-			ref, _ := spec["paramRef"].(map[string]any)
-			if ref["name"] != jobs.ScaleTargetsName || ref["namespace"] != "ops" || ref["parameterNotFoundAction"] != "Allow" {
-				t.Errorf("the chart's probe-targets binding reads %v; want ConfigMap ops/%s, Allow", ref, jobs.ScaleTargetsName)
-			}
 		}
 	}
 }

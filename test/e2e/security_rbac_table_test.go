@@ -91,7 +91,7 @@ var rbacTable = []rbacGrant{
 	{saProbe, scopeCluster, "secrets", probeSecretBase, []string{"get"},
 		"the shoot kubeconfig, by the name `prober.kubeConfigSecretName` gives (`probe/shoot.go`); no other Secret"},
 	{saProbe, scopeCluster, "deployments.apps", "", []string{"get", "patch"},
-		"dependents: readiness, the replicas / meltdown annotations, and their replicas (a merge patch of `spec.replicas` on the object itself, `probe/scale.go` setReplicas, dynamic client); only the config's dependents, only to 0 and back to the stored count, by the admission policies `depwatch-probe-scales` and `depwatch-probe-targets`"},
+		"dependents: readiness, the replicas / meltdown annotations, and their replicas (a merge patch of `spec.replicas` on the object itself, `probe/scale.go` setReplicas, dynamic client); only to 0 and back to the stored count, by the admission policy `depwatch-probe-scales` (only the config's dependents with the opt-in `depwatch-probe-targets`)"},
 	{saProbe, scopeCluster, "deployments.apps/scale", "", []string{"get", "patch"},
 		"dependents: their replicas read through the scale subresource (`probe/scale.go`); written there only for kinds outside `apps` (for a Deployment or StatefulSet `depwatch-probe-scales` refuses it)"},
 	{saProbe, scopeCluster, "statefulsets.apps", "", []string{"get", "patch"},
