@@ -2,6 +2,7 @@ package inprocess
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -191,12 +192,12 @@ type view struct {
 	wake     chan struct{}
 }
 
-// delta is one change for the handlers: to == nil, every handler; else that one alone (the
-// objects already there when it was added).
+// delta is one change for the handlers that were there when it was made (a handler added
+// later is told the objects as they are then, instead).
 type delta struct {
 	old, obj any // old nil: added; obj nil: deleted
 	initial  bool
-	to       cache.ResourceEventHandler
+	to       []cache.ResourceEventHandler
 }
 
 var _ jobs.Objects = (*view)(nil)
@@ -230,7 +231,7 @@ func (v *view) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEven
 	v.mu.Unlock()
 	if v.synced.Load() {
 		for _, obj := range v.indexer.List() {
-			v.push(delta{obj: obj, initial: true, to: h})
+			v.push(delta{obj: obj, initial: true, to: []cache.ResourceEventHandler{h}})
 		}
 	}
 	return v, nil
@@ -269,12 +270,8 @@ func (v *view) RunWithContext(ctx context.Context) {
 			}
 			d := v.queue[0]
 			v.queue = v.queue[1:]
-			handlers := v.handlers
 			v.mu.Unlock()
-			if d.to != nil {
-				handlers = []cache.ResourceEventHandler{d.to}
-			}
-			for _, h := range handlers {
+			for _, h := range d.to {
 				switch {
 				case d.old == nil:
 					h.OnAdd(d.obj, d.initial)
@@ -306,9 +303,13 @@ func (v *view) offer(old, obj runtime.Object) {
 	}
 }
 
-// push queues d without bound: the executor never waits for a slow handler.
+// push queues d without bound (the executor never waits for a slow handler), for d.to or,
+// when it names none, for the handlers there now.
 func (v *view) push(d delta) {
 	v.mu.Lock()
+	if d.to == nil {
+		d.to = slices.Clone(v.handlers)
+	}
 	v.queue = append(v.queue, d)
 	v.mu.Unlock()
 	select {

@@ -1,0 +1,105 @@
+package inprocess
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// recorder writes down what a view's handler is told, as "add a", "update a", "delete a".
+type recorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *recorder) handler() cache.ResourceEventHandlerFuncs {
+	note := func(what string) func(obj any) {
+		return func(obj any) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.seen = append(r.seen, what+" "+obj.(*corev1.ConfigMap).Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: note("add"), UpdateFunc: func(_, obj any) { note("update")(obj) }, DeleteFunc: note("delete")}
+}
+
+func (r *recorder) wait(t *testing.T, want []string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("events %v", want), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return slices.Equal(r.seen, want)
+	})
+}
+
+func configMap(name string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "garden", Labels: labels}}
+}
+
+// TestAViewIsToldEveryChangeOfItsObjectsInOrder: a view of the executor's objects is what the
+// controllers' informers were: the objects there when it starts, then each change in the
+// order it was made; an object that stops matching its selector leaves it as a delete; a
+// handler added once it runs is first told what it holds; and the API's error kinds stand.
+func TestAViewIsToldEveryChangeOfItsObjectsInOrder(t *testing.T) {
+	o := newObjects(func() metav1.Time { return metav1.NewTime(time.Unix(0, 0)) })
+	probe := map[string]string{"depwatch.io/kind": "probe"}
+	if _, err := o.create(kindConfigMap, configMap("before", probe)); err != nil {
+		t.Fatal(err)
+	}
+	v := o.view(kindConfigMap, "garden", "depwatch.io/kind=probe")
+	early := &recorder{}
+	if _, err := v.AddEventHandler(early.handler()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go v.RunWithContext(ctx)
+	waitFor(t, "the view to sync", v.HasSynced)
+
+	if _, err := o.create(kindConfigMap, configMap("a", probe)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.create(kindConfigMap, configMap("other", nil)); err != nil { // not the view's
+		t.Fatal(err)
+	}
+	if err := o.update(kindConfigMap, configMap("a", probe)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.update(kindConfigMap, configMap("before", nil)); err != nil { // leaves the selector
+		t.Fatal(err)
+	}
+	if _, err := o.remove(kindConfigMap, "garden", "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	early.wait(t, []string{"add before", "add a", "update a", "delete before", "delete a"})
+	if keys := v.GetIndexer().ListKeys(); len(keys) != 0 {
+		t.Errorf("the view still holds %v", keys)
+	}
+
+	if _, err := o.create(kindConfigMap, configMap("b", probe)); err != nil {
+		t.Fatal(err)
+	}
+	late := &recorder{}
+	if _, err := v.AddEventHandler(late.handler()); err != nil {
+		t.Fatal(err)
+	}
+	late.wait(t, []string{"add b"})
+
+	if _, err := o.create(kindConfigMap, configMap("b", probe)); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("creating b twice: %v, want AlreadyExists", err)
+	}
+	if _, err := o.remove(kindConfigMap, "garden", "b", "not-its-uid"); !apierrors.IsConflict(err) {
+		t.Errorf("removing b under another UID: %v, want Conflict", err)
+	}
+	if err := o.update(kindConfigMap, configMap("gone", nil)); !apierrors.IsNotFound(err) {
+		t.Errorf("updating a ConfigMap never made: %v, want NotFound", err)
+	}
+}
