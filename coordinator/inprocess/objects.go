@@ -2,6 +2,7 @@ package inprocess
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -143,7 +144,7 @@ func (o *objects) remove(k kind, namespace, name string, uid types.UID) (runtime
 	return old.DeepCopyObject(), nil
 }
 
-var errUIDPrecondition = apierrors.NewBadRequest("the UID in the precondition is not the object's")
+var errUIDPrecondition = errors.New("the UID in the precondition is not the object's")
 
 func (o *objects) get(k kind, namespace, name string) (runtime.Object, error) {
 	o.mu.Lock()

@@ -167,8 +167,16 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.mu.Unlock()
 	defer p.endStandAside()
 	p.startStandAside(ctx) // before any namespace is looked at
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if !p.noScaleTargets {
-		p.writeScaleTargets(ctx)
+		// Before the first probe, for a while; then on, beside the probing.
+		first, cancel := context.WithTimeout(ctx, scaleTargetsTimeout)
+		done := p.writeScaleTargets(first)
+		cancel()
+		if !done {
+			wg.Go(func() { p.writeScaleTargets(ctx) })
+		}
 	}
 	cfg := p.current().cfg
 	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),

@@ -15,23 +15,24 @@ import (
 )
 
 // scaleTargetsTimeout bounds the first write, made before any namespace is probed; a write
-// that fails is retried meanwhile in the background.
+// that fails is retried meanwhile, beside the probing.
 const scaleTargetsTimeout = 10 * time.Second
 
 // writeScaleTargets writes the dependents of the running config into the probe policy's
-// parameters (jobs.ScaleTargets), before the first probe: a changed config restarts the
-// coordinator, so every config the probes run with is written by the leader that runs it.
-// Once, then in the background until it is written or ctx ends. A service account that may
-// not write it (gardenlet's, under the image swap) is told once: the policy then keeps the
-// bound without the names (manifests/gardener/dependency-watchdog-admission.yaml).
-func (p *Controller) writeScaleTargets(ctx context.Context) {
-	KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
+// parameters (jobs.ScaleTargets) until ctx ends (KeepScaleTargets): a changed config restarts
+// the coordinator, so every config the probes run with is written by the leader that runs it.
+// A service account that may not write it (gardenlet's, under the image swap) is told once:
+// the policy then keeps the bound without the names
+// (manifests/gardener/dependency-watchdog-admission.yaml).
+func (p *Controller) writeScaleTargets(ctx context.Context) bool {
+	return KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
 }
 
-// KeepScaleTargets writes cm, the probe policy's parameters, now and, when that fails, in the
-// background until it is written or ctx ends. The coordinator calls it with no dependents
-// when it runs no prober: then no probe may write anything.
-func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap, log logrus.FieldLogger) {
+// KeepScaleTargets writes cm, the probe policy's parameters, at once and, while that fails,
+// every 5 s until it is written or ctx ends; it says whether it is done (written, or not to
+// be written by this account). The coordinator calls it with no dependents when it runs no
+// prober: then no probe may write anything.
+func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap, log logrus.FieldLogger) bool {
 	log = log.WithFields(logrus.Fields{"configmap": cm.Namespace + "/" + cm.Name, "dependents": len(cm.Data)})
 	try := func(ctx context.Context) (bool, error) {
 		err := jobs.WriteScaleTargets(ctx, client, cm)
@@ -52,13 +53,5 @@ func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *core
 		log.WithError(err).WithField("action", "retry").Warn("Could not write the probe admission policy's parameters; retrying.")
 		return false, nil
 	}
-	first, cancel := context.WithTimeout(ctx, scaleTargetsTimeout)
-	done, _ := try(first)
-	cancel()
-	if done {
-		return
-	}
-	go func() {
-		_ = wait.PollUntilContextCancel(ctx, 5*time.Second, false, try)
-	}()
+	return wait.PollUntilContextCancel(ctx, 5*time.Second, true, try) == nil
 }
