@@ -33,7 +33,7 @@ type Rights struct {
 	DeletePods     bool // pods: delete, in every namespace
 	ScaleWorkloads bool // apps deployments/scale: patch, in every namespace
 	ReadSecrets    bool // secrets: get, in every namespace (the probe's kubeconfig Secrets)
-	// ScaleTargets: configmaps: create and update, in the Jobs' namespace (the probe admission
+	// ScaleTargets: configmaps: list, create and update, in the Jobs' namespace (the probe admission
 	// policy's parameters, jobs.ScaleTargets). Not granted under gardenlet's RBAC: the
 	// parameters are not written there.
 	ScaleTargets bool
@@ -74,7 +74,7 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		{"", "pods", "", []string{"delete"}, func(r *Rights, ok bool) { r.DeletePods = ok }},
 		{"apps", "deployments/scale", "", []string{"patch"}, func(r *Rights, ok bool) { r.ScaleWorkloads = ok }},
 		{"", "secrets", "", []string{"get"}, func(r *Rights, ok bool) { r.ReadSecrets = ok }},
-		{"", "configmaps", jobNamespace, []string{"create", "update"}, func(r *Rights, ok bool) { r.ScaleTargets = ok }},
+		{"", "configmaps", jobNamespace, []string{"list", "create", "update"}, func(r *Rights, ok bool) { r.ScaleTargets = ok }},
 	}
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
 		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.noWorkload = r.noWorkload || !ok }})

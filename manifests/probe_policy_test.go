@@ -246,21 +246,25 @@ func TestProbeTargetsPolicyReadsWhatTheCoordinatorWrites(t *testing.T) {
 			t.Errorf("%s %s: verdict %q; want refused by depwatch-probe-targets", w.resource, w.new.(metav1.Object).GetName(), got)
 		}
 	}
-	// No dependents (the shipped, empty ConfigMap): nothing.
+	// An earlier config's dependent stays admitted once this config's are added (a probe Job it
+	// launched may still be scaling it back up).
+	grown := params.DeepCopy()
+	grown.Data = jobs.UnionScaleTargets(map[string]string{jobs.ScaleTargetKey("Deployment", "gardener-resource-manager"): "apps/v1"}, params.Data)
+	if got := verdict(t, v, down("Deployment", "gardener-resource-manager"), grown); got != "" {
+		t.Errorf("an earlier config's dependent is refused: %s", got)
+	}
+	// No dependents (the coordinator without a prober creates it empty): nothing.
 	empty := jobs.Template{Namespace: "depwatch"}.ScaleTargets(nil)
 	if got := verdict(t, v, down("Deployment", "kube-controller-manager"), empty); got == "" {
 		t.Error("with no dependents listed, a scale is admitted")
 	}
 }
 
-// The chart renders the probe's scales policy for the release (its namespace's accounts), and
-// not the opt-in targets policy (manifests/admission/probe-targets.yaml).
+// The chart renders both probe policies for the release: its namespace's accounts, and the
+// parameters the coordinator writes (a fixed name) in its namespace.
 func TestChartProbePoliciesFollowTheRelease(t *testing.T) {
 	objs := parseObjects(t, run(t, helmBinary(t), "template", "dw", chart, "--namespace", "ops"))
-	if objs["ValidatingAdmissionPolicy <nil>/dw-depwatch-probe-targets"] != nil || objs["ValidatingAdmissionPolicyBinding <nil>/dw-depwatch-probe-targets"] != nil {
-		t.Error("the chart renders the opt-in probe-targets policy")
-	}
-	for _, name := range []string{"dw-depwatch-probe-scales"} {
+	for _, name := range []string{"dw-depwatch-probe-scales", "dw-depwatch-probe-targets"} {
 		p, b := objs["ValidatingAdmissionPolicy <nil>/"+name], objs["ValidatingAdmissionPolicyBinding <nil>/"+name]
 		if p == nil || b == nil {
 			t.Fatalf("the chart renders no policy and binding %s", name)
@@ -272,6 +276,12 @@ func TestChartProbePoliciesFollowTheRelease(t *testing.T) {
 		spec, _ := b["spec"].(map[string]any)
 		if spec["matchResources"] != nil || spec["policyName"] != name {
 			t.Errorf("the chart's binding %s %v: want policy %s in every namespace", name, spec, name)
+		}
+		if name == "dw-depwatch-probe-targets" {
+			ref, _ := spec["paramRef"].(map[string]any)
+			if ref["name"] != jobs.ScaleTargetsName || ref["namespace"] != "ops" || ref["parameterNotFoundAction"] != "Allow" {
+				t.Errorf("the chart's probe-targets binding reads %v; want ConfigMap ops/%s, Allow", ref, jobs.ScaleTargetsName)
+			}
 		}
 	}
 }

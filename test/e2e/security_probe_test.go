@@ -22,14 +22,15 @@ import (
 	"github.com/depwatch/depwatch/probe"
 )
 
-// TestSecurityAProbesTokenScalesOnlyToZeroAndBackToTheStoredCount: with a token minted
+// TestSecurityAProbesTokenScalesOnlyTheConfiguredDependentsBackAndForth: with a token minted
 // for depwatch-probe, as a thief who took it from a probe pod would use it, the lab's
-// policy depwatch-probe-scales refuses scaling a dependent to 7, storing a raised count, writing
-// another annotation on it, and writing its scale subresource, each with a
-// message naming the rule; the admin's same requests are admitted (dry runs). The probe's own
+// policies refuse scaling a Deployment no prober config names (depwatch-probe-targets, which
+// reads the dependents the coordinator wrote into ConfigMap depwatch/depwatch-scale-targets),
+// scaling a named one to 7, storing a raised count, writing another annotation on it, and
+// writing its scale subresource (depwatch-probe-scales), each with a message naming the rule; the admin's same requests are admitted (dry runs). The probe's own
 // sequence, made with the token as probe/scale.go makes it (retried on conflict) (store the replicas and the
 // marker, scale to 0, scale back to the stored count, remove the annotations), is admitted.
-func TestSecurityAProbesTokenScalesOnlyToZeroAndBackToTheStoredCount(t *testing.T) {
+func TestSecurityAProbesTokenScalesOnlyTheConfiguredDependentsBackAndForth(t *testing.T) {
 	parallel(t)
 	ensureCoordinator(t)
 	ctx := context.Background()
@@ -55,7 +56,7 @@ func TestSecurityAProbesTokenScalesOnlyToZeroAndBackToTheStoredCount(t *testing.
 		return false, nil
 	})
 	t.Logf("the config names Deployment %s", named)
-	for _, name := range []string{named} {
+	for _, name := range []string{named, "not-a-dependent"} {
 		d := sleeper(name, ns)
 		d.Spec.Replicas = ptr.To(int32(1))
 		if _, err := kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -78,6 +79,8 @@ func TestSecurityAProbesTokenScalesOnlyToZeroAndBackToTheStoredCount(t *testing.
 		name, policy, message string
 		do                    func(as string) error
 	}{
+		{"scale-a-deployment-the-config-does-not-name", "depwatch-probe-targets", "may scale and annotate only the dependents the prober config lists",
+			func(as string) error { return patch(as, "not-a-dependent", `{"spec":{"replicas":0}}`, dry) }},
 		{"scale-a-named-deployment-to-7", "depwatch-probe-scales", "may scale Deployment " + ns + "/" + named + " only to 0",
 			func(as string) error { return patch(as, named, `{"spec":{"replicas":7}}`, dry) }},
 		{"store-a-raised-count", "depwatch-probe-scales", "may set the dependency-watchdog.gardener.cloud/replicas annotation",
