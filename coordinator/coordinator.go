@@ -196,8 +196,9 @@ func (c *Coordinator) lead(ctx context.Context) {
 	if c.prober != nil {
 		wg.Go(func() { c.prober.Lead(ctx, c.opts.ConcurrentReconciles) })
 	} else if c.scaleTargets {
-		// No prober, no probe: its admission policy's parameters list nothing (the prober
-		// writes its dependents there when it leads).
+		// No prober: the probe admission policy's parameters are created empty where they are
+		// missing, so that no probe may write anything; names an earlier config's prober
+		// added stay (jobs.UnionScaleTargets: a probe Job it launched may still be running).
 		wg.Go(func() {
 			prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
 		})

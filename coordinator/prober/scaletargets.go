@@ -18,9 +18,10 @@ import (
 // that fails is retried meanwhile, beside the probing.
 const scaleTargetsTimeout = 10 * time.Second
 
-// writeScaleTargets writes the dependents of the running config into the probe policy's
-// parameters (jobs.ScaleTargets) until ctx ends (KeepScaleTargets): a changed config restarts
-// the coordinator, so every config the probes run with is written by the leader that runs it.
+// writeScaleTargets adds the dependents of the running config to the probe policy's
+// parameters (jobs.WriteScaleTargets) until ctx ends (KeepScaleTargets): a changed config
+// restarts the coordinator, so every config the probes run with is added by the leader that
+// runs it, before it probes, and the names of the configs before it stay for their Jobs.
 // A service account that may not write it (gardenlet's, under the image swap) is told once:
 // the policy then keeps the bound without the names
 // (manifests/gardener/dependency-watchdog-admission.yaml).
@@ -28,10 +29,11 @@ func (p *Controller) writeScaleTargets(ctx context.Context) bool {
 	return KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
 }
 
-// KeepScaleTargets writes cm, the probe policy's parameters, at once and, while that fails,
-// every 5 s until it is written or ctx ends; it says whether it is done (written, or not to
-// be written by this account). The coordinator calls it with no dependents when it runs no
-// prober: then no probe may write anything.
+// KeepScaleTargets adds cm's dependents to the probe policy's parameters at once and, while
+// that fails, every 5 s until they are written or ctx ends; it says whether it is done
+// (written, or not to be written by this account). The coordinator calls it with no
+// dependents when it runs no prober: the parameters are then created empty where missing, so
+// that no probe may write anything.
 func KeepScaleTargets(ctx context.Context, client kubernetes.Interface, cm *corev1.ConfigMap, log logrus.FieldLogger) bool {
 	log = log.WithFields(logrus.Fields{"configmap": cm.Namespace + "/" + cm.Name, "dependents": len(cm.Data)})
 	try := func(ctx context.Context) (bool, error) {
