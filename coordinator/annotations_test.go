@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,5 +39,44 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 				t.Fatalf("error %v, want one saying %q", err, tc.refused)
 			}
 		})
+	}
+}
+
+// The weeder and the prober read one namespace informer (ctrl.Namespaces), which the
+// coordinator runs once: a second would keep every namespace of a seed twice and watch it
+// twice.
+func TestTheWeederAndTheProberShareOneNamespaceInformer(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`services:
+  - namespace: shoot--a
+    name: kube-apiserver
+    dependentPods: [{name: kcm, selector: {matchLabels: {app: kcm}}}]
+prober:
+  kubeConfigSecretName: shoot-access
+  dependentResourceInfos:
+    - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+      scaleUp: {level: 0}
+      scaleDown: {level: 0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.weeder == nil || c.prober == nil {
+		t.Fatal("want both controllers")
+	}
+	w, p, all := c.weeder.Informers(), c.prober.Informers(), c.informers()
+	shared := 0
+	for _, inf := range p {
+		if slices.Contains(w, inf) {
+			shared++
+		}
+	}
+	if shared != 1 || len(all) != len(w)+len(p)-1 {
+		t.Errorf("%d informers shared, %d run of %d+%d; want the namespace informer shared and run once", shared, len(all), len(w), len(p))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
@@ -134,11 +136,15 @@ func New(d Deps) (*Coordinator, error) {
 // newControllers builds the prober when the config has its section and the weeder when it
 // has services or follows workloads' annotations.
 func (c *Coordinator) newControllers(d Deps) error {
+	// One namespace informer for both: the weeder reads every namespace, the prober those its
+	// selector matches. A weeder that may not read namespaces (gardenlet's) runs beside no
+	// prober: it is dependency-watchdog's weeder command.
+	namespaces := ctrl.Namespaces(d.Client)
 	if d.Config.Prober != nil {
 		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
+			Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.recorder, Now: d.Now,
 			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !d.rights().ScaleTargets,
 		})
 		if err != nil {
@@ -154,7 +160,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
-		Template: d.Template, Executor: d.Executor, Recorder: c.recorder, Now: d.Now,
+		Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.recorder, Now: d.Now,
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
 			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services,
 			NoWorkloadReads: !d.rights().Workloads},
@@ -210,14 +216,18 @@ func (c *Coordinator) lead(ctx context.Context) {
 	wg.Wait()
 }
 
-// informers the controllers run.
+// informers the controllers run, each once (the namespace informer is both's).
 func (c *Coordinator) informers() []jobs.Objects {
 	var infs []jobs.Objects
 	if c.weeder != nil {
 		infs = append(infs, c.weeder.Informers()...)
 	}
 	if c.prober != nil {
-		infs = append(infs, c.prober.Informers()...)
+		for _, inf := range c.prober.Informers() {
+			if !slices.Contains(infs, inf) {
+				infs = append(infs, inf)
+			}
+		}
 	}
 	return infs
 }

@@ -83,6 +83,9 @@ func New(d Deps) (*Controller, error) {
 	if d.Executor == nil {
 		d.Executor = jobs.InCluster(d.Client)
 	}
+	if d.Namespaces == nil {
+		d.Namespaces = ctrl.Namespaces(d.Client)
+	}
 	cfg := d.Config
 	p := &Controller{
 		client:         d.Client,
@@ -98,7 +101,7 @@ func New(d Deps) (*Controller, error) {
 		noScaleTargets: d.NoScaleTargets,
 		queue:          ctrl.NewQueue("depwatch-prober"),
 	}
-	p.newInformers(d.Client, cfg.Selector().String(), d.Template.Namespace)
+	p.newInformers(d.Namespaces, d.Template.Namespace)
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
 	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template, Cache: p.jobCache}}
 	p.aside = newStandAsideWatch(d)
@@ -138,7 +141,7 @@ func (p *Controller) Informers() []jobs.Objects {
 }
 
 func (p *Controller) enqueueAll() {
-	for _, k := range p.nsInf.GetIndexer().ListKeys() {
+	for _, k := range p.selectedKeys() {
 		p.queue.Add(k)
 	}
 	p.mu.Lock()
@@ -160,7 +163,7 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 	defer p.leading.Store(false)
 	p.mu.Lock()
 	p.starting = map[string]bool{}
-	for _, k := range p.nsInf.GetIndexer().ListKeys() {
+	for _, k := range p.selectedKeys() {
 		p.starting[k] = true
 	}
 	p.settled = len(p.starting) == 0

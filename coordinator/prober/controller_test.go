@@ -384,3 +384,63 @@ func TestProberForgetsANamespaceThatIsNoLongerSelected(t *testing.T) {
 		t.Error("its schedule was kept")
 	}
 }
+
+// The namespace informer is the whole cluster's (shared with the weeder): the prober queues
+// only the namespaces its selector matches, and one whose labels leave it, once more, so that
+// it is let go; it starts from the selected ones alone.
+func TestProberQueuesOnlyTheNamespacesItsSelectorMatches(t *testing.T) {
+	h := newProbeHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { h.c.nsInf.RunWithContext(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	nss := h.client.CoreV1().Namespaces()
+	shoot := func(name string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"gardener.cloud/role": "shoot"}}}
+	}
+	// Handlers see one informer's events in order: once a later key is queued, every event
+	// before it was handled.
+	next := func() string {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() { k, _ := h.c.queue.Get(); got <- k }()
+		select {
+		case k := <-got:
+			h.c.queue.Done(k)
+			return k
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing queued")
+			return ""
+		}
+	}
+	if _, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nss.Create(ctx, shoot("shoot--p--a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if k := next(); k != "shoot--p--a" {
+		t.Fatalf("queued %q first; want shoot--p--a (kube-system is not selected)", k)
+	}
+	if keys := h.c.selectedKeys(); len(keys) != 1 || keys[0] != "shoot--p--a" {
+		t.Errorf("selected %v; want [shoot--p--a] of the two cached", keys)
+	}
+	// Leaves the selector: queued, to be let go.
+	if _, err := nss.Update(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--p--a"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if k := next(); k != "shoot--p--a" {
+		t.Fatalf("queued %q; want shoot--p--a, which left the selector", k)
+	}
+	// Neither side selected: not queued (the marker after it is the next key).
+	if _, err := nss.Update(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", Labels: map[string]string{"a": "b"}}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nss.Create(ctx, shoot("shoot--p--marker"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if k := next(); k != "shoot--p--marker" {
+		t.Errorf("queued %q; want shoot--p--marker (kube-system's update is not the prober's)", k)
+	}
+}

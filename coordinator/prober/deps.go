@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -25,6 +26,9 @@ type Deps struct {
 	Template jobs.Template
 	// Executor carries the probe runs out; nil: Jobs through Client (jobs.InCluster).
 	Executor jobs.Executor
+	// Namespaces is the cluster's namespace informer, shared with the weeder (ctrl.Namespaces);
+	// the prober reads those its selector matches. nil: one of its own.
+	Namespaces cache.SharedIndexInformer
 	// Recorder records the prober's Events; nil: they are dropped.
 	Recorder record.EventRecorder
 	// DWDLeaseNamespace is where dependency-watchdog's prober Lease is when the config names

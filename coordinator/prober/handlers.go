@@ -2,21 +2,19 @@ package prober
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// newInformers makes the prober's informers: the selected namespaces (cluster-wide), and, in
-// the Jobs' namespace, filtered to depwatch.io/kind=probe, the executor's probe Jobs, their
-// pods (reports) and the shards' membership ConfigMaps. The coordinator runs them.
-func (p *Controller) newInformers(client kubernetes.Interface, selector, jobNamespace string) {
-	p.nsInf = coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
+// newInformers takes the cluster's namespaces (shared with the weeder: the prober reads those
+// its selector matches, selected) and makes, in the Jobs' namespace, filtered to
+// depwatch.io/kind=probe, the caches of the executor's probe Jobs, their pods (reports) and the
+// shards' membership ConfigMaps. The coordinator runs them.
+func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) {
+	p.nsInf = namespaces
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
 	p.jobInf = p.exec.Jobs(jobNamespace, kindSel)
 	p.podInf = p.exec.Pods(jobNamespace, kindSel)
@@ -27,22 +25,49 @@ func (p *Controller) newInformers(client kubernetes.Interface, selector, jobName
 		}
 		return nil, nil
 	}})
-	_ = p.nsInf.SetTransform(jobs.StripManagedFields)
+}
+
+// selected says whether obj, a namespace (or its tombstone), matches the prober's selector:
+// only those are the prober's to look at (input reads the same: Watched).
+func (p *Controller) selected(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Namespace)
+	return ok && p.current().cfg.Selector().Matches(labels.Set(n.Labels))
+}
+
+// selectedKeys are the keys of the cached namespaces the prober's selector matches.
+func (p *Controller) selectedKeys() []string {
+	var keys []string
+	for _, obj := range p.nsInf.GetIndexer().List() {
+		if p.selected(obj) {
+			if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
 }
 
 // addHandlers queues what each event changes: a namespace's key for its own events; for a
 // probe Job that finished, its shard and its namespaces; a probe pod's report is read at once;
 // a namespace that left a shard's membership is looked at again.
 func (p *Controller) addHandlers() error {
-	nsKey := func(obj any) {
+	nsKey := func(obj any, selected bool) {
 		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-		p.enqueue(k, err == nil)
+		p.enqueue(k, selected && err == nil)
 	}
 	regs := []struct {
 		inf jobs.Objects
 		h   cache.ResourceEventHandlerFuncs
 	}{
-		{p.nsInf, cache.ResourceEventHandlerFuncs{AddFunc: nsKey, UpdateFunc: func(_, obj any) { nsKey(obj) }, DeleteFunc: nsKey}},
+		// A namespace whose labels leave the selector is looked at once more, and let go.
+		{p.nsInf, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { nsKey(obj, p.selected(obj)) },
+			UpdateFunc: func(old, obj any) { nsKey(obj, p.selected(old) || p.selected(obj)) },
+			DeleteFunc: func(obj any) { nsKey(obj, p.selected(obj)) },
+		}},
 		{p.jobInf, cache.ResourceEventHandlerFuncs{
 			AddFunc: p.onJob,
 			UpdateFunc: func(old, obj any) {

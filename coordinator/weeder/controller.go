@@ -86,6 +86,9 @@ type Deps struct {
 	Template jobs.Template
 	// Executor carries the weeder runs out; nil: Jobs through Client (jobs.InCluster).
 	Executor jobs.Executor
+	// Namespaces is the cluster's namespace informer, shared with the prober (ctrl.Namespaces);
+	// nil: one of its own. Not read with Options.NoNamespaceReads.
+	Namespaces cache.SharedIndexInformer
 	// Recorder records Events on the Services; nil: they are dropped.
 	Recorder record.EventRecorder
 	// Now is the clock (tests).
@@ -148,7 +151,7 @@ func New(d Deps) (*Controller, error) {
 		weederState: newWeederState(),
 		running:     newRunningConfig(d.Executor, d.Config, d.Template),
 	}
-	if err := c.newInformers(d.Client, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
+	if err := c.newInformers(d, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
 		return nil, err
 	}
 	if err := c.addHandlers(); err != nil {
@@ -179,6 +182,9 @@ func withDefaults(d Deps) (Deps, error) {
 	}
 	if d.Executor == nil {
 		d.Executor = jobs.InCluster(d.Client)
+	}
+	if d.Namespaces == nil && !d.Options.NoNamespaceReads {
+		d.Namespaces = ctrl.Namespaces(d.Client)
 	}
 	if d.Options.Batching == (Batching{}) {
 		d.Options.Batching = DefaultBatching() // Options not from the flags (tests, embedding)

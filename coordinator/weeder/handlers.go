@@ -4,8 +4,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -13,13 +11,13 @@ import (
 )
 
 // newInformers makes the weeder's informers: the configured services' endpoints
-// (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
-// dependents' pods and the weeder Jobs (the executor's runs) and their pods in the Jobs'
-// namespace. The coordinator runs them.
-func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
+// (EndpointSlices, or legacy Endpoints with useEndpoints), the configured dependents' pods and
+// the weeder Jobs (the executor's runs) and their pods in the Jobs' namespace; the namespaces
+// are d's, shared with the prober. The coordinator runs them.
+func (c *Controller) newInformers(d Deps, useEndpoints bool, jobNamespace string) error {
+	client := d.Client
 	if !c.opts.NoNamespaceReads {
-		c.nsInf = coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
-		_ = c.nsInf.SetTransform(jobs.StripManagedFields)
+		c.nsInf = d.Namespaces
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
 	if useEndpoints {
