@@ -35,6 +35,7 @@ func privateProber(t *testing.T, prefix string, runFor time.Duration) (*deployed
 // the coordinator starts.
 func privateProberWith(t *testing.T, prefix string, runFor time.Duration, edit func(prober map[string]any)) (*deployedCoordinator, string) {
 	t.Helper()
+	ensureCoordinator(t) // the lab's config is read from its Deployment, which a first test installs
 	var labCfg map[string]any
 	if err := yaml.Unmarshal([]byte(labConfig(t)), &labCfg); err != nil {
 		t.Fatalf("reading the lab's config: %v", err)
