@@ -19,11 +19,14 @@ import (
 // weeder Jobs active at once. A service past that cap keeps waiting, armed or (once it is
 // back) unarmed, until a weeder Job finishes: none is dropped.
 
-// Storm batching defaults (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
+// Storm batching defaults (see Batching). Every Job is a whole process whose memory is mostly
+// the same for one service or five hundred (the binary's pages, the Go runtime, the client):
+// a batch of 500 serves its services' returns as fast as five of 100 (docs/benchmarks.md),
+// so a storm of 1,000 services costs ~7 Jobs: 5 of their own, then 2 batches.
 const (
 	DefaultBatchAfter  = 5
 	DefaultBatchWindow = 10 * time.Second
-	DefaultBatchSize   = 100
+	DefaultBatchSize   = MaxBatchSize
 	DefaultBatchLinger = time.Second
 	DefaultMaxWeeders  = 50
 )
