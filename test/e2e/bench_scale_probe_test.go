@@ -230,6 +230,11 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 	var ages []time.Duration
 	maxPods := 0
 	var rss float64
+	// The coordinator and its probe pods together, every second: what the prober costs.
+	stopSum := make(chan struct{})
+	var sum probeRSSSum
+	var sampler sync.WaitGroup
+	sampler.Go(func() { sum = probeRSSPeak(cmd.Process.Pid, stopSum) })
 	for tick := 0; time.Since(start) < window; tick++ {
 		list, err := kube.BatchV1().Jobs(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: jobs.LabelKind + "=probe"})
 		if err != nil {
@@ -275,6 +280,8 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		}
 		time.Sleep(5 * time.Second)
 	}
+	close(stopSum)
+	sampler.Wait()
 	elapsed := time.Since(start)
 	apiRun := (probeScaleAPIRequests(t) - api0) / elapsed.Seconds()
 	cpu := (probeScaleCPU(cmd.Process.Pid) - cpu0).Seconds() / elapsed.Seconds() * 100
@@ -307,6 +314,8 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		metricP99: probeScalePct(metricAges, 0.99),
 		apiBefore: apiBefore, apiRun: apiRun, rssMiB: rss, cpuPercent: cpu,
 	}
+	t.Logf("%d namespaces: coordinator + probe pods summed, peak %.1f MiB (%d probe pods in that sample; anon %.1f MiB, file %.1f MiB); largest probe pod %.1f MiB",
+		n, sum.peak/(1<<20), sum.probes, sum.anon/(1<<20), sum.file/(1<<20), sum.largestProbe/(1<<20))
 	t.Logf("%d namespaces: %+v (stuck shards %v)", n, r, samples[`depwatch_coordinator_probe_shards{state="stuck"}`])
 	return r
 }
@@ -401,6 +410,47 @@ func probeScaleScrape(t *testing.T, url string) map[string]float64 {
 		}
 	}
 	return samples
+}
+
+// probeRSSSum is the largest sum of the coordinator's and its probe pods' resident memory in
+// one sample, with that sample's anonymous and file-mapped parts and probe pods.
+type probeRSSSum struct {
+	peak, anon, file, largestProbe float64 // bytes
+	probes                         int
+}
+
+// probeRSSPeak samples, every second until stop, the coordinator (pid) and every `depwatch
+// probe` process on this machine (its probe pods run here).
+func probeRSSPeak(pid int, stop <-chan struct{}) probeRSSSum {
+	var r probeRSSSum
+	coord := fmt.Sprintf("/proc/%d", pid)
+	for {
+		select {
+		case <-stop:
+			return r
+		case <-time.After(time.Second):
+		}
+		var sum, anon, file float64
+		probes := 0
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, dir := range dirs {
+			if dir != coord {
+				cmd, err := os.ReadFile(dir + "/cmdline")
+				if err != nil || !strings.HasSuffix(strings.SplitN(string(cmd), "\x00", 2)[0], "depwatch") || !strings.Contains(string(cmd), "\x00probe") {
+					continue
+				}
+			}
+			st := procStatusKB(dir + "/status")
+			sum, anon, file = sum+st["VmRSS"]*1024, anon+st["RssAnon"]*1024, file+st["RssFile"]*1024
+			if dir != coord && st["VmRSS"] > 0 {
+				probes++
+				r.largestProbe = max(r.largestProbe, st["VmRSS"]*1024)
+			}
+		}
+		if sum > r.peak {
+			r.peak, r.anon, r.file, r.probes = sum, anon, file, probes
+		}
+	}
 }
 
 // probeScaleRSS is a process's resident memory (VmRSS) in MiB; 0 if unreadable.
