@@ -236,13 +236,14 @@ type depwatchRSS struct {
 	reapProcs         int
 	sumPeak           float64 // bytes, all depwatch processes in one sample
 	sumAnon, sumFile  float64 // of the sumPeak sample
+	sumPss            float64 // of the sumPeak sample: the binary's shared pages counted once
 	sumProcs, sumReap int     // processes in the sumPeak sample, and of them `depwatch reap`
 }
 
 func (r depwatchRSS) String() string {
 	const mib = 1 << 20
-	return fmt.Sprintf("weeder pods' largest %.1f MiB (%d processes seen); every depwatch process summed, peak %.1f MiB (%d processes, %d of them reap; anon %.1f MiB, file %.1f MiB)",
-		r.reapPeak/mib, r.reapProcs, r.sumPeak/mib, r.sumProcs, r.sumReap, r.sumAnon/mib, r.sumFile/mib)
+	return fmt.Sprintf("weeder pods' largest %.1f MiB (%d processes seen); every depwatch process summed, peak %.1f MiB (%d processes, %d of them reap; anon %.1f MiB, file %.1f MiB; PSS %.1f MiB)",
+		r.reapPeak/mib, r.reapProcs, r.sumPeak/mib, r.sumProcs, r.sumReap, r.sumAnon/mib, r.sumFile/mib, r.sumPss/mib)
 }
 
 // weederRSS samples the resident memory of every depwatch process on this machine (the
@@ -257,7 +258,7 @@ func weederRSS(stop <-chan struct{}) depwatchRSS {
 			return r
 		case <-time.After(time.Second):
 		}
-		var sum, anon, file float64
+		var sum, anon, file, pss float64
 		procs, reaps := 0, 0
 		dirs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, dir := range dirs {
@@ -272,6 +273,7 @@ func weederRSS(stop <-chan struct{}) depwatchRSS {
 			}
 			procs++
 			sum, anon, file = sum+st["VmRSS"]*1024, anon+st["RssAnon"]*1024, file+st["RssFile"]*1024
+			pss += procStatusKB(dir + "/smaps_rollup")["Pss"] * 1024
 			if reap {
 				reaps++
 				seen[dir] = true
@@ -279,7 +281,7 @@ func weederRSS(stop <-chan struct{}) depwatchRSS {
 			}
 		}
 		if sum > r.sumPeak {
-			r.sumPeak, r.sumAnon, r.sumFile, r.sumProcs, r.sumReap = sum, anon, file, procs, reaps
+			r.sumPeak, r.sumAnon, r.sumFile, r.sumPss, r.sumProcs, r.sumReap = sum, anon, file, pss, procs, reaps
 		}
 	}
 }
