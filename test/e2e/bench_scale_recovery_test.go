@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -376,6 +377,21 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 		took = append(took, at.Sub(back[s.key()]))
 	}
 	req1, use1 := apiRequests(t), coordinatorUsage(t)
+	// Per covering Job: its services and their return → delete p99, so a slow tail can be
+	// told apart as one Job's (its size, its pod) or the API server's (every Job's).
+	byJob := map[string][]time.Duration{}
+	covering, _ := coveringJobs(t, stormStart, nil)
+	for _, s := range svcs {
+		if at, ok := got[s.ns+"/"+s.dependent()]; ok && len(covering[s.key()]) > 0 {
+			j := covering[s.key()][len(covering[s.key()])-1]
+			byJob[j] = append(byJob[j], at.Sub(back[s.key()]))
+		}
+	}
+	for _, j := range slices.Sorted(maps.Keys(byJob)) {
+		d := byJob[j]
+		slices.Sort(d)
+		t.Logf("  Job %s: %d services, return → delete p50 %s p99 %s", j, len(d), percentile(d, .5).Round(10*time.Millisecond), percentile(d, .99).Round(10*time.Millisecond))
+	}
 
 	// The weeders end a minute after their return; their last line says what they cost.
 	_, made := coveringJobs(t, stormStart, nil)
