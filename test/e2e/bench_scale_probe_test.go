@@ -43,6 +43,15 @@ const (
 	probeScaleInterval = 10 * time.Second // the shipped default probeInterval
 )
 
+// probeScalePerJob is the config's namespacesPerProbeJob: the shipped 50, or
+// DEPWATCH_BENCH_PROBE_PER_JOB (what fewer, larger shards cost and save).
+func probeScalePerJob() int {
+	if n, err := strconv.Atoi(os.Getenv("DEPWATCH_BENCH_PROBE_PER_JOB")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
 // probeScaleConfig is the coordinator's config: the shipped prober defaults, the bench's
 // namespace label, and the local overlay's Job template.
 const probeScaleConfig = gardenletWeederConfig + `prober:
@@ -74,14 +83,14 @@ func TestBenchScaleProbe(t *testing.T) {
 	ensureCoordinator(t) // the Job namespace, the probe Jobs' service account and rights
 	ensureMachineCRD(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Probe at seed scale: shipped defaults (probeInterval 10s, namespacesPerProbeJob 50, probeJobRunDuration 2m), measured over %s after the first probes:\n\n", window)
+	fmt.Fprintf(&b, "Probe at seed scale: shipped defaults (probeInterval 10s, namespacesPerProbeJob %d, probeJobRunDuration 2m), measured over %s after the first probes:\n\n", probeScalePerJob(), window)
 	fmt.Fprintf(&b, "| namespaces | shards | probe Jobs created per hour | probe pods running (max) | last-probe age p50 / p99 / max (from the Jobs' logs) | last-probe age p99 (coordinator's metric) | API requests/s (run − before) | coordinator RSS max / CPU |\n|---|---|---|---|---|---|---|---|\n")
 	for _, n := range counts {
 		r := probeScaleRun(t, n, window)
 		fmt.Fprintf(&b, "| %d | %d | %.0f | %d | %.1f s / %.1f s / %.1f s | %.1f s | %.0f (%.0f − %.0f) | %.0f MiB / %.1f %% of a core |\n",
 			n, r.shards, r.jobsPerHour, r.maxPods, r.ageP50.Seconds(), r.ageP99.Seconds(), r.ageMax.Seconds(), r.metricP99.Seconds(),
 			r.apiRun-r.apiBefore, r.apiRun, r.apiBefore, r.rssMiB, r.cpuPercent)
-		shardsWant := (n + 49) / 50
+		shardsWant := (n + probeScalePerJob() - 1) / probeScalePerJob()
 		if r.maxPods > shardsWant {
 			t.Errorf("%d namespaces: %d probe pods running at once, want at most %d (one per shard)", n, r.maxPods, shardsWant)
 		}
@@ -170,7 +179,11 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(probeScaleConfig), 0o644); err != nil {
+	cfg := probeScaleConfig
+	if n := probeScalePerJob(); n != 50 {
+		cfg += fmt.Sprintf("  namespacesPerProbeJob: %d\n", n)
+	}
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	metricsPort := freePort(t)
