@@ -29,7 +29,9 @@ type Template struct {
 	// ServiceAccounts per Job kind; defaults: weeder → depwatch-weeder, probe → depwatch-probe,
 	// reap → depwatch-reaper.
 	ServiceAccounts map[Kind]string `json:"serviceAccounts,omitempty"`
-	// Resources of the Job's container; default: requests cpu 10m, memory 32Mi; limit memory 128Mi.
+	// Resources of the Job's container; default: requests cpu 10m, memory 48Mi; limit memory 128Mi
+	// (measured: a lone weeder about 29 MiB RSS, a probe shard 35-41, a storm's batch of 500
+	// about 50, docs/benchmarks.md; the limit leaves room for a larger cluster's caches).
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// Placement of the Jobs' pods, as in a pod spec. The chart fills each from its value of
 	// the same name (the coordinator's placement) unless the config sets it here.
@@ -161,7 +163,7 @@ func defaultResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    mustQuantity("10m"),
-			corev1.ResourceMemory: mustQuantity("32Mi"),
+			corev1.ResourceMemory: mustQuantity("48Mi"),
 		},
 		Limits: corev1.ResourceList{
 			corev1.ResourceMemory: mustQuantity("128Mi"),

@@ -57,7 +57,7 @@ func NewShootClient(kubeconfig []byte, timeout time.Duration) (kubernetes.Interf
 	cfg.Timeout = timeout
 	cfg.UserAgent = "depwatch-probe"
 	cfg.QPS, cfg.Burst = 20, 40
-	return kubernetes.NewForConfig(cfg)
+	return kubernetes.NewForConfig(protobuf(cfg))
 }
 
 // unusable says why client-go refused a kubeconfig without quoting any of it.

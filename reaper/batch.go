@@ -30,9 +30,22 @@ import (
 // workers reap different targets' pods side by side, so the hundredth return is served as
 // fast as the first.
 
-// maxBatchWorkers bounds the targets handled at the same moment: enough that a storm's returns
-// are not served one delete after the other, few enough to stay inside the client's limits.
-const maxBatchWorkers = 10
+// The targets handled at the same moment: enough that a storm's returns are not served one
+// delete after the other, few enough to stay inside the client's limits. A batch's client
+// grows with its targets (the coordinator's BatchClientLimits), and so do its workers: one
+// per batchTargetsPerWorker targets, at least minBatchWorkers (or one per target), at most
+// maxBatchWorkers. A storm's batch of 500 services has 50, so that its services' returns wait
+// on the API server's delete latency no longer than ten workers' batch of 100 did.
+const (
+	minBatchWorkers       = 10
+	maxBatchWorkers       = 50
+	batchTargetsPerWorker = 10
+)
+
+// batchWorkers is the number of workers of a batch of n targets.
+func batchWorkers(n int) int {
+	return min(n, max(minBatchWorkers, n/batchTargetsPerWorker), maxBatchWorkers)
+}
 
 // batchTarget is one target. Only the worker holding its key touches run and gate.
 type batchTarget struct {
@@ -96,7 +109,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	for i := range b.targets {
 		b.queue.Add(i) // MAX_WAIT counts before the caches sync too
 	}
-	for range min(len(b.targets), maxBatchWorkers) {
+	for range batchWorkers(len(b.targets)) {
 		wg.Go(func() {
 			for b.next(ctx) {
 			}

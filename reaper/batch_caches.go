@@ -69,6 +69,8 @@ func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate
 	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(t.namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
 	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
+	// A storm's batch keeps every target's slices for its whole run: only what the gate reads.
+	_ = t.informer.SetTransform(podstate.TransformEndpointSlice)
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.changed(obj, false) },
 		UpdateFunc: func(_, obj any) { t.changed(obj, false) },

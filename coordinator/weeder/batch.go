@@ -19,11 +19,15 @@ import (
 // weeder Jobs active at once. A service past that cap keeps waiting, armed or (once it is
 // back) unarmed, until a weeder Job finishes: none is dropped.
 
-// Storm batching defaults (see Batching): with these, a storm of 1,000 services costs ~15 Jobs.
+// Storm batching defaults (see Batching). Every Job is a whole process whose memory is mostly
+// the same for one service or five hundred (the binary's pages, the Go runtime, the client):
+// a batch of 500 serves its services' returns as fast as five of 100 (docs/benchmarks.md).
+// So beyond two launches within 10 s services are batched, and a storm of 1,000 services
+// costs ~5 Jobs: 2 of their own, then batches of up to 500.
 const (
-	DefaultBatchAfter  = 5
+	DefaultBatchAfter  = 2
 	DefaultBatchWindow = 10 * time.Second
-	DefaultBatchSize   = 100
+	DefaultBatchSize   = MaxBatchSize
 	DefaultBatchLinger = time.Second
 	DefaultMaxWeeders  = 50
 )
@@ -38,7 +42,8 @@ type Batching struct {
 	Window time.Duration
 	// Size: services per batch Job, at most.
 	Size int
-	// Linger: how long the first service of a forming batch waits for others.
+	// Linger: a forming batch waits for others until none has joined for Linger, at most
+	// maxLingerFactor × Linger after its first service.
 	Linger time.Duration
 	// MaxJobs: weeder Jobs active at once, at most (0: no cap).
 	MaxJobs int
@@ -202,7 +207,7 @@ func (b *batcher) due(now time.Time, size int, linger time.Duration) ([]*batchIt
 	slices.SortFunc(items, func(x, y *batchItem) int {
 		return cmp.Or(x.since.Compare(y.since), strings.Compare(x.key, y.key))
 	})
-	if wait := linger - now.Sub(items[0].since); wait > 0 && len(items) < size {
+	if wait := lingerLeft(now, items[0].since, items[len(items)-1].since, linger); wait > 0 && len(items) < size {
 		return nil, wait
 	}
 	armed := items[0].armed
@@ -213,6 +218,19 @@ func (b *batcher) due(now time.Time, size int, linger time.Duration) ([]*batchIt
 		}
 	}
 	return out, 0
+}
+
+// maxLingerFactor bounds a forming batch's wait: its first service waits at most this many
+// lingers, however long services keep joining.
+const maxLingerFactor = 5
+
+// lingerLeft is how long a forming batch still waits: until no service has joined it for
+// linger, and at most maxLingerFactor × linger after its first. A storm's services are seen
+// over seconds (a zone's EndpointSlices do not all change in the same instant); launching a
+// second after the first would cut it into many small batches, each a whole process, while a
+// batch launched once they stop coming covers them with few.
+func lingerLeft(now, first, last time.Time, linger time.Duration) time.Duration {
+	return min(linger-now.Sub(last), maxLingerFactor*linger-now.Sub(first))
 }
 
 // done removes launched items, unless a newer edge replaced one meanwhile.

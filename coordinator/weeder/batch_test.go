@@ -3,6 +3,7 @@ package weeder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -247,5 +248,34 @@ func TestAJobNotYetInTheCacheIsStoppedLikeOneThatIs(t *testing.T) {
 	reconcileNoSync()
 	if js := h.weederJobs(); len(js) != 0 {
 		t.Errorf("jobs %v: the weeder launched a moment ago must be stopped when the service goes down again", names(js))
+	}
+}
+
+// A forming batch waits while services keep joining (a storm is seen over seconds), until
+// none joined for the linger, and never longer than maxLingerFactor lingers after its first.
+func TestABatchLaunchesOnceServicesStopJoining(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newBatcher()
+	defer b.queue.ShutDown()
+	add := func(key string, at time.Time) { b.waiting[key] = &batchItem{key: key, since: at} }
+	add("a", t0)
+	if items, wait := b.due(t0.Add(500*time.Millisecond), 500, time.Second); items != nil || wait != 500*time.Millisecond {
+		t.Fatalf("half a linger after the first: %d items, wait %s; want none, 500ms", len(items), wait)
+	}
+	add("b", t0.Add(900*time.Millisecond))
+	if items, wait := b.due(t0.Add(1100*time.Millisecond), 500, time.Second); items != nil || wait != 800*time.Millisecond {
+		t.Fatalf("a service joined 200ms ago: %d items, wait %s; want none, 800ms", len(items), wait)
+	}
+	for i := range 40 { // one every 100ms: the batch never goes quiet
+		add(fmt.Sprintf("s%02d", i), t0.Add(time.Second+time.Duration(i)*100*time.Millisecond))
+	}
+	if items, _ := b.due(t0.Add(4900*time.Millisecond), 500, time.Second); items != nil {
+		t.Fatalf("launched %d before 5 lingers", len(items))
+	}
+	if items, wait := b.due(t0.Add(5*time.Second), 500, time.Second); len(items) != 42 || wait != 0 {
+		t.Fatalf("at 5 lingers: %d items, wait %s; want all 42 now", len(items), wait)
+	}
+	if items, _ := b.due(t0.Add(time.Second), 2, time.Second); len(items) != 2 {
+		t.Fatalf("a full batch: %d items, want 2 at once", len(items))
 	}
 }

@@ -43,6 +43,15 @@ const (
 	probeScaleInterval = 10 * time.Second // the shipped default probeInterval
 )
 
+// probeScalePerJob is the config's namespacesPerProbeJob: the shipped 50, or
+// DEPWATCH_BENCH_PROBE_PER_JOB (what fewer, larger shards cost and save).
+func probeScalePerJob() int {
+	if n, err := strconv.Atoi(os.Getenv("DEPWATCH_BENCH_PROBE_PER_JOB")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
 // probeScaleConfig is the coordinator's config: the shipped prober defaults, the bench's
 // namespace label, and the local overlay's Job template.
 const probeScaleConfig = gardenletWeederConfig + `prober:
@@ -74,14 +83,14 @@ func TestBenchScaleProbe(t *testing.T) {
 	ensureCoordinator(t) // the Job namespace, the probe Jobs' service account and rights
 	ensureMachineCRD(t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Probe at seed scale: shipped defaults (probeInterval 10s, namespacesPerProbeJob 50, probeJobRunDuration 2m), measured over %s after the first probes:\n\n", window)
+	fmt.Fprintf(&b, "Probe at seed scale: shipped defaults (probeInterval 10s, namespacesPerProbeJob %d, probeJobRunDuration 2m), measured over %s after the first probes:\n\n", probeScalePerJob(), window)
 	fmt.Fprintf(&b, "| namespaces | shards | probe Jobs created per hour | probe pods running (max) | last-probe age p50 / p99 / max (from the Jobs' logs) | last-probe age p99 (coordinator's metric) | API requests/s (run − before) | coordinator RSS max / CPU |\n|---|---|---|---|---|---|---|---|\n")
 	for _, n := range counts {
 		r := probeScaleRun(t, n, window)
 		fmt.Fprintf(&b, "| %d | %d | %.0f | %d | %.1f s / %.1f s / %.1f s | %.1f s | %.0f (%.0f − %.0f) | %.0f MiB / %.1f %% of a core |\n",
 			n, r.shards, r.jobsPerHour, r.maxPods, r.ageP50.Seconds(), r.ageP99.Seconds(), r.ageMax.Seconds(), r.metricP99.Seconds(),
 			r.apiRun-r.apiBefore, r.apiRun, r.apiBefore, r.rssMiB, r.cpuPercent)
-		shardsWant := (n + 49) / 50
+		shardsWant := (n + probeScalePerJob() - 1) / probeScalePerJob()
 		if r.maxPods > shardsWant {
 			t.Errorf("%d namespaces: %d probe pods running at once, want at most %d (one per shard)", n, r.maxPods, shardsWant)
 		}
@@ -170,7 +179,11 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(probeScaleConfig), 0o644); err != nil {
+	cfg := probeScaleConfig
+	if n := probeScalePerJob(); n != 50 {
+		cfg += fmt.Sprintf("  namespacesPerProbeJob: %d\n", n)
+	}
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	metricsPort := freePort(t)
@@ -230,6 +243,11 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 	var ages []time.Duration
 	maxPods := 0
 	var rss float64
+	// The coordinator and its probe pods together, every second: what the prober costs.
+	stopSum := make(chan struct{})
+	var sum probeRSSSum
+	var sampler sync.WaitGroup
+	sampler.Go(func() { sum = probeRSSPeak(cmd.Process.Pid, stopSum) })
 	for tick := 0; time.Since(start) < window; tick++ {
 		list, err := kube.BatchV1().Jobs(depwatchNS).List(ctx, metav1.ListOptions{LabelSelector: jobs.LabelKind + "=probe"})
 		if err != nil {
@@ -275,6 +293,8 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		}
 		time.Sleep(5 * time.Second)
 	}
+	close(stopSum)
+	sampler.Wait()
 	elapsed := time.Since(start)
 	apiRun := (probeScaleAPIRequests(t) - api0) / elapsed.Seconds()
 	cpu := (probeScaleCPU(cmd.Process.Pid) - cpu0).Seconds() / elapsed.Seconds() * 100
@@ -307,6 +327,8 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 		metricP99: probeScalePct(metricAges, 0.99),
 		apiBefore: apiBefore, apiRun: apiRun, rssMiB: rss, cpuPercent: cpu,
 	}
+	t.Logf("%d namespaces: coordinator + probe pods summed, peak %.1f MiB (%d probe pods in that sample; anon %.1f MiB, file %.1f MiB); largest probe pod %.1f MiB",
+		n, sum.peak/(1<<20), sum.probes, sum.anon/(1<<20), sum.file/(1<<20), sum.largestProbe/(1<<20))
 	t.Logf("%d namespaces: %+v (stuck shards %v)", n, r, samples[`depwatch_coordinator_probe_shards{state="stuck"}`])
 	return r
 }
@@ -401,6 +423,47 @@ func probeScaleScrape(t *testing.T, url string) map[string]float64 {
 		}
 	}
 	return samples
+}
+
+// probeRSSSum is the largest sum of the coordinator's and its probe pods' resident memory in
+// one sample, with that sample's anonymous and file-mapped parts and probe pods.
+type probeRSSSum struct {
+	peak, anon, file, largestProbe float64 // bytes
+	probes                         int
+}
+
+// probeRSSPeak samples, every second until stop, the coordinator (pid) and every `depwatch
+// probe` process on this machine (its probe pods run here).
+func probeRSSPeak(pid int, stop <-chan struct{}) probeRSSSum {
+	var r probeRSSSum
+	coord := fmt.Sprintf("/proc/%d", pid)
+	for {
+		select {
+		case <-stop:
+			return r
+		case <-time.After(time.Second):
+		}
+		var sum, anon, file float64
+		probes := 0
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, dir := range dirs {
+			if dir != coord {
+				cmd, err := os.ReadFile(dir + "/cmdline")
+				if err != nil || !strings.HasSuffix(strings.SplitN(string(cmd), "\x00", 2)[0], "depwatch") || !strings.Contains(string(cmd), "\x00probe") {
+					continue
+				}
+			}
+			st := procStatusKB(dir + "/status")
+			sum, anon, file = sum+st["VmRSS"]*1024, anon+st["RssAnon"]*1024, file+st["RssFile"]*1024
+			if dir != coord && st["VmRSS"] > 0 {
+				probes++
+				r.largestProbe = max(r.largestProbe, st["VmRSS"]*1024)
+			}
+		}
+		if sum > r.peak {
+			r.peak, r.anon, r.file, r.probes = sum, anon, file, probes
+		}
+	}
 }
 
 // probeScaleRSS is a process's resident memory (VmRSS) in MiB; 0 if unreadable.

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,38 +227,82 @@ func (d *deleteWatch) snapshot() map[string]time.Time {
 
 func (d *deleteWatch) stop() { close(d.stopCh); d.factory.Shutdown() }
 
-// weederRSS samples the resident memory of every `depwatch reap` process on this machine (the
-// weeder pods run here) every second until stop; it returns the largest seen and how many
-// processes it saw.
-func weederRSS(stop <-chan struct{}) (peak float64, procs int) {
+// depwatchRSS is what weederRSS measured: the largest `depwatch reap` process, and the
+// largest sum over every depwatch process on the machine (the coordinator, the weeder and any
+// other Job pods) in one sample, with that sample's split into anonymous memory (the Go heap,
+// stacks, runtime) and pages mapped from the binary (RssFile: each process counts its own,
+// though the node's page cache holds them once).
+type depwatchRSS struct {
+	reapPeak          float64 // bytes
+	reapProcs         int
+	sumPeak           float64 // bytes, all depwatch processes in one sample
+	sumAnon, sumFile  float64 // of the sumPeak sample
+	sumPss            float64 // of the sumPeak sample: the binary's shared pages counted once
+	sumProcs, sumReap int     // processes in the sumPeak sample, and of them `depwatch reap`
+}
+
+func (r depwatchRSS) String() string {
+	const mib = 1 << 20
+	return fmt.Sprintf("weeder pods' largest %.1f MiB (%d processes seen); every depwatch process summed, peak %.1f MiB (%d processes, %d of them reap; anon %.1f MiB, file %.1f MiB; PSS %.1f MiB)",
+		r.reapPeak/mib, r.reapProcs, r.sumPeak/mib, r.sumProcs, r.sumReap, r.sumAnon/mib, r.sumFile/mib, r.sumPss/mib)
+}
+
+// weederRSS samples the resident memory of every depwatch process on this machine (the
+// coordinator and the weeder pods run here) every second until stop.
+func weederRSS(stop <-chan struct{}) depwatchRSS {
+	var r depwatchRSS
 	seen := map[string]bool{}
 	for {
 		select {
 		case <-stop:
-			return peak, len(seen)
+			r.reapProcs = len(seen)
+			return r
 		case <-time.After(time.Second):
 		}
+		var sum, anon, file, pss float64
+		procs, reaps := 0, 0
 		dirs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, dir := range dirs {
 			cmd, err := os.ReadFile(dir + "/cmdline")
-			if err != nil || !strings.HasSuffix(strings.SplitN(string(cmd), "\x00", 2)[0], "depwatch") || !strings.Contains(string(cmd), "\x00reap") {
+			if err != nil || !strings.HasSuffix(strings.SplitN(string(cmd), "\x00", 2)[0], "depwatch") {
 				continue
 			}
-			seen[dir] = true
-			f, err := os.Open(dir + "/status")
-			if err != nil {
-				continue
+			reap := strings.Contains(string(cmd), "\x00reap")
+			st := procStatusKB(dir + "/status")
+			if st["VmRSS"] == 0 {
+				continue // gone, or a zombie
 			}
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-					kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-					peak = max(peak, kb*1024)
-				}
+			procs++
+			sum, anon, file = sum+st["VmRSS"]*1024, anon+st["RssAnon"]*1024, file+st["RssFile"]*1024
+			pss += procStatusKB(dir + "/smaps_rollup")["Pss"] * 1024
+			if reap {
+				reaps++
+				seen[dir] = true
+				r.reapPeak = max(r.reapPeak, st["VmRSS"]*1024)
 			}
-			_ = f.Close()
+		}
+		if sum > r.sumPeak {
+			r.sumPeak, r.sumAnon, r.sumFile, r.sumPss, r.sumProcs, r.sumReap = sum, anon, file, pss, procs, reaps
 		}
 	}
+}
+
+// procStatusKB reads the kB figures of a /proc/<pid>/status file (VmRSS, RssAnon, ...).
+func procStatusKB(path string) map[string]float64 {
+	out := map[string]float64{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if v, isKB := strings.CutSuffix(strings.TrimSpace(v), " kB"); ok && isKB {
+			out[k], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return out
 }
 
 func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
@@ -274,10 +319,9 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	defer deletes.stop()
 
 	stopRSS := make(chan struct{})
-	var rssPeak float64
-	var rssProcs int
+	var rss depwatchRSS
 	var sampler sync.WaitGroup
-	sampler.Go(func() { rssPeak, rssProcs = weederRSS(stopRSS) })
+	sampler.Go(func() { rss = weederRSS(stopRSS) })
 	req0, use0 := apiRequests(t), coordinatorUsage(t)
 	// The coordinator's RSS, sampled every second: with EXECUTOR=in-process the weeders'
 	// runs are in it, and their peak is the figure.
@@ -333,6 +377,21 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 		took = append(took, at.Sub(back[s.key()]))
 	}
 	req1, use1 := apiRequests(t), coordinatorUsage(t)
+	// Per covering Job: its services and their return → delete p99, so a slow tail can be
+	// told apart as one Job's (its size, its pod) or the API server's (every Job's).
+	byJob := map[string][]time.Duration{}
+	covering, _ := coveringJobs(t, stormStart, nil)
+	for _, s := range svcs {
+		if at, ok := got[s.ns+"/"+s.dependent()]; ok && len(covering[s.key()]) > 0 {
+			j := covering[s.key()][len(covering[s.key()])-1]
+			byJob[j] = append(byJob[j], at.Sub(back[s.key()]))
+		}
+	}
+	for _, j := range slices.Sorted(maps.Keys(byJob)) {
+		d := byJob[j]
+		slices.Sort(d)
+		t.Logf("  Job %s: %d services, return → delete p50 %s p99 %s", j, len(d), percentile(d, .5).Round(10*time.Millisecond), percentile(d, .99).Round(10*time.Millisecond))
+	}
 
 	// The weeders end a minute after their return; their last line says what they cost.
 	_, made := coveringJobs(t, stormStart, nil)
@@ -374,8 +433,8 @@ func benchRecoveryAt(t *testing.T, c kubernetes.Interface, namespaces int) {
 	t.Logf("recovery at %d services (%d namespaces), outage %s: return → delete p50 %s p99 %s max %s; deletes during the outage %d; dependents not reaped %d",
 		len(svcs), namespaces, recoveryOutage, percentile(took, .5).Round(10*time.Millisecond), percentile(took, .99).Round(10*time.Millisecond),
 		percentile(took, 1).Round(10*time.Millisecond), early, missing)
-	t.Logf("recovery at %d services: weeder Jobs %d (%d batch), weeder pods %d; API requests: coordinator %.0f (storm → all deleted), weeder pods %.0f (whole runs); RSS: coordinator peak %.1f MiB, weeder pods' largest %.1f MiB (%d processes seen); coordinator CPU %.1f s (executor %s)",
-		len(svcs), len(made), batches, weederPods, req1-req0, weederReqs, max(coordPeak, use1.rss)/(1<<20), rssPeak/(1<<20), rssProcs, use1.cpu-use0.cpu, cmp.Or(os.Getenv("DEPWATCH_BENCH_EXECUTOR"), "job"))
+	t.Logf("recovery at %d services: weeder Jobs %d (%d batch), weeder pods %d; API requests: coordinator %.0f (storm → all deleted), weeder pods %.0f (whole runs); RSS: coordinator peak %.1f MiB, %s; coordinator CPU %.1f s (executor %s)",
+		len(svcs), len(made), batches, weederPods, req1-req0, weederReqs, max(coordPeak, use1.rss)/(1<<20), rss, use1.cpu-use0.cpu, cmp.Or(os.Getenv("DEPWATCH_BENCH_EXECUTOR"), "job"))
 	if early > 0 || missing > 0 {
 		t.Errorf("%d dependents deleted while their service was down, %d never deleted", early, missing)
 	}
