@@ -24,7 +24,7 @@ func TestWeederJobsAreReadByTheReaperAsWritten(t *testing.T) {
 	grace, cooldown := 30*time.Second, 45*time.Second
 	for _, armed := range []bool{false, true} {
 		s, err := Weeder(WeederSpec{Namespace: "shoot--a", Service: "etcd-main-client", Selectors: apiserverSelectors(),
-			WatchDuration: 4 * time.Minute, GracePeriod: &grace, ReapCooldown: &cooldown, Armed: armed, MaxWait: 3 * time.Hour, TriggerTime: t0})
+			WatchDuration: 4 * time.Minute, GracePeriod: &grace, ReapCooldown: cooldown, Armed: armed, MaxWait: 3 * time.Hour, TriggerTime: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
