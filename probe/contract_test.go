@@ -42,7 +42,7 @@ func roundTrip(t *testing.T, s JobSettings) {
 	}
 	want := s
 	if want.Concurrency == 0 { // not written: reads back as the probe's default
-		want.Concurrency, _ = envconf.Int(DefaultProbeConcurrency)
+		want.Concurrency = DefaultProbeConcurrency
 	}
 	if got := settingsOf(t, o); !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip through %v\n got %+v\nwant %+v", s.Env(), got, want)

@@ -1,8 +1,9 @@
-// Package envconf holds what the engines' environment contracts (reaper, probe) share: the
-// collection of problems in the one format every message uses, `NAME="value": what is wrong`,
-// the strict value parsers both engines apply, and their inverses, which write the values a
-// Job's environment carries. Each engine keeps its own variable names, defaults and messages;
-// only the mechanics live here, so the two parsers cannot drift apart again.
+// Package envconf holds what the engines' environment contracts (reaper, probe) share: the one
+// reader of their variables (defaults, required ones, what an empty value means: the engines
+// differ only in that data), the collection of problems in the one format every message uses,
+// `NAME="value": what is wrong`, the strict value parsers both engines apply, and their
+// inverses, which write the values a Job's environment carries. Each engine keeps its own
+// table of variables (names, defaults, descriptions) and its own messages.
 package envconf
 
 import (
