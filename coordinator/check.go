@@ -100,11 +100,7 @@ func (o Options) Summary(cfg *Config) string {
 		default:
 			add("When one loses its last ready endpoint it launches that service's weeder Job armed (%d of %d services; the others on their return), which waits up to %s;", armed, total, cfg.MaxWait())
 		}
-		cooldown := jobs.DefaultWeederReapCooldown
-		if d := cfg.Cooldown(); d != nil {
-			cooldown = *d
-		}
-		if cooldown > 0 {
+		if cooldown := cfg.Cooldown(); cooldown > 0 {
 			add("from the return the Job restarts the service's crash-looping dependents for %s, each controller's at most once per %s.", cfg.Watch(), cooldown)
 		} else {
 			add("from the return the Job restarts the service's crash-looping dependents for %s, on every crash (reapCooldown 0s).", cfg.Watch())

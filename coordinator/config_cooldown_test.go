@@ -34,7 +34,7 @@ func TestConfigReapCooldownIsReadAndValidated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := cfg.Cooldown(); tc.wantEnv != jobs.DefaultWeederReapCooldown.String() && (got == nil || got.String() != tc.wantEnv) {
+			if got := cfg.Cooldown(); got.String() != tc.wantEnv {
 				t.Errorf("Cooldown() = %v, want %s", got, tc.wantEnv)
 			}
 		})

@@ -35,10 +35,6 @@ prober:
 func effective(t *testing.T, c *Config) map[string]string {
 	t.Helper()
 	p := c.Prober
-	cooldown := jobs.DefaultWeederReapCooldown
-	if d := c.Cooldown(); d != nil {
-		cooldown = *d
-	}
 	tpl := c.JobTemplate
 	tpl.Namespace, tpl.Image = "depwatch", "depwatch:test"
 	spec, err := jobs.Probe(jobs.ProbeSpec{Namespace: "ns", KubeconfigSecretName: "s", ProbeTimeout: time.Second,
@@ -55,7 +51,7 @@ func effective(t *testing.T, c *Config) map[string]string {
 		"watchDuration":                       c.Watch().String(),
 		"armWeeder":                           fmt.Sprint(c.ArmWeeder == nil || *c.ArmWeeder),
 		"armedMaxWait":                        c.MaxWait().String(),
-		"reapCooldown":                        cooldown.String(),
+		"reapCooldown":                        c.Cooldown().String(),
 		"useEndpoints":                        fmt.Sprint(c.UseEndpoints),
 		"jobTemplate.ttlSecondsAfterFinished": fmt.Sprint(*job.Spec.TTLSecondsAfterFinished),
 		"jobTemplate.backoffLimit":            fmt.Sprint(*job.Spec.BackoffLimit),
@@ -132,7 +128,7 @@ func TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber(t *testing.T) 
 	}
 	gardener := loadShipped(t, "manifests/components/gardener/config.yaml")
 	weederSettings := func(c *Config) string {
-		return fmt.Sprint(c.Watch(), c.Arm(""), c.MaxWait(), *c.Cooldown(), c.UseEndpoints, c.JobTemplate.Resources, c.JobTemplate.Env)
+		return fmt.Sprint(c.Watch(), c.Arm(""), c.MaxWait(), c.Cooldown(), c.UseEndpoints, c.JobTemplate.Resources, c.JobTemplate.Env)
 	}
 	if got, want := weederSettings(c), weederSettings(gardener); got != want {
 		t.Errorf("the default config's weeder and Job settings %s differ from the Gardener config's %s", got, want)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -39,6 +40,11 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	rts := make([]reaper.Target, 0, len(targets))
 	keys := make([]string, 0, len(targets))
 	for _, t := range targets {
+		// Two runs for one service would restart its dependents twice (the reaper refuses
+		// TARGETS that list one twice, too).
+		if slices.Contains(keys, t.Key()) {
+			return Spec{}, fmt.Errorf("weeder batch: service %s is listed twice", t.Key())
+		}
 		one := base
 		one.Namespace, one.Service, one.Selectors, one.Elsewhere, one.ReadyWhen = t.Namespace, t.Service, t.Selectors, t.Elsewhere, t.ReadyWhen
 		// The same checks as a Job of its own; the reaper's own checks of every target run
@@ -62,9 +68,6 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	run, trigger, _ := weederRun(one) // checked above
 	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, rts
 	run.ReadyWhen = podstate.ReadyAny // each target carries its own
-	if err := run.Validate(); err != nil {
-		return Spec{}, fmt.Errorf("weeder batch: %w", err) // e.g. a service listed twice
-	}
 	s := weederJob(one, run, trigger)
 	s.Service, s.Batch = "", keys
 	return s, nil

@@ -25,7 +25,7 @@ func TestBatchWeederJobNamesEveryTargetOnceAndForTheReaper(t *testing.T) {
 		{Namespace: "shoot--b", Service: "kube-apiserver", Selectors: apiserverSelectors()},
 	}
 	limits := reaper.ClientLimits{API: apilimit.Limit{QPS: 6, Burst: 15}, Events: apilimit.Limit{QPS: 5, Burst: 10}}
-	s, err := WeederBatch(WeederSpec{WatchDuration: 5 * time.Minute, Trigger: TriggerOutage, TriggerTime: at, Armed: true, Client: limits}, targets)
+	s, err := WeederBatch(WeederSpec{WatchDuration: 5 * time.Minute, Trigger: TriggerOutage, TriggerTime: at, Armed: true, MaxWait: DefaultArmedMaxWait, Client: limits}, targets)
 	if err != nil {
 		t.Fatal(err)
 	}

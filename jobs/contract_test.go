@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -24,7 +25,7 @@ func TestWeederJobsAreReadByTheReaperAsWritten(t *testing.T) {
 	grace, cooldown := 30*time.Second, 45*time.Second
 	for _, armed := range []bool{false, true} {
 		s, err := Weeder(WeederSpec{Namespace: "shoot--a", Service: "etcd-main-client", Selectors: apiserverSelectors(),
-			WatchDuration: 4 * time.Minute, GracePeriod: &grace, ReapCooldown: &cooldown, Armed: armed, MaxWait: 3 * time.Hour, TriggerTime: t0})
+			WatchDuration: 4 * time.Minute, GracePeriod: &grace, ReapCooldown: cooldown, Armed: armed, MaxWait: 3 * time.Hour, TriggerTime: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +68,32 @@ func TestWeederJobsAreReadByTheReaperAsWritten(t *testing.T) {
 		want, _ := SelectorStrings(targets[i].Selectors)
 		if tg.Namespace+"/"+tg.Service != targets[i].Key() || strings.Join(tg.Selectors, ";") != strings.Join(want, ";") {
 			t.Errorf("target %d read as %+v, want %s %v", i, tg, targets[i].Key(), want)
+		}
+	}
+}
+
+// TestProbeJobsAreReadByTheProbeAsWritten: the env of a probe Job (one namespace, and a
+// shard's that probes on a schedule and follows its membership) is what `depwatch probe`
+// parses back. Probe does not read its Job's env back at launch: this is where the contract
+// is held.
+func TestProbeJobsAreReadByTheProbeAsWritten(t *testing.T) {
+	shard := probeSpec()
+	shard.Namespace, shard.Shard, shard.Namespaces, shard.MembershipIn = "", "shard-0", []string{"shoot--a", "shoot--b"}, "depwatch"
+	shard.Concurrency, shard.Jitter, shard.RunDuration = 2, 0.2, time.Hour
+	shard.NamespaceSettings = map[string]probe.NamespaceSettings{"shoot--b": {NodeMonitorGrace: time.Minute}}
+	for _, p := range []ProbeSpec{probeSpec(), shard} {
+		s, err := Probe(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := probe.LoadOptions(lookupEnv(s.Env))
+		if err != nil {
+			t.Fatalf("%s: the probe refuses its Job's env: %v", p.target(), err)
+		}
+		if o.Namespace != p.Namespace || strings.Join(o.Namespaces, ",") != strings.Join(p.Namespaces, ",") ||
+			o.ProbeTimeout != p.ProbeTimeout || o.NodeMonitorGrace != p.NodeMonitorGrace || o.RunDuration != p.RunDuration ||
+			len(o.Resources) != 1 || (p.MembershipIn != "") != (o.MembershipName != "") || o.Settings["shoot--b"].NodeMonitorGrace != p.NamespaceSettings["shoot--b"].NodeMonitorGrace {
+			t.Errorf("%s: the probe read %+v", p.target(), o)
 		}
 	}
 }

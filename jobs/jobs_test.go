@@ -28,7 +28,8 @@ func apiserverSelectors() []metav1.LabelSelector {
 
 func weederSpec(t *testing.T, ns, svc string, at time.Time) Spec {
 	t.Helper()
-	s, err := Weeder(WeederSpec{Namespace: ns, Service: svc, Selectors: apiserverSelectors(), WatchDuration: 5 * time.Minute, TriggerTime: at})
+	s, err := Weeder(WeederSpec{Namespace: ns, Service: svc, Selectors: apiserverSelectors(), WatchDuration: 5 * time.Minute,
+		ReapCooldown: DefaultWeederReapCooldown, TriggerTime: at})
 	if err != nil {
 		t.Fatalf("Weeder: %v", err)
 	}
@@ -467,7 +468,7 @@ func TestManualWeederExamplesFollowTheJobContract(t *testing.T) {
 
 func TestArmedWeederWaitsForItsServiceAndItsDeadlineCoversTheWait(t *testing.T) {
 	s, err := Weeder(WeederSpec{Namespace: "shoot--a", Service: "etcd-main-client", Selectors: apiserverSelectors(),
-		WatchDuration: 5 * time.Minute, TriggerTime: t0, Armed: true})
+		WatchDuration: 5 * time.Minute, TriggerTime: t0, Armed: true, MaxWait: DefaultArmedMaxWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,22 +496,22 @@ func TestArmedWeederWaitsForItsServiceAndItsDeadlineCoversTheWait(t *testing.T) 
 	if Armed(unarmed) || unarmed.Annotations[AnnotationArmedAt] != "" {
 		t.Errorf("an unarmed weeder looks armed: %v", unarmed.Annotations)
 	}
-	if _, err := Weeder(WeederSpec{Namespace: "n", Service: "s", Selectors: apiserverSelectors(), WatchDuration: time.Minute, Armed: true, MaxWait: -time.Second}); err == nil {
-		t.Error("a negative MaxWait was accepted")
+	for _, wait := range []time.Duration{-time.Second, 0} {
+		if _, err := Weeder(WeederSpec{Namespace: "n", Service: "s", Selectors: apiserverSelectors(), WatchDuration: time.Minute, Armed: true, MaxWait: wait}); err == nil {
+			t.Errorf("an armed weeder's MaxWait %s was accepted", wait)
+		}
 	}
 }
 
 func TestWeederBoundsRestartsWithReapCooldown(t *testing.T) {
-	cases := []struct {
+	for _, tc := range []struct {
 		name     string
-		cooldown *time.Duration
+		cooldown time.Duration
 		want     string
 	}{
-		{"default", nil, "1m0s"},
-		{"configured", ptr.To(30 * time.Second), "30s"},
-		{"explicitly off", ptr.To(time.Duration(0)), "0s"},
-	}
-	for _, tc := range cases {
+		{"configured", 30 * time.Second, "30s"},
+		{"off", 0, "0s"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Weeder(WeederSpec{Namespace: "ns", Service: "svc", Selectors: apiserverSelectors(), WatchDuration: time.Minute, ReapCooldown: tc.cooldown})
 			if err != nil {
@@ -521,7 +522,7 @@ func TestWeederBoundsRestartsWithReapCooldown(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Weeder(WeederSpec{Namespace: "ns", Service: "svc", Selectors: apiserverSelectors(), WatchDuration: time.Minute, ReapCooldown: ptr.To(-time.Second)}); err == nil || !strings.Contains(err.Error(), "reap cooldown must not be negative") {
+	if _, err := Weeder(WeederSpec{Namespace: "ns", Service: "svc", Selectors: apiserverSelectors(), WatchDuration: time.Minute, ReapCooldown: -time.Second}); err == nil || !strings.Contains(err.Error(), "reap cooldown and back-off floor must not be negative") {
 		t.Errorf("a negative cooldown: err = %v", err)
 	}
 }

@@ -106,9 +106,6 @@ func Probe(p ProbeSpec) (Spec, error) {
 			labels[ProbeLabel(ns)] = "true"
 		}
 	}
-	if err := run.Validate(); err != nil {
-		return Spec{}, fmt.Errorf("probe %s: %w", target, err)
-	}
 	return Spec{
 		Kind:        KindProbe,
 		Namespace:   target,

@@ -155,6 +155,8 @@ type Spec struct {
 }
 
 // WeederSpec describes a weeder run: restart the crash-looping dependents of one service.
+// Its values are taken as they are: the coordinator's config applies the defaults
+// (DefaultArmedMaxWait, DefaultWeederReapCooldown, reaper.DefaultBackOffFloor).
 type WeederSpec struct {
 	Namespace string
 	Service   string
@@ -172,17 +174,17 @@ type WeederSpec struct {
 	Trigger     string
 	TriggerTime time.Time
 	// Armed: the weeder is launched when the outage begins and waits for the service
-	// (START_WHEN_READY=<namespace>/<service>, at most MaxWait) before it reaps; its
-	// activeDeadlineSeconds covers MaxWait + WatchDuration + the margin.
+	// (START_WHEN_READY=<namespace>/<service>, at most MaxWait, which must then be positive)
+	// before it reaps; its activeDeadlineSeconds covers MaxWait + WatchDuration + the margin.
 	Armed   bool
-	MaxWait time.Duration // default DefaultArmedMaxWait
-	// ReapCooldown is REAP_COOLDOWN: nil = DefaultWeederReapCooldown; 0 = off (every
-	// crash-looping pod on every event, pod-reaper's behaviour); negative is refused.
-	ReapCooldown *time.Duration
+	MaxWait time.Duration
+	// ReapCooldown is REAP_COOLDOWN: 0 = off (every crash-looping pod on every event,
+	// pod-reaper's behaviour); negative is refused.
+	ReapCooldown time.Duration
 	// ReadyWhen is READY_WHEN, when the service counts as back (zero: any).
 	ReadyWhen podstate.ReadyWhen
-	// BackOffFloor is BACKOFF_FLOOR: nil = reaper.DefaultBackOffFloor; 0 = off.
-	BackOffFloor *time.Duration
+	// BackOffFloor is BACKOFF_FLOOR: 0 = off.
+	BackOffFloor time.Duration
 	// Client is the run's API rate limits (KUBE_API_*); zero: the run's defaults, which fit
 	// one service. A batch Job's are sized by its number of services.
 	Client reaper.ClientLimits
@@ -205,9 +207,6 @@ func Weeder(w WeederSpec) (Spec, error) {
 		}
 		run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, targets
 		run.ReadyWhen = podstate.ReadyAny // each target carries its own
-	}
-	if err := run.Validate(); err != nil {
-		return Spec{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
 	}
 	s := weederJob(w, run, trigger)
 	s.Namespace = w.Namespace // a TARGETS run names no namespace of its own
@@ -254,16 +253,8 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	if err != nil {
 		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
 	}
-	cooldown := DefaultWeederReapCooldown
-	if w.ReapCooldown != nil {
-		cooldown = *w.ReapCooldown
-	}
-	if cooldown < 0 {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: reap cooldown must not be negative, got %s", w.Namespace, w.Service, cooldown)
-	}
-	floor := reaper.DefaultBackOffFloor
-	if w.BackOffFloor != nil {
-		floor = *w.BackOffFloor
+	if w.ReapCooldown < 0 || w.BackOffFloor < 0 {
+		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: reap cooldown and back-off floor must not be negative, got %s and %s", w.Namespace, w.Service, w.ReapCooldown, w.BackOffFloor)
 	}
 	trigger := w.Trigger
 	if trigger == "" {
@@ -277,10 +268,7 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	gateWait := UnarmedGateWait
 	if w.Armed {
 		gateWait = w.MaxWait
-		if gateWait == 0 {
-			gateWait = DefaultArmedMaxWait
-		}
-		if gateWait < 0 {
+		if gateWait <= 0 {
 			return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, gateWait)
 		}
 		if w.Trigger == "" {
@@ -294,11 +282,11 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 		Namespace:         w.Namespace,
 		RunDuration:       w.WatchDuration,
 		GracePeriod:       w.GracePeriod,
-		ReapCooldown:      cooldown,
+		ReapCooldown:      w.ReapCooldown,
 		StartWhenReady:    &reaper.ServiceRef{Namespace: w.Namespace, Name: w.Service},
 		MaxWait:           gateWait,
 		ReadyWhen:         w.ReadyWhen,
-		BackOffFloor:      floor,
+		BackOffFloor:      w.BackOffFloor,
 		Client:            w.Client,
 		// Deletes only, never evictions: the admission policy on a weeder's own actions
 		// (manifests/admission/weeder-deletes.yaml) reads the pod a DELETE names and admits

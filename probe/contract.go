@@ -119,12 +119,6 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	return w.Env()
 }
 
-// Validate says whether a run would accept s, by reading Env back as the run does.
-func (s JobSettings) Validate() error {
-	_, err := LoadOptions(envconf.LookupIn(s.Env()))
-	return err
-}
-
 // NodeConditionsEnv is the value of NODE_CONDITIONS for m; ParseNodeConditions reads it back.
 func NodeConditionsEnv(m map[string][]string) string {
 	b, _ := json.Marshal(m) // strings only: cannot fail; keys sorted

@@ -42,13 +42,10 @@ func roundTrip(t *testing.T, s JobSettings) {
 	}
 	want := s
 	if want.Concurrency == 0 { // not written: reads back as the probe's default
-		want.Concurrency, _ = envconf.Int(DefaultProbeConcurrency)
+		want.Concurrency = DefaultProbeConcurrency
 	}
 	if got := settingsOf(t, o); !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip through %v\n got %+v\nwant %+v", s.Env(), got, want)
-	}
-	if err := s.Validate(); err != nil {
-		t.Errorf("Validate: %v", err)
 	}
 }
 
@@ -169,7 +166,7 @@ func TestProbeEnvKeepsItsNamesAndOrder(t *testing.T) {
 	}
 }
 
-func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
+func TestTheRunRefusesSettingsItCannotRun(t *testing.T) {
 	for name, mutate := range map[string]func(*JobSettings){
 		"no namespace":    func(s *JobSettings) { s.Namespace = "" },
 		"both kinds":      func(s *JobSettings) { s.Namespaces = []string{"b"} },
@@ -184,8 +181,8 @@ func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := oneNamespace()
 			mutate(&s)
-			if err := s.Validate(); err == nil {
-				t.Errorf("Validate accepted %v", s.Env())
+			if _, err := LoadOptions(envconf.LookupIn(s.Env())); err == nil {
+				t.Errorf("the run accepted %v", s.Env())
 			}
 		})
 	}

@@ -65,7 +65,7 @@ func FuzzLoadOptions(f *testing.F) {
 // problems continue with the path inside the value).
 func namesAVariable(p string) bool {
 	for _, s := range settings {
-		if strings.HasPrefix(p, s.name+"=") || strings.HasPrefix(p, s.name+":") || strings.HasPrefix(p, s.name+"[") {
+		if strings.HasPrefix(p, s.Name+"=") || strings.HasPrefix(p, s.Name+":") || strings.HasPrefix(p, s.Name+"[") {
 			return true
 		}
 	}

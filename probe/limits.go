@@ -19,8 +19,8 @@ var DefaultClientLimit = apilimit.Default
 
 // loadClientLimit reads KUBE_API_QPS and KUBE_API_BURST as they are set (unset stays zero, so
 // a Job's environment reads back as written; the run applies DefaultClientLimit).
-func loadClientLimit(e *env) apilimit.Limit {
-	return apilimit.Read(&e.Reader, envKubeAPIQPS, envKubeAPIBurst)
+func loadClientLimit(e *envconf.Reader) apilimit.Limit {
+	return apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst)
 }
 
 func writeClientLimit(w *envconf.Writer, l apilimit.Limit) {

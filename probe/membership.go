@@ -52,7 +52,7 @@ func ParseMembership(data map[string]string) (Membership, error) {
 	for _, ns := range m.Namespaces {
 		known[ns] = true
 	}
-	if v, ok := e.optional(envNamespaceSettings); ok {
+	if v, ok := e.Get(envNamespaceSettings); ok {
 		m.Settings = parseNamespaceSettings(e, v, known)
 	}
 	if len(e.Problems) > 0 {
@@ -71,17 +71,17 @@ func MembershipRef(namespace, name string) string { return namespace + "/" + nam
 
 // parseMembershipRef reads NAMESPACES_CONFIGMAP: "<namespace>/<name>", only with NAMESPACES
 // and SCHEDULE (a run of one probe per namespace ends before there is anything to follow).
-func parseMembershipRef(e *env, v string, withNamespaces, withSchedule bool) (string, string) {
+func parseMembershipRef(e *envconf.Reader, v string, withNamespaces, withSchedule bool) (string, string) {
 	ns, name, ok := strings.Cut(strings.TrimSpace(v), "/")
 	switch {
 	case !ok:
-		e.fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap")
+		e.Fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap")
 		return "", ""
 	case len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0:
-		e.fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap: not a valid namespace or ConfigMap name")
+		e.Fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap: not a valid namespace or ConfigMap name")
 		return "", ""
 	case !withNamespaces || !withSchedule:
-		e.fail(envNamespacesConfigMap, v, "only valid with NAMESPACES and SCHEDULE (a run of one namespace, or of one probe, has nothing to follow)")
+		e.Fail(envNamespacesConfigMap, v, "only valid with NAMESPACES and SCHEDULE (a run of one namespace, or of one probe, has nothing to follow)")
 		return "", ""
 	}
 	return ns, name

@@ -63,76 +63,76 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 
 // loadTargets reads which namespaces the run probes: NAMESPACE or NAMESPACES, and their
 // settings.
-func (o *Options) loadTargets(e *env) {
-	single, hasSingle := e.lookup(envNamespace)
+func (o *Options) loadTargets(e *envconf.Reader) {
+	single, hasSingle := e.Lookup(envNamespace)
 	if hasSingle && strings.TrimSpace(single) == "" {
-		e.fail(envNamespace, single, "required, must not be empty")
+		e.Fail(envNamespace, single, "required, must not be empty")
 		hasSingle = false
 	} else if hasSingle {
 		if errs := validation.IsDNS1123Label(single); len(errs) > 0 {
-			e.fail(envNamespace, single, "not a valid namespace name: %s", strings.Join(errs, "; "))
+			e.Fail(envNamespace, single, "not a valid namespace name: %s", strings.Join(errs, "; "))
 		}
 		o.Namespace = single
 	}
-	if v, ok := e.get(envNamespaces); ok {
+	if v, ok := e.Get(envNamespaces); ok {
 		o.Namespaces = parseNamespaces(e, v)
 	}
 	switch {
 	case hasSingle && o.Namespaces != nil:
-		e.fail(envNamespaces, strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
-	case !hasSingle && o.Namespaces == nil && !e.hasProblem(envNamespace):
+		e.Fail(envNamespaces, strings.Join(o.Namespaces, ","), "set either NAMESPACE (one namespace) or NAMESPACES, not both (NAMESPACE=%q)", single)
+	case !hasSingle && o.Namespaces == nil && !e.Has(envNamespace):
 		e.Add("NAMESPACE: required (or NAMESPACES), not set")
 	}
-	if v, ok := e.optional(envNamespaceSettings); ok {
+	if v, ok := e.Get(envNamespaceSettings); ok {
 		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
 	}
 }
 
 // loadProbing reads how each namespace is probed and scaled.
-func (o *Options) loadProbing(e *env) {
-	if v, ok := e.get(envConcurrency); ok {
+func (o *Options) loadProbing(e *envconf.Reader) {
+	if v, ok := e.Get(envConcurrency); ok {
 		n, err := envconf.Int(v)
 		if err != nil || n <= 0 {
-			e.fail(envConcurrency, v, "must be an integer greater than 0")
+			e.Fail(envConcurrency, v, "must be an integer greater than 0")
 		}
 		o.Concurrency = n
 	}
-	if v, ok := e.get(envJitter); ok {
+	if v, ok := e.Get(envJitter); ok {
 		f, ok := envconf.Float(v)
 		if !ok || f < 0 || f >= 1 {
-			e.fail(envJitter, v, "must be a number at least 0 and less than 1")
+			e.Fail(envJitter, v, "must be a number at least 0 and less than 1")
 		}
 		o.Jitter = f
 	}
-	if v, ok := e.get(envKubeconfigSecret); ok {
+	if v, ok := e.Get(envKubeconfigSecret); ok {
 		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			e.fail(envKubeconfigSecret, v, "not a valid Secret name: %s", strings.Join(errs, "; "))
+			e.Fail(envKubeconfigSecret, v, "not a valid Secret name: %s", strings.Join(errs, "; "))
 		}
 		o.KubeconfigSecretName = v
 	}
-	if v, ok := e.get(envProbeTimeout); ok {
-		o.ProbeTimeout, _ = e.positiveDuration(envProbeTimeout, v)
+	if v, ok := e.Get(envProbeTimeout); ok {
+		o.ProbeTimeout, _ = positiveDuration(e, envProbeTimeout, v)
 	}
-	if v, ok := e.get(envNodeMonitorGrace); ok {
-		if d, valid := e.positiveDuration(envNodeMonitorGrace, v); valid && d < MinNodeMonitorGrace {
-			e.fail(envNodeMonitorGrace, v, "must be at least %s: %s", MinNodeMonitorGrace, whyMinNodeMonitorGrace)
+	if v, ok := e.Get(envNodeMonitorGrace); ok {
+		if d, valid := positiveDuration(e, envNodeMonitorGrace, v); valid && d < MinNodeMonitorGrace {
+			e.Fail(envNodeMonitorGrace, v, "must be at least %s: %s", MinNodeMonitorGrace, whyMinNodeMonitorGrace)
 		} else {
 			o.NodeMonitorGrace = d
 		}
 	}
-	o.NodeLeaseFailureFraction, _ = e.fraction(envLeaseFailure)
-	o.LeaseExpiryBufferFraction, _ = e.fraction(envLeaseExpiryBuffer)
-	if v, ok := e.get(envDependentResources); ok {
+	o.NodeLeaseFailureFraction, _ = fraction(e, envLeaseFailure)
+	o.LeaseExpiryBufferFraction, _ = fraction(e, envLeaseExpiryBuffer)
+	if v, ok := e.Get(envDependentResources); ok {
 		res, problems := parseDependentResources([]byte(v), envDependentResources)
 		e.Problems = append(e.Problems, problems...)
 		o.Resources = res
 	}
-	o.DryRun = e.boolean(envDryRun)
+	o.DryRun = e.Bool(envDryRun)
 	o.Client = loadClientLimit(e)
-	if v, ok := e.optional(envNodeConditions); ok {
+	if v, ok := e.Get(envNodeConditions); ok {
 		m, err := ParseNodeConditions(v)
 		if err != nil {
-			e.fail(envNodeConditions, v, "%v", err)
+			e.Fail(envNodeConditions, v, "%v", err)
 		}
 		o.NodeConditions = m
 	}
@@ -140,24 +140,24 @@ func (o *Options) loadProbing(e *env) {
 
 // loadSchedule reads whether the run probes once or on a schedule, for how long, and the
 // membership it follows.
-func (o *Options) loadSchedule(e *env) {
-	spec, hasSchedule := e.optional(envSchedule)
+func (o *Options) loadSchedule(e *envconf.Reader) {
+	spec, hasSchedule := e.Get(envSchedule)
 	if hasSchedule {
 		o.ScheduleSpec = spec
 		o.Schedule = e.Schedule(envSchedule, spec, strings.TrimSpace(spec))
 	}
-	if v, ok := e.optional(envRunDuration); ok {
-		d, valid := e.positiveDuration(envRunDuration, v)
+	if v, ok := e.Get(envRunDuration); ok {
+		d, valid := positiveDuration(e, envRunDuration, v)
 		switch {
 		case valid && !hasSchedule:
-			e.fail(envRunDuration, v, "only valid with SCHEDULE (without SCHEDULE the Job probes once)")
+			e.Fail(envRunDuration, v, "only valid with SCHEDULE (without SCHEDULE the Job probes once)")
 		case valid:
 			o.RunDuration = d
 		}
 	} else if hasSchedule {
 		e.Add("RUN_DURATION: required with SCHEDULE (how long the Job keeps probing), not set")
 	}
-	if v, ok := e.optional(envNamespacesConfigMap); ok {
+	if v, ok := e.Get(envNamespacesConfigMap); ok {
 		o.MembershipNamespace, o.MembershipName = parseMembershipRef(e, v, o.Namespaces != nil, hasSchedule)
 	}
 }
@@ -254,17 +254,17 @@ func NamespaceSettingsEnv(m map[string]NamespaceSettings) string {
 // NamespacesEnv is the value of NAMESPACES for a list of namespaces.
 func NamespacesEnv(namespaces []string) string { return strings.Join(namespaces, ",") }
 
-func parseNamespaces(e *env, v string) []string {
+func parseNamespaces(e *envconf.Reader, v string) []string {
 	seen := map[string]bool{}
 	list := []string{}
 	for _, ns := range strings.Split(v, ",") {
 		ns = strings.TrimSpace(ns)
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			e.fail(envNamespaces, v, "%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+			e.Fail(envNamespaces, v, "%q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
 			continue
 		}
 		if seen[ns] {
-			e.fail(envNamespaces, v, "%q is listed twice", ns)
+			e.Fail(envNamespaces, v, "%q is listed twice", ns)
 			continue
 		}
 		seen[ns] = true
@@ -273,18 +273,18 @@ func parseNamespaces(e *env, v string) []string {
 	return list
 }
 
-func parseNamespaceSettings(e *env, v string, known map[string]bool) map[string]NamespaceSettings {
+func parseNamespaceSettings(e *envconf.Reader, v string, known map[string]bool) map[string]NamespaceSettings {
 	var w map[string]namespaceSettingsWire
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		e.fail(envNamespaceSettings, v, "not a JSON object of namespace → {nodeMonitorGrace, nodeConditions, notBefore}: %v", err)
+		e.Fail(envNamespaceSettings, v, "not a JSON object of namespace → {nodeMonitorGrace, nodeConditions, notBefore}: %v", err)
 		return nil
 	}
 	out := map[string]NamespaceSettings{}
 	for ns, s := range w {
 		if !known[ns] {
-			e.fail(envNamespaceSettings, v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
+			e.Fail(envNamespaceSettings, v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
 			continue
 		}
 		var r NamespaceSettings
@@ -292,22 +292,22 @@ func parseNamespaceSettings(e *env, v string, known map[string]bool) map[string]
 			d, err := time.ParseDuration(s.NodeMonitorGrace)
 			switch {
 			case err != nil || d <= 0:
-				e.fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
+				e.Fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be a Go duration greater than 0", ns, s.NodeMonitorGrace)
 			case d < MinNodeMonitorGrace:
-				e.fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be at least %s: %s", ns, s.NodeMonitorGrace, MinNodeMonitorGrace, whyMinNodeMonitorGrace)
+				e.Fail(envNamespaceSettings, v, "%s.nodeMonitorGrace %q: must be at least %s: %s", ns, s.NodeMonitorGrace, MinNodeMonitorGrace, whyMinNodeMonitorGrace)
 			}
 			r.NodeMonitorGrace = d
 		}
 		for pool, conds := range s.NodeConditions {
 			if pool == "" || len(conds) == 0 || slices.Contains(conds, "") {
-				e.fail(envNamespaceSettings, v, "%s.nodeConditions: pool %q needs a non-empty list of condition types", ns, pool)
+				e.Fail(envNamespaceSettings, v, "%s.nodeConditions: pool %q needs a non-empty list of condition types", ns, pool)
 			}
 		}
 		r.NodeConditions = s.NodeConditions
 		if s.NotBefore != "" {
 			t, err := time.Parse(time.RFC3339Nano, s.NotBefore)
 			if err != nil {
-				e.fail(envNamespaceSettings, v, "%s.notBefore %q: must be an RFC 3339 time", ns, s.NotBefore)
+				e.Fail(envNamespaceSettings, v, "%s.notBefore %q: must be an RFC 3339 time", ns, s.NotBefore)
 			}
 			r.NotBefore = t
 		}

@@ -276,22 +276,22 @@ func TestUsageListsEverySettingWithItsDefault(t *testing.T) {
 	for _, s := range settings {
 		line := ""
 		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, s.name+" ") {
+			if strings.HasPrefix(l, s.Name+" ") {
 				line = l
 			}
 		}
 		if line == "" {
-			t.Errorf("Usage does not list %s", s.name)
+			t.Errorf("Usage does not list %s", s.Name)
 			continue
 		}
-		want := s.def
-		if s.required {
+		want := s.Default
+		if s.Required {
 			want = "(required)"
 		} else if want == "" {
 			want = "(unset)"
 		}
 		if !strings.Contains(line, want) {
-			t.Errorf("Usage line of %s lacks its default %q: %q", s.name, want, line)
+			t.Errorf("Usage line of %s lacks its default %q: %q", s.Name, want, line)
 		}
 	}
 }

@@ -124,13 +124,6 @@ func JobEnvNames() []string {
 		envKubeAPIQPS, envKubeAPIBurst, envKubeAPIEventsQPS, envKubeAPIEventsBurst}
 }
 
-// Validate says whether a run would accept s, by reading Env back as the run does: a Job
-// that would refuse its own configuration is never launched.
-func (s JobSettings) Validate() error {
-	_, err := LoadOptions(envconf.LookupIn(s.Env()))
-	return err
-}
-
 // StartsWhenReady reports whether a Job's environment gates its run on a service
 // (START_WHEN_READY set): how an armed weeder written by hand is told from its env.
 func StartsWhenReady(env []corev1.EnvVar) bool {

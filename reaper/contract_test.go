@@ -54,9 +54,6 @@ func roundTrip(t *testing.T, s JobSettings) {
 	if got := settingsOf(o); !reflect.DeepEqual(got, s) {
 		t.Errorf("round trip through %v\n got %+v\nwant %+v", s.Env(), got, s)
 	}
-	if err := s.Validate(); err != nil {
-		t.Errorf("Validate: %v", err)
-	}
 }
 
 func weederSettings() JobSettings {
@@ -191,7 +188,7 @@ func TestWeederEnvKeepsItsNamesAndOrder(t *testing.T) {
 	}
 }
 
-func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
+func TestTheRunRefusesSettingsItCannotRun(t *testing.T) {
 	for name, mutate := range map[string]func(*JobSettings){
 		"an empty selector": func(s *JobSettings) { s.Selectors = []string{""} },
 		"no rule":           func(s *JobSettings) { s.ContainerStatuses = nil },
@@ -204,8 +201,8 @@ func TestValidateRefusesWhatTheRunWouldRefuse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := weederSettings()
 			mutate(&s)
-			if err := s.Validate(); err == nil {
-				t.Errorf("Validate accepted %v", s.Env())
+			if _, err := LoadOptions(envconf.LookupIn(s.Env())); err == nil {
+				t.Errorf("the run accepted %v", s.Env())
 			}
 		})
 	}

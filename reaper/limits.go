@@ -30,10 +30,10 @@ func (l ClientLimits) Effective() ClientLimits {
 	return ClientLimits{API: l.API.Or(DefaultClientLimits.API), Events: l.Events.Or(DefaultClientLimits.Events)}
 }
 
-func loadClientLimits(e *env) ClientLimits {
+func loadClientLimits(e *envconf.Reader) ClientLimits {
 	return ClientLimits{
-		API:    apilimit.Read(&e.Reader, envKubeAPIQPS, envKubeAPIBurst),
-		Events: apilimit.Read(&e.Reader, envKubeAPIEventsQPS, envKubeAPIEventsBurst),
+		API:    apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst),
+		Events: apilimit.Read(e, envKubeAPIEventsQPS, envKubeAPIEventsBurst),
 	}
 }
 

@@ -94,8 +94,8 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	// pod-reaper's README documents the phase rule as POD_PHASE_STATUSES, but pod-reaper reads
 	// POD_STATUS_PHASES and ignores the other name, so a manifest written from the README
 	// silently reaped without the phase filter.
-	if v, ok := e.lookup("POD_PHASE_STATUSES"); ok {
-		e.fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
+	if v, ok := e.Lookup("POD_PHASE_STATUSES"); ok {
+		e.Fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
 	}
 	o.Client = loadClientLimits(e)
 	o.Rules = loadRules(e)
@@ -111,51 +111,47 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 }
 
 // loadPlace reads where the run looks: NAMESPACE and NODE_NAME.
-func loadPlace(e *env, o *Options) {
-	if v, ok := e.get(envNamespace); ok && v != "" {
+func loadPlace(e *envconf.Reader, o *Options) {
+	if v, ok := e.Get(envNamespace); ok && v != "" {
 		if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-			e.fail(envNamespace, v, "not a valid namespace name: %s", strings.Join(errs, "; "))
+			e.Fail(envNamespace, v, "not a valid namespace name: %s", strings.Join(errs, "; "))
 		}
 		o.Namespace = v
 	}
-	if v, ok := e.nonEmpty("NODE_NAME"); ok {
+	if v, ok := e.Get("NODE_NAME"); ok {
 		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			e.fail("NODE_NAME", v, "not a valid node name: %s", strings.Join(errs, "; "))
+			e.Fail("NODE_NAME", v, "not a valid node name: %s", strings.Join(errs, "; "))
 		}
 		o.NodeName = v
 	}
 }
 
 // loadTiming reads when the run reaps: SCHEDULE and RUN_DURATION.
-func loadTiming(e *env, o *Options) {
-	o.ScheduleSpec, _ = e.get("SCHEDULE")
+func loadTiming(e *envconf.Reader, o *Options) {
+	o.ScheduleSpec, _ = e.Get("SCHEDULE")
 	o.Schedule = e.Schedule("SCHEDULE", o.ScheduleSpec, o.ScheduleSpec)
-	if v, ok := e.lookup(envRunDuration); ok && strings.TrimSpace(v) == "" {
-		o.RunDuration = 0 // pod-reaper: an empty RUN_DURATION also means forever
-	} else {
-		o.RunDuration, _ = e.duration(envRunDuration)
-	}
+	o.RunDuration, _ = duration(e, envRunDuration) // empty: forever, as pod-reaper
 }
 
 // loadActions reads how the run reaps: WATCH, REAP_AT_START, DRY_RUN, EVICT, GRACE_PERIOD,
 // MAX_PODS, REAP_COOLDOWN and POD_SORTING_STRATEGY.
-func loadActions(e *env, o *Options) {
-	o.Watch = e.boolean(envWatch)
-	o.ReapAtStart = e.boolean("REAP_AT_START")
-	o.DryRun = e.boolean(envDryRun)
-	o.Evict = e.boolean(envEvict)
-	if d, ok := e.duration(envGracePeriod); ok {
+func loadActions(e *envconf.Reader, o *Options) {
+	o.Watch = e.Bool(envWatch)
+	o.ReapAtStart = e.Bool("REAP_AT_START")
+	o.DryRun = e.Bool(envDryRun)
+	o.Evict = e.Bool(envEvict)
+	if d, ok := duration(e, envGracePeriod); ok {
 		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
 		o.GracePeriod = &secs
 	}
-	if n, ok := e.integer("MAX_PODS"); ok && n > 0 {
+	if n, ok := integer(e, "MAX_PODS"); ok && n > 0 {
 		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
 	}
-	o.ReapCooldown, _ = e.duration(envReapCooldown)
-	o.BackOffFloor, _ = e.duration(envBackOffFloor)
-	if v, ok := e.get("POD_SORTING_STRATEGY"); ok {
+	o.ReapCooldown, _ = duration(e, envReapCooldown)
+	o.BackOffFloor, _ = duration(e, envBackOffFloor)
+	if v, ok := e.Get("POD_SORTING_STRATEGY"); ok {
 		if !slices.Contains(sortingStrategies, SortingStrategy(v)) {
-			e.fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
+			e.Fail("POD_SORTING_STRATEGY", v, "must be one of random, oldest-first, youngest-first, pod-deletion-cost")
 		} else {
 			o.Sorting = SortingStrategy(v)
 		}
@@ -164,9 +160,9 @@ func loadActions(e *env, o *Options) {
 
 // loadGate reads START_WHEN_READY (<service> in NAMESPACE, or <namespace>/<service>) and
 // MAX_WAIT (> 0; only meaningful with START_WHEN_READY, so setting it alone is a mistake).
-func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
+func loadGate(e *envconf.Reader, namespace string) (*ServiceRef, time.Duration) {
 	var ref *ServiceRef
-	v, gated := e.nonEmpty(envStartWhenReady)
+	v, gated := e.Get(envStartWhenReady)
 	if gated {
 		ns, name, qualified := strings.Cut(strings.TrimSpace(v), "/")
 		if !qualified {
@@ -175,18 +171,18 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 		ok := true
 		switch {
 		case strings.Contains(name, "/"):
-			e.fail(envStartWhenReady, v, "must be <service> or <namespace>/<service>")
+			e.Fail(envStartWhenReady, v, "must be <service> or <namespace>/<service>")
 			ok = false
 		case !qualified && ns == "":
-			e.fail(envStartWhenReady, v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
+			e.Fail(envStartWhenReady, v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
 			ok = false
 		default:
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				e.fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
+				e.Fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
 				ok = false
 			}
 			if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-				e.fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
+				e.Fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
 				ok = false
 			}
 		}
@@ -194,14 +190,14 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 			ref = &ServiceRef{Namespace: ns, Name: name}
 		}
 	}
-	if raw, set := e.lookup(envMaxWait); set && !e.isSet(envStartWhenReady) && !e.isSet(envTargets) {
-		e.fail(envMaxWait, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if raw, set := e.Lookup(envMaxWait); set && !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
+		e.Fail(envMaxWait, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
 		return ref, 0
 	}
-	d, ok := e.duration(envMaxWait)
+	d, ok := duration(e, envMaxWait)
 	if ok && d == 0 {
-		v, _ := e.get(envMaxWait)
-		e.fail(envMaxWait, v, "must be positive (the longest wait for START_WHEN_READY's service)")
+		v, _ := e.Get(envMaxWait)
+		e.Fail(envMaxWait, v, "must be positive (the longest wait for START_WHEN_READY's service)")
 		return ref, 0
 	}
 	return ref, d
@@ -209,9 +205,9 @@ func loadGate(e *env, namespace string) (*ServiceRef, time.Duration) {
 
 // anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
 // reported once (for its value) rather than also as "no rule is enabled".
-func anyRuleSet(e *env) bool {
+func anyRuleSet(e *envconf.Reader) bool {
 	for _, n := range []string{"CHAOS_CHANCE", envContainerStatuses, "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
-		if e.isSet(n) {
+		if e.IsSet(n) {
 			return true
 		}
 	}
@@ -265,18 +261,18 @@ func (o Options) validate() error {
 
 // loadReadyWhen reads READY_WHEN ("any", "all" or a count of ready endpoints), which only
 // means something with START_WHEN_READY or TARGETS (for the targets without a readyWhen).
-func loadReadyWhen(e *env) podstate.ReadyWhen {
-	v, set := e.lookup(envReadyWhen) // the default ("any") is no mistake without a gate
+func loadReadyWhen(e *envconf.Reader) podstate.ReadyWhen {
+	v, set := e.Lookup(envReadyWhen) // the default ("any") is no mistake without a gate
 	if !set || strings.TrimSpace(v) == "" {
 		return podstate.ReadyAny
 	}
-	if !e.isSet(envStartWhenReady) && !e.isSet(envTargets) {
-		e.fail(envReadyWhen, v, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
+		e.Fail(envReadyWhen, v, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
 		return podstate.ReadyAny
 	}
 	w, err := podstate.ParseReadyWhen(v)
 	if err != nil {
-		e.fail(envReadyWhen, v, "%v", err)
+		e.Fail(envReadyWhen, v, "%v", err)
 		return podstate.ReadyAny
 	}
 	return w

@@ -218,9 +218,9 @@ func TestLoadOptionsReadsOnlyDocumentedSettings(t *testing.T) {
 	_, _ = LoadOptions(func(k string) (string, bool) { read[k] = true; return "", false })
 	documented := map[string]bool{}
 	for _, s := range settings {
-		documented[s.name] = true
-		if !read[s.name] {
-			t.Errorf("setting %s is documented but never read", s.name)
+		documented[s.Name] = true
+		if !read[s.Name] {
+			t.Errorf("setting %s is documented but never read", s.Name)
 		}
 	}
 	for k := range read {
@@ -235,8 +235,8 @@ func TestUsageListsEverySettingWithDefault(t *testing.T) {
 	Usage(&b)
 	out := b.String()
 	for _, s := range settings {
-		if !strings.Contains(out, s.name) {
-			t.Errorf("Usage does not list %s", s.name)
+		if !strings.Contains(out, s.Name) {
+			t.Errorf("Usage does not list %s", s.Name)
 		}
 	}
 	for _, def := range []string{"@every 1m", "0s", "false"} {

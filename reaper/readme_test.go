@@ -49,10 +49,10 @@ func TestReapDocTableNamesEveryReapVariable(t *testing.T) {
 	}
 	var read []string
 	for _, s := range settings {
-		if strings.HasPrefix(s.desc, "refused:") {
+		if strings.HasPrefix(s.Desc, "refused:") {
 			continue // listed only to be refused with a reason; the doc's prose names it
 		}
-		read = append(read, s.name)
+		read = append(read, s.Name)
 	}
 	// The log settings are read by the command, for every subcommand alike.
 	read = append(read, "LOG_LEVEL", "LOG_FORMAT")

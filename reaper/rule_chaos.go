@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // chaosRule (CHAOS_CHANCE) matches a pod with the given probability.
@@ -16,8 +18,8 @@ type chaosRule struct {
 	roll func() float64
 }
 
-func loadChaosRule(e *env) Rule {
-	chance, ok := e.probability("CHAOS_CHANCE")
+func loadChaosRule(e *envconf.Reader) Rule {
+	chance, ok := probability(e, "CHAOS_CHANCE")
 	if !ok {
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/depwatch/depwatch/internal/podstate"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // ReasonCrashLoopBackOff is CONTAINER_STATUSES' value that asks for podstate.CrashLoopBackOff,
@@ -25,8 +27,8 @@ type containerStatusesRule struct {
 	reasons []string
 }
 
-func loadContainerStatusesRule(e *env) Rule {
-	reasons, ok := e.list(envContainerStatuses, emptyMatchesNothing)
+func loadContainerStatusesRule(e *envconf.Reader) Rule {
+	reasons, ok := list(e, envContainerStatuses, emptyMatchesNothing)
 	if !ok {
 		return nil
 	}

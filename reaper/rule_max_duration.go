@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // maxDurationRule (MAX_DURATION) matches pods running longer than the duration, measured from
@@ -14,8 +16,8 @@ type maxDurationRule struct {
 	max time.Duration
 }
 
-func loadMaxDurationRule(e *env) Rule {
-	d, ok := e.duration("MAX_DURATION")
+func loadMaxDurationRule(e *envconf.Reader) Rule {
+	d, ok := duration(e, "MAX_DURATION")
 	if !ok {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // maxUnreadyRule (MAX_UNREADY) matches pods whose Ready condition has not been True for longer
@@ -15,8 +17,8 @@ type maxUnreadyRule struct {
 	max time.Duration
 }
 
-func loadMaxUnreadyRule(e *env) Rule {
-	d, ok := e.duration("MAX_UNREADY")
+func loadMaxUnreadyRule(e *envconf.Reader) Rule {
+	d, ok := duration(e, "MAX_UNREADY")
 	if !ok {
 		return nil
 	}

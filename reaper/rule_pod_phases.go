@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // knownPhases are all pod phases; the field selector for POD_STATUS_PHASES excludes the ones
@@ -21,9 +23,9 @@ type podPhasesRule struct {
 	phases []corev1.PodPhase
 }
 
-func loadPodPhasesRule(e *env) Rule {
+func loadPodPhasesRule(e *envconf.Reader) Rule {
 	const name = "POD_STATUS_PHASES"
-	values, ok := e.list(name, emptyMatchesNothing)
+	values, ok := list(e, name, emptyMatchesNothing)
 	if !ok {
 		return nil
 	}
@@ -32,8 +34,8 @@ func loadPodPhasesRule(e *env) Rule {
 		// An unknown phase (e.g. lower-case "failed") would never match anything; pod-reaper
 		// accepted it silently, depwatch says so.
 		if !slices.Contains(knownPhases, corev1.PodPhase(v)) {
-			raw, _ := e.get(name)
-			e.fail(name, raw, "unknown phase %q; phases are %s", v, phaseList())
+			raw, _ := e.Get(name)
+			e.Fail(name, raw, "unknown phase %q; phases are %s", v, phaseList())
 			return nil
 		}
 		r.phases = append(r.phases, corev1.PodPhase(v))

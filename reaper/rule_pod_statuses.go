@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // podStatusesRule (POD_STATUSES) matches on the pod's status.reason, e.g. Evicted or
@@ -14,8 +16,8 @@ type podStatusesRule struct {
 	reasons []string
 }
 
-func loadPodStatusesRule(e *env) Rule {
-	reasons, ok := e.list("POD_STATUSES", emptyRefused)
+func loadPodStatusesRule(e *envconf.Reader) Rule {
+	reasons, ok := list(e, "POD_STATUSES", emptyRefused)
 	if !ok {
 		return nil
 	}

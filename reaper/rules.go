@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // Rule is one reaping rule, shaped like pod-reaper's: it loads itself from the environment and
@@ -26,7 +28,7 @@ type serverSideRule interface {
 
 // ruleLoader loads one rule from the environment. It returns nil when the rule's variable is
 // unset and records a problem in e when the value is bad.
-type ruleLoader func(e *env) Rule
+type ruleLoader func(e *envconf.Reader) Rule
 
 // ruleLoaders lists every rule. CHAOS_CHANCE is last because rules are evaluated in this order
 // and stop at the first miss: the dice are only rolled for pods every other rule agrees on, so
@@ -40,7 +42,7 @@ var ruleLoaders = []ruleLoader{
 	loadChaosRule,
 }
 
-func loadRules(e *env) []Rule {
+func loadRules(e *envconf.Reader) []Rule {
 	var rules []Rule
 	for _, load := range ruleLoaders {
 		if r := load(e); r != nil {

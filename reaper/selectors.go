@@ -10,12 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // loadSelectors builds the OR-ed label selectors: one per LABEL_SELECTORS entry (or a single
 // one without LABEL_SELECTORS), each ANDed with LABEL_SELECTOR and the KEY/VALUES filters.
 // The result is never empty; it may be labels.Everything() only when no label filter is set.
-func loadSelectors(e *env) []labels.Selector {
+func loadSelectors(e *envconf.Reader) []labels.Selector {
 	var base labels.Requirements
 	if r := labelPair(e, "EXCLUDE_LABEL_KEY", "EXCLUDE_LABEL_VALUES", selection.NotIn); r != nil {
 		base = append(base, *r)
@@ -23,9 +25,9 @@ func loadSelectors(e *env) []labels.Selector {
 	if r := labelPair(e, "REQUIRE_LABEL_KEY", "REQUIRE_LABEL_VALUES", selection.In); r != nil {
 		base = append(base, *r)
 	}
-	if v, ok := e.nonEmpty("LABEL_SELECTOR"); ok {
+	if v, ok := e.Get("LABEL_SELECTOR"); ok {
 		if sel, err := labels.Parse(v); err != nil {
-			e.fail("LABEL_SELECTOR", v, "not a valid label selector: %v", err)
+			e.Fail("LABEL_SELECTOR", v, "not a valid label selector: %v", err)
 		} else {
 			reqs, _ := sel.Requirements()
 			base = append(base, reqs...)
@@ -53,19 +55,19 @@ func LabelSelectorsValue(selectors []string) string {
 // one-per-line so that an entry can never be split or merged by accident). Every entry must
 // select something: an empty list or an empty entry is an error, because an empty selector
 // means "every pod" and a templating slip must not turn a weeder into a cluster-wide reaper.
-func parseLabelSelectors(e *env) ([]labels.Requirements, bool) {
+func parseLabelSelectors(e *envconf.Reader) ([]labels.Requirements, bool) {
 	const name = envLabelSelectors
-	v, ok := e.get(name)
+	v, ok := e.Get(name)
 	if !ok {
 		return nil, false
 	}
 	var raw []string
 	if err := json.Unmarshal([]byte(v), &raw); err != nil {
-		e.fail(name, v, `must be a JSON list of label selectors, e.g. ["app=a","app=b"]: %v`, err)
+		e.Fail(name, v, `must be a JSON list of label selectors, e.g. ["app=a","app=b"]: %v`, err)
 		return nil, true
 	}
 	if len(raw) == 0 {
-		e.fail(name, v, "must list at least one label selector")
+		e.Fail(name, v, "must list at least one label selector")
 		return nil, true
 	}
 	out := make([]labels.Requirements, 0, len(raw))
@@ -74,10 +76,10 @@ func parseLabelSelectors(e *env) ([]labels.Requirements, bool) {
 		sel, err := labels.Parse(s)
 		switch {
 		case err != nil:
-			e.fail(name, v, "entry %d (%q) is not a valid label selector: %v", i, s, err)
+			e.Fail(name, v, "entry %d (%q) is not a valid label selector: %v", i, s, err)
 			bad = true
 		case sel.Empty():
-			e.fail(name, v, "entry %d (%q) is empty and would select every pod", i, s)
+			e.Fail(name, v, "entry %d (%q) is empty and would select every pod", i, s)
 			bad = true
 		default:
 			reqs, _ := sel.Requirements()
@@ -92,18 +94,18 @@ func parseLabelSelectors(e *env) ([]labels.Requirements, bool) {
 
 // labelPair turns a KEY/VALUES pair into a label requirement. Setting only one half is an error
 // (pod-reaper would silently ignore the filter and reap more than intended).
-func labelPair(e *env, keyName, valuesName string, op selection.Operator) *labels.Requirement {
+func labelPair(e *envconf.Reader, keyName, valuesName string, op selection.Operator) *labels.Requirement {
 	if !pairComplete(e, keyName, valuesName) {
 		return nil
 	}
-	key, keyOK := e.nonEmpty(keyName)
-	values, valuesOK := e.list(valuesName, emptyIsAValue)
+	key, keyOK := e.Get(keyName)
+	values, valuesOK := list(e, valuesName, emptyIsAValue)
 	if !keyOK || !valuesOK {
 		return nil
 	}
 	r, err := labels.NewRequirement(key, op, values)
 	if err != nil {
-		e.fail(keyName, key, "with %s=%q is not a valid label requirement: %v", valuesName, strings.Join(values, ","), err)
+		e.Fail(keyName, key, "with %s=%q is not a valid label requirement: %v", valuesName, strings.Join(values, ","), err)
 		return nil
 	}
 	return r
@@ -111,15 +113,15 @@ func labelPair(e *env, keyName, valuesName string, op selection.Operator) *label
 
 // pairComplete reports whether both halves of a KEY/VALUES pair are set; setting only one half
 // is an error (pod-reaper silently ignored the filter and so reaped more than intended).
-func pairComplete(e *env, keyName, valuesName string) bool {
-	keySet, valuesSet := e.isSet(keyName), e.isSet(valuesName)
+func pairComplete(e *envconf.Reader, keyName, valuesName string) bool {
+	keySet, valuesSet := e.IsSet(keyName), e.IsSet(valuesName)
 	switch {
 	case keySet && !valuesSet:
-		v, _ := e.get(keyName)
-		e.fail(keyName, v, "%s must be set too", valuesName)
+		v, _ := e.Lookup(keyName)
+		e.Fail(keyName, v, "%s must be set too", valuesName)
 	case !keySet && valuesSet:
-		v, _ := e.get(valuesName)
-		e.fail(valuesName, v, "%s must be set too", keyName)
+		v, _ := e.Lookup(valuesName)
+		e.Fail(valuesName, v, "%s must be set too", keyName)
 	}
 	return keySet && valuesSet
 }
@@ -131,17 +133,17 @@ type annotationFilter struct {
 	values []string
 }
 
-func loadAnnotationFilter(e *env) *annotationFilter {
+func loadAnnotationFilter(e *envconf.Reader) *annotationFilter {
 	if !pairComplete(e, "REQUIRE_ANNOTATION_KEY", "REQUIRE_ANNOTATION_VALUES") {
 		return nil
 	}
-	key, keyOK := e.nonEmpty("REQUIRE_ANNOTATION_KEY")
-	values, valuesOK := e.list("REQUIRE_ANNOTATION_VALUES", emptyIsAValue)
+	key, keyOK := e.Get("REQUIRE_ANNOTATION_KEY")
+	values, valuesOK := list(e, "REQUIRE_ANNOTATION_VALUES", emptyIsAValue)
 	if !keyOK || !valuesOK {
 		return nil
 	}
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		e.fail("REQUIRE_ANNOTATION_KEY", key, "not a valid annotation key: %s", strings.Join(errs, "; "))
+		e.Fail("REQUIRE_ANNOTATION_KEY", key, "not a valid annotation key: %s", strings.Join(errs, "; "))
 		return nil
 	}
 	return &annotationFilter{key: key, values: values}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/depwatch/depwatch/internal/podstate"
+
+	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
@@ -113,19 +115,19 @@ func ParseTargets(v string) ([]Target, error) {
 // NAMESPACE, START_WHEN_READY and LABEL_SELECTORS cannot be set beside it (which would win
 // would be a guess); the label and annotation filters and every other setting apply to every
 // target.
-func loadTargets(e *env) []Target {
-	v, ok := e.nonEmpty(envTargets)
+func loadTargets(e *envconf.Reader) []Target {
+	v, ok := e.Get(envTargets)
 	if !ok {
 		return nil
 	}
 	ts, err := ParseTargets(v)
 	if err != nil {
-		e.fail(envTargets, v, "%v", err)
+		e.Fail(envTargets, v, "%v", err)
 		return nil
 	}
 	for _, name := range []string{envNamespace, envStartWhenReady, envLabelSelectors} {
-		if w, set := e.nonEmpty(name); set {
-			e.fail(name, w, "cannot be set with TARGETS: each target names its own namespace, service and selectors")
+		if w, set := e.NonEmpty(name); set {
+			e.Fail(name, w, "cannot be set with TARGETS: each target names its own namespace, service and selectors")
 		}
 	}
 	return ts

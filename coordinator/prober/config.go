@@ -23,10 +23,10 @@ import (
 const (
 	DefaultProbeInterval             = 10 * time.Second
 	DefaultProbeInitialDelay         = 30 * time.Second
-	DefaultProbeTimeout              = 30 * time.Second
+	DefaultProbeTimeout              = probe.DefaultProbeTimeout
 	DefaultBackoffJitterFactor       = 0.2
-	DefaultNodeLeaseFailureFraction  = 0.6
-	DefaultLeaseExpiryBufferFraction = 0.75
+	DefaultNodeLeaseFailureFraction  = probe.DefaultNodeLeaseFailureFraction
+	DefaultLeaseExpiryBufferFraction = probe.DefaultLeaseExpiryBufferFraction
 	DefaultSuccessfulJobsHistory     = 1
 	DefaultFailedJobsHistory         = 3
 	DefaultClusterDiscoveryInterval  = time.Minute

@@ -13,6 +13,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // DefaultWatchDuration is dependency-watchdog's default for watchDuration.
@@ -20,7 +21,9 @@ const DefaultWatchDuration = 5 * time.Minute
 
 // Config is the weeder's section of the coordinator's config file: the top-level fields. Its
 // first two are dependency-watchdog's weeder ConfigMap data, read as they are; the rest are
-// depwatch's additions, all optional.
+// depwatch's additions, all optional. Its getters (Watch, MaxWait, Cooldown, Floor, Grace)
+// are the one place a weeder Job's defaults are applied: jobs.WeederSpec takes their values
+// as they are.
 //
 //	watchDuration: 5m0s                     # how long a weeder Job keeps restarting dependents
 //	servicesAndDependantSelectors:          # service name → its dependents' pod selectors (OR-ed)
@@ -100,13 +103,12 @@ func (d DependantSelectors) readyWhen() (podstate.ReadyWhen, error) {
 	return podstate.ParseReadyWhen(d.ReadyWhen.String())
 }
 
-// Floor returns the weeder's BACKOFF_FLOOR: nil when unset (the weeder's default).
-func (c *Config) Floor() *time.Duration {
+// Floor returns the weeder's BACKOFF_FLOOR (default reaper.DefaultBackOffFloor; 0 = off).
+func (c *Config) Floor() time.Duration {
 	if c.BackOffFloor == nil {
-		return nil
+		return reaper.DefaultBackOffFloor
 	}
-	d := c.BackOffFloor.Duration
-	return &d
+	return c.BackOffFloor.Duration
 }
 
 // Arm reports whether the service's weeder is launched armed when an outage begins.
@@ -125,13 +127,21 @@ func (c *Config) MaxWait() time.Duration {
 	return c.ArmedMaxWait.Duration
 }
 
-// Cooldown returns the weeder's REAP_COOLDOWN: nil when unset (the weeder's default), else
-// the configured value (0 = off).
-func (c *Config) Cooldown() *time.Duration {
+// Cooldown returns the weeder's REAP_COOLDOWN (default jobs.DefaultWeederReapCooldown; 0 =
+// off).
+func (c *Config) Cooldown() time.Duration {
 	if c.ReapCooldown == nil {
+		return jobs.DefaultWeederReapCooldown
+	}
+	return c.ReapCooldown.Duration
+}
+
+// Grace returns the weeder's GRACE_PERIOD: nil when unset (each pod's own).
+func (c *Config) Grace() *time.Duration {
+	if c.GracePeriod == nil {
 		return nil
 	}
-	d := c.ReapCooldown.Duration
+	d := c.GracePeriod.Duration
 	return &d
 }
 

@@ -184,13 +184,9 @@ func weederSpecWith(rc *runningConfig, key string, deps dependentSelectors, e *r
 // weederSettings is what every weeder Job of config rc shares, one service's or a batch's.
 func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederSpec {
 	cfg := rc.cfg
-	var grace *time.Duration
-	if cfg.GracePeriod != nil {
-		grace = &cfg.GracePeriod.Duration
-	}
 	return jobs.WeederSpec{
 		WatchDuration: cfg.Watch(),
-		GracePeriod:   grace,
+		GracePeriod:   cfg.Grace(),
 		Trigger:       e.trigger,
 		TriggerTime:   e.at,
 		Armed:         armed,

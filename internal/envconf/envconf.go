@@ -1,15 +1,19 @@
-// Package envconf holds what the engines' environment contracts (reaper, probe) share: the
-// collection of problems in the one format every message uses, `NAME="value": what is wrong`,
-// the strict value parsers both engines apply, and their inverses, which write the values a
-// Job's environment carries. Each engine keeps its own variable names, defaults and messages;
-// only the mechanics live here, so the two parsers cannot drift apart again.
+// Package envconf holds what the engines' environment contracts (reaper, probe) share: the one
+// reader of their variables (defaults, required ones, what an empty value means: the engines
+// differ only in that data), the collection of problems in the one format every message uses,
+// `NAME="value": what is wrong`, the strict value parsers both engines apply, and their
+// inverses, which write the values a Job's environment carries. Each engine keeps its own
+// table of variables (names, defaults, descriptions) and its own messages.
 package envconf
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -19,16 +23,169 @@ import (
 // Lookup reads one variable (os.LookupEnv in production).
 type Lookup func(string) (string, bool)
 
+// Empty is what a variable set to the empty value (or to spaces only) means. The engines
+// differ: reap reads it as pod-reaper does, as a value like any other that its parser refuses
+// in its own words (DRY_RUN="" is not a boolean), and refuses it outright for the variables
+// where pod-reaper silently matched everything; probe refuses it, but for the optional
+// variables where empty means unset.
+type Empty int
+
+const (
+	// EmptyAsReader: the zero value, the Reader's own rule (Reader.Empty).
+	EmptyAsReader Empty = iota
+	// EmptyParsed: the empty value goes to the variable's parser like any other.
+	EmptyParsed
+	// EmptyRefused: a problem of its own, `must not be empty (...)`.
+	EmptyRefused
+	// EmptyUnset: as if the variable were not set: its default, if any.
+	EmptyUnset
+)
+
+// Var is one variable of an engine: its default, its rule for the empty value, and its line in
+// the engine's Usage. An engine's table of them is the single source of both, so the help text
+// cannot drift from the reader.
+type Var struct {
+	Name, Default, Desc string
+	// Required: unset, or set to the empty value, is a problem.
+	Required bool
+	Empty    Empty
+}
+
 // Reader collects every problem instead of stopping at the first one, so a person fixing a
 // manifest sees all mistakes in one go.
 type Reader struct {
 	Lookup Lookup
+	// Vars are the engine's variables; one not listed has no default and the Reader's rule.
+	Vars []Var
+	// Empty is what an empty value means for a variable whose Var does not say.
+	Empty Empty
+	// TrimBools ignores spaces around a boolean (probe); reap reads one exactly as pod-reaper's
+	// strconv.ParseBool does, so " true" is refused there.
+	TrimBools bool
 	// MaxShown bounds how much of a value a problem quotes (a JSON document can be long);
 	// 0 quotes it whole.
 	MaxShown int
 	Problems []string
 	// Warnings are accepted values odd enough to say so, in the format of Problems.
 	Warnings []string
+}
+
+func (r *Reader) variable(name string) Var {
+	for _, v := range r.Vars {
+		if v.Name == name {
+			return v
+		}
+	}
+	return Var{Name: name}
+}
+
+func blank(v string) bool { return strings.TrimSpace(v) == "" }
+
+// Get returns the variable's value as set, else its default; ok=false: it has neither, or it
+// is set to an empty value its rule refuses (the problem is then recorded), or a required one
+// is unset (recorded too).
+func (r *Reader) Get(name string) (string, bool) {
+	v := r.variable(name)
+	raw, set := r.Lookup(name)
+	if set && blank(raw) {
+		rule := v.Empty
+		if rule == EmptyAsReader {
+			rule = r.Empty
+		}
+		switch {
+		case v.Required || rule == EmptyRefused:
+			r.refuseEmpty(v, raw)
+			return "", false
+		case rule == EmptyUnset:
+			set = false
+		}
+	}
+	switch {
+	case set:
+		return raw, true
+	case v.Required:
+		r.once(name + ": required, not set")
+		return "", false
+	}
+	return v.Default, v.Default != ""
+}
+
+// NonEmpty is Get for a use where the empty value cannot mean anything, whatever the
+// variable's rule says elsewhere (reap's NAMESPACE="" is every namespace, but beside TARGETS
+// it is a slip).
+func (r *Reader) NonEmpty(name string) (string, bool) {
+	v, ok := r.Get(name)
+	if ok && blank(v) {
+		r.refuseEmpty(r.variable(name), v)
+		return "", false
+	}
+	return v, ok
+}
+
+// IsSet reports whether the variable has a value, set or its default, without judging it.
+func (r *Reader) IsSet(name string) bool {
+	v := r.variable(name)
+	raw, set := r.Lookup(name)
+	unset := blank(raw) && (v.Empty == EmptyUnset || v.Empty == EmptyAsReader && r.Empty == EmptyUnset)
+	return set && !unset || v.Default != ""
+}
+
+// refuseEmpty records that v is set to the empty value raw.
+func (r *Reader) refuseEmpty(v Var, raw string) {
+	var p string
+	switch {
+	case v.Required:
+		p = r.format(v.Name, raw, "required, must not be empty")
+	case v.Default != "":
+		p = r.format(v.Name, raw, "must not be empty (unset it to get the default %q)", v.Default)
+	default:
+		p = r.format(v.Name, raw, "must not be empty (unset it instead)")
+	}
+	r.once(p)
+}
+
+// once records a problem of Get's own once, however often the variable is read.
+func (r *Reader) once(p string) {
+	if !slices.Contains(r.Problems, p) {
+		r.Problems = append(r.Problems, p)
+	}
+}
+
+// Bool reads a boolean variable (false when it has no value or a bad one, which is recorded).
+func (r *Reader) Bool(name string) bool {
+	v, ok := r.Get(name)
+	if !ok {
+		return false
+	}
+	parsed := v
+	if r.TrimBools {
+		parsed = strings.TrimSpace(v)
+	}
+	b, ok := Bool(parsed)
+	if !ok {
+		r.Fail(name, v, BoolProblem)
+	}
+	return b
+}
+
+// Usage writes every variable with its default and description, then the notes.
+func Usage(w io.Writer, vars []Var, notes ...string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, v := range vars {
+		def := v.Default
+		switch {
+		case v.Required:
+			def = "(required)"
+		case def == "":
+			def = "(unset)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Name, def, v.Desc)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(tw, n)
+	}
+	_ = tw.Flush()
 }
 
 // Fail records a problem: NAME="value": what is wrong.

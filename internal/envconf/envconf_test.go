@@ -2,6 +2,7 @@ package envconf
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -135,6 +136,59 @@ func TestWithoutValueKeepsTheNameAlone(t *testing.T) {
 	} {
 		if got := WithoutValue(in); got != want {
 			t.Errorf("WithoutValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestGetReadsTheEmptyValueAsItsRuleSays: the two engines' rules for a variable set to the
+// empty value (or to spaces), which is all that tells their readers apart.
+func TestGetReadsTheEmptyValueAsItsRuleSays(t *testing.T) {
+	vars := []Var{
+		{Name: "PARSED", Default: "d", Empty: EmptyParsed},
+		{Name: "REFUSED", Empty: EmptyRefused},
+		{Name: "REFUSED_DEFAULT", Default: "d", Empty: EmptyRefused},
+		{Name: "UNSET", Default: "d", Empty: EmptyUnset},
+		{Name: "REQUIRED", Required: true, Empty: EmptyUnset},
+	}
+	for _, tc := range []struct {
+		name, value string
+		set         bool
+		reader      Empty
+		want        string
+		wantOK      bool
+		wantSet     bool
+		problem     string
+	}{
+		{"PARSED", " ", true, EmptyRefused, " ", true, true, ""},
+		{"PARSED", "", false, EmptyParsed, "d", true, true, ""},
+		{"REFUSED", "", true, EmptyParsed, "", false, true, `REFUSED="": must not be empty (unset it instead)`},
+		{"REFUSED_DEFAULT", " ", true, EmptyParsed, "", false, true, `REFUSED_DEFAULT=" ": must not be empty (unset it to get the default "d")`},
+		{"UNSET", " ", true, EmptyRefused, "d", true, true, ""},
+		{"REQUIRED", "", true, EmptyParsed, "", false, false, `REQUIRED="": required, must not be empty`},
+		{"REQUIRED", "", false, EmptyParsed, "", false, false, "REQUIRED: required, not set"},
+		{"OTHER", "", true, EmptyRefused, "", false, true, `OTHER="": must not be empty (unset it instead)`},
+		{"OTHER", "", true, EmptyUnset, "", false, false, ""},
+		{"OTHER", "", true, EmptyParsed, "", true, true, ""},
+	} {
+		r := Reader{Vars: vars, Empty: tc.reader, Lookup: func(n string) (string, bool) { return tc.value, tc.set && n == tc.name }}
+		v, ok := r.Get(tc.name)
+		_, _ = r.Get(tc.name) // a problem is recorded once however often it is read
+		var problems []string
+		if tc.problem != "" {
+			problems = []string{tc.problem}
+		}
+		if v != tc.want || ok != tc.wantOK || !slices.Equal(r.Problems, problems) || r.IsSet(tc.name) != tc.wantSet {
+			t.Errorf("%s=%q (set %v, reader's rule %d): Get = %q, %v; IsSet %v; problems %q; want %q, %v; %v; %q",
+				tc.name, tc.value, tc.set, tc.reader, v, ok, r.IsSet(tc.name), r.Problems, tc.want, tc.wantOK, tc.wantSet, problems)
+		}
+	}
+}
+
+func TestBoolTrimsSpacesOnlyWhenTheReaderSaysSo(t *testing.T) {
+	for _, trim := range []bool{false, true} {
+		r := Reader{TrimBools: trim, Lookup: func(string) (string, bool) { return " true", true }}
+		if got := r.Bool("DRY_RUN"); got != trim || (len(r.Problems) == 0) != trim {
+			t.Errorf("TrimBools %v: Bool = %v, problems %q", trim, got, r.Problems)
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -67,12 +66,12 @@ func TestSecurityWeederTouchesOnlyPodsInItsNamespaceMatchingItsSelectors(t *test
 			{MatchLabels: map[string]string{"tier": "target"}},
 		},
 		WatchDuration: 20 * time.Second, Trigger: jobs.TriggerManual, TriggerTime: time.Now(),
-		// The scope is tested, not the back-off: with the weeder's default BACKOFF_FLOOR a
-		// target whose kubelet restart happens to be due within 2 s of the Job's look is left
-		// to the kubelet (a "backoff-skipped" line), crashes again and is deleted on its next
-		// round, or not before the run ends, whichever the load decides. Off, every target
-		// is deleted once, on the Job's first look.
-		BackOffFloor: ptr.To(time.Duration(0)),
+		// The scope is tested, not the back-off: BackOffFloor is left 0 (off). With the
+		// weeder's default BACKOFF_FLOOR a target whose kubelet restart happens to be due
+		// within 2 s of the Job's look is left to the kubelet (a "backoff-skipped" line),
+		// crashes again and is deleted on its next round, or not before the run ends,
+		// whichever the load decides. Off, every target is deleted once, on the Job's first
+		// look.
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -255,7 +255,7 @@ func createWeederJob(t *testing.T, ns, service string, watchDuration, cooldown t
 	t.Helper()
 	spec, err := jobs.Weeder(jobs.WeederSpec{
 		Namespace: ns, Service: service, Selectors: selectors,
-		WatchDuration: watchDuration, ReapCooldown: &cooldown,
+		WatchDuration: watchDuration, ReapCooldown: cooldown, BackOffFloor: reaper.DefaultBackOffFloor,
 		Trigger: jobs.TriggerManual, TriggerTime: time.Now(),
 	})
 	if err != nil {
