@@ -210,8 +210,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 }
 
 // informers the controllers run.
-func (c *Coordinator) informers() []jobs.Objects {
-	var infs []jobs.Objects
+func (c *Coordinator) informers() []jobs.Follower {
+	var infs []jobs.Follower
 	if c.weeder != nil {
 		infs = append(infs, c.weeder.Informers()...)
 	}

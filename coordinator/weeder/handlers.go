@@ -14,7 +14,7 @@ import (
 
 // newInformers makes the weeder's informers: the configured services' endpoints
 // (EndpointSlices, or legacy Endpoints with useEndpoints), the namespaces, the configured
-// dependents' pods and the weeder Jobs (the executor's runs) and their pods in the Jobs'
+// dependents' pods and the weeder Jobs (the executor's runs) and their reports in the Jobs'
 // namespace. The coordinator runs them.
 func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool, jobNamespace string) error {
 	if !c.opts.NoNamespaceReads {
@@ -37,7 +37,7 @@ func (c *Controller) newInformers(client kubernetes.Interface, useEndpoints bool
 	}
 	c.deps = deps
 	c.wjobs = newWeederJobs(c.exec, jobNamespace)
-	c.reports = newRunReports(c.exec, jobNamespace)
+	c.reports = &runReports{runs: c.exec.Runs(jobNamespace, jobs.KindWeeder, c.onReport)}
 	return nil
 }
 
