@@ -77,7 +77,7 @@ func (c *Controller) addHandlers() error {
 func (c *Controller) onJobAdded(obj any) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		c.mu.Lock()
-		c.expectations.observe(j.Name)
+		c.expectations.observe(j.Name, c.now())
 		c.mu.Unlock()
 	}
 }
