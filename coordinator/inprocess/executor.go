@@ -215,7 +215,7 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job) {
 	stopped := ctx.Err() // before the stop below cancels ctx
 	e.report(job, msg)
 	e.mu.Lock()
-	e.runs[job.UID]() // the deadline's timer
+	e.runs[job.UID]() // releases the run's context and its deadline's timer
 	delete(e.runs, job.UID)
 	e.mu.Unlock()
 	switch {
