@@ -217,8 +217,8 @@ func (c *Coordinator) lead(ctx context.Context) {
 }
 
 // informers the controllers run, each once (the namespace informer is both's).
-func (c *Coordinator) informers() []jobs.Objects {
-	var infs []jobs.Objects
+func (c *Coordinator) informers() []jobs.Follower {
+	var infs []jobs.Follower
 	if c.weeder != nil {
 		infs = append(infs, c.weeder.Informers()...)
 	}

@@ -31,12 +31,12 @@ const (
 // Executor is the one seam between the controllers and what carries out "run this weeder,
 // this probe shard". To the controllers a run is a Job object either way, built by Build
 // from a Spec, with the same name, labels and annotations (Facts): they launch it, follow it
-// (is it still running, has it failed), stop it by deleting it, read a run's report from its
-// pod's termination message, and keep a probe shard's membership in a ConfigMap the run
-// follows. The Job executor (InCluster) does this with the API server, where the Job
-// controller and the kubelet run the pod, and the controllers follow informers; the
-// in-process executor runs the engines in this process and hands the controllers its own
-// objects as they change (package inprocess).
+// (is it still running, has it failed), stop it by deleting it, receive each finished run's
+// Report (Runs), and keep a probe shard's membership in a ConfigMap the run follows. The Job
+// executor (InCluster) does this with the API server, where the Job controller and the
+// kubelet run the pod, and the controllers follow informers; the in-process executor runs
+// the engines in this process and hands the controllers its own objects as they change, and
+// each run's result when it ends (package inprocess).
 //
 // Errors are the API server's kinds (apierrors.IsNotFound, IsAlreadyExists, IsConflict).
 type Executor interface {
@@ -55,23 +55,26 @@ type Executor interface {
 	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
 	DeleteConfigMap(ctx context.Context, namespace, name string) error
 
-	// Jobs, Pods and ConfigMaps are what the controllers follow of the runs: the objects of
-	// that type in namespace matching the label selector, as a cache that the coordinator
-	// runs (RunWithContext) and waits for (HasSynced).
+	// Jobs and ConfigMaps are what the controllers follow of the runs: the objects of that
+	// type in namespace matching the label selector, as a cache that the coordinator runs
+	// (RunWithContext) and waits for (HasSynced).
 	Jobs(namespace, selector string) Objects
-	Pods(namespace, selector string) Objects
 	ConfigMaps(namespace, selector string) Objects
+
+	// Runs follows the runs of kind in namespace: report is handed each finished run's
+	// Report, one call at a time, until it returns true (taken: it is not offered again);
+	// false (not leading, say) leaves it to a later change of the run, if any.
+	Runs(namespace string, kind Kind, report func(Report) (taken bool)) Runs
 }
 
 // Objects is a cache of objects of one type and the events that change it, as an informer
 // gives them (cache.SharedIndexInformer is one). Its indexer has cache.NamespaceIndex.
 type Objects interface {
+	Follower
 	AddIndexers(cache.Indexers) error
 	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 	GetIndexer() cache.Indexer
 	GetStore() cache.Store
-	HasSynced() bool
-	RunWithContext(ctx context.Context)
 }
 
 // InCluster is the Job executor: runs are Jobs created through client.
@@ -127,7 +130,8 @@ func (e clusterExecutor) Jobs(namespace, selector string) Objects {
 		jobs.Watch)
 }
 
-func (e clusterExecutor) Pods(namespace, selector string) Objects {
+// pods is the Job pods' cache behind Runs.
+func (e clusterExecutor) pods(namespace, selector string) Objects {
 	pods := e.client.CoreV1().Pods(namespace)
 	return e.informer(&corev1.Pod{}, selector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },

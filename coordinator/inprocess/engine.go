@@ -19,7 +19,7 @@ const (
 	exitFailure int32 = 1
 )
 
-// engine runs one attempt of job's run with the engine its container's arguments name
+// engine runs job's run with the engine its container's arguments name
 // (`reap`, `probe`), configured by the container's environment exactly as the pod would be:
 // the engine's own LoadOptions reads it, so a run here and a Job's pod cannot differ in
 // what they do (their client's rate limits aside: here, the process's).

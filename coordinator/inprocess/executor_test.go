@@ -79,15 +79,18 @@ func (f *fakeEngine) wasStopped(name string) bool {
 	return f.stopped[name]
 }
 
-// rig is an executor running with a fake engine, a Launcher on it, and informers of its Jobs
-// and pods, as the controllers build them.
+// rig is an executor running with a fake engine, a Launcher on it, an informer of its Jobs
+// and a follower of its weeder runs' reports, as the controllers build them.
 type rig struct {
 	t        *testing.T
 	e        *Executor
 	engine   *fakeEngine
 	launcher *jobs.Launcher
 	jobInf   jobs.Objects
-	podInf   jobs.Objects
+	reports  chan jobs.Report
+
+	mu    sync.Mutex
+	ended map[string]*batchv1.Job // job name → the Job as it was when it finished
 }
 
 func newRig(t *testing.T, tpl jobs.Template) *rig {
@@ -100,16 +103,25 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 		tpl.Namespace = "garden"
 	}
 	tpl.Image = "in-process"
-	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}}
+	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}, reports: make(chan jobs.Report, 10), ended: map[string]*batchv1.Job{}}
 	r.jobInf = e.Jobs(tpl.Namespace, "depwatch.io/kind")
-	r.podInf = e.Pods(tpl.Namespace, "depwatch.io/kind")
+	if _, err := r.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if j := obj.(*batchv1.Job); jobs.Finished(j) {
+			r.mu.Lock()
+			r.ended[j.Name] = j
+			r.mu.Unlock()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	runs := e.Runs(tpl.Namespace, jobs.KindWeeder, func(rep jobs.Report) bool { r.reports <- rep; return true })
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Run(ctx) })
 	wg.Go(func() { r.jobInf.RunWithContext(ctx) })
-	wg.Go(func() { r.podInf.RunWithContext(ctx) })
+	wg.Go(func() { runs.RunWithContext(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	if !cache.WaitForCacheSync(ctx.Done(), r.jobInf.HasSynced, r.podInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), r.jobInf.HasSynced, runs.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	waitFor(t, "the executor to run", func() bool {
@@ -140,15 +152,23 @@ func (r *rig) cachedJob(name string) *batchv1.Job {
 	return obj.(*batchv1.Job)
 }
 
-// cachedPods are the Job's pods as the informer's cache has them.
-func (r *rig) cachedPods(job string) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, o := range r.podInf.GetStore().List() {
-		if p := o.(*corev1.Pod); p.Labels[batchv1.JobNameLabel] == job {
-			out = append(out, p)
-		}
+// endedJob is the Job as the informer showed it when it finished (nil: not yet).
+func (r *rig) endedJob(name string) *batchv1.Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended[name]
+}
+
+// report is the next run's report (a hang catcher fails the test).
+func (r *rig) report() jobs.Report {
+	r.t.Helper()
+	select {
+	case rep := <-r.reports:
+		return rep
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("no report arrived")
 	}
-	return out
+	return jobs.Report{}
 }
 
 func weederSpec(t *testing.T, svc string, at time.Time) jobs.Spec {
@@ -161,9 +181,8 @@ func weederSpec(t *testing.T, svc string, at time.Time) jobs.Spec {
 	return s
 }
 
-// TestARunIsAJobThatRunsThenCompletes: a launched weeder is a Job the informer shows active,
-// with a Running pod named after it, until its run ends; then the Job is Complete and the
-// pod Succeeded with the run's termination message, as a Job's would be.
+// TestARunIsAJobThatRunsThenCompletes: a launched weeder is a Job the informer shows active
+// until its run ends; then its report arrives once, the Job is Complete, and it goes.
 func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 	r := newRig(t, jobs.Template{})
 	spec := weederSpec(t, "etcd-main-client", time.Now())
@@ -176,10 +195,9 @@ func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 	}
 	started, results := r.engine.chans(out.Job.Name)
 	<-started
-	waitFor(t, "the Job active with a Running pod in the caches", func() bool {
+	waitFor(t, "the Job active in the cache", func() bool {
 		j := r.cachedJob(out.Job.Name)
-		pods := r.cachedPods(out.Job.Name)
-		return j != nil && jobs.Active(j) && j.Status.Active == 1 && len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning
+		return j != nil && jobs.Active(j) && j.Status.Active == 1
 	})
 	if f := jobs.ReadFacts(r.cachedJob(out.Job.Name)); f.Target != "shoot--a/etcd-main-client" {
 		t.Errorf("facts read back %+v", f)
@@ -191,23 +209,23 @@ func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 	}
 
 	results <- result{0, "reaped=1 deferred=0"}
-	waitFor(t, "the Job Complete and its pod Succeeded with the message", func() bool {
-		j := r.cachedJob(out.Job.Name)
-		pods := r.cachedPods(out.Job.Name)
-		if j == nil || !jobs.Finished(j) || jobs.Failed(j) || len(pods) != 1 {
-			return false
-		}
-		cs := pods[0].Status.ContainerStatuses
-		return pods[0].Status.Phase == corev1.PodSucceeded && len(cs) == 1 && cs[0].Name == "weeder" &&
-			cs[0].State.Terminated != nil && cs[0].State.Terminated.Message == "reaped=1 deferred=0"
+	if rep := r.report(); rep.Message != "reaped=1 deferred=0" || rep.Run != "garden/"+out.Job.Name || rep.FinishedAt.IsZero() {
+		t.Errorf("report %+v", rep)
+	}
+	waitFor(t, "the Job Complete, then gone", func() bool {
+		j := r.endedJob(out.Job.Name)
+		return j != nil && !jobs.Failed(j) && r.cachedJob(out.Job.Name) == nil
 	})
 	if active, _ := r.launcher.Active(context.Background(), spec); len(active) != 0 {
 		t.Errorf("a finished run still counts as active: %v", active)
 	}
+	if n := len(r.reports); n != 0 {
+		t.Errorf("%d more reports of one run", n)
+	}
 }
 
 // TestDeletingTheJobStopsItsRun: stopping a weeder (Launcher.Delete) ends its run as SIGTERM
-// would; the Job and its pod are gone from the caches.
+// would; the Job is gone from the cache, and what the run reported as it stopped arrives.
 func TestDeletingTheJobStopsItsRun(t *testing.T) {
 	r := newRig(t, jobs.Template{})
 	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "kube-apiserver", time.Now()))
@@ -220,8 +238,11 @@ func TestDeletingTheJobStopsItsRun(t *testing.T) {
 	if err != nil || len(deleted) != 1 {
 		t.Fatalf("deleted %v, %v", deleted, err)
 	}
-	waitFor(t, "the run stopped, the Job and pod gone", func() bool {
-		return r.engine.wasStopped(out.Job.Name) && r.cachedJob(out.Job.Name) == nil && len(r.cachedPods(out.Job.Name)) == 0
+	if rep := r.report(); rep.Message != "stopped" {
+		t.Errorf("report %+v", rep)
+	}
+	waitFor(t, "the run stopped, the Job gone", func() bool {
+		return r.engine.wasStopped(out.Job.Name) && r.cachedJob(out.Job.Name) == nil
 	})
 	// A UID that is not the Job's is the API server's conflict; a Job gone, not found.
 	if err := r.e.DeleteJob(context.Background(), out.Job.Namespace, out.Job.Name, out.Job.UID); !apierrors.IsNotFound(err) {
@@ -249,38 +270,30 @@ func TestAReplacedWeederStopsTheOldRunAndStartsTheNew(t *testing.T) {
 	waitFor(t, "the first run stopped", func() bool { return r.engine.wasStopped(first.Job.Name) })
 }
 
-// TestFailedRunsRetryWithinTheBackoffLimitButNotOnBadConfig: exit 1 is retried up to the
-// Job's backoffLimit, then the Job is Failed (BackoffLimitExceeded); exit 2 fails it at once
-// (its podFailurePolicy).
-func TestFailedRunsRetryWithinTheBackoffLimitButNotOnBadConfig(t *testing.T) {
-	r := newRig(t, jobs.Template{BackoffLimit: ptr.To(int32(0))})
-	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, results := r.engine.chans(out.Job.Name)
-	results <- result{1, "could not list pods"}
-	waitFor(t, "the Job Failed after its one attempt", func() bool {
-		j := r.cachedJob(out.Job.Name)
-		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonBackoffLimit
-	})
-	if n := r.engine.called(out.Job.Name); n != 1 {
-		t.Errorf("%d attempts with backoffLimit 0, want 1", n)
-	}
-
-	r2 := newRig(t, jobs.Template{}) // backoffLimit 2
-	bad, err := r2.launcher.Launch(context.Background(), weederSpec(t, "kube-apiserver", time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, results = r2.engine.chans(bad.Job.Name)
-	results <- result{jobs.ExitBadConfig, "invalid configuration"}
-	waitFor(t, "the Job Failed by its podFailurePolicy", func() bool {
-		j := r2.cachedJob(bad.Job.Name)
-		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonPodFailurePolicy
-	})
-	if n := r2.engine.called(bad.Job.Name); n != 1 {
-		t.Errorf("exit 2 was retried: %d attempts", n)
+// TestAFailedRunIsNotRetried: a run that fails (exit 1) or refuses its settings (exit 2)
+// runs once; its Job Failed says which.
+func TestAFailedRunIsNotRetried(t *testing.T) {
+	r := newRig(t, jobs.Template{})
+	for _, tc := range []struct {
+		svc    string
+		code   int32
+		reason string
+	}{{"etcd-main-client", 1, reasonFailed}, {"kube-apiserver", jobs.ExitBadConfig, reasonPodFailurePolicy}} {
+		out, err := r.launcher.Launch(context.Background(), weederSpec(t, tc.svc, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, results := r.engine.chans(out.Job.Name)
+		results <- result{tc.code, "failed"}
+		waitFor(t, "the Job Failed", func() bool {
+			j := r.endedJob(out.Job.Name)
+			return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == tc.reason
+		})
+		waitFor(t, "the Job gone", func() bool { return r.cachedJob(out.Job.Name) == nil })
+		if n := r.engine.called(out.Job.Name); n != 1 {
+			t.Errorf("exit %d: %d runs, want 1", tc.code, n)
+		}
+		r.report()
 	}
 }
 
@@ -296,7 +309,7 @@ func TestARunEndsAtItsJobsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the Job Failed at its deadline", func() bool {
-		j := r.cachedJob(job.Name)
+		j := r.endedJob(job.Name)
 		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonDeadline
 	})
 	if !r.engine.wasStopped(job.Name) {
@@ -382,26 +395,6 @@ func TestNoRunStartsBeforeRunOrAfterIt(t *testing.T) {
 	if _, err := e.CreateJob(context.Background(), job); err == nil {
 		t.Error("a Job was accepted after Run ended")
 	}
-}
-
-// TestFinishedJobsGoAfterTheirTTL: the sweep removes finished Jobs and their pods once
-// ttlSecondsAfterFinished has passed, and leaves the others.
-func TestFinishedJobsGoAfterTheirTTL(t *testing.T) {
-	r := newRig(t, jobs.Template{TTLSecondsAfterFinished: ptr.To(int32(60))})
-	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, results := r.engine.chans(out.Job.Name)
-	results <- result{0, "done"}
-	waitFor(t, "the Job finished", func() bool { j := r.cachedJob(out.Job.Name); return j != nil && jobs.Finished(j) })
-	r.e.sweep()
-	if r.cachedJob(out.Job.Name) == nil {
-		t.Fatal("swept before its TTL")
-	}
-	r.e.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
-	r.e.sweep()
-	waitFor(t, "the Job and pod gone", func() bool { return r.cachedJob(out.Job.Name) == nil && len(r.cachedPods(out.Job.Name)) == 0 })
 }
 
 // TestTheEngineRefusesInvalidSettingsWithExitTwo: the default engine reads the Job's

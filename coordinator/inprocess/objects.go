@@ -26,7 +26,6 @@ type kind string
 
 const (
 	kindJob       kind = "jobs"
-	kindPod       kind = "pods"
 	kindConfigMap kind = "configmaps"
 )
 
@@ -37,7 +36,7 @@ func (k kind) groupResource() schema.GroupResource {
 	return schema.GroupResource{Resource: string(k)}
 }
 
-// objects keeps the in-process runs' Jobs, their pods and the probe shards' membership
+// objects keeps the in-process runs' Jobs and the probe shards' membership
 // ConfigMaps, by kind and namespace/name, and hands every change to the views that follow
 // them (the controllers' caches, jobs.Objects). No resourceVersions and no watches: a view
 // is told each change in the order it was made, while it runs. Objects go in and out as
@@ -52,13 +51,13 @@ type objects struct {
 
 func newObjects(now func() metav1.Time) *objects {
 	return &objects{now: now, views: map[*view]struct{}{},
-		byKey: map[kind]map[string]runtime.Object{kindJob: {}, kindPod: {}, kindConfigMap: {}}}
+		byKey: map[kind]map[string]runtime.Object{kindJob: {}, kindConfigMap: {}}}
 }
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
 func metaOf(obj runtime.Object) metav1.Object {
-	m, _ := meta.Accessor(obj) // every object kept is a Job, a Pod or a ConfigMap
+	m, _ := meta.Accessor(obj) // every object kept is a Job or a ConfigMap
 	return m
 }
 

@@ -2,12 +2,12 @@
 // (`prober:`, dependency-watchdog's prober ConfigMap data), which namespaces are probed and
 // when (Gardener's Cluster resources, the initial delay, throttling), the shards of namespaces
 // each probe Job covers and their membership ConfigMaps, the history of finished probe Jobs,
-// and the metrics read from the probe pods' reports. The probing and scaling themselves are
+// and the metrics read from the probe runs' reports. The probing and scaling themselves are
 // package probe's, in the Jobs.
 //
 // Files by concern: controller.go (informers, handlers, leading), reconcile.go (a namespace's
 // turn), shardturn.go (a shard's turn and its launch), membership.go (what a running shard
-// Job probes), clusters.go (Gardener's Cluster kind), reports.go (finished probe pods),
+// Job probes), clusters.go (Gardener's Cluster kind), reports.go (finished probe runs),
 // history.go, stuck.go; the pure decisions in decide.go and shards.go; config.go; metrics.go.
 package prober
 
@@ -51,11 +51,9 @@ type Controller struct {
 
 	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
 	jobInf jobs.Objects              // probe Jobs in the Job namespace
-	podInf jobs.Objects              // their pods (termination messages)
-	// reports: the probe pods whose report was read (pod updates repeat).
-	reports ctrl.Reports
-	cmInf   jobs.Objects // the shards' membership ConfigMaps
-	queue   workqueue.TypedRateLimitingInterface[string]
+	runs   jobs.Runs                 // their runs: reports, and why one has not started
+	cmInf  jobs.Objects              // the shards' membership ConfigMaps
+	queue  workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
 
@@ -136,8 +134,8 @@ func (p *Controller) enqueue(key string, ok bool) {
 }
 
 // Informers the prober runs: its namespaces, and its caches of the executor's runs.
-func (p *Controller) Informers() []jobs.Objects {
-	return []jobs.Objects{p.nsInf, p.jobInf, p.podInf, p.cmInf}
+func (p *Controller) Informers() []jobs.Follower {
+	return []jobs.Follower{p.nsInf, p.jobInf, p.runs, p.cmInf}
 }
 
 func (p *Controller) enqueueAll() {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +17,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/test/upstream"
 )
@@ -325,26 +325,26 @@ func TestThrottledProbePodDefersTheNamespacesNextProbe(t *testing.T) {
 	p.mu.Lock()
 	p.next[ns] = h.now.Add(5 * time.Second)
 	p.mu.Unlock()
-	pod := func(name, last string, at time.Time) *corev1.Pod {
+	pod := func(name, last string, at time.Time) jobs.Report {
 		throttled := 0
 		if last == "throttled" {
 			throttled = 1
 		}
-		return finishedProbePod(name, probe.Report{End: at, Results: map[string]int{last: 1},
+		return finishedProbeRun(name, probe.Report{End: at, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last), Throttled: throttled}}})
 	}
 	next := func() time.Time { p.mu.Lock(); defer p.mu.Unlock(); return p.next[ns] }
 	finished := time.Now().Add(time.Hour).Truncate(time.Second) // after the coordinator started; reports carry seconds
-	p.onPod(pod("a", "throttled", finished))
+	p.onReport(pod("a", "throttled", finished))
 	if got := next(); !got.Equal(finished.Add(10 * time.Second)) {
 		t.Errorf("after one throttled probe: next = %s, want 10s after it finished", got)
 	}
-	p.onPod(pod("b", "throttled", finished))
+	p.onReport(pod("b", "throttled", finished))
 	if got := next(); !got.Equal(finished.Add(20 * time.Second)) {
 		t.Errorf("after two in a row: next = %s, want 20s after", got)
 	}
-	p.onPod(pod("c", "healthy", finished))
-	p.onPod(pod("d", "throttled", finished.Add(time.Minute)))
+	p.onReport(pod("c", "healthy", finished))
+	p.onReport(pod("d", "throttled", finished.Add(time.Minute)))
 	if got := next(); !got.Equal(finished.Add(time.Minute + 10*time.Second)) {
 		t.Errorf("a healthy probe must end the back-off: next = %s", got)
 	}

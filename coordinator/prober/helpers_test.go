@@ -5,10 +5,6 @@ import (
 	"errors"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"sigs.k8s.io/yaml"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
@@ -43,10 +39,8 @@ func parseFile(data []byte) (*file, error) {
 
 func newTestMetrics() *Metrics { return NewMetrics(ctrl.NewJobMetrics()) }
 
-// finishedProbePod is a probe pod of a shard's Job that ended at rep.End with rep as its
-// report (termination message).
-func finishedProbePod(name string, rep probe.Report) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name), Labels: map[string]string{jobs.LabelNamespace: "shard-0-000000"}},
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: string(jobs.KindProbe), State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.Time{Time: rep.End}, Message: probe.EncodeReport(rep)}}}}}}
+// finishedProbeRun is a probe run of a shard that ended at rep.End with rep as its
+// report.
+func finishedProbeRun(name string, rep probe.Report) jobs.Report {
+	return jobs.Report{Run: "depwatch/" + name, FinishedAt: rep.End, Message: probe.EncodeReport(rep)}
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
 
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -23,8 +23,8 @@ func TestMeltdownSeriesFollowsTheNamespacesLastDecision(t *testing.T) {
 	p.next[ns] = h.now
 	p.mu.Unlock()
 	finished := time.Now().Add(time.Hour).Truncate(time.Second)
-	pod := func(name, last string, dryRun bool) *corev1.Pod {
-		return finishedProbePod(name, probe.Report{End: finished, DryRun: dryRun, Results: map[string]int{last: 1},
+	pod := func(name, last string, dryRun bool) jobs.Report {
+		return finishedProbeRun(name, probe.Report{End: finished, DryRun: dryRun, Results: map[string]int{last: 1},
 			Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.Result(last)}}})
 	}
 	active := func() int { return seriesCount(t, p.metrics.ProbeMeltdown) }
@@ -40,7 +40,7 @@ func TestMeltdownSeriesFollowsTheNamespacesLastDecision(t *testing.T) {
 		{"e", "scale-down", false, 1},
 		{"f", "healthy", false, 0},
 	} {
-		p.onPod(pod(step.pod, step.last, step.dryRun))
+		p.onReport(pod(step.pod, step.last, step.dryRun))
 		if got := active(); got != step.want {
 			t.Errorf("after %s (dry run %v): %d meltdown series, want %d", step.last, step.dryRun, got, step.want)
 		}
@@ -57,7 +57,7 @@ func TestReportsOfPodsThatEndedBeforeTheStartGiveTheLastProbeOnly(t *testing.T) 
 	p.leading.Store(true)
 	ns := "shoot--p--a"
 	before := p.started.Add(-time.Minute).Truncate(time.Second)
-	p.onPod(finishedProbePod("old", probe.Report{End: before, Results: map[string]int{"scale-down": 1},
+	p.onReport(finishedProbeRun("old", probe.Report{End: before, Results: map[string]int{"scale-down": 1},
 		Namespaces: map[string]probe.NamespaceResult{ns: {Last: probe.ResultScaleDown, Ago: 5 * time.Second}}}))
 	if n := seriesCount(t, p.metrics.ProbeLastProbe); n != 0 {
 		t.Fatalf("%d last-probe series before the namespace is probed, want none", n)

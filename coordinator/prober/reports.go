@@ -4,34 +4,27 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
-// onPod reads a finished probe pod's report once (leader only). A pod that ended before this
-// coordinator started gives only each namespace's last-probe time: its totals and decisions
-// were counted by the replica that saw it end.
-func (p *Controller) onPod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || !p.leading.Load() {
-		return
+// onReport reads a finished probe run's report (leader only; false, not taken, otherwise). A
+// run that ended before this coordinator started gives only each namespace's last-probe
+// time: its totals and decisions were counted by the replica that saw it end.
+func (p *Controller) onReport(run jobs.Report) bool {
+	if !p.leading.Load() {
+		return false
 	}
-	term := ctrl.Terminated(pod, string(jobs.KindProbe))
-	if term == nil || !p.reports.First(pod.UID) {
-		return
-	}
-	old := term.FinishedAt.Time.Before(p.started)
-	rep, err := probe.DecodeReport(term.Message)
+	old := run.FinishedAt.Before(p.started)
+	rep, err := probe.DecodeReport(run.Message)
 	if err != nil {
 		if !old {
 			p.metrics.ProbeDecisions.WithLabelValues("error").Inc()
-			p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "no report"}).
+			p.log.WithFields(logrus.Fields{"pod": run.Run, "reason": "no report"}).
 				Warnf("A probe pod ended without a readable report (refused its configuration, or killed): %v.", err)
 		}
-		return
+		return true
 	}
 	if !old {
 		for r, n := range rep.Results {
@@ -55,6 +48,7 @@ func (p *Controller) onPod(obj any) {
 		}
 		p.noteThrottling(ns, e, at)
 	}
+	return true
 }
 
 // noteLastProbe keeps the namespace's newest reported probe and, while it is probed, its

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 func TestShardCount(t *testing.T) {
@@ -154,13 +154,9 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("%d Jobs", len(list))
 	}
-	j := list[0]
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-x", Namespace: "depwatch", Labels: map[string]string{batchv1.JobNameLabel: j.Name}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
-	if err := h.c.podInf.GetIndexer().Add(pod); err != nil {
-		t.Fatal(err)
-	}
+	// Its pod stays Pending (the Job executor reads why from its pods: jobs' own test).
+	runs := &notStarted{Runs: h.c.runs, why: "pod " + list[0].Name + "-x Pending (Unschedulable: 0/1 nodes are available)"}
+	h.c.runs = runs
 	// The fake API leaves creationTimestamp empty: the Job is as old as it gets.
 	h.now = h.now.Add(2 * time.Minute)
 	h.reconcile(shardKey(0))
@@ -175,13 +171,20 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	default:
 		t.Error("no Event on the Job")
 	}
-	pod.Status.Phase = corev1.PodRunning
-	_ = h.c.podInf.GetIndexer().Update(pod)
+	runs.why = "" // its pod runs
 	h.reconcile(shardKey(0))
 	if got := h.c.StuckShards(); len(got) != 0 {
 		t.Errorf("stuck shards %q once its pod runs", got)
 	}
 }
+
+// notStarted is the prober's runs with why a Job has not started as the test says.
+type notStarted struct {
+	jobs.Runs
+	why string
+}
+
+func (n *notStarted) NotStarted(*batchv1.Job) string { return n.why }
 
 func TestShardInputOfCountsWhoIsDueNowAndWithinTheRun(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -25,7 +25,7 @@ func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interva
 func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 	why := ""
 	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.current().cfg) {
-		why = p.whyNotRunning(active)
+		why = p.runs.NotStarted(active)
 	}
 	p.mu.Lock()
 	before := p.stuck[i]
@@ -46,39 +46,6 @@ func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 	if p.recorder != nil {
 		p.recorder.Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
 	}
-}
-
-// whyNotRunning is why the Job has no running (or finished) pod, "" when it has one.
-func (p *Controller) whyNotRunning(j *batchv1.Job) string {
-	var pending []string
-	for _, o := range p.podInf.GetIndexer().List() {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || pod.Labels[batchv1.JobNameLabel] != j.Name {
-			continue
-		}
-		if pod.Status.Phase != corev1.PodPending {
-			return ""
-		}
-		why := "pod " + pod.Name + " Pending"
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				why += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
-			}
-		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Reason != "" {
-				if w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
-					continue
-				}
-				why += fmt.Sprintf(" (%s: %s)", w.Reason, w.Message)
-			}
-		}
-		pending = append(pending, why)
-	}
-	if len(pending) == 0 {
-		return "no pod was created (a ResourceQuota or an admission webhook refusing it? see the Job's Events)"
-	}
-	return strings.Join(pending, "; ")
 }
 
 // stuckShards is /readyz's detail: one line per shard whose Job cannot start.

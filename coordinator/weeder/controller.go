@@ -110,7 +110,7 @@ type Controller struct {
 	src   source      // the configured services' endpoints
 	deps  *dependents // the configured dependents' pods
 	wjobs *weederJobs // weeder Jobs
-	// reports: the weeder Jobs' pods, whose termination messages say what each run saved.
+	// reports: the weeder runs' reports, which say what each run saved.
 	reports *runReports
 	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
 	dependsOn *dependsOn
@@ -157,9 +157,6 @@ func New(d Deps) (*Controller, error) {
 	if err := c.addHandlers(); err != nil {
 		return nil, err
 	}
-	if err := c.addReportHandlers(); err != nil {
-		return nil, err
-	}
 	if err := c.newDependsOnWatch(d); err != nil {
 		return nil, err
 	}
@@ -202,8 +199,8 @@ func (c *Controller) config() *runningConfig { return c.running }
 func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs: its own, and its caches of the executor's runs.
-func (c *Controller) Informers() []jobs.Objects {
-	infs := []jobs.Objects{c.src.Informer(), c.wjobs.inf, c.reports.inf}
+func (c *Controller) Informers() []jobs.Follower {
+	infs := []jobs.Follower{c.src.Informer(), c.wjobs.inf, c.reports.runs}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}

@@ -273,3 +273,28 @@ func TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem(t *testing.T) {
 		t.Errorf("a namespace selector without namespace rights: %v", err)
 	}
 }
+
+// A Job the informer shows before its creator expects it (an in-process run that ended at
+// once is gone from the cache by then) leaves no expectation behind: the service is not
+// taken for covered, nor the Job counted under the cap, until the expectation would expire.
+func TestAJobSeenBeforeItIsExpectedIsNotExpected(t *testing.T) {
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	e := jobExpectations{}
+	e.observe("weeder-a", now)
+	e.expect("weeder-a", now)
+	if e.pending("weeder-a", now) || e.count(now) != 0 {
+		t.Error("a Job already seen is expected")
+	}
+	e.expect("weeder-b", now)
+	if !e.pending("weeder-b", now) || e.count(now) != 1 {
+		t.Error("a created Job not seen yet is not expected")
+	}
+	e.observe("weeder-b", now)
+	e.observe("weeder-c", now) // another replica's, or one listed at start
+	if e.pending("weeder-b", now) || e.count(now) != 0 {
+		t.Error("a seen Job is still expected")
+	}
+	if e.count(now.Add(expectationTTL)); len(e) != 0 {
+		t.Errorf("sightings outlive the expectation TTL: %v", e)
+	}
+}

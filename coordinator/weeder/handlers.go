@@ -12,8 +12,8 @@ import (
 
 // newInformers makes the weeder's informers: the configured services' endpoints
 // (EndpointSlices, or legacy Endpoints with useEndpoints), the configured dependents' pods and
-// the weeder Jobs (the executor's runs) and their pods in the Jobs' namespace; the namespaces
-// are d's, shared with the prober. The coordinator runs them.
+// the weeder Jobs (the executor's runs) and their reports in the Jobs' namespace; the
+// namespaces are d's, shared with the prober. The coordinator runs them.
 func (c *Controller) newInformers(d Deps, useEndpoints bool, jobNamespace string) error {
 	client := d.Client
 	if !c.opts.NoNamespaceReads {
@@ -35,7 +35,7 @@ func (c *Controller) newInformers(d Deps, useEndpoints bool, jobNamespace string
 	}
 	c.deps = deps
 	c.wjobs = newWeederJobs(c.exec, jobNamespace)
-	c.reports = newRunReports(c.exec, jobNamespace)
+	c.reports = &runReports{runs: c.exec.Runs(jobNamespace, jobs.KindWeeder, c.onReport)}
 	return nil
 }
 
@@ -75,7 +75,7 @@ func (c *Controller) addHandlers() error {
 func (c *Controller) onJobAdded(obj any) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		c.mu.Lock()
-		c.expectations.observe(j.Name)
+		c.expectations.observe(j.Name, c.now())
 		c.mu.Unlock()
 	}
 }

@@ -7,30 +7,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// runReports reads what each finished weeder run saved from its pod's termination message
-// (reaper.ReadReport) into the saved back-off series: a Job's pod is gone long before
-// Prometheus would scrape it. Each pod is counted once, by the leader, and only if it ended
-// after this replica took the lead (what ended before was the previous leader's to count).
+// runReports reads what each finished weeder run saved from its report (reaper.ReadReport)
+// into the saved back-off series: a Job's pod is gone long before Prometheus would scrape
+// it. Each run is counted once, by the leader, and only if it ended after this replica took
+// the lead (what ended before was the previous leader's to count).
 type runReports struct {
-	inf  jobs.Objects
-	read ctrl.Reports
+	runs jobs.Runs
 
 	mu           sync.Mutex
 	leadingSince time.Time // zero: not leading
-}
-
-func newRunReports(exec jobs.Executor, namespace string) *runReports {
-	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
-	return &runReports{inf: exec.Pods(namespace, sel)}
 }
 
 // lead marks this replica the leader from now (or no longer, with the zero time).
@@ -40,62 +31,45 @@ func (r *runReports) lead(since time.Time) {
 	r.mu.Unlock()
 }
 
-// addReportHandlers reads a weeder pod's report when its container has terminated, and forgets
-// a deleted pod.
-func (c *Controller) addReportHandlers() error {
-	_, err := c.reports.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onWeederPod,
-		UpdateFunc: func(_, obj any) { c.onWeederPod(obj) },
-		DeleteFunc: c.reports.read.Forget,
-	})
-	return err
-}
-
-// onWeederPod counts a finished weeder run's report once.
-func (c *Controller) onWeederPod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	term := ctrl.Terminated(pod, string(jobs.KindWeeder))
-	if term == nil {
-		return
-	}
+// onReport counts a finished weeder run's report; false while not leading, or for a run that
+// ended before this replica led (another replica's to count).
+func (c *Controller) onReport(run jobs.Report) bool {
 	r := c.reports
 	r.mu.Lock()
 	since := r.leadingSince
 	r.mu.Unlock()
-	if since.IsZero() || term.FinishedAt.Time.Before(since.Truncate(time.Second)) || !r.read.First(pod.UID) {
-		return
+	if since.IsZero() || run.FinishedAt.Before(since.Truncate(time.Second)) {
+		return false
 	}
-	rep, err := reaper.ReadReport(term.Message)
+	rep, err := reaper.ReadReport(run.Message)
 	switch {
 	case errors.Is(err, reaper.ErrNoReport):
-		return // refused its configuration, or killed: its Job's own series say so
+		return true // refused its configuration, or killed: its Job's own series say so
 	case err != nil:
-		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "reason": "unreadable report"}).
+		c.log.WithFields(logrus.Fields{"pod": run.Run, "reason": "unreadable report"}).
 			Warnf("A weeder pod ended with a report this coordinator cannot read (a different depwatch version?): %v. Its saved back-off is not counted.", err)
-		return
+		return true
 	case rep.DryRun:
-		return // nothing was restarted, nothing was saved
+		return true // nothing was restarted, nothing was saved
 	}
 	c.metrics.BackOffSaved.add(rep)
 	c.metrics.BackOffSkipped.Add(float64(rep.BackOffSkipped))
 	if rep.AdmissionRefused > 0 {
 		c.metrics.AdmissionRefused.Add(float64(rep.AdmissionRefused))
-		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "action": "admission-refused", "refused": rep.AdmissionRefused,
+		c.log.WithFields(logrus.Fields{"pod": run.Run, "action": "admission-refused", "refused": rep.AdmissionRefused,
 			"reason": "an admission policy refused the weeder's deletes"}).
 			Errorf("A weeder run had %d of its deletes refused by an admission policy: see the ReapRefused Events on the pods and the run's log. depwatch's own policy refusing depwatch's weeder is a bug.", rep.AdmissionRefused)
 	}
-	c.countPerService(pod, rep)
+	c.countPerService(run.Run, rep)
+	return true
 }
 
 // countPerService adds a run's per-service restarts and saved back-off to their series.
-func (c *Controller) countPerService(pod *corev1.Pod, rep reaper.Report) {
+func (c *Controller) countPerService(run string, rep reaper.Report) {
 	for key, sv := range rep.Services {
 		ns, name, err := cache.SplitMetaNamespaceKey(key)
 		if err != nil || ns == "" || name == "" {
-			c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "service": key, "reason": "unreadable report"}).
+			c.log.WithFields(logrus.Fields{"pod": run, "service": key, "reason": "unreadable report"}).
 				Warn("A weeder pod's report names a service that is not <namespace>/<name>; its restarts are counted in the totals only.")
 			continue
 		}
@@ -103,7 +77,7 @@ func (c *Controller) countPerService(pod *corev1.Pod, rep reaper.Report) {
 		c.metrics.ServiceBackOffSaved.WithLabelValues(ns, name).Add(sv.Saved)
 	}
 	if rep.OtherServices > 0 {
-		c.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "services": rep.OtherServices, "reason": "report full"}).
+		c.log.WithFields(logrus.Fields{"pod": run, "services": rep.OtherServices, "reason": "report full"}).
 			Infof("A batch weeder run restarted dependents of %d more services than its 4 KiB report could name; their restarts are counted in the totals only.", rep.OtherServices)
 	}
 }

@@ -6,24 +6,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// weederPod is a finished weeder pod whose container wrote msg as its termination message.
-func weederPod(uid string, finished time.Time, msg string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-" + uid, UID: types.UID(uid)},
-		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "weeder",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				FinishedAt: metav1.NewTime(finished), Message: msg,
-			}},
-		}}},
-	}
+// weederRun is a finished weeder run that reported msg.
+func weederRun(name string, finished time.Time, msg string) jobs.Report {
+	return jobs.Report{Run: "depwatch/weeder-" + name, FinishedAt: finished, Message: msg}
 }
 
 func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
@@ -35,18 +25,24 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 	dry := reaper.TerminationMessage(reaper.Summary{DryRun: true, Reaped: 3,
 		BackOffSaved: []time.Duration{time.Minute}})
 
-	// Not leading: another replica counts it.
-	h.c.onWeederPod(weederPod("standby", h.now, run))
+	// Not leading: another replica counts it, and it is not taken.
+	if h.c.onReport(weederRun("standby", h.now, run)) {
+		t.Error("a report was taken while not leading")
+	}
 	h.c.reports.lead(h.now)
-	for _, p := range []*corev1.Pod{
-		weederPod("before", h.now.Add(-time.Minute), run), // the previous leader's to count
-		weederPod("a", h.now.Add(time.Second), run),
-		weederPod("a", h.now.Add(time.Second), run), // its next update: counted once
-		weederPod("dry", h.now.Add(time.Second), dry),
-		weederPod("refused", h.now.Add(time.Second), "depwatch reap: invalid configuration, nothing was done:"),
-		weederPod("b", h.now.Add(2*time.Second), run),
+	for _, r := range []struct {
+		jobs.Report
+		taken bool
+	}{
+		{weederRun("before", h.now.Add(-time.Minute), run), false}, // the previous leader's to count
+		{weederRun("a", h.now.Add(time.Second), run), true},
+		{weederRun("dry", h.now.Add(time.Second), dry), true},
+		{weederRun("refused", h.now.Add(time.Second), "depwatch reap: invalid configuration, nothing was done:"), true},
+		{weederRun("b", h.now.Add(2*time.Second), run), true},
 	} {
-		h.c.onWeederPod(p)
+		if taken := h.c.onReport(r.Report); taken != r.taken {
+			t.Errorf("%s: taken %v, want %v", r.Run, taken, r.taken)
+		}
 	}
 
 	reg := prometheus.NewPedanticRegistry()
@@ -78,12 +74,11 @@ func TestTheLeaderCountsAWeederRunsAdmissionRefusals(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.c.reports.lead(h.now)
 	refused := reaper.TerminationMessage(reaper.Summary{Errors: 3, AdmissionRefused: 2})
-	for _, p := range []*corev1.Pod{
-		weederPod("refused", h.now.Add(time.Second), refused),
-		weederPod("refused", h.now.Add(time.Second), refused), // its next update: counted once
-		weederPod("clean", h.now.Add(time.Second), reaper.TerminationMessage(reaper.Summary{Reaped: 1})),
+	for _, r := range []jobs.Report{
+		weederRun("refused", h.now.Add(time.Second), refused),
+		weederRun("clean", h.now.Add(time.Second), reaper.TerminationMessage(reaper.Summary{Reaped: 1})),
 	} {
-		h.c.onWeederPod(p)
+		h.c.onReport(r)
 	}
 	if n := value(h.c.metrics.AdmissionRefused); n != 2 {
 		t.Errorf("weeder_admission_refused_total = %g, want 2", n)

@@ -89,29 +89,50 @@ const expectationTTL = 2 * time.Minute
 // jobExpectations are the weeder Jobs created (name → when) that the Job cache has not
 // shown yet: expected on create, observed when the Job informer adds the Job, dropped after
 // expectationTTL. Between the create and the informer's add, only they say that the service
-// is covered and that the Job counts under --max-weeder-jobs. The caller holds
-// weederState.mu.
-type jobExpectations map[string]time.Time
+// is covered and that the Job counts under --max-weeder-jobs. The informer may show a Job
+// before its creator expects it, and it may be gone from the cache by then (an in-process run
+// that ends at once): that sighting is kept, and the expectation it answers is never made.
+// The caller holds weederState.mu.
+type jobExpectations map[string]expectation
 
-func (e jobExpectations) expect(name string, now time.Time) { e[name] = now }
+type expectation struct {
+	at   time.Time
+	seen bool // the informer showed the Job first
+}
 
-func (e jobExpectations) observe(name string) { delete(e, name) }
+func (e jobExpectations) expect(name string, now time.Time) {
+	if x, ok := e[name]; ok && x.seen {
+		delete(e, name)
+		return
+	}
+	e[name] = expectation{at: now}
+}
+
+func (e jobExpectations) observe(name string, now time.Time) {
+	if x, ok := e[name]; ok && !x.seen {
+		delete(e, name)
+		return
+	}
+	e[name] = expectation{at: now, seen: true}
+}
 
 // pending: name was created, and neither observed nor expired.
 func (e jobExpectations) pending(name string, now time.Time) bool {
-	at, ok := e[name]
-	return ok && now.Sub(at) < expectationTTL
+	x, ok := e[name]
+	return ok && !x.seen && now.Sub(x.at) < expectationTTL
 }
 
-// count is the number of pending expectations; expired ones are dropped.
+// count is the number of pending expectations; expired ones (and sightings) are dropped.
 func (e jobExpectations) count(now time.Time) int {
 	n := 0
-	for name, at := range e {
-		if now.Sub(at) >= expectationTTL {
+	for name, x := range e {
+		if now.Sub(x.at) >= expectationTTL {
 			delete(e, name)
 			continue
 		}
-		n++
+		if !x.seen {
+			n++
+		}
 	}
 	return n
 }

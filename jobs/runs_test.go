@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/depwatch/depwatch/reaper"
+)
+
+// A Job's pod writes its report as its container's termination message; the Job executor's
+// Runs hands it to the controller as the Report the run wrote, taken once, offered again on
+// the pod's next change while the controller declines it, and offered afresh for a pod of the
+// same UID only after that pod was deleted.
+func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
+	msg := reaper.TerminationMessage(reaper.Summary{Reaped: 2})
+	end := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-a-x", UID: "a", Labels: map[string]string{LabelKind: string(KindWeeder)}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "sidecar", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: "not the run's"}}},
+			{Name: string(KindWeeder), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		}},
+	}
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	var got []Report
+	take := false
+	runs := InCluster(client).Runs("depwatch", KindWeeder, func(r Report) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r)
+		return take
+	})
+	offered := func() []Report { mu.Lock(); defer mu.Unlock(); return append([]Report(nil), got...) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { runs.RunWithContext(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if !cache.WaitForCacheSync(ctx.Done(), runs.HasSynced) {
+		t.Fatal("not synced")
+	}
+	pods := client.CoreV1().Pods("depwatch")
+	update := func(p *corev1.Pod) {
+		t.Helper()
+		if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(offered()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d reports offered, want %d", len(offered()), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: end, Message: msg}}
+	update(pod) // ended: offered, declined
+	wait(1)
+	mu.Lock()
+	take = true
+	mu.Unlock()
+	pod.Annotations = map[string]string{"touched": "1"}
+	update(pod) // offered again, taken
+	wait(2)
+	pod.Annotations["touched"] = "2"
+	update(pod) // taken before: not offered
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod.ResourceVersion = ""
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil { // deleted, forgotten
+		t.Fatal(err)
+	}
+	wait(3)
+	all := offered()
+	if len(all) != 3 {
+		t.Fatalf("%d reports offered, want 3: %+v", len(all), all)
+	}
+	want := Report{Run: "depwatch/weeder-a-x", FinishedAt: end.Time, Message: msg}
+	for _, r := range all {
+		if !r.FinishedAt.Equal(want.FinishedAt) || r.Run != want.Run || r.Message != want.Message {
+			t.Errorf("report %+v, want %+v", r, want)
+		}
+	}
+	if rep, err := reaper.ReadReport(all[0].Message); err != nil || rep.Reaped != 2 {
+		t.Errorf("the report read back: %+v, %v", rep, err)
+	}
+}
+
+// A Job's run has not started while it has no pod or only Pending ones; the reasons are the
+// scheduler's and the kubelet's.
+func TestNotStartedSaysWhyFromTheJobsPods(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe-a"}}
+	r := &podRuns{Objects: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
+	if why := r.NotStarted(job); !strings.HasPrefix(why, "no pod was created") {
+		t.Errorf("no pod: %q", why)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "probe-a-x", Labels: map[string]string{batchv1.JobNameLabel: "probe-a"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
+	_ = r.GetIndexer().Add(pod)
+	if why := r.NotStarted(job); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
+		t.Errorf("pending: %q", why)
+	}
+	pod = pod.DeepCopy()
+	pod.Status.Phase = corev1.PodRunning
+	_ = r.GetIndexer().Update(pod)
+	if why := r.NotStarted(job); why != "" {
+		t.Errorf("running: %q", why)
+	}
+}
