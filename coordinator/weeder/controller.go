@@ -151,7 +151,7 @@ func New(d Deps) (*Controller, error) {
 		weederState: newWeederState(),
 		running:     newRunningConfig(d.Executor, d.Config, d.Template),
 	}
-	if err := c.newInformers(d, d.Config.UseEndpoints, d.Template.Namespace); err != nil {
+	if err := c.newInformers(d); err != nil {
 		return nil, err
 	}
 	if err := c.addHandlers(); err != nil {

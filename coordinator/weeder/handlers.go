@@ -11,16 +11,16 @@ import (
 )
 
 // newInformers makes the weeder's informers: the configured services' endpoints
-// (EndpointSlices, or legacy Endpoints with useEndpoints), the configured dependents' pods and
-// the weeder Jobs (the executor's runs) and their reports in the Jobs' namespace; the
-// namespaces are d's, shared with the prober. The coordinator runs them.
-func (c *Controller) newInformers(d Deps, useEndpoints bool, jobNamespace string) error {
-	client := d.Client
+// (EndpointSlices, or legacy Endpoints with the config's useEndpoints), the configured
+// dependents' pods and the weeder Jobs (the executor's runs) and their reports in the Jobs'
+// namespace; the namespaces are d's, shared with the prober. The coordinator runs them.
+func (c *Controller) newInformers(d Deps) error {
+	client, jobNamespace := d.Client, d.Template.Namespace
 	if !c.opts.NoNamespaceReads {
 		c.nsInf = d.Namespaces
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
-	if useEndpoints {
+	if d.Config.UseEndpoints {
 		c.src = newEndpointsSource(client, c.config().cfg.Services())
 	} else {
 		src, err := newSliceSource(client, c.config().cfg.Services(), c.config().cfg.ReadyWhenOf)

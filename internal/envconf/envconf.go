@@ -81,6 +81,14 @@ func (r *Reader) variable(name string) Var {
 
 func blank(v string) bool { return strings.TrimSpace(v) == "" }
 
+// rule is what an empty value of v means: its own rule, else the Reader's.
+func (r *Reader) rule(v Var) Empty {
+	if v.Empty == EmptyAsReader {
+		return r.Empty
+	}
+	return v.Empty
+}
+
 // Get returns the variable's value as set, else its default; ok=false: it has neither, or it
 // is set to an empty value its rule refuses (the problem is then recorded), or a required one
 // is unset (recorded too).
@@ -88,10 +96,7 @@ func (r *Reader) Get(name string) (string, bool) {
 	v := r.variable(name)
 	raw, set := r.Lookup(name)
 	if set && blank(raw) {
-		rule := v.Empty
-		if rule == EmptyAsReader {
-			rule = r.Empty
-		}
+		rule := r.rule(v)
 		switch {
 		case v.Required || rule == EmptyRefused:
 			r.refuseEmpty(v, raw)
@@ -126,7 +131,7 @@ func (r *Reader) NonEmpty(name string) (string, bool) {
 func (r *Reader) IsSet(name string) bool {
 	v := r.variable(name)
 	raw, set := r.Lookup(name)
-	unset := blank(raw) && (v.Empty == EmptyUnset || v.Empty == EmptyAsReader && r.Empty == EmptyUnset)
+	unset := blank(raw) && r.rule(v) == EmptyUnset
 	return set && !unset || v.Default != ""
 }
 
