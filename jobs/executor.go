@@ -32,7 +32,7 @@ const (
 // this probe shard". To the controllers a run is a Job object either way, built by Build
 // from a Spec, with the same name, labels and annotations (Facts): they launch it, follow it
 // (is it still running, has it failed), stop it by deleting it, receive each finished run's
-// Report (Runs), and keep a probe shard's membership in a ConfigMap the run follows. The Job
+// Report (Runs), and keep each probe shard's membership, which its run follows (Memberships). The Job
 // executor (InCluster) does this with the API server, where the Job controller and the
 // kubelet run the pod, and the controllers follow informers; the in-process executor runs
 // the engines in this process and hands the controllers its own objects as they change, and
@@ -50,16 +50,14 @@ type Executor interface {
 	ListJobs(ctx context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error)
 	DeleteJob(ctx context.Context, namespace, name string, uid types.UID) error
 
-	// CreateConfigMap, UpdateConfigMap and DeleteConfigMap keep a probe shard's membership.
-	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
-	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
-	DeleteConfigMap(ctx context.Context, namespace, name string) error
-
-	// Jobs and ConfigMaps are what the controllers follow of the runs: the objects of that
-	// type in namespace matching the label selector, as a cache that the coordinator runs
-	// (RunWithContext) and waits for (HasSynced).
+	// Jobs is what the controllers follow of the runs: the Jobs in namespace matching the
+	// label selector, as a cache that the coordinator runs (RunWithContext) and waits for
+	// (HasSynced).
 	Jobs(namespace, selector string) Objects
-	ConfigMaps(namespace, selector string) Objects
+
+	// Memberships keeps the probe shards' memberships in namespace, each followed by its
+	// shard's running run; left is told the namespaces that leave one.
+	Memberships(namespace string, left func(namespaces []string)) Memberships
 
 	// Runs follows the runs of kind in namespace: report is handed each finished run's
 	// Report, one call at a time, until it returns true (taken: it is not offered again);
@@ -109,20 +107,6 @@ func (e clusterExecutor) DeleteJob(ctx context.Context, namespace, name string, 
 	})
 }
 
-func (e clusterExecutor) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
-	_, err := e.client.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	return err
-}
-
-func (e clusterExecutor) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
-	_, err := e.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
-	return err
-}
-
-func (e clusterExecutor) DeleteConfigMap(ctx context.Context, namespace, name string) error {
-	return e.client.CoreV1().ConfigMaps(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-}
-
 func (e clusterExecutor) Jobs(namespace, selector string) Objects {
 	jobs := e.client.BatchV1().Jobs(namespace)
 	return e.informer(&batchv1.Job{}, selector,
@@ -136,13 +120,6 @@ func (e clusterExecutor) pods(namespace, selector string) Objects {
 	return e.informer(&corev1.Pod{}, selector,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
 		pods.Watch)
-}
-
-func (e clusterExecutor) ConfigMaps(namespace, selector string) Objects {
-	cms := e.client.CoreV1().ConfigMaps(namespace)
-	return e.informer(&corev1.ConfigMap{}, selector,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
-		cms.Watch)
 }
 
 // informer is what client-go's generated filtered informers build: list and watch with the

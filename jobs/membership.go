@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/probe"
 )
@@ -19,6 +23,32 @@ const AnnotationMembership = "depwatch.io/membership"
 // MembershipName is the name of a probe shard's membership ConfigMap: the shard's target
 // (its Jobs' depwatch.io/namespace) under a fixed prefix, so it is found without a list.
 func MembershipName(target string) string { return "depwatch-probe-" + target }
+
+// Memberships are the probe shards' memberships in one namespace, each the one a running run
+// of its shard follows (a shard's probe Job runs longer than its members stay the same). The
+// Job executor keeps each in a ConfigMap that the Job's pod watches (probe.ParseMembership);
+// the in-process executor hands each change to the shard's run. The coordinator runs it
+// (RunWithContext) and waits for it (HasSynced).
+type Memberships interface {
+	Follower
+	// Get is shard target's membership now; false: none (or, in a ConfigMap, unreadable).
+	Get(target string) (probe.Membership, bool)
+	// Set makes shard target's membership m; changed is false when it was m already.
+	Set(ctx context.Context, target string, m probe.Membership) (changed bool, err error)
+	// Delete removes shard target's membership (none is fine).
+	Delete(ctx context.Context, target string) error
+}
+
+// Departed is what is in before and not in after: the namespaces that left a membership.
+func Departed(before, after []string) []string {
+	var out []string
+	for _, ns := range before {
+		if !slices.Contains(after, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
 
 // Membership is the ConfigMap that holds shard target's membership, labelled like the
 // shard's Jobs so `kubectl get cm -l depwatch.io/kind=probe` lists every shard.
@@ -36,13 +66,68 @@ func (t Template) Membership(target string, m probe.Membership) *corev1.ConfigMa
 	}
 }
 
-// SyncMembership makes shard target's membership ConfigMap say m: created when current is
-// nil, updated when it says something else, left alone when it says m. current is the
-// ConfigMap as the caller's cache holds it.
-func (l *Launcher) SyncMembership(ctx context.Context, target string, m probe.Membership, current *corev1.ConfigMap) (bool, error) {
-	want := l.Template.Membership(target, m)
+// configMaps are the Job executor's memberships: ConfigMaps, read from an informer's cache.
+type configMaps struct {
+	Objects
+	exec      clusterExecutor
+	namespace string
+}
+
+// Memberships follows the shards' membership ConfigMaps in namespace; left is told the
+// namespaces that leave one (it changed, or went).
+func (e clusterExecutor) Memberships(namespace string, left func(namespaces []string)) Memberships {
+	cms := e.client.CoreV1().ConfigMaps(namespace)
+	inf := e.informer(&corev1.ConfigMap{}, labels.Set{LabelKind: string(KindProbe)}.String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
+		cms.Watch)
+	names := func(obj any) []string {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			m, _ := probe.ParseMembership(cm.Data)
+			return m.Namespaces
+		}
+		return nil
+	}
+	tell := func(gone []string) {
+		if len(gone) > 0 {
+			left(gone)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) { tell(Departed(names(old), names(obj))) },
+		DeleteFunc: func(obj any) { tell(names(obj)) },
+	})
+	return &configMaps{Objects: inf, exec: e, namespace: namespace}
+}
+
+func (c *configMaps) cached(target string) *corev1.ConfigMap {
+	obj, exists, err := c.GetIndexer().GetByKey(c.namespace + "/" + MembershipName(target))
+	if err != nil || !exists {
+		return nil
+	}
+	cm, _ := obj.(*corev1.ConfigMap)
+	return cm
+}
+
+func (c *configMaps) Get(target string) (probe.Membership, bool) {
+	cm := c.cached(target)
+	if cm == nil {
+		return probe.Membership{}, false
+	}
+	m, err := probe.ParseMembership(cm.Data)
+	return m, err == nil
+}
+
+// Set creates the ConfigMap when the cache has none, and updates it when it says something
+// else.
+func (c *configMaps) Set(ctx context.Context, target string, m probe.Membership) (bool, error) {
+	want := Template{Namespace: c.namespace}.Membership(target, m)
+	cms := c.exec.client.CoreV1().ConfigMaps(c.namespace)
+	current := c.cached(target)
 	if current == nil {
-		err := l.Executor.CreateConfigMap(ctx, want)
+		_, err := cms.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("creating the membership ConfigMap %s/%s: it exists but is not in the cache yet; will retry: %w", want.Namespace, want.Name, err)
 		}
@@ -56,18 +141,20 @@ func (l *Launcher) SyncMembership(ctx context.Context, target string, m probe.Me
 	}
 	next := current.DeepCopy()
 	next.Data = want.Data
-	if err := l.Executor.UpdateConfigMap(ctx, next); err != nil {
+	if _, err := cms.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return false, fmt.Errorf("updating the membership ConfigMap %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	return true, nil
 }
 
-// DeleteMembership deletes shard target's membership ConfigMap (gone already is fine).
-func (l *Launcher) DeleteMembership(ctx context.Context, target string) error {
+func (c *configMaps) Delete(ctx context.Context, target string) error {
+	if c.cached(target) == nil {
+		return nil
+	}
 	name := MembershipName(target)
-	err := l.Executor.DeleteConfigMap(ctx, l.Template.Namespace, name)
+	err := c.exec.client.CoreV1().ConfigMaps(c.namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the membership ConfigMap %s/%s: %w", l.Template.Namespace, name, err)
+		return fmt.Errorf("deleting the membership ConfigMap %s/%s: %w", c.namespace, name, err)
 	}
 	return nil
 }

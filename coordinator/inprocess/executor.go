@@ -4,8 +4,8 @@
 // (package reaper's, package probe's) called in the coordinator's own process.
 //
 // To the controllers nothing changes: they still launch, list, watch and delete Job objects
-// through jobs.Executor. This package keeps those objects (and the probe shards' membership
-// ConfigMaps) itself: a created Job starts a goroutine that reads the engine's settings from
+// through jobs.Executor. This package keeps those objects itself, and the probe shards'
+// memberships as values handed straight to the shards' runs: a created Job starts a goroutine that reads the engine's settings from
 // the Job's environment, as its pod would, and runs it once, bounded by the Job's
 // activeDeadlineSeconds. When the run ends, its report goes to the controllers (Runs), the
 // Job gets its Complete or Failed condition, and the Job goes: nothing here keeps a finished
@@ -69,6 +69,7 @@ type Engine func(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) 
 type Executor struct {
 	opts    Options
 	objects *objects
+	members *memberships
 	log     logrus.FieldLogger
 	now     func() time.Time
 
@@ -97,6 +98,7 @@ func New(o Options) *Executor {
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}
+	e.members = newMemberships()
 	e.objects = newObjects(func() metav1.Time { return metav1.NewTime(e.now()) })
 	return e
 }
@@ -176,26 +178,8 @@ func (e *Executor) DeleteJob(_ context.Context, namespace, name string, uid type
 	return nil
 }
 
-func (e *Executor) CreateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
-	_, err := e.objects.create(kindConfigMap, cm)
-	return err
-}
-
-func (e *Executor) UpdateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
-	return e.objects.update(kindConfigMap, cm)
-}
-
-func (e *Executor) DeleteConfigMap(_ context.Context, namespace, name string) error {
-	_, err := e.objects.remove(kindConfigMap, namespace, name, "")
-	return err
-}
-
 func (e *Executor) Jobs(namespace, selector string) jobs.Objects {
 	return e.objects.view(kindJob, namespace, selector)
-}
-
-func (e *Executor) ConfigMaps(namespace, selector string) jobs.Objects {
-	return e.objects.view(kindConfigMap, namespace, selector)
 }
 
 // The reasons of a failed run's Job: the Job controller's names where it has the same case.

@@ -330,7 +330,9 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.launcher.SyncMembership(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a"}}, nil); err != nil {
+	var left []string
+	members := r.e.Memberships("garden", func(ns []string) { left = append(left, ns...) })
+	if _, err := members.Set(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a"}}); err != nil {
 		t.Fatal(err)
 	}
 	first, err := r.launcher.Launch(context.Background(), spec)
@@ -353,11 +355,7 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	if m := <-got; strings.Join(m.Namespaces, ",") != "shoot--a" {
 		t.Errorf("first membership %v", m.Namespaces)
 	}
-	cm, err := r.e.objects.get(kindConfigMap, "garden", jobs.MembershipName("shard-0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.launcher.SyncMembership(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a", "shoot--b"}}, cm.(*corev1.ConfigMap)); err != nil {
+	if _, err := members.Set(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a", "shoot--b"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -367,6 +365,17 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second): // a hang catcher
 		t.Fatal("the change did not reach the run")
+	}
+
+	// The controller is told who left a membership.
+	if changed, err := members.Set(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--b"}}); !changed || err != nil {
+		t.Fatalf("set: changed %v, %v", changed, err)
+	}
+	if m, _ := members.Get("shard-0"); strings.Join(m.Namespaces, ",") != "shoot--b" || strings.Join(left, ",") != "shoot--a" {
+		t.Errorf("membership %v, left %v: want shoot--b, shoot--a left", m.Namespaces, left)
+	}
+	if changed, _ := members.Set(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--b"}}); changed {
+		t.Error("setting the same membership again changed it")
 	}
 }
 

@@ -2,36 +2,129 @@ package inprocess
 
 import (
 	"context"
+	"sync"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
-// followMembership is a probe run's membership source (probe.Deps.FollowMembership): the
-// shard's ConfigMap as this executor keeps it, its current content first, then each change,
-// until ctx ends. A content that cannot be read is logged and the last good one stays, as
-// with a ConfigMap in the cluster.
-func (e *Executor) followMembership(ctx context.Context, namespace, name string, apply func(probe.Membership), log logrus.FieldLogger) error {
-	take := func(obj any) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || cm.Name != name {
-			return
-		}
-		m, err := probe.ParseMembership(cm.Data)
-		if err != nil {
-			log.WithFields(logrus.Fields{"configmap": namespace + "/" + name, "action": "none", "reason": "unreadable membership"}).
-				Errorf("The shard's membership cannot be read; the run keeps probing what it probed: %v.", err)
-			return
-		}
-		apply(m)
+// memberships are the shards' memberships as values, by namespace/name of the ConfigMap a
+// Job's pod would follow (the run's NAMESPACES_CONFIGMAP), each change pushed to the runs
+// that follow it: no ConfigMap, no watch.
+type memberships struct {
+	mu     sync.Mutex
+	byName map[string]probe.Membership
+	runs   map[string]map[chan probe.Membership]struct{} // the runs following each
+}
+
+func newMemberships() *memberships {
+	return &memberships{byName: map[string]probe.Membership{}, runs: map[string]map[chan probe.Membership]struct{}{}}
+}
+
+// shardMemberships is a controller's jobs.Memberships in one namespace: its own changes are
+// the only ones, so left is told of them as it makes them.
+type shardMemberships struct {
+	all       *memberships
+	namespace string
+	left      func([]string)
+}
+
+// Memberships keeps the shards' memberships in namespace; left is told the namespaces that
+// leave one.
+func (e *Executor) Memberships(namespace string, left func([]string)) jobs.Memberships {
+	return &shardMemberships{all: e.members, namespace: namespace, left: left}
+}
+
+func (s *shardMemberships) name(target string) string {
+	return s.namespace + "/" + jobs.MembershipName(target)
+}
+
+// RunWithContext has nothing to follow: the memberships are this process's own values.
+func (*shardMemberships) RunWithContext(ctx context.Context) { <-ctx.Done() }
+func (*shardMemberships) HasSynced() bool                    { return true }
+
+func (s *shardMemberships) Get(target string) (probe.Membership, bool) {
+	s.all.mu.Lock()
+	defer s.all.mu.Unlock()
+	m, ok := s.all.byName[s.name(target)]
+	return m, ok
+}
+
+// Set keeps m and hands it to the shard's running runs at once.
+func (s *shardMemberships) Set(_ context.Context, target string, m probe.Membership) (bool, error) {
+	name := s.name(target)
+	s.all.mu.Lock()
+	old, had := s.all.byName[name]
+	if had && old.Equal(m) {
+		s.all.mu.Unlock()
+		return false, nil
 	}
-	v := e.objects.view(kindConfigMap, namespace, "")
-	if _, err := v.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: take, UpdateFunc: func(_, obj any) { take(obj) }}); err != nil {
-		return err
+	s.all.byName[name] = m
+	for ch := range s.all.runs[name] {
+		offer(ch, m)
 	}
-	v.RunWithContext(ctx) // until the run ends (the executor stopping ends it too)
+	s.all.mu.Unlock()
+	s.tell(jobs.Departed(old.Namespaces, m.Namespaces))
+	return true, nil
+}
+
+// Delete forgets the membership; a run still following it keeps the last one, as a pod
+// keeps its deleted ConfigMap's.
+func (s *shardMemberships) Delete(_ context.Context, target string) error {
+	s.all.mu.Lock()
+	old := s.all.byName[s.name(target)]
+	delete(s.all.byName, s.name(target))
+	s.all.mu.Unlock()
+	s.tell(old.Namespaces)
 	return nil
+}
+
+func (s *shardMemberships) tell(left []string) {
+	if len(left) > 0 {
+		s.left(left)
+	}
+}
+
+// offer replaces what ch holds with m: a run applies only the newest membership. a.mu is
+// held, so no other offer comes between the two steps.
+func offer(ch chan probe.Membership, m probe.Membership) {
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- m
+}
+
+// followMembership is a probe run's membership source (probe.Deps.FollowMembership): the
+// membership namespace/name, the current one first, then each change, until ctx ends.
+func (e *Executor) followMembership(ctx context.Context, namespace, name string, apply func(probe.Membership), _ logrus.FieldLogger) error {
+	a, key := e.members, namespace+"/"+name
+	ch := make(chan probe.Membership, 1)
+	a.mu.Lock()
+	if a.runs[key] == nil {
+		a.runs[key] = map[chan probe.Membership]struct{}{}
+	}
+	a.runs[key][ch] = struct{}{}
+	if m, ok := a.byName[key]; ok {
+		ch <- m
+	}
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.runs[key], ch)
+		if len(a.runs[key]) == 0 {
+			delete(a.runs, key)
+		}
+		a.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-ch:
+			apply(m)
+		}
+	}
 }

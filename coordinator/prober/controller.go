@@ -49,11 +49,11 @@ type Controller struct {
 	now      func() time.Time
 	started  time.Time
 
-	nsInf  cache.SharedIndexInformer // namespaces matching the prober's selector
-	jobInf jobs.Objects              // probe Jobs in the Job namespace
-	runs   jobs.Runs                 // their runs: reports, and why one has not started
-	cmInf  jobs.Objects              // the shards' membership ConfigMaps
-	queue  workqueue.TypedRateLimitingInterface[string]
+	nsInf   cache.SharedIndexInformer // namespaces matching the prober's selector
+	jobInf  jobs.Objects              // probe Jobs in the Job namespace
+	runs    jobs.Runs                 // their runs: reports, and why one has not started
+	members jobs.Memberships          // the shards' memberships
+	queue   workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
 
@@ -135,7 +135,7 @@ func (p *Controller) enqueue(key string, ok bool) {
 
 // Informers the prober runs: its namespaces, and its caches of the executor's runs.
 func (p *Controller) Informers() []jobs.Follower {
-	return []jobs.Follower{p.nsInf, p.jobInf, p.runs, p.cmInf}
+	return []jobs.Follower{p.nsInf, p.jobInf, p.runs, p.members}
 }
 
 func (p *Controller) enqueueAll() {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -249,7 +250,7 @@ func (h *probeHarness) syncJobs() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	cmIdx := h.c.cmInf.GetIndexer()
+	cmIdx := h.c.members.(interface{ GetIndexer() cache.Indexer }).GetIndexer() // the Job executor's ConfigMaps
 	for _, o := range cmIdx.List() {
 		_ = cmIdx.Delete(o)
 	}

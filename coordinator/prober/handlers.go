@@ -12,13 +12,13 @@ import (
 // newInformers takes the cluster's namespaces (shared with the weeder: the prober reads those
 // its selector matches, selected) and makes, in the Jobs' namespace, filtered to
 // depwatch.io/kind=probe, the caches of the executor's probe Jobs, their runs (reports) and the
-// shards' membership ConfigMaps. The coordinator runs them.
+// shards' memberships. The coordinator runs them.
 func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) {
 	p.nsInf = namespaces
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
 	p.jobInf = p.exec.Jobs(jobNamespace, kindSel)
 	p.runs = p.exec.Runs(jobNamespace, jobs.KindProbe, p.onReport)
-	p.cmInf = p.exec.ConfigMaps(jobNamespace, kindSel)
+	p.members = p.exec.Memberships(jobNamespace, p.onLeft)
 	_ = p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
 		if j, ok := obj.(*batchv1.Job); ok {
 			return []string{jobTarget(j)}, nil
@@ -51,8 +51,8 @@ func (p *Controller) selectedKeys() []string {
 }
 
 // addHandlers queues what each event changes: a namespace's key for its own events; for a
-// probe Job that finished, its shard and its namespaces;
-// a namespace that left a shard's membership is looked at again.
+// probe Job that finished, its shard and its namespaces (a namespace that left a shard's
+// membership is queued by onLeft).
 func (p *Controller) addHandlers() error {
 	nsKey := func(obj any, selected bool) {
 		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -78,7 +78,6 @@ func (p *Controller) addHandlers() error {
 			},
 			DeleteFunc: p.onJob,
 		}},
-		{p.cmInf, cache.ResourceEventHandlerFuncs{UpdateFunc: p.onMembership, DeleteFunc: func(obj any) { p.onMembership(obj, nil) }}},
 	}
 	for _, r := range regs {
 		if _, err := r.inf.AddEventHandler(r.h); err != nil {

@@ -7,8 +7,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
@@ -45,106 +43,45 @@ func ShardMembership(members []string, notBefore map[string]time.Time, settings 
 // follows: the Job follows its shard's membership ConfigMap (it was launched with one).
 func follows(j *batchv1.Job) bool { return j != nil && jobs.ReadFacts(j).Membership != "" }
 
-// membershipOf is the membership ConfigMap name holds, as the cache has it (nil: none, or
-// unreadable).
-func (p *Controller) membershipOf(name string) (*corev1.ConfigMap, *probe.Membership) {
-	obj, exists, err := p.cmInf.GetIndexer().GetByKey(p.current().launcher.Template.Namespace + "/" + name)
-	if err != nil || !exists {
-		return nil, nil
-	}
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return nil, nil
-	}
-	m, err := probe.ParseMembership(cm.Data)
-	if err != nil {
-		return cm, nil
-	}
-	return cm, &m
-}
-
 // covers is the namespaces a probe Job probes now: its shard's membership when it follows
 // one, else the namespaces it was launched with.
 func (p *Controller) covers(j *batchv1.Job) []string {
 	f := jobs.ReadFacts(j)
 	if f.Membership != "" {
-		if _, m := p.membershipOf(f.Membership); m != nil {
+		if m, ok := p.members.Get(f.Target); ok {
 			return m.Namespaces
 		}
 	}
 	return f.Covers()
 }
 
-// syncMembership makes shard target's ConfigMap hold members, with their settings as they
+// syncMembership makes shard target's membership hold members, with their settings as they
 // are now.
 func (p *Controller) syncMembership(ctx context.Context, target string, members []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cm, current := p.membershipOf(jobs.MembershipName(target))
-	settings := p.memberSettings(members)
-	want := ShardMembership(members, notBefore, settings, current, now)
-	changed, err := p.current().launcher.SyncMembership(ctx, target, want, cm)
-	if err != nil {
+	var current *probe.Membership
+	if m, ok := p.members.Get(target); ok {
+		current = &m
+	}
+	want := ShardMembership(members, notBefore, p.memberSettings(members), current, now)
+	changed, err := p.members.Set(ctx, target, want)
+	if err != nil || !changed {
 		return err
 	}
-	if changed {
-		var joined, left []string
-		if current != nil {
-			joined, left = diffNamespaces(current.Namespaces, want.Namespaces)
-		} else {
-			joined = want.Namespaces
-		}
-		log.WithFields(logrus.Fields{"action": "membership", "joined": joined, "left": left, "configmap": jobs.MembershipName(target)}).
-			Info("The shard's membership changed; its running probe Job follows it at once.")
+	joined := want.Namespaces
+	var left []string
+	if current != nil {
+		joined, left = jobs.Departed(want.Namespaces, current.Namespaces), jobs.Departed(current.Namespaces, want.Namespaces)
 	}
+	log.WithFields(logrus.Fields{"action": "membership", "joined": joined, "left": left, "configmap": jobs.MembershipName(target)}).
+		Info("The shard's membership changed; its running probe Job follows it at once.")
 	return nil
 }
 
-// deleteMembership removes the ConfigMap of a shard that has neither members nor a Job.
-func (p *Controller) deleteMembership(ctx context.Context, target string) error {
-	if cm, _ := p.membershipOf(jobs.MembershipName(target)); cm == nil {
-		return nil
-	}
-	return p.current().launcher.DeleteMembership(ctx, target)
-}
-
-// diffNamespaces: what is in b and not in a (joined), and in a and not in b (left).
-func diffNamespaces(a, b []string) (joined, left []string) {
-	for _, ns := range b {
-		if !slices.Contains(a, ns) {
-			joined = append(joined, ns)
-		}
-	}
-	for _, ns := range a {
-		if !slices.Contains(b, ns) {
-			left = append(left, ns)
-		}
-	}
-	return joined, left
-}
-
-// onMembership: namespaces that left a shard's ConfigMap may be waiting to join another
-// shard (theirs changed with the shard count): they are looked at again now that no Job
-// probes them.
-func (p *Controller) onMembership(oldObj, newObj any) {
-	names := func(obj any) []string {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok {
-			return nil
-		}
-		m, err := probe.ParseMembership(cm.Data)
-		if err != nil {
-			return nil
-		}
-		return m.Namespaces
-	}
-	var after []string
-	if newObj != nil {
-		after = names(newObj)
-	}
-	_, left := diffNamespaces(names(oldObj), after)
-	for _, ns := range left {
+// onLeft: namespaces that left a shard's membership may be waiting to join another shard
+// (theirs changed with the shard count): they are looked at again now that no Job probes
+// them.
+func (p *Controller) onLeft(namespaces []string) {
+	for _, ns := range namespaces {
 		p.queue.Add(ns)
 	}
 }

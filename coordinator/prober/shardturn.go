@@ -57,7 +57,7 @@ func (p *Controller) coveredElsewhere(target string, list []string) map[string]b
 // last Job.
 func (p *Controller) dissolve(ctx context.Context, target string, active *batchv1.Job, now time.Time) error {
 	if active == nil {
-		return p.deleteMembership(ctx, target)
+		return p.members.Delete(ctx, target)
 	}
 	if follows(active) && p.membershipsComplete() {
 		return p.syncMembership(ctx, target, nil, nil, now, p.log.WithField("shard", target))
@@ -114,7 +114,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	switch action {
 	case ShardIdle:
 		if active == nil {
-			return p.deleteMembership(ctx, target)
+			return p.members.Delete(ctx, target)
 		}
 		return nil
 	case ShardKeep:
