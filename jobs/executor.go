@@ -5,11 +5,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,25 +29,25 @@ const (
 
 // Executor is the one seam between the controllers and what carries out "run this weeder,
 // this probe shard". To the controllers a run is a Job object either way, built by Build
-// from a Spec, with the same name, labels and annotations (Facts): they launch it, follow it
-// (is it still running, has it failed), stop it by deleting it, receive each finished run's
-// Report (Runs), and keep each probe shard's membership, which its run follows (Memberships). The Job
+// from a Spec, with the same name, labels and annotations (Facts): they start it, follow it
+// (is it still running, has it failed), stop it, receive each finished run's Report (Runs),
+// and keep each probe shard's membership, which its run follows (Memberships). The Job
 // executor (InCluster) does this with the API server, where the Job controller and the
 // kubelet run the pod, and the controllers follow informers; the in-process executor runs
 // the engines in this process and hands the controllers its own objects as they change, and
 // each run's result when it ends (package inprocess).
-//
-// Errors are the API server's kinds (apierrors.IsNotFound, IsAlreadyExists, IsConflict).
 type Executor interface {
 	// Kind names the executor.
 	Kind() ExecutorKind
 
-	// CreateJob starts the run job describes; GetJob, ListJobs and DeleteJob (UID-guarded,
-	// its pods going with it) are the Job API's.
-	CreateJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error)
-	GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error)
-	ListJobs(ctx context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error)
-	DeleteJob(ctx context.Context, namespace, name string, uid types.UID) error
+	// Start starts the run job describes (built by Build). A run of that name that exists
+	// already, a retry of a launch that did succeed (same target, same trigger time), is
+	// returned as it is.
+	Start(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error)
+	// Stop stops job's run, named by its namespace, name and UID, as SIGTERM stops a pod: it
+	// finishes what it has in hand and goes. A run gone already, or one of the same name
+	// started since, is left as it is.
+	Stop(ctx context.Context, job *batchv1.Job) error
 
 	// Jobs is what the controllers follow of the runs: the Jobs in namespace matching the
 	// label selector, as a cache that the coordinator runs (RunWithContext) and waits for
@@ -82,29 +81,25 @@ type clusterExecutor struct{ client kubernetes.Interface }
 
 func (clusterExecutor) Kind() ExecutorKind { return ExecutorJob }
 
-func (e clusterExecutor) CreateJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
-	return e.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
-}
-
-func (e clusterExecutor) GetJob(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
-	return e.client.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (e clusterExecutor) ListJobs(ctx context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error) {
-	list, err := e.client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, err
+func (e clusterExecutor) Start(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+	created, err := e.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return e.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
 	}
-	return list.Items, nil
+	return created, err
 }
 
-// DeleteJob deletes with propagation Background: the Job goes at once, its pod gets SIGTERM
-// and the run in it stops cleanly.
-func (e clusterExecutor) DeleteJob(ctx context.Context, namespace, name string, uid types.UID) error {
-	return e.client.BatchV1().Jobs(namespace).Delete(ctx, name, metav1.DeleteOptions{
+// Stop deletes the Job, guarded by its UID, with propagation Background: the Job goes at
+// once, its pod gets SIGTERM.
+func (e clusterExecutor) Stop(ctx context.Context, job *batchv1.Job) error {
+	err := e.client.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, metav1.DeleteOptions{
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-		Preconditions:     &metav1.Preconditions{UID: &uid},
+		Preconditions:     &metav1.Preconditions{UID: &job.UID},
 	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }
 
 func (e clusterExecutor) Jobs(namespace, selector string) Objects {

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
+	batchv1listers "k8s.io/client-go/listers/batch/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -324,7 +326,7 @@ func finished(j *batchv1.Job, typ batchv1.JobConditionType) *batchv1.Job {
 
 func TestLaunchCreatesWhenNoneActive(t *testing.T) {
 	client := fake.NewClientset()
-	l := &Launcher{Executor: InCluster(client), Template: resolved()}
+	l := &Launcher{Executor: InCluster(client), Template: resolved(), Cache: cacheOf()}
 	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0))
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +348,7 @@ func TestLaunchReplacesTheActiveJobOfTheSameService(t *testing.T) {
 	other, _ := Build(tpl, weederSpec(t, "ns", "other", t0))
 	otherNS, _ := Build(tpl, weederSpec(t, "ns2", "svc", t0))
 	client := fake.NewClientset(old, finished(done, batchv1.JobComplete), other, otherNS)
-	l := &Launcher{Executor: InCluster(client), Template: tpl}
+	l := &Launcher{Executor: InCluster(client), Template: tpl, Cache: cacheOf(old, done, other, otherNS)}
 
 	out, err := l.Launch(ctx, weederSpec(t, "ns", "svc", t0.Add(time.Minute)))
 	if err != nil {
@@ -385,7 +387,7 @@ func TestLaunchKeepsTheActiveJobWhenAsked(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	old, _ := Build(tpl, s)
 	client := fake.NewClientset(old)
-	l := &Launcher{Executor: InCluster(client), Template: tpl}
+	l := &Launcher{Executor: InCluster(client), Template: tpl, Cache: cacheOf(old)}
 	s2 := weederSpec(t, "ns", "svc", t0.Add(time.Minute))
 	s2.OnActive = KeepActive
 	out, err := l.Launch(ctx, s2)
@@ -402,11 +404,20 @@ func TestLaunchIsIdempotentForTheSameTrigger(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	// A retry of a launch whose create succeeded but whose answer was lost hits
 	// AlreadyExists (same target, same trigger time): it returns that Job.
-	l2 := &Launcher{Executor: InCluster(fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed))), Template: tpl}
+	l2 := &Launcher{Executor: InCluster(fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed))), Template: tpl, Cache: cacheOf()}
 	out, err := l2.Launch(context.Background(), s)
 	if err != nil || out.Result != ResultCreated || out.Job.Name != s.Name() {
 		t.Errorf("outcome %+v err %v", out, err)
 	}
+}
+
+// cacheOf is a Launcher's Cache holding jobs, as the executor's informer would.
+func cacheOf(jobs ...*batchv1.Job) batchv1listers.JobLister {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, j := range jobs {
+		_ = idx.Add(j)
+	}
+	return batchv1listers.NewJobLister(idx)
 }
 
 func mustBuild(t *testing.T, tpl Template, s Spec) *batchv1.Job {

@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	batchv1listers "k8s.io/client-go/listers/batch/v1"
@@ -41,45 +40,32 @@ type Launcher struct {
 	Executor Executor
 	// Template is resolved: Namespace and Image set.
 	Template Template
-	// Cache, if set, answers Active from an informer's cache instead of a List call (the
-	// coordinator's probe launches: one per namespace per interval would otherwise cost a
-	// List each). A Job created a moment ago may be missing from it; the caller must not
-	// launch for the same target again before its cache has caught up.
+	// Cache is the executor's Jobs of the launches' kind (Executor.Jobs), where Active looks
+	// for a target's active Job. A Job created a moment ago may be missing from it; the
+	// caller must not launch for the same target again before its cache has caught up.
 	Cache batchv1listers.JobLister
 }
 
 // Active lists the Jobs of the spec's target that have not finished and are not being deleted.
-func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
+func (l *Launcher) Active(s Spec) ([]batchv1.Job, error) {
 	sel := labels.Set{LabelKind: string(s.Kind), LabelNamespace: LabelValue(s.Namespace)}
 	if s.Service != "" {
 		sel[LabelService] = LabelValue(s.Service)
 	}
-	var items []batchv1.Job
-	if l.Cache != nil {
-		cached, err := l.Cache.Jobs(l.Template.Namespace).List(sel.AsSelector())
-		if err != nil {
-			return nil, fmt.Errorf("listing %s Jobs for %s from the cache: %w", s.Kind, s.Target(), err)
-		}
-		for _, j := range cached {
-			items = append(items, *j)
-		}
-	} else {
-		list, err := l.Executor.ListJobs(ctx, l.Template.Namespace, sel.AsSelector())
-		if err != nil {
-			return nil, fmt.Errorf("listing %s Jobs for %s: %w", s.Kind, s.Target(), err)
-		}
-		items = list
+	items, err := l.Cache.Jobs(l.Template.Namespace).List(sel.AsSelector())
+	if err != nil {
+		return nil, fmt.Errorf("listing %s Jobs for %s from the cache: %w", s.Kind, s.Target(), err)
 	}
 	var active []batchv1.Job
 	for _, j := range items {
-		if !Active(&j) {
+		if !Active(j) {
 			continue
 		}
 		// Labels may be shortened with a hash; the facts have the exact target.
-		if t := ReadFacts(&j).Target; t != "" && t != s.Target() {
+		if t := ReadFacts(j).Target; t != "" && t != s.Target() {
 			continue
 		}
-		active = append(active, j)
+		active = append(active, *j)
 	}
 	return active, nil
 }
@@ -89,7 +75,7 @@ func (l *Launcher) Active(ctx context.Context, s Spec) ([]batchv1.Job, error) {
 // SIGTERM and the reaper in it stops cleanly) and then creates the new one, so the new run's
 // duration starts afresh; KeepActive creates nothing.
 func (l *Launcher) Launch(ctx context.Context, s Spec) (Outcome, error) {
-	active, err := l.Active(ctx, s)
+	active, err := l.Active(s)
 	if err != nil {
 		return Outcome{Result: ResultError}, err
 	}
@@ -115,11 +101,7 @@ func (l *Launcher) LaunchOver(ctx context.Context, s Spec, active []batchv1.Job)
 		}
 		out.Result = ResultReplaced
 	}
-	created, err := l.Executor.CreateJob(ctx, job)
-	if apierrors.IsAlreadyExists(err) {
-		// Same target, same trigger time: a retry of a launch that did succeed.
-		created, err = l.Executor.GetJob(ctx, job.Namespace, job.Name)
-	}
+	created, err := l.Executor.Start(ctx, job)
 	if err != nil {
 		return Outcome{Result: ResultError, Replaced: out.Replaced}, fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
@@ -127,15 +109,13 @@ func (l *Launcher) LaunchOver(ctx context.Context, s Spec, active []batchv1.Job)
 	return out, nil
 }
 
-// Delete deletes the given Jobs and returns the names deleted: the coordinator stops a
-// service's weeder with it (the active ones, from Active) and removes probe Jobs beyond the
-// history limits. Propagation Background: the Job goes at once, its pod gets SIGTERM and the
-// run in it stops cleanly. Guarded by UIDs; a Job already gone or replaced is not an error.
+// Delete stops the given Jobs' runs (Executor.Stop) and returns the names stopped: the
+// coordinator stops a service's weeder with it (the active ones, from Active) and removes
+// probe Jobs beyond the history limits.
 func (l *Launcher) Delete(ctx context.Context, list []batchv1.Job) ([]string, error) {
 	var deleted []string
 	for _, a := range list {
-		err := l.Executor.DeleteJob(ctx, a.Namespace, a.Name, a.UID)
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := l.Executor.Stop(ctx, &a); err != nil {
 			return deleted, fmt.Errorf("deleting Job %s/%s: %w", a.Namespace, a.Name, err)
 		}
 		deleted = append(deleted, a.Name)

@@ -29,8 +29,8 @@ import (
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -119,14 +119,19 @@ func (e *Executor) Run(ctx context.Context) {
 	e.running.Wait()
 }
 
-// CreateJob keeps job and starts its run.
-func (e *Executor) CreateJob(_ context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+// Start keeps job and starts its run; a Job of that name kept already is returned as it is.
+func (e *Executor) Start(_ context.Context, job *batchv1.Job) (*batchv1.Job, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ctx == nil || e.stopped {
 		return nil, errors.New("the in-process executor is not running (starting or stopping): no run can start now")
 	}
-	obj, err := e.objects.create(kindJob, job)
+	obj, err := e.objects.create(job)
+	if apierrors.IsAlreadyExists(err) {
+		if obj, err = e.objects.get(job.Namespace, job.Name); err == nil {
+			return obj.(*batchv1.Job), nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -146,40 +151,21 @@ func withDeadline(ctx context.Context, stop context.CancelFunc, at time.Time) (c
 	return dctx, func() { cancel(); stop() }
 }
 
-func (e *Executor) GetJob(_ context.Context, namespace, name string) (*batchv1.Job, error) {
-	obj, err := e.objects.get(kindJob, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*batchv1.Job), nil
-}
-
-func (e *Executor) ListJobs(_ context.Context, namespace string, selector labels.Selector) ([]batchv1.Job, error) {
-	objs := e.objects.list(kindJob, namespace, selector)
-	out := make([]batchv1.Job, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, *o.(*batchv1.Job))
-	}
-	return out, nil
-}
-
-// DeleteJob removes the Job and stops its run, as deleting a Job with propagation Background
+// Stop removes the Job and stops its run, as deleting a Job with propagation Background
 // does: its pod gets SIGTERM, finishes what it has in hand, and goes.
-func (e *Executor) DeleteJob(_ context.Context, namespace, name string, uid types.UID) error {
-	obj, err := e.objects.remove(kindJob, namespace, name, uid)
-	if err != nil {
-		return err
+func (e *Executor) Stop(_ context.Context, job *batchv1.Job) error {
+	if _, err := e.objects.remove(job.Namespace, job.Name, job.UID); err == nil { // else gone already, or another run since
+		e.mu.Lock()
+		if stop, running := e.runs[job.UID]; running {
+			stop()
+		}
+		e.mu.Unlock()
 	}
-	e.mu.Lock()
-	if stop, running := e.runs[obj.(*batchv1.Job).UID]; running {
-		stop()
-	}
-	e.mu.Unlock()
 	return nil
 }
 
 func (e *Executor) Jobs(namespace, selector string) jobs.Objects {
-	return e.objects.view(kindJob, namespace, selector)
+	return e.objects.view(namespace, selector)
 }
 
 // The reasons of a failed run's Job: the Job controller's names where it has the same case.
@@ -215,13 +201,13 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job) {
 		e.endJob(job, batchv1.JobFailed, reasonFailed, fmt.Sprintf("the run failed (exit code %d); an in-process run is not retried", code))
 	}
 	// Nothing reads a finished run here but the controllers, which were told: the Job goes.
-	_, _ = e.objects.remove(kindJob, job.Namespace, job.Name, job.UID)
+	_, _ = e.objects.remove(job.Namespace, job.Name, job.UID)
 }
 
 // markStarted records the Job's start, as the Job controller does once its pod exists.
 func (e *Executor) markStarted(job *batchv1.Job) {
 	now := metav1.NewTime(e.now())
-	e.objects.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
+	e.objects.mutate(job.Namespace, job.Name, func(o runtime.Object) {
 		j := o.(*batchv1.Job)
 		j.Status.StartTime = &now
 		j.Status.Active = 1
@@ -238,7 +224,7 @@ func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reaso
 		log.WithField("reason", reason).Warnf("The in-process run ended: its Job Failed (%s: %s).", reason, message)
 	}
 	now := metav1.NewTime(e.now())
-	e.objects.mutate(kindJob, job.Namespace, job.Name, func(o runtime.Object) {
+	e.objects.mutate(job.Namespace, job.Name, func(o runtime.Object) {
 		j := o.(*batchv1.Job)
 		if j.UID != job.UID {
 			return

@@ -11,8 +11,8 @@ import (
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -105,6 +105,7 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 	tpl.Image = "in-process"
 	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}, reports: make(chan jobs.Report, 10), ended: map[string]*batchv1.Job{}}
 	r.jobInf = e.Jobs(tpl.Namespace, "depwatch.io/kind")
+	r.launcher.Cache = batchv1listers.NewJobLister(r.jobInf.GetIndexer())
 	if _, err := r.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
 		if j := obj.(*batchv1.Job); jobs.Finished(j) {
 			r.mu.Lock()
@@ -203,7 +204,7 @@ func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 		t.Errorf("facts read back %+v", f)
 	}
 	// De-duplication by target sees the running one.
-	active, err := r.launcher.Active(context.Background(), spec)
+	active, err := r.launcher.Active(spec)
 	if err != nil || len(active) != 1 {
 		t.Fatalf("active %d, %v", len(active), err)
 	}
@@ -216,7 +217,7 @@ func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 		j := r.endedJob(out.Job.Name)
 		return j != nil && !jobs.Failed(j) && r.cachedJob(out.Job.Name) == nil
 	})
-	if active, _ := r.launcher.Active(context.Background(), spec); len(active) != 0 {
+	if active, _ := r.launcher.Active(spec); len(active) != 0 {
 		t.Errorf("a finished run still counts as active: %v", active)
 	}
 	if n := len(r.reports); n != 0 {
@@ -244,9 +245,9 @@ func TestDeletingTheJobStopsItsRun(t *testing.T) {
 	waitFor(t, "the run stopped, the Job gone", func() bool {
 		return r.engine.wasStopped(out.Job.Name) && r.cachedJob(out.Job.Name) == nil
 	})
-	// A UID that is not the Job's is the API server's conflict; a Job gone, not found.
-	if err := r.e.DeleteJob(context.Background(), out.Job.Namespace, out.Job.Name, out.Job.UID); !apierrors.IsNotFound(err) {
-		t.Errorf("deleting again: %v, want NotFound", err)
+	// A run gone already is left gone.
+	if err := r.e.Stop(context.Background(), out.Job); err != nil {
+		t.Errorf("stopping again: %v", err)
 	}
 }
 
@@ -305,7 +306,7 @@ func TestARunEndsAtItsJobsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	job.Spec.ActiveDeadlineSeconds = ptr.To(int64(1))
-	if _, err := r.e.CreateJob(context.Background(), job); err != nil {
+	if _, err := r.e.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the Job Failed at its deadline", func() bool {
@@ -388,20 +389,25 @@ func TestNoRunStartsBeforeRunOrAfterIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.CreateJob(context.Background(), job); err == nil {
+	if _, err := e.Start(context.Background(), job); err == nil {
 		t.Error("a Job was accepted before Run")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { e.Run(ctx); close(done) }()
 	waitFor(t, "Run to start", func() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.ctx != nil })
-	if _, err := e.CreateJob(context.Background(), job); err != nil {
+	first, err := e.Start(context.Background(), job)
+	if err != nil {
 		t.Fatalf("while running: %v", err)
+	}
+	// A retry of that launch (same name) is the run started, not a second one.
+	if again, err := e.Start(context.Background(), job); err != nil || again.UID != first.UID {
+		t.Errorf("started again: %v, %+v; want the run of uid %s", err, again, first.UID)
 	}
 	cancel()
 	<-done // the run, blocked in the fake engine until its context ends, was waited for
 	job.Name += "-later"
-	if _, err := e.CreateJob(context.Background(), job); err == nil {
+	if _, err := e.Start(context.Background(), job); err == nil {
 		t.Error("a Job was accepted after Run ended")
 	}
 }

@@ -21,64 +21,48 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// kind is one of the object types the executor keeps.
-type kind string
+// jobsResource names the objects kept, in the API's errors.
+var jobsResource = schema.GroupResource{Group: batchv1.GroupName, Resource: "jobs"}
 
-const (
-	kindJob       kind = "jobs"
-	kindConfigMap kind = "configmaps"
-)
-
-func (k kind) groupResource() schema.GroupResource {
-	if k == kindJob {
-		return schema.GroupResource{Group: batchv1.GroupName, Resource: string(k)}
-	}
-	return schema.GroupResource{Resource: string(k)}
-}
-
-// objects keeps the in-process runs' Jobs and the probe shards' membership
-// ConfigMaps, by kind and namespace/name, and hands every change to the views that follow
-// them (the controllers' caches, jobs.Objects). No resourceVersions and no watches: a view
+// objects keeps the in-process runs' Jobs by namespace/name, and hands every change to the
+// views that follow them (the controllers' caches, jobs.Objects). No resourceVersions and no watches: a view
 // is told each change in the order it was made, while it runs. Objects go in and out as
 // copies; what a view holds is never changed in place.
 type objects struct {
 	now func() metav1.Time
 
 	mu    sync.Mutex
-	byKey map[kind]map[string]runtime.Object
+	byKey map[string]runtime.Object
 	views map[*view]struct{}
 }
 
 func newObjects(now func() metav1.Time) *objects {
-	return &objects{now: now, views: map[*view]struct{}{},
-		byKey: map[kind]map[string]runtime.Object{kindJob: {}, kindConfigMap: {}}}
+	return &objects{now: now, views: map[*view]struct{}{}, byKey: map[string]runtime.Object{}}
 }
 
 func key(namespace, name string) string { return namespace + "/" + name }
 
 func metaOf(obj runtime.Object) metav1.Object {
-	m, _ := meta.Accessor(obj) // every object kept is a Job or a ConfigMap
+	m, _ := meta.Accessor(obj) // every object kept is a Job
 	return m
 }
 
-// changed tells the views of k that old became obj (old nil: created; obj nil: deleted);
+// changed tells the views that old became obj (old nil: created; obj nil: deleted);
 // o.mu is held, so every view sees the changes in one order.
-func (o *objects) changed(k kind, old, obj runtime.Object) {
+func (o *objects) changed(old, obj runtime.Object) {
 	for v := range o.views {
-		if v.kind == k {
-			v.offer(old, obj)
-		}
+		v.offer(old, obj)
 	}
 }
 
 // create keeps a copy of obj, with a UID and creation time when it has none.
-func (o *objects) create(k kind, obj runtime.Object) (runtime.Object, error) {
+func (o *objects) create(obj runtime.Object) (runtime.Object, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	obj = obj.DeepCopyObject()
 	m := metaOf(obj)
-	if _, taken := o.byKey[k][key(m.GetNamespace(), m.GetName())]; taken {
-		return nil, apierrors.NewAlreadyExists(k.groupResource(), m.GetName())
+	if _, taken := o.byKey[key(m.GetNamespace(), m.GetName())]; taken {
+		return nil, apierrors.NewAlreadyExists(jobsResource, m.GetName())
 	}
 	if m.GetUID() == "" {
 		m.SetUID(uuid.NewUUID())
@@ -86,86 +70,54 @@ func (o *objects) create(k kind, obj runtime.Object) (runtime.Object, error) {
 	if ts := m.GetCreationTimestamp(); ts.IsZero() {
 		m.SetCreationTimestamp(o.now())
 	}
-	o.byKey[k][key(m.GetNamespace(), m.GetName())] = obj
-	o.changed(k, nil, obj)
+	o.byKey[key(m.GetNamespace(), m.GetName())] = obj
+	o.changed(nil, obj)
 	return obj.DeepCopyObject(), nil
-}
-
-// update replaces the object kept under obj's name. The executor is its objects' only
-// writer, one at a time, so there is no version to conflict with.
-func (o *objects) update(k kind, obj runtime.Object) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	obj = obj.DeepCopyObject()
-	m := metaOf(obj)
-	old, ok := o.byKey[k][key(m.GetNamespace(), m.GetName())]
-	if !ok {
-		return apierrors.NewNotFound(k.groupResource(), m.GetName())
-	}
-	om := metaOf(old)
-	m.SetUID(om.GetUID())
-	m.SetCreationTimestamp(om.GetCreationTimestamp())
-	o.byKey[k][key(m.GetNamespace(), m.GetName())] = obj
-	o.changed(k, old, obj)
-	return nil
 }
 
 // mutate applies change to a copy of the kept object and keeps the result; false when there
 // is no such object (deleted meanwhile).
-func (o *objects) mutate(k kind, namespace, name string, change func(runtime.Object)) bool {
+func (o *objects) mutate(namespace, name string, change func(runtime.Object)) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	old, ok := o.byKey[k][key(namespace, name)]
+	old, ok := o.byKey[key(namespace, name)]
 	if !ok {
 		return false
 	}
 	obj := old.DeepCopyObject()
 	change(obj)
-	o.byKey[k][key(namespace, name)] = obj
-	o.changed(k, old, obj)
+	o.byKey[key(namespace, name)] = obj
+	o.changed(old, obj)
 	return true
 }
 
 // remove deletes the object; a UID that is not the kept object's is a conflict (an object
 // of the same name made since), as the API server's preconditions say ("": any).
-func (o *objects) remove(k kind, namespace, name string, uid types.UID) (runtime.Object, error) {
+func (o *objects) remove(namespace, name string, uid types.UID) (runtime.Object, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	old, ok := o.byKey[k][key(namespace, name)]
+	old, ok := o.byKey[key(namespace, name)]
 	if !ok {
-		return nil, apierrors.NewNotFound(k.groupResource(), name)
+		return nil, apierrors.NewNotFound(jobsResource, name)
 	}
 	if uid != "" && metaOf(old).GetUID() != uid {
-		return nil, apierrors.NewConflict(k.groupResource(), name, errUIDPrecondition)
+		return nil, apierrors.NewConflict(jobsResource, name, errUIDPrecondition)
 	}
-	delete(o.byKey[k], key(namespace, name))
-	o.changed(k, old, nil)
+	delete(o.byKey, key(namespace, name))
+	o.changed(old, nil)
 	return old.DeepCopyObject(), nil
 }
 
 var errUIDPrecondition = errors.New("the UID in the precondition is not the object's")
 
-func (o *objects) get(k kind, namespace, name string) (runtime.Object, error) {
+func (o *objects) get(namespace, name string) (runtime.Object, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	obj, ok := o.byKey[k][key(namespace, name)]
+	obj, ok := o.byKey[key(namespace, name)]
 	if !ok {
-		return nil, apierrors.NewNotFound(k.groupResource(), name)
+		return nil, apierrors.NewNotFound(jobsResource, name)
 	}
 	return obj.DeepCopyObject(), nil
-}
-
-// list returns copies of the objects of k in namespace ("": every one) that sel matches.
-func (o *objects) list(k kind, namespace string, sel labels.Selector) []runtime.Object {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []runtime.Object
-	for _, obj := range o.byKey[k] {
-		if matches(obj, namespace, sel) {
-			out = append(out, obj.DeepCopyObject())
-		}
-	}
-	return out
 }
 
 func matches(obj runtime.Object, namespace string, sel labels.Selector) bool {
@@ -173,13 +125,12 @@ func matches(obj runtime.Object, namespace string, sel labels.Selector) bool {
 	return (namespace == "" || m.GetNamespace() == namespace) && sel.Matches(labels.Set(m.GetLabels()))
 }
 
-// view is what a controller follows of one kind (jobs.Objects): the objects in namespace
+// view is what a controller follows of the Jobs (jobs.Objects): the objects in namespace
 // that sel matches, in an indexer, and their changes handed to its handlers in order by its
 // own goroutine (RunWithContext), as an informer hands its events out. The indexer is
 // current when a handler is called, or ahead of it, as an informer's is.
 type view struct {
 	o         *objects
-	kind      kind
 	namespace string
 	sel       labels.Selector
 	indexer   cache.Indexer
@@ -202,12 +153,12 @@ type delta struct {
 
 var _ jobs.Objects = (*view)(nil)
 
-func (o *objects) view(k kind, namespace, selector string) jobs.Objects {
+func (o *objects) view(namespace, selector string) jobs.Objects {
 	sel, err := labels.Parse(selector)
 	if err != nil {
 		sel = labels.Nothing() // the controllers' selectors are built, not typed
 	}
-	return &view{o: o, kind: k, namespace: namespace, sel: sel, wake: make(chan struct{}, 1), done: make(chan struct{}),
+	return &view{o: o, namespace: namespace, sel: sel, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
 }
 
@@ -219,7 +170,7 @@ func (v *view) HasSynced() bool                     { return v.synced.Load() }
 // A view is also its handlers' registration (cache.ResourceEventHandlerRegistration) and
 // its own cache.DoneChecker: synced once it runs.
 func (v *view) HasSyncedChecker() cache.DoneChecker { return v }
-func (v *view) Name() string                        { return string(v.kind) + " of the in-process runs" }
+func (v *view) Name() string                        { return "Jobs of the in-process runs" }
 func (v *view) Done() <-chan struct{}               { return v.done }
 
 // AddEventHandler adds h; once the view runs, h is first told of the objects it holds.
@@ -241,7 +192,7 @@ func (v *view) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEven
 // them to the handlers until ctx ends.
 func (v *view) RunWithContext(ctx context.Context) {
 	v.o.mu.Lock()
-	for _, obj := range v.o.byKey[v.kind] {
+	for _, obj := range v.o.byKey {
 		if matches(obj, v.namespace, v.sel) {
 			_ = v.indexer.Add(obj)
 			v.push(delta{obj: obj, initial: true})
@@ -285,7 +236,7 @@ func (v *view) RunWithContext(ctx context.Context) {
 	}
 }
 
-// offer applies a change of the view's kind to its indexer and queues it for the handlers;
+// offer applies a change to the view's indexer and queues it for the handlers;
 // the objects' lock is held.
 func (v *view) offer(old, obj runtime.Object) {
 	was := old != nil && matches(old, v.namespace, v.sel)

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -25,7 +26,7 @@ func (r *recorder) handler() cache.ResourceEventHandlerFuncs {
 		return func(obj any) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			r.seen = append(r.seen, what+" "+obj.(*corev1.ConfigMap).Name)
+			r.seen = append(r.seen, what+" "+obj.(*batchv1.Job).Name)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: note("add"), UpdateFunc: func(_, obj any) { note("update")(obj) }, DeleteFunc: note("delete")}
@@ -40,8 +41,13 @@ func (r *recorder) wait(t *testing.T, want []string) {
 	})
 }
 
-func configMap(name string, labels map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "garden", Labels: labels}}
+func job(name string, labels map[string]string) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "garden", Labels: labels}}
+}
+
+// relabel gives the kept Job labels.
+func relabel(labels map[string]string) func(runtime.Object) {
+	return func(o runtime.Object) { o.(*batchv1.Job).Labels = labels }
 }
 
 // TestAViewIsToldEveryChangeOfItsObjectsInOrder: a view of the executor's objects is what the
@@ -51,10 +57,10 @@ func configMap(name string, labels map[string]string) *corev1.ConfigMap {
 func TestAViewIsToldEveryChangeOfItsObjectsInOrder(t *testing.T) {
 	o := newObjects(func() metav1.Time { return metav1.NewTime(time.Unix(0, 0)) })
 	probe := map[string]string{"depwatch.io/kind": "probe"}
-	if _, err := o.create(kindConfigMap, configMap("before", probe)); err != nil {
+	if _, err := o.create(job("before", probe)); err != nil {
 		t.Fatal(err)
 	}
-	v := o.view(kindConfigMap, "garden", "depwatch.io/kind=probe")
+	v := o.view("garden", "depwatch.io/kind=probe")
 	early := &recorder{}
 	if _, err := v.AddEventHandler(early.handler()); err != nil {
 		t.Fatal(err)
@@ -64,19 +70,19 @@ func TestAViewIsToldEveryChangeOfItsObjectsInOrder(t *testing.T) {
 	go v.RunWithContext(ctx)
 	waitFor(t, "the view to sync", v.HasSynced)
 
-	if _, err := o.create(kindConfigMap, configMap("a", probe)); err != nil {
+	if _, err := o.create(job("a", probe)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.create(kindConfigMap, configMap("other", nil)); err != nil { // not the view's
+	if _, err := o.create(job("other", nil)); err != nil { // not the view's
 		t.Fatal(err)
 	}
-	if err := o.update(kindConfigMap, configMap("a", probe)); err != nil {
-		t.Fatal(err)
+	if !o.mutate("garden", "a", relabel(probe)) {
+		t.Fatal("a is not kept")
 	}
-	if err := o.update(kindConfigMap, configMap("before", nil)); err != nil { // leaves the selector
-		t.Fatal(err)
+	if !o.mutate("garden", "before", relabel(nil)) { // leaves the selector
+		t.Fatal("before is not kept")
 	}
-	if _, err := o.remove(kindConfigMap, "garden", "a", ""); err != nil {
+	if _, err := o.remove("garden", "a", ""); err != nil {
 		t.Fatal(err)
 	}
 	early.wait(t, []string{"add before", "add a", "update a", "delete before", "delete a"})
@@ -84,7 +90,7 @@ func TestAViewIsToldEveryChangeOfItsObjectsInOrder(t *testing.T) {
 		t.Errorf("the view still holds %v", keys)
 	}
 
-	if _, err := o.create(kindConfigMap, configMap("b", probe)); err != nil {
+	if _, err := o.create(job("b", probe)); err != nil {
 		t.Fatal(err)
 	}
 	late := &recorder{}
@@ -93,13 +99,13 @@ func TestAViewIsToldEveryChangeOfItsObjectsInOrder(t *testing.T) {
 	}
 	late.wait(t, []string{"add b"})
 
-	if _, err := o.create(kindConfigMap, configMap("b", probe)); !apierrors.IsAlreadyExists(err) {
+	if _, err := o.create(job("b", probe)); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("creating b twice: %v, want AlreadyExists", err)
 	}
-	if _, err := o.remove(kindConfigMap, "garden", "b", "not-its-uid"); !apierrors.IsConflict(err) {
+	if _, err := o.remove("garden", "b", "not-its-uid"); !apierrors.IsConflict(err) {
 		t.Errorf("removing b under another UID: %v, want Conflict", err)
 	}
-	if err := o.update(kindConfigMap, configMap("gone", nil)); !apierrors.IsNotFound(err) {
-		t.Errorf("updating a ConfigMap never made: %v, want NotFound", err)
+	if _, err := o.remove("garden", "gone", ""); !apierrors.IsNotFound(err) {
+		t.Errorf("removing a Job never made: %v, want NotFound", err)
 	}
 }
