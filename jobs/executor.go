@@ -4,12 +4,11 @@ import (
 	"context"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	batchv1informers "k8s.io/client-go/informers/batch/v1"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -103,36 +102,26 @@ func (e clusterExecutor) Stop(ctx context.Context, job *batchv1.Job) error {
 }
 
 func (e clusterExecutor) Jobs(namespace, selector string) Objects {
-	jobs := e.client.BatchV1().Jobs(namespace)
-	return e.informer(&batchv1.Job{}, selector,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return jobs.List(ctx, o) },
-		jobs.Watch)
+	return cached(batchv1informers.NewFilteredJobInformer(e.client, namespace, 0, namespaced(), byLabels(selector)))
 }
 
 // pods is the Job pods' cache behind Runs.
 func (e clusterExecutor) pods(namespace, selector string) Objects {
-	pods := e.client.CoreV1().Pods(namespace)
-	return e.informer(&corev1.Pod{}, selector,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
-		pods.Watch)
+	return cached(corev1informers.NewFilteredPodInformer(e.client, namespace, 0, namespaced(), byLabels(selector)))
 }
 
-// informer is what client-go's generated filtered informers build: list and watch with the
-// label selector, and the client's own say on watch-list semantics; the objects are cached
-// without their managedFields, which no controller reads.
-func (e clusterExecutor) informer(obj runtime.Object, selector string, list cache.ListWithContextFunc, w cache.WatchFuncWithContext) Objects {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			tweak(&o)
-			return list(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			tweak(&o)
-			return w(ctx, o)
-		},
-	}, e.client)
-	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+// namespaced is a new cache's indexers (each its own: AddIndexers adds to them).
+func namespaced() cache.Indexers {
+	return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+}
+
+func byLabels(selector string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) { o.LabelSelector = selector }
+}
+
+// cached is a cache of client-go's filtered informer inf, its objects kept without their
+// managedFields, which no controller reads.
+func cached(inf cache.SharedIndexInformer) Objects {
 	_ = inf.SetTransform(StripManagedFields)
 	return inf
 }

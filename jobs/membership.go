@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/probe"
@@ -76,10 +76,8 @@ type configMaps struct {
 // Memberships follows the shards' membership ConfigMaps in namespace; left is told the
 // namespaces that leave one (it changed, or went).
 func (e clusterExecutor) Memberships(namespace string, left func(namespaces []string)) Memberships {
-	cms := e.client.CoreV1().ConfigMaps(namespace)
-	inf := e.informer(&corev1.ConfigMap{}, labels.Set{LabelKind: string(KindProbe)}.String(),
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return cms.List(ctx, o) },
-		cms.Watch)
+	inf := cached(corev1informers.NewFilteredConfigMapInformer(e.client, namespace, 0, namespaced(),
+		byLabels(labels.Set{LabelKind: string(KindProbe)}.String())))
 	names := func(obj any) []string {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
