@@ -202,10 +202,14 @@ func checkAcceptedProber(t *testing.T, p *prober.Config) {
 		}
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
-		Namespace: "shoot--a", KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-		NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
-		LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
-		DryRun: p.DryRun, RunDuration: p.RunDuration(), Interval: p.Interval(), TriggerTime: time.Unix(0, 0),
+		JobSettings: probe.JobSettings{
+			Namespace: "shoot--a", KubeconfigSecretName: p.KubeConfigSecretName,
+			ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
+			NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
+			DependentResources: p.ResourcesJSON(), DryRun: p.DryRun, RunDuration: p.RunDuration(),
+			Interval: p.Interval(),
+		},
+		ScaleChain: p.ScaleChain(), TriggerTime: time.Unix(0, 0),
 	})
 	if err != nil {
 		t.Fatalf("accepted, but the probe Job spec fails: %v", err)

@@ -37,8 +37,13 @@ func effective(t *testing.T, c *Config) map[string]string {
 	p := c.Prober
 	tpl := c.JobTemplate
 	tpl.Namespace, tpl.Image = "depwatch", "depwatch:test"
-	spec, err := jobs.Probe(jobs.ProbeSpec{Namespace: "ns", KubeconfigSecretName: "s", ProbeTimeout: time.Second,
-		NodeMonitorGrace: probe.MinNodeMonitorGrace, NodeLeaseFailureFraction: 1, LeaseExpiryBufferFraction: 1, DependentResources: p.ResourcesJSON()})
+	spec, err := jobs.Probe(jobs.ProbeSpec{
+		JobSettings: probe.JobSettings{
+			Namespace: "ns", KubeconfigSecretName: "s", ProbeTimeout: time.Second,
+			NodeMonitorGrace: probe.MinNodeMonitorGrace, NodeLeaseFailureFraction: 1,
+			LeaseExpiryBufferFraction: 1, DependentResources: p.ResourcesJSON(),
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

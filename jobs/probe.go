@@ -27,51 +27,24 @@ const (
 func ProbeLabel(ns string) string { return LabelProbePrefix + ns }
 
 // ProbeSpec describes a probe run (`depwatch probe`) for one control-plane namespace, or for
-// a shard of them. The coordinator fills it from the config's prober section; Probe hands
-// the run's fields to probe.JobSettings, whose Env writes the probe's environment.
+// a shard of them: the run's own settings (probe.JobSettings, whose Env writes the probe's
+// environment) and what only the Job needs. The coordinator fills it from the config's
+// prober section. Set either JobSettings.Namespace (the Job's target is the namespace) or
+// Shard and JobSettings.Namespaces (the target, label depwatch.io/namespace and
+// de-duplication, is the shard's name, and every namespace gets its label ProbeLabel(ns)).
+// Probe writes JobSettings.Membership from MembershipIn, and Concurrency for a shard only.
 type ProbeSpec struct {
-	// Namespace (NAMESPACE): a run for this one namespace; the Job's target is the namespace.
-	Namespace string
-	// Shard and Namespaces (NAMESPACES): a run for several namespaces; the Job's target (label
-	// depwatch.io/namespace, de-duplication) is the shard's name, and every namespace gets
-	// its label ProbeLabel(ns). Set either Namespace or Shard and Namespaces.
-	Shard      string
-	Namespaces []string
-	// NamespaceSettings are each namespace's own settings over the Job-wide ones (a
-	// namespace with nothing of its own may be left out or given the zero value).
-	NamespaceSettings map[string]probe.NamespaceSettings
+	probe.JobSettings
+	Shard string
 	// MembershipIn, for a shard's Job that runs on a schedule, is the namespace of the shard's
 	// membership ConfigMap (MembershipName, in the Jobs' namespace): the Job follows it while
 	// it runs (NAMESPACES_CONFIGMAP). "" = the Job probes Namespaces and nothing else.
 	MembershipIn string
-	// Concurrency (PROBE_CONCURRENCY): namespaces probed at the same moment; 0 = the probe's default.
-	Concurrency int
-	// Jitter (BACKOFF_JITTER_FACTOR) spreads each namespace's probes, in [0,1).
-	Jitter float64
-
-	KubeconfigSecretName string        // KUBECONFIG_SECRET_NAME
-	ProbeTimeout         time.Duration // PROBE_TIMEOUT
-	NodeMonitorGrace     time.Duration // KCM_NODE_MONITOR_GRACE_DURATION
-	// NodeLeaseFailureFraction and LeaseExpiryBufferFraction, in (0,1].
-	NodeLeaseFailureFraction  float64
-	LeaseExpiryBufferFraction float64
-	// DependentResources is dependentResourceInfos as JSON (DEPENDENT_RESOURCES), validated
-	// by the caller with probe.ParseDependentResources.
-	DependentResources string
 	// ScaleChain is the longest a probe's scaling can take: the sum over the levels of the
 	// largest initialDelay + timeout in the level, for the slower direction. It goes into
 	// activeDeadlineSeconds, so a Job is never killed by its deadline in the middle of a
 	// level it was allowed to finish.
-	ScaleChain time.Duration
-	DryRun     bool
-	// NodeConditions is the shoot's worker pool → unhealthy node conditions; nil = every
-	// pool uses the defaults.
-	NodeConditions map[string][]string
-	// RunDuration 0: the Job probes each namespace once. > 0: the Job probes each namespace
-	// every Interval (SCHEDULE "@every <Interval>") for RunDuration (RUN_DURATION): fewer
-	// Jobs, one pod always running per shard.
-	RunDuration time.Duration
-	Interval    time.Duration
+	ScaleChain  time.Duration
 	TriggerTime time.Time
 }
 
@@ -86,13 +59,8 @@ func Probe(p ProbeSpec) (Spec, error) {
 	if err := p.check(target); err != nil {
 		return Spec{}, err
 	}
-	run := probe.JobSettings{
-		Namespace: p.Namespace, Namespaces: p.Namespaces, NamespaceSettings: p.NamespaceSettings,
-		Jitter: p.Jitter, KubeconfigSecretName: p.KubeconfigSecretName, ProbeTimeout: p.ProbeTimeout,
-		NodeMonitorGrace: p.NodeMonitorGrace, NodeLeaseFailureFraction: p.NodeLeaseFailureFraction,
-		LeaseExpiryBufferFraction: p.LeaseExpiryBufferFraction, DependentResources: p.DependentResources,
-		DryRun: p.DryRun, NodeConditions: p.NodeConditions, RunDuration: p.RunDuration, Interval: p.Interval,
-	}
+	run := p.JobSettings
+	run.Membership, run.Concurrency = "", 0 // a single namespace needs no more than one slot
 	var labels map[string]string
 	membership := ""
 	if p.MembershipIn != "" {
@@ -100,7 +68,7 @@ func Probe(p ProbeSpec) (Spec, error) {
 		run.Membership = probe.MembershipRef(p.MembershipIn, membership)
 	}
 	if p.Shard != "" {
-		run.Concurrency = p.Concurrency // a single namespace needs no more than one slot
+		run.Concurrency = p.Concurrency
 		labels = map[string]string{}
 		for _, ns := range p.Namespaces {
 			labels[ProbeLabel(ns)] = "true"

@@ -13,10 +13,14 @@ import (
 
 func probeSpec() ProbeSpec {
 	return ProbeSpec{
-		Namespace: "shoot--p--a", KubeconfigSecretName: "shoot-access", ProbeTimeout: 10 * time.Second,
-		NodeMonitorGrace: 40 * time.Second, NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75,
-		DependentResources: `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}}]`,
-		ScaleChain:         90 * time.Second, Interval: 10 * time.Second,
+		JobSettings: probe.JobSettings{
+			Namespace: "shoot--p--a", KubeconfigSecretName: "shoot-access",
+			ProbeTimeout: 10 * time.Second, NodeMonitorGrace: 40 * time.Second,
+			NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75,
+			DependentResources: `[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}}]`,
+			Interval:           10 * time.Second,
+		},
+		ScaleChain:  90 * time.Second,
 		TriggerTime: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC),
 	}
 }

@@ -323,10 +323,17 @@ func TestARunEndsAtItsJobsDeadline(t *testing.T) {
 // its membership ConfigMap from the executor, each change as it is made.
 func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	r := newRig(t, jobs.Template{})
-	ps := jobs.ProbeSpec{Shard: "shard-0", Namespaces: []string{"shoot--a"}, MembershipIn: "garden", Concurrency: 5,
-		KubeconfigSecretName: "shoot-access-dependency-watchdog-probe", ProbeTimeout: 30 * time.Second, NodeMonitorGrace: 40 * time.Second,
-		NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75, DependentResources: `[{"ref":{"kind":"Deployment","name":"kube-controller-manager","apiVersion":"apps/v1"}}]`,
-		RunDuration: 2 * time.Minute, Interval: 30 * time.Second, TriggerTime: time.Now()}
+	ps := jobs.ProbeSpec{
+		JobSettings: probe.JobSettings{
+			Namespaces: []string{"shoot--a"}, Concurrency: 5,
+			KubeconfigSecretName: "shoot-access-dependency-watchdog-probe",
+			ProbeTimeout:         30 * time.Second, NodeMonitorGrace: 40 * time.Second,
+			NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75,
+			DependentResources: `[{"ref":{"kind":"Deployment","name":"kube-controller-manager","apiVersion":"apps/v1"}}]`,
+			RunDuration:        2 * time.Minute, Interval: 30 * time.Second,
+		},
+		Shard: "shard-0", MembershipIn: "garden", TriggerTime: time.Now(),
+	}
 	spec, err := jobs.Probe(ps)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
@@ -178,23 +179,13 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 		concurrency, membershipIn = MaxNamespacesPerProbeJob, run.launcher.Template.Namespace
 	}
 	spec, err := jobs.Probe(jobs.ProbeSpec{
-		Shard:                     p.shardName(i),
-		Namespaces:                namespaces,
-		NamespaceSettings:         settings,
-		MembershipIn:              membershipIn,
-		Concurrency:               concurrency,
-		Jitter:                    cfg.Jitter(),
-		KubeconfigSecretName:      cfg.KubeConfigSecretName,
-		ProbeTimeout:              cfg.Timeout(),
-		NodeMonitorGrace:          cfg.KCMGrace(),
-		NodeLeaseFailureFraction:  cfg.LeaseFailure(),
-		LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
-		DependentResources:        cfg.ResourcesJSON(),
-		ScaleChain:                cfg.ScaleChain(),
-		DryRun:                    cfg.DryRun,
-		RunDuration:               cfg.RunDuration(),
-		Interval:                  cfg.Interval(),
-		TriggerTime:               now,
+		JobSettings: probe.JobSettings{
+			Namespaces: namespaces, NamespaceSettings: settings, Concurrency: concurrency, Jitter: cfg.Jitter(),
+			KubeconfigSecretName: cfg.KubeConfigSecretName, ProbeTimeout: cfg.Timeout(), NodeMonitorGrace: cfg.KCMGrace(),
+			NodeLeaseFailureFraction: cfg.LeaseFailure(), LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
+			DependentResources: cfg.ResourcesJSON(), DryRun: cfg.DryRun, RunDuration: cfg.RunDuration(), Interval: cfg.Interval(),
+		},
+		Shard: p.shardName(i), MembershipIn: membershipIn, ScaleChain: cfg.ScaleChain(), TriggerTime: now,
 	})
 	if err != nil {
 		return err // validated at load

@@ -51,10 +51,13 @@ func TestBenchProbe(t *testing.T) {
 
 	spec := func(run time.Duration) jobs.Spec {
 		sp, err := jobs.Probe(jobs.ProbeSpec{
-			Namespace: s.ns, KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-			NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
-			LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
-			RunDuration: run, Interval: p.Interval(), TriggerTime: time.Now(),
+			JobSettings: probe.JobSettings{
+				Namespace: s.ns, KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
+				NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
+				LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(),
+				RunDuration: run, Interval: p.Interval(),
+			},
+			ScaleChain: p.ScaleChain(), TriggerTime: time.Now(),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // TestProbeKilledBetweenLevelsIsFinishedByTheNextProbe: a probe Job (launched by hand, as an
@@ -68,10 +69,12 @@ func TestProbeKilledBetweenLevelsIsFinishedByTheNextProbe(t *testing.T) {
 func manualProbeJob(t *testing.T, ns, resources string) string {
 	t.Helper()
 	spec, err := jobs.Probe(jobs.ProbeSpec{
-		Namespace: ns, KubeconfigSecretName: probeSecret,
-		ProbeTimeout: 5 * time.Second, NodeMonitorGrace: 20 * time.Second,
-		NodeLeaseFailureFraction: 0.6, LeaseExpiryBufferFraction: 0.75,
-		DependentResources: resources, ScaleChain: 12 * time.Minute, TriggerTime: time.Now(),
+		JobSettings: probe.JobSettings{
+			Namespace: ns, KubeconfigSecretName: probeSecret, ProbeTimeout: 5 * time.Second,
+			NodeMonitorGrace: 20 * time.Second, NodeLeaseFailureFraction: 0.6,
+			LeaseExpiryBufferFraction: 0.75, DependentResources: resources,
+		},
+		ScaleChain: 12 * time.Minute, TriggerTime: time.Now(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // restrictedLabels make a namespace enforce, warn about and audit the restricted level.
@@ -215,10 +216,14 @@ func depwatchPodCases(t *testing.T) []podCase {
 		}
 		p := cfg.Prober
 		ps, err := jobs.Probe(jobs.ProbeSpec{
-			Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-			NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
-			LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), ScaleChain: p.ScaleChain(),
-			DryRun: p.DryRun, RunDuration: p.RunDuration(), Interval: p.Interval(), TriggerTime: now,
+			JobSettings: probe.JobSettings{
+				Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName,
+				ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
+				NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
+				DependentResources: p.ResourcesJSON(), DryRun: p.DryRun, RunDuration: p.RunDuration(),
+				Interval: p.Interval(),
+			},
+			ScaleChain: p.ScaleChain(), TriggerTime: now,
 		})
 		if err != nil {
 			t.Fatalf("%s: probe spec: %v", cfgCase.path, err)
