@@ -180,7 +180,6 @@ const (
 // executor stopping) only reports.
 func (e *Executor) execute(ctx context.Context, job *batchv1.Job) {
 	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess)})
-	e.markStarted(job)
 	code, msg := e.opts.Engine(ctx, job, log)
 	stopped := ctx.Err() // before the stop below cancels ctx
 	e.report(job, msg)
@@ -204,18 +203,8 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job) {
 	_, _ = e.objects.remove(job.Namespace, job.Name, job.UID)
 }
 
-// markStarted records the Job's start, as the Job controller does once its pod exists.
-func (e *Executor) markStarted(job *batchv1.Job) {
-	now := metav1.NewTime(e.now())
-	e.objects.mutate(job.Namespace, job.Name, func(o runtime.Object) {
-		j := o.(*batchv1.Job)
-		j.Status.StartTime = &now
-		j.Status.Active = 1
-	})
-}
-
-// endJob gives the Job its final condition (a Job already gone is left gone) and says so,
-// as `kubectl get job` would show it.
+// endJob gives the Job its final condition, which is what the controllers read of a run's
+// end (a Job already gone is left gone), and says so, as `kubectl get job` would show it.
 func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reason, message string) {
 	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess), "result": string(cond)})
 	if cond == batchv1.JobComplete {
@@ -228,13 +217,6 @@ func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reaso
 		j := o.(*batchv1.Job)
 		if j.UID != job.UID {
 			return
-		}
-		j.Status.Active = 0
-		if cond == batchv1.JobComplete {
-			j.Status.Succeeded++
-			j.Status.CompletionTime = &now
-		} else {
-			j.Status.Failed++
 		}
 		j.Status.Conditions = append(j.Status.Conditions,
 			batchv1.JobCondition{Type: cond, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastProbeTime: now, LastTransitionTime: now})
