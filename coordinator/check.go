@@ -20,18 +20,18 @@ func (o Options) CheckConfigFiles() (*Config, []string) {
 		// dependency-watchdog's commands read their own ConfigMap, which names one file.
 		cfg, err := o.LoadConfig()
 		if err != nil {
-			return nil, lines(err)
+			return nil, Lines(err)
 		}
 		return cfg, nil
 	}
 	data, err := readConfigFiles(o.ConfigFile, o.ProberConfigFile)
 	if err != nil {
-		return nil, lines(err) // names the flag and the path
+		return nil, Lines(err) // names the flag and the path
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
 		var problems []string
-		for _, line := range lines(err) {
+		for _, line := range Lines(err) {
 			file := "--config-file=" + o.ConfigFile
 			if o.ProberConfigFile != "" && strings.HasPrefix(line, "prober.") {
 				// Its fields read as the prober section's: the path says prober.<field>.
@@ -45,7 +45,8 @@ func (o Options) CheckConfigFiles() (*Config, []string) {
 	return cfg, nil
 }
 
-func lines(err error) []string {
+// Lines are err's message, a problem a line, without blank ones.
+func Lines(err error) []string {
 	var out []string
 	for line := range strings.Lines(err.Error()) {
 		if line = strings.TrimSpace(line); line != "" {

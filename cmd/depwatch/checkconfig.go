@@ -44,10 +44,10 @@ func checkConfigMain(args []string, lookup func(string) (string, bool), stdout, 
 	}
 	var problems []string
 	if flagErr != nil {
-		problems = append(problems, problemLines(flagErr)...)
+		problems = append(problems, coordinator.Lines(flagErr)...)
 	}
 	if _, err := newLogger(lookup); err != nil {
-		problems = append(problems, problemLines(err)...)
+		problems = append(problems, coordinator.Lines(err)...)
 	}
 	cfg, cfgProblems := opts.CheckConfigFiles()
 	problems = append(problems, cfgProblems...)
@@ -65,16 +65,6 @@ func checkConfigMain(args []string, lookup func(string) (string, bool), stdout, 
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, wrap(opts.Summary(cfg), 100))
 	return exitOK
-}
-
-func problemLines(err error) []string {
-	var out []string
-	for line := range strings.Lines(err.Error()) {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // wrap breaks text into lines of at most width characters, at spaces.
