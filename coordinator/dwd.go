@@ -120,46 +120,27 @@ func (c *checkedValue) Set(v string) error {
 
 func (c *checkedValue) IsBoolFlag() bool { return c.boolean }
 
-// zapLevel is --zap-log-level: debug, info, error or panic (any case), or an integer > 0,
-// zap's verbosity, which depwatch logs as debug.
-type zapLevel struct{ level *logrus.Level }
+// zapLevels are --zap-log-level's names (any case); an integer > 0 is zap's verbosity, which
+// depwatch logs as debug.
+var zapLevels = map[string]logrus.Level{"debug": logrus.DebugLevel, "info": logrus.InfoLevel, "error": logrus.ErrorLevel, "panic": logrus.PanicLevel}
 
-func (z *zapLevel) String() string {
-	if z.level == nil {
-		return ""
+func zapLevel(v string) (logrus.Level, error) {
+	if l, ok := zapLevels[strings.ToLower(v)]; ok {
+		return l, nil
 	}
-	return z.level.String()
-}
-
-func (z *zapLevel) Set(v string) error {
-	var l logrus.Level
-	switch strings.ToLower(v) {
-	case "debug":
-		l = logrus.DebugLevel
-	case "info":
-		l = logrus.InfoLevel
-	case "error":
-		l = logrus.ErrorLevel
-	case "panic":
-		l = logrus.PanicLevel
-	default:
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return errors.New("must be debug, info, error, panic or an integer > 0 (zap's verbosity)")
-		}
-		l = logrus.DebugLevel
+	if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+		return 0, errors.New("must be debug, info, error, panic or an integer > 0 (zap's verbosity)")
 	}
-	z.level = &l
-	return nil
+	return logrus.DebugLevel, nil
 }
 
 // newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o (and
 // --zap-log-level into the returned value), the rest into values checked as
 // dependency-watchdog checks them.
-func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *zapLevel) {
+func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *checkedValue) {
 	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
 	bindCommon(fs, o, role)
-	zl := &zapLevel{}
+	zl := &checkedValue{check: func(v string) error { _, err := zapLevel(v); return err }}
 	fs.Var(zl, "zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL")
 	for name, f := range dwdNoEffectFlags {
 		fs.Var(&checkedValue{check: f.check, boolean: f.boolean}, name, f.usage+" (accepted; no effect: "+f.why+")")
@@ -198,7 +179,9 @@ func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool),
 	}
 	fs, zl := newDWDFlagSet(role, &o)
 	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
-	s.LogLevel = zl.level
+	if l, err := zapLevel(zl.v); zl.v != "" && err == nil {
+		s.LogLevel = &l
+	}
 	fs.Visit(func(f *flag.Flag) {
 		if n, ok := dwdNoEffectFlags[f.Name]; ok {
 			s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, f.Value.String(), n.why))
