@@ -55,12 +55,7 @@ type Options struct {
 }
 
 // Lease is the name of the Lease the leader election uses.
-func (o Options) Lease() string {
-	if o.LeaseName == "" {
-		return LeaseName
-	}
-	return o.LeaseName
-}
+func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
 
 // Defaults of the seed (dependency-watchdog).
 const (
