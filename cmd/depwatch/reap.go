@@ -71,7 +71,14 @@ func withoutValues(refusal string) string {
 	lines := strings.Split(strings.TrimRight(refusal, "\n"), "\n")
 	for i, line := range lines {
 		if rest, ok := strings.CutPrefix(line, "  - "); ok {
-			lines[i] = "  - " + envconf.WithoutValue(rest)
+			// A config file's problem is named after its file (--config-file=PATH: field="value": ...).
+			file, problem, named := strings.Cut(rest, ": ")
+			if !named || !strings.HasPrefix(file, "--") || strings.Contains(file, `"`) {
+				file, problem = "", rest
+			} else {
+				file += ": "
+			}
+			lines[i] = "  - " + file + envconf.WithoutValue(problem)
 		}
 	}
 	return strings.Join(lines, "\n") + "\n(what is wrong with each value: the container's log)\n"
