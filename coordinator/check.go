@@ -8,44 +8,8 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// CheckConfigFiles loads the config files the options name exactly as a start does, without
-// contacting a cluster (`depwatch coordinator --check-config`): the config, with the flags
-// that set a config field applied, or every problem, one a line, each naming the file it is
-// in, then the field or flag and the value.
-func (o Options) CheckConfigFiles() (*Config, []string) {
-	if o.ConfigFile == "" {
-		return nil, nil // ParseFlags has said --config-file is required
-	}
-	if o.Role != RoleCoordinator {
-		// dependency-watchdog's commands read their own ConfigMap, which names one file.
-		cfg, err := o.LoadConfig()
-		if err != nil {
-			return nil, lines(err)
-		}
-		return cfg, nil
-	}
-	data, err := readConfigFiles(o.ConfigFile, o.ProberConfigFile)
-	if err != nil {
-		return nil, lines(err) // names the flag and the path
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		var problems []string
-		for _, line := range lines(err) {
-			file := "--config-file=" + o.ConfigFile
-			if o.ProberConfigFile != "" && strings.HasPrefix(line, "prober.") {
-				// Its fields read as the prober section's: the path says prober.<field>.
-				file = "--prober-config-file=" + o.ProberConfigFile
-			}
-			problems = append(problems, file+": "+line)
-		}
-		return nil, problems
-	}
-	o.applyTo(cfg)
-	return cfg, nil
-}
-
-func lines(err error) []string {
+// Lines are err's message, a problem a line, without blank ones.
+func Lines(err error) []string {
 	var out []string
 	for line := range strings.Lines(err.Error()) {
 		if line = strings.TrimSpace(line); line != "" {

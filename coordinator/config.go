@@ -74,7 +74,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	errs = append(errs, proberErrs...)
 	if len(errs) > 0 {
-		return nil, joinLines(errs)
+		return nil, errors.Join(errs...)
 	}
 	return cfg, nil
 }
@@ -159,12 +159,4 @@ func nonFinite(data []byte, path string) []string {
 	}
 	walk(path, doc)
 	return lines
-}
-
-func joinLines(errs []error) error {
-	lines := make([]string, 0, len(errs))
-	for _, e := range errs {
-		lines = append(lines, e.Error())
-	}
-	return errors.New(strings.Join(lines, "\n"))
 }

@@ -5,95 +5,128 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// LoadConfig reads and validates the config file alone (LoadConfigFiles without a prober file).
-func LoadConfig(path string) (*Config, error) { return LoadConfigFiles(path, "") }
+// LoadConfig reads and validates the config file alone, as the coordinator reads it.
+func LoadConfig(path string) (*Config, error) { return Options{ConfigFile: path}.LoadConfig() }
 
-// LoadConfigFiles reads the config file and, when proberFile is set (--prober-config-file),
-// dependency-watchdog's prober ConfigMap data as it is, which becomes the `prober:` section.
-// So the prober ConfigMap gardenlet writes can be mounted unchanged beside the weeder's.
-func LoadConfigFiles(configFile, proberFile string) (*Config, error) {
-	if configFile == "" {
+// LoadConfig loads the config files the options name as CheckConfigFiles does, its problems
+// one a line.
+func (o Options) LoadConfig() (*Config, error) {
+	if o.ConfigFile == "" {
 		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
 	}
-	data, err := readConfigFiles(configFile, proberFile)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := ParseConfig(data)
-	switch {
-	case err != nil && proberFile == "":
-		return nil, fmt.Errorf("config file %s:\n%w", configFile, err)
-	case err != nil:
-		return nil, fmt.Errorf("config files %s and %s (its fields as prober.*):\n%w", configFile, proberFile, err)
+	cfg, problems := o.CheckConfigFiles()
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "\n"))
 	}
 	return cfg, nil
 }
 
-// LoadConfig loads the config files the options name (LoadConfigFiles) and applies the flags
-// that set a config field too (applyTo), so that everything after reads the effective value
-// from the config alone.
-// dependency-watchdog's commands read their own ConfigMap as it is: the weeder's is the
-// config's top level, the prober's becomes its prober section.
-func (o Options) LoadConfig() (*Config, error) {
-	var cfg *Config
-	var err error
-	switch o.Role {
-	case RoleProber:
-		cfg, err = loadProberConfigFile(o.ConfigFile)
-	default:
-		cfg, err = LoadConfigFiles(o.ConfigFile, o.ProberConfigFile)
+// CheckConfigFiles loads the config files the options name exactly as a start does, without
+// contacting a cluster (`depwatch coordinator --check-config`): the config, with the flags
+// that set a config field applied (applyTo), or every problem, one a line, each naming the
+// file it is in, then the field or flag and the value.
+func (o Options) CheckConfigFiles() (*Config, []string) {
+	if o.ConfigFile == "" {
+		return nil, nil // ParseFlags has said --config-file is required
+	}
+	data, err := o.configData()
+	if err != nil {
+		return nil, Lines(err) // names the flag and the path
+	}
+	cfg, err := ParseConfig(data)
+	if err == nil {
+		err = o.commandProblem(cfg)
 	}
 	if err != nil {
-		return nil, err
-	}
-	if o.Role == RoleWeeder && cfg.Prober != nil {
-		return nil, fmt.Errorf("config file %s:\nprober: the weeder command runs no prober (dependency-watchdog's prober reads its own ConfigMap, with the prober command)", o.ConfigFile)
-	}
-	// dependency-watchdog's weeder refuses a ConfigMap without services; so does its command
-	// here (depwatch's own coordinator may follow workloads' annotations alone).
-	if o.Role == RoleWeeder && len(cfg.Services()) == 0 {
-		return nil, fmt.Errorf("config file %s:\nservicesAndDependantSelectors: required: dependency-watchdog's weeder ConfigMap names at least one service", o.ConfigFile)
+		var problems []string
+		for _, line := range Lines(err) {
+			file := "--config-file=" + o.ConfigFile
+			if o.ProberConfigFile != "" && strings.HasPrefix(line, "prober.") {
+				// Its fields read as the prober section's: the path says prober.<field>.
+				file = "--prober-config-file=" + o.ProberConfigFile
+			}
+			problems = append(problems, file+": "+line)
+		}
+		return nil, problems
 	}
 	o.applyTo(cfg)
 	return cfg, nil
 }
 
-// loadProberConfigFile reads dependency-watchdog's prober ConfigMap data, the prober
-// command's --config-file, as the config's prober section.
-func loadProberConfigFile(path string) (*Config, error) {
-	data, err := proberConfigData(path)
-	if err != nil {
-		return nil, err
+// commandProblem is what dependency-watchdog's weeder command refuses in a config its
+// parser accepts: a prober section (dependency-watchdog's prober reads its own ConfigMap,
+// with the prober command), and no service (depwatch's own coordinator may follow workloads'
+// annotations alone).
+func (o Options) commandProblem(cfg *Config) error {
+	switch {
+	case o.Role != RoleWeeder:
+	case cfg.Prober != nil:
+		return errors.New("prober: the weeder command runs no prober (dependency-watchdog's prober reads its own ConfigMap, with the prober command)")
+	case len(cfg.Services()) == 0:
+		return errors.New("servicesAndDependantSelectors: required: dependency-watchdog's weeder ConfigMap names at least one service")
 	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s (dependency-watchdog's prober config; its fields as prober.*):\n%w", path, err)
-	}
-	return cfg, nil
+	return nil
 }
 
-// proberConfigData is the prober command's config file as ParseConfig reads it: its content
-// as the prober section of an otherwise empty config.
-func proberConfigData(path string) ([]byte, error) {
-	if path == "" {
-		return nil, errors.New("--config-file: required (dependency-watchdog's prober config)")
+// configData is what ParseConfig reads: the config file, with dependency-watchdog's prober
+// ConfigMap data as it is as its prober section: --prober-config-file's, so that the
+// ConfigMap gardenlet writes can be mounted unchanged beside the weeder's, or, under
+// dependency-watchdog's prober command, the config file itself.
+func (o Options) configData() ([]byte, error) {
+	var config []byte
+	proberFlag, proberFile := "--prober-config-file", o.ProberConfigFile
+	if o.Role == RoleProber {
+		proberFlag, proberFile = "--config-file", o.ConfigFile
+	} else {
+		data, err := os.ReadFile(o.ConfigFile)
+		if err != nil || proberFile == "" {
+			return data, flagError("--config-file", o.ConfigFile, err)
+		}
+		config = data
 	}
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(proberFile)
 	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
+		return nil, flagError(proberFlag, proberFile, err)
 	}
-	prober, err := decodeDoc(data, "prober")
+	return composeProberConfig(config, data, proberFlag, proberFile)
+}
+
+func flagError(flag, value string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s=%q: %w", flag, value, err)
+}
+
+// composeProberConfig puts dependency-watchdog's prober config (YAML or JSON, top level as in
+// its ConfigMap; from the file proberFlag names) into the config as its prober section, and
+// returns the result as JSON. A config that has a prober section of its own is refused: two
+// sources for one section would leave the reader guessing which applies.
+func composeProberConfig(config, proberConfig []byte, proberFlag, proberFile string) ([]byte, error) {
+	top, err := decodeDoc(config, "")
 	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", path, err)
+		return nil, fmt.Errorf("--config-file: %w", err)
 	}
-	if len(prober) == 0 {
-		return nil, fmt.Errorf("--config-file=%q: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)", path)
+	if _, ok := top["prober"]; ok {
+		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
 	}
-	return json.Marshal(map[string]any{"prober": prober})
+	prober, err := decodeDoc(proberConfig, "prober")
+	if err == nil && len(prober) == 0 {
+		err = errors.New("empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
+	}
+	if err != nil {
+		return nil, flagError(proberFlag, proberFile, err)
+	}
+	if top == nil {
+		top = map[string]any{}
+	}
+	top["prober"] = prober
+	return json.Marshal(top)
 }
 
 // applyTo sets cfg's fields that a flag or the command decides too: --use-endpoints turns
@@ -129,47 +162,4 @@ func DefaultReadyWhen(role Role, useEndpoints bool) podstate.ReadyWhen {
 		return podstate.ReadyAll
 	}
 	return podstate.ReadyAny
-}
-
-// readConfigFiles returns what ParseConfig reads: the config file alone, or with proberFile's
-// content as its prober section. A reload hashes this, so a change to either file is seen.
-func readConfigFiles(configFile, proberFile string) ([]byte, error) {
-	data, err := os.ReadFile(configFile)
-	if err != nil {
-		return nil, fmt.Errorf("--config-file=%q: %w", configFile, err)
-	}
-	if proberFile == "" {
-		return data, nil
-	}
-	proberData, err := os.ReadFile(proberFile)
-	if err != nil {
-		return nil, fmt.Errorf("--prober-config-file=%q: %w", proberFile, err)
-	}
-	return ComposeProberConfig(data, proberData)
-}
-
-// ComposeProberConfig puts dependency-watchdog's prober config (YAML or JSON, top level as in
-// its ConfigMap) into the config as its prober section, and returns the result as JSON. A
-// config that has a prober section of its own is refused: two sources for one section would
-// leave the reader guessing which applies.
-func ComposeProberConfig(config, proberConfig []byte) ([]byte, error) {
-	top, err := decodeDoc(config, "")
-	if err != nil {
-		return nil, fmt.Errorf("--config-file: %w", err)
-	}
-	if _, ok := top["prober"]; ok {
-		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
-	}
-	prober, err := decodeDoc(proberConfig, "prober")
-	if err != nil {
-		return nil, fmt.Errorf("--prober-config-file: %w", err)
-	}
-	if len(prober) == 0 {
-		return nil, errors.New("--prober-config-file: empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
-	}
-	if top == nil {
-		top = map[string]any{}
-	}
-	top["prober"] = prober
-	return json.Marshal(top)
 }

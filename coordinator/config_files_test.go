@@ -32,7 +32,7 @@ dependentResourceInfos:
 func TestGardenletProberConfigStartsTheCoordinatorWithDependencyWatchdogsDefaults(t *testing.T) {
 	weeder := writeFile(t, "weeder.yaml", "watchDuration: 5m\nservicesAndDependantSelectors:\n  etcd-main-client:\n    podSelectors: [{matchLabels: {role: apiserver}}]\n")
 	prober := writeFile(t, "dep-config.yaml", gardenletProberConfig)
-	cfg, err := LoadConfigFiles(weeder, prober)
+	cfg, err := Options{ConfigFile: weeder, ProberConfigFile: prober}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +77,14 @@ func TestProberConfigFileIsTheProberSection(t *testing.T) {
 		{"gardenlet's ConfigMap", weeder, gardenletProberConfig, ""},
 		{"JSON works too", weeder, `{"kubeConfigSecretName":"s","dependentResourceInfos":[{"ref":{"kind":"Deployment","name":"kcm","apiVersion":"apps/v1"}}]}`, ""},
 		{"a prober section in both files", weeder + "prober: {kubeConfigSecretName: s}\n", gardenletProberConfig, "prober: given in --config-file and in --prober-config-file"},
-		{"not YAML", weeder, "kubeConfigSecretName: [", "--prober-config-file: not valid YAML"},
-		{"empty", weeder, "", "--prober-config-file: empty"},
-		{"a list, not a map", weeder, "- a\n- b\n", "--prober-config-file: not valid YAML"},
+		{"not YAML", weeder, "kubeConfigSecretName: [", `prober.yaml": not valid YAML`},
+		{"empty", weeder, "", `prober.yaml": empty`},
+		{"a list, not a map", weeder, "- a\n- b\n", `prober.yaml": not valid YAML`},
 		{"its problems are named as prober fields", weeder, "kubeConfigSecretName: s\nnodeLeaseFailureFraction: 2\n", "prober.nodeLeaseFailureFraction: 2: must be in (0,1]"},
 		{"NaN is named", weeder, "kubeConfigSecretName: s\nbackoffJitterFactor: .nan\n", "prober.backoffJitterFactor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfigFiles(writeFile(t, "config.yaml", tc.config), writeFile(t, "prober.yaml", tc.prober))
+			_, err := Options{ConfigFile: writeFile(t, "config.yaml", tc.config), ProberConfigFile: writeFile(t, "prober.yaml", tc.prober)}.LoadConfig()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("refused: %v", err)
@@ -93,7 +93,7 @@ func TestProberConfigFileIsTheProberSection(t *testing.T) {
 			}
 		})
 	}
-	if _, err := LoadConfigFiles(writeFile(t, "config.yaml", weeder), filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "--prober-config-file=") {
+	if _, err := (Options{ConfigFile: writeFile(t, "config.yaml", weeder), ProberConfigFile: filepath.Join(t.TempDir(), "missing.yaml")}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "--prober-config-file=") {
 		t.Errorf("a missing prober file: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func (c *Coordinator) ConfigProblem() (string, time.Time) {
 // watchConfig checks the config file every interval until ctx ends, or until it holds a
 // valid change: then it calls restart, which stops the coordinator.
 func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, restart context.CancelFunc) {
-	c.log.WithFields(logrus.Fields{"configFile": c.opts.ConfigFile, "interval": every.String()}).
+	c.Log.WithFields(logrus.Fields{"configFile": c.Options.ConfigFile, "interval": every.String()}).
 		Info("Watching the config file: a valid change restarts the coordinator to apply it; an invalid one is reported and changes nothing.")
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -65,18 +65,18 @@ func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, rest
 // checkConfig reads the config files as --check-config does and reports whether they hold a
 // valid config other than the running one: one that a restart applies.
 func (c *Coordinator) checkConfig() bool {
-	next, problems := c.opts.CheckConfigFiles()
-	log := c.log.WithField("configFile", c.opts.ConfigFile)
+	next, problems := c.Options.CheckConfigFiles()
+	log := c.Log.WithField("configFile", c.Options.ConfigFile)
 	if len(problems) > 0 {
 		c.configInvalid(problems, log)
 		return false
 	}
-	c.metrics.ConfigValid.Set(1)
+	c.Metrics.ConfigValid.Set(1)
 	c.file.mu.Lock()
 	wasInvalid := c.file.problem != ""
 	c.file.problem = ""
 	c.file.mu.Unlock()
-	changed := ConfigChanges(c.cfg, next)
+	changed := ConfigChanges(c.Config, next)
 	if len(changed) == 0 {
 		if wasInvalid {
 			log.Info("The config file is valid again and the same as the running config: nothing to change.")
@@ -91,12 +91,12 @@ func (c *Coordinator) checkConfig() bool {
 // configInvalid keeps the running config and reports the file's problems, once for each
 // new set of them.
 func (c *Coordinator) configInvalid(problems []string, log logrus.FieldLogger) {
-	c.metrics.ConfigValid.Set(0)
+	c.Metrics.ConfigValid.Set(0)
 	problem := strings.Join(problems, "\n")
 	c.file.mu.Lock()
 	same := c.file.problem == problem
 	if c.file.problem == "" {
-		c.file.since = c.now()
+		c.file.since = c.Now()
 	}
 	c.file.problem = problem
 	c.file.mu.Unlock()

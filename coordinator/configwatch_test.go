@@ -113,9 +113,9 @@ func newWatchHarness(t *testing.T, cfgYAML string) *watchHarness {
 	t.Helper()
 	h := newHarness(t, cfgYAML)
 	log, hook := logtest.NewNullLogger()
-	h.c.log = log
+	h.c.Log = log
 	file := newConfigMapDir(t, cfgYAML)
-	h.c.opts.ConfigFile = file.path()
+	h.c.Options.ConfigFile = file.path()
 	h.c.synced.Store(true)
 	return &watchHarness{harness: h, file: file, logs: hook}
 }
@@ -178,7 +178,7 @@ func TestConfigFileCheckRestartsOnlyForAValidChange(t *testing.T) {
 			if got := h.write(tc.file); got != tc.restart {
 				t.Errorf("restart = %v, want %v", got, tc.restart)
 			}
-			if got := value(h.c.metrics.ConfigValid); got != tc.valid {
+			if got := value(h.c.Metrics.ConfigValid); got != tc.valid {
 				t.Errorf("config_valid = %v, want %v", got, tc.valid)
 			}
 			if code, body := h.readyz(); code != tc.readyz {
@@ -204,8 +204,8 @@ func TestInvalidConfigFileIsReportedOnceAndClearedWhenPutBack(t *testing.T) {
 	if h.c.checkConfig() || len(h.messages(logrus.ErrorLevel)) != 1 {
 		t.Errorf("the same invalid file was reported again: %q", h.messages(logrus.ErrorLevel))
 	}
-	if restart := h.write(testConfig); restart || value(h.c.metrics.ConfigValid) != 1 {
-		t.Errorf("put back: restart %v, config_valid %v; want no restart and valid", restart, value(h.c.metrics.ConfigValid))
+	if restart := h.write(testConfig); restart || value(h.c.Metrics.ConfigValid) != 1 {
+		t.Errorf("put back: restart %v, config_valid %v; want no restart and valid", restart, value(h.c.Metrics.ConfigValid))
 	}
 	if code, body := h.readyz(); code != http.StatusOK {
 		t.Errorf("readyz once put back = %d %q", code, body)

@@ -14,6 +14,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,28 +71,16 @@ type Deps struct {
 }
 
 // Coordinator runs the weeder and the prober with one config, one leader election and one
-// set of endpoints.
+// set of endpoints, on its Deps (their defaults filled in). Config is the config it started
+// with, which it runs until it stops.
 type Coordinator struct {
-	client   kubernetes.Interface
-	leases   kubernetes.Interface // the leader election's (Deps.LeaseClient)
-	opts     Options
-	log      logrus.FieldLogger
-	metrics  *Metrics
-	recorder record.EventRecorder
-	now      func() time.Time
-
-	cfg  *Config     // the config it started with, which it runs until it stops
+	Deps
 	file configState // what the config file has held since
 
 	weeder *weeder.Controller // nil when no service is configured (prober only)
 	prober *prober.Controller // nil without a prober section
 
 	synced atomic.Bool
-
-	// jobNamespace is where the Jobs run: the egress policy's namespace.
-	jobNamespace string
-	// scaleTargets: this service account may write the probe policy's parameters there.
-	scaleTargets bool
 }
 
 // New builds the coordinator and its controllers' informers (not started).
@@ -106,28 +95,12 @@ func New(d Deps) (*Coordinator, error) {
 		d.Now = time.Now
 	}
 	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
-	if d.Options.ConcurrentReconciles < 1 {
-		d.Options.ConcurrentReconciles = 1
-	}
-	if d.LeaseClient == nil {
-		d.LeaseClient = d.Client
-	}
-	c := &Coordinator{
-		client:   d.Client,
-		leases:   d.LeaseClient,
-		opts:     d.Options,
-		log:      d.Log,
-		metrics:  d.Metrics,
-		recorder: d.Recorder,
-		now:      d.Now,
-		cfg:      d.Config,
-
-		jobNamespace: d.Template.Namespace,
-		scaleTargets: d.rights().ScaleTargets,
-	}
+	d.Options.ConcurrentReconciles = max(d.Options.ConcurrentReconciles, 1)
+	d.LeaseClient = cmp.Or(d.LeaseClient, d.Client)
+	c := &Coordinator{Deps: d}
 	c.logIgnored()
-	c.metrics.ConfigValid.Set(1)
-	if err := c.newControllers(d); err != nil {
+	c.Metrics.ConfigValid.Set(1)
+	if err := c.newControllers(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -135,7 +108,8 @@ func New(d Deps) (*Coordinator, error) {
 
 // newControllers builds the prober when the config has its section and the weeder when it
 // has services or follows workloads' annotations.
-func (c *Coordinator) newControllers(d Deps) error {
+func (c *Coordinator) newControllers() error {
+	d := c.Deps
 	// One namespace informer for both: the weeder reads every namespace, the prober those its
 	// selector matches. A weeder that may not read namespaces (gardenlet's) runs beside no
 	// prober: it is dependency-watchdog's weeder command.
@@ -144,7 +118,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
 		pr, err := prober.New(prober.Deps{
 			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.recorder, Now: d.Now,
+			Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.Recorder, Now: d.Now,
 			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !d.rights().ScaleTargets,
 		})
 		if err != nil {
@@ -160,7 +134,7 @@ func (c *Coordinator) newControllers(d Deps) error {
 	}
 	w, err := weeder.New(weeder.Deps{
 		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
-		Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.recorder, Now: d.Now,
+		Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.Recorder, Now: d.Now,
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
 			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services,
 			NoWorkloadReads: !d.rights().Workloads},
@@ -183,30 +157,30 @@ func (d Deps) rights() Rights {
 // logIgnored logs each field the config ignored, each by its path (prober.<field> for the
 // prober section's).
 func (c *Coordinator) logIgnored() {
-	for _, w := range c.cfg.Warnings() {
+	for _, w := range c.Config.Warnings() {
 		field, _, _ := strings.Cut(w, ":")
-		c.log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
+		c.Log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
 			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
 	}
 }
 
 // lead runs both controllers until ctx ends, then waits for them.
 func (c *Coordinator) lead(ctx context.Context) {
-	c.metrics.Leader.Set(1)
-	defer c.metrics.Leader.Set(0)
-	c.log.WithField("workers", c.opts.ConcurrentReconciles).Info("Active: handling service transitions.")
+	c.Metrics.Leader.Set(1)
+	defer c.Metrics.Leader.Set(0)
+	c.Log.WithField("workers", c.Options.ConcurrentReconciles).Info("Active: handling service transitions.")
 	var wg sync.WaitGroup
-	if c.opts.JobEgressPolicy {
-		wg.Go(func() { egress.Keeper{Client: c.client, Namespace: c.jobNamespace, Log: c.log}.Run(ctx) })
+	if c.Options.JobEgressPolicy {
+		wg.Go(func() { egress.Keeper{Client: c.Client, Namespace: c.Template.Namespace, Log: c.Log}.Run(ctx) })
 	}
 	if c.prober != nil {
-		wg.Go(func() { c.prober.Lead(ctx, c.opts.ConcurrentReconciles) })
-	} else if c.scaleTargets {
+		wg.Go(func() { c.prober.Lead(ctx, c.Options.ConcurrentReconciles) })
+	} else if c.rights().ScaleTargets {
 		// No prober: the probe admission policy's parameters are created empty where they are
 		// missing, so that no probe may write anything; names an earlier config's prober
 		// added stay (jobs.UnionScaleTargets: a probe Job it launched may still be running).
 		wg.Go(func() {
-			prober.KeepScaleTargets(ctx, c.client, jobs.Template{Namespace: c.jobNamespace}.ScaleTargets(nil), c.log)
+			prober.KeepScaleTargets(ctx, c.Client, jobs.Template{Namespace: c.Template.Namespace}.ScaleTargets(nil), c.Log)
 		})
 	}
 	if c.weeder != nil {

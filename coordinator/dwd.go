@@ -73,17 +73,17 @@ type DWDSettings struct {
 // checked as dependency-watchdog checks it, so what dependency-watchdog refuses depwatch
 // refuses too.
 type noEffectFlag struct {
-	name, usage, why string
-	check            func(string) error // nil: any value
-	boolean          bool
+	usage, why string
+	check      func(string) error // nil: any value
+	boolean    bool
 }
 
-var dwdNoEffectFlags = []noEffectFlag{
-	{name: "pprof-bind-addr", usage: "dependency-watchdog's profiling endpoint", why: "depwatch serves no profiling endpoint"},
-	{name: "zap-devel", usage: "zap's development mode", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", boolean: true},
-	{name: "zap-encoder", usage: "zap's encoding: json or console", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", check: oneOf("json", "console")},
-	{name: "zap-stacktrace-level", usage: "the level from which zap adds stack traces: info, error or panic", why: "depwatch writes no stack traces into its log", check: oneOf("info", "error", "panic")},
-	{name: "zap-time-encoding", usage: "zap's time encoding: epoch, millis, nanos, iso8601, rfc3339 or rfc3339nano", why: "depwatch writes RFC 3339 times", check: oneOf("epoch", "millis", "nanos", "iso8601", "rfc3339", "rfc3339nano")},
+var dwdNoEffectFlags = map[string]noEffectFlag{
+	"pprof-bind-addr":      {usage: "dependency-watchdog's profiling endpoint", why: "depwatch serves no profiling endpoint"},
+	"zap-devel":            {usage: "zap's development mode", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", boolean: true},
+	"zap-encoder":          {usage: "zap's encoding: json or console", why: "depwatch logs as LOG_FORMAT says (Logrus JSON by default)", check: oneOf("json", "console")},
+	"zap-stacktrace-level": {usage: "the level from which zap adds stack traces: info, error or panic", why: "depwatch writes no stack traces into its log", check: oneOf("info", "error", "panic")},
+	"zap-time-encoding":    {usage: "zap's time encoding: epoch, millis, nanos, iso8601, rfc3339 or rfc3339nano", why: "depwatch writes RFC 3339 times", check: oneOf("epoch", "millis", "nanos", "iso8601", "rfc3339", "rfc3339nano")},
 }
 
 func oneOf(values ...string) func(string) error {
@@ -120,62 +120,30 @@ func (c *checkedValue) Set(v string) error {
 
 func (c *checkedValue) IsBoolFlag() bool { return c.boolean }
 
-// zapLevel is --zap-log-level: debug, info, error or panic (any case), or an integer > 0,
-// zap's verbosity, which depwatch logs as debug.
-type zapLevel struct{ level *logrus.Level }
+// zapLevels are --zap-log-level's names (any case); an integer > 0 is zap's verbosity, which
+// depwatch logs as debug.
+var zapLevels = map[string]logrus.Level{"debug": logrus.DebugLevel, "info": logrus.InfoLevel, "error": logrus.ErrorLevel, "panic": logrus.PanicLevel}
 
-func (z *zapLevel) String() string {
-	if z.level == nil {
-		return ""
+func zapLevel(v string) (logrus.Level, error) {
+	if l, ok := zapLevels[strings.ToLower(v)]; ok {
+		return l, nil
 	}
-	return z.level.String()
-}
-
-func (z *zapLevel) Set(v string) error {
-	var l logrus.Level
-	switch strings.ToLower(v) {
-	case "debug":
-		l = logrus.DebugLevel
-	case "info":
-		l = logrus.InfoLevel
-	case "error":
-		l = logrus.ErrorLevel
-	case "panic":
-		l = logrus.PanicLevel
-	default:
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return errors.New("must be debug, info, error, panic or an integer > 0 (zap's verbosity)")
-		}
-		l = logrus.DebugLevel
+	if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+		return 0, errors.New("must be debug, info, error, panic or an integer > 0 (zap's verbosity)")
 	}
-	z.level = &l
-	return nil
+	return logrus.DebugLevel, nil
 }
 
 // newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o (and
 // --zap-log-level into the returned value), the rest into values checked as
 // dependency-watchdog checks them.
-func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *zapLevel) {
+func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *checkedValue) {
 	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
-	what := map[Role]string{RoleWeeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
-		RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role]
-	fs.StringVar(&o.ConfigFile, "config-file", "", "path of "+what+" (required)")
-	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers: services ("+string(RoleWeeder)+") or namespaces and shards ("+string(RoleProber)+") handled at the same time (at least 1)")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", dwdKubeAPIQPS, "queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means 5)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", dwdKubeAPIBurst, "burst of queries to the API server, in the same budget (0 means 10)")
-	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it); --metrics-bind-address, as dependency-watchdog's help spells it, is the same flag")
-	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them); --health-bind-address, as dependency-watchdog's help spells it, is the same flag")
-	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active replica through the Lease "+dwdLease(role))
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own namespace, else "+DWDLeaseNamespace+")")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-	zl := &zapLevel{}
+	bindCommon(fs, o, role)
+	zl := &checkedValue{check: func(v string) error { _, err := zapLevel(v); return err }}
 	fs.Var(zl, "zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL")
-	for _, f := range dwdNoEffectFlags {
-		fs.Var(&checkedValue{check: f.check, boolean: f.boolean}, f.name, f.usage+" (accepted; no effect: "+f.why+")")
+	for name, f := range dwdNoEffectFlags {
+		fs.Var(&checkedValue{check: f.check, boolean: f.boolean}, name, f.usage+" (accepted; no effect: "+f.why+")")
 	}
 	// The spellings of dependency-watchdog's help text, one flag with the real ones.
 	for alias, name := range dwdAliases {
@@ -210,49 +178,16 @@ func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool),
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
 	}
 	fs, zl := newDWDFlagSet(role, &o)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var errs []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "kubeconfig" || dwdAliases[f.Name] != "" {
-			return // KUBECONFIG is the client's; an alias has its flag's variable
-		}
-		env := EnvName(f.Name)
-		if v, ok := lookup(env); ok && v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err)))
-			}
-		}
-	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			DWDUsage(role, help)
-			return o, s, ErrHelp
-		}
-		return o, s, errors.New(strings.Join(append(errs, flagProblem(err)), "\n"))
+	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
+	if l, err := zapLevel(zl.v); zl.v != "" && err == nil {
+		s.LogLevel = &l
 	}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Sprintf("unexpected argument %q (flags only; see --help)", fs.Arg(0)))
-	}
-	s.LogLevel = zl.level
 	fs.Visit(func(f *flag.Flag) {
-		for _, n := range dwdNoEffectFlags {
-			if n.name == f.Name {
-				s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, f.Value.String(), n.why))
-			}
+		if n, ok := dwdNoEffectFlags[f.Name]; ok {
+			s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, f.Value.String(), n.why))
 		}
 	})
-	errs = append(errs, o.validate()...)
-	if len(errs) > 0 {
-		return o, s, errors.New(strings.Join(errs, "\n"))
-	}
-	if o.KubeAPIQPS == 0 {
-		o.KubeAPIQPS = dwdKubeAPIQPS
-	}
-	if o.KubeAPIBurst == 0 {
-		o.KubeAPIBurst = dwdKubeAPIBurst
-	}
-	return o, s, nil
+	return o, s, err
 }
 
 // DWDUsage writes the help of dependency-watchdog's command role: every flag, its default,
@@ -289,23 +224,5 @@ flags or config.
 `)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags (dependency-watchdog's; each depwatch uses also set by the environment variable shown, the flag winning):")
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, _ := flag.UnquoteUsage(f)
-		def := f.DefValue
-		if def == "" {
-			def = `""`
-		}
-		fmt.Fprintf(w, "  --%s %s\n      %s\n", f.Name, typ, f.Usage)
-		switch {
-		case f.Name == "kubeconfig":
-			fmt.Fprintf(w, "      default %s, env KUBECONFIG\n", def)
-		case dwdAliases[f.Name] != "" || noEffect(f.Name):
-		default:
-			fmt.Fprintf(w, "      default %s, env %s\n", def, EnvName(f.Name))
-		}
-	})
-}
-
-func noEffect(name string) bool {
-	return slices.ContainsFunc(dwdNoEffectFlags, func(f noEffectFlag) bool { return f.name == name })
+	printFlags(w, fs)
 }

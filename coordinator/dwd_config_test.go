@@ -55,8 +55,10 @@ func TestEveryDependencyWatchdogConfigFieldIsKnownAndRead(t *testing.T) {
 		}
 	}
 	for name, load := range map[string]func() (*Config, error){
-		"prober section in the config file":   func() (*Config, error) { return LoadConfigFiles(combined, "") },
-		"prober ConfigMap mounted on its own": func() (*Config, error) { return LoadConfigFiles(weederFile, proberFile) },
+		"prober section in the config file": func() (*Config, error) { return LoadConfig(combined) },
+		"prober ConfigMap mounted on its own": func() (*Config, error) {
+			return Options{ConfigFile: weederFile, ProberConfigFile: proberFile}.LoadConfig()
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := load()

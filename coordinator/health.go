@@ -28,7 +28,7 @@ func (c *Coordinator) healthHandler(watchdog *leaderelection.HealthzAdaptor) htt
 // metricsHandler serves /metrics.
 func (c *Coordinator) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(c.Metrics.Registry, promhttp.HandlerOpts{}))
 	return mux
 }
 
@@ -41,7 +41,7 @@ func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	if problem, since := c.ConfigProblem(); problem != "" {
 		http.Error(w, fmt.Sprintf("config file %s is invalid (since %s); running with the config it started with until it is fixed:\n%s",
-			c.opts.ConfigFile, since.UTC().Format(time.RFC3339), problem), http.StatusServiceUnavailable)
+			c.Options.ConfigFile, since.UTC().Format(time.RFC3339), problem), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")

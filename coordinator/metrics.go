@@ -16,27 +16,7 @@ import (
 )
 
 // Metrics of the coordinator, on their own registry (plus Go and process collectors).
-//
-//	depwatch_coordinator_triggers_total{kind,reason}           triggers seen (reason: ready, outage, catch-up)
-//	depwatch_coordinator_jobs_launched_total{kind,result}      launches (result: created, replaced, kept, stopped, error)
-//	depwatch_coordinator_jobs_failed_total{kind}               Jobs that failed after creation (their Failed condition)
-//	depwatch_coordinator_trigger_to_job_created_seconds{kind}  trigger seen → Job created
-//	depwatch_coordinator_weeder_edge_to_action_seconds{trigger}  a service's edge seen → its weeder action done (created, kept or stopped)
-//	depwatch_coordinator_weeder_edges_overtaken_total{edge}  edges (outage, ready, gone) over before the queue reached them: acted on by the next one
-//	depwatch_coordinator_weeder_batched_services_total         services covered by a batch weeder Job (a storm)
-//	depwatch_coordinator_weeder_services_waiting               services waiting for a batch weeder Job (forming, or --max-weeder-jobs reached)
-//	depwatch_coordinator_kube_api_requests_total{method,code}  requests this process made to the API server (RegisterClientMetrics)
-//	depwatch_coordinator_leader                                1 while this replica leads
-//	depwatch_coordinator_executor{kind}                        1 for what carries the runs out (job, in-process), decided at start
-//	depwatch_coordinator_services_ready{}                      known configured services that are Ready
-//	depwatch_coordinator_weeder_services_excluded              followed services in namespaces the config leaves out (not weeded)
-//	depwatch_coordinator_probe_decisions_total{result}         probes by result, from finished probe pods
-//	depwatch_coordinator_probe_scale_operations_total{result}  dependents' scale outcomes, from finished probe pods
-//	depwatch_coordinator_probe_namespaces{state}               namespaces probed / paused (Gardener Cluster says no)
-//	depwatch_coordinator_probe_meltdown_protection_active{namespace}  1 while the namespace's dependents are held scaled down
-//	depwatch_coordinator_probe_jobs_cleaned_up_total           finished probe Jobs removed beyond the history limits
-//	depwatch_coordinator_config_valid                          1 while the config file is valid, 0 while it is invalid (the config at start runs)
-//	depwatch_build_info{version,revision,goversion}            always 1
+// docs/coordinator.md's metric table names every series; metrics_doc_test.go keeps the two equal.
 type Metrics struct {
 	Registry *prometheus.Registry
 	// JobMetrics are the series both controllers report under their Job kind.

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,12 +55,7 @@ type Options struct {
 }
 
 // Lease is the name of the Lease the leader election uses.
-func (o Options) Lease() string {
-	if o.LeaseName == "" {
-		return LeaseName
-	}
-	return o.LeaseName
-}
+func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
 
 // Defaults of the seed (dependency-watchdog).
 const (
@@ -97,11 +93,9 @@ var ErrHelp = flag.ErrHelp
 
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
-	fs.StringVar(&o.ConfigFile, "config-file", "", "path of the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections")
+	bindCommon(fs, o, RoleCoordinator)
 	fs.StringVar(&o.ProberConfigFile, "prober-config-file", "", "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is checked: a valid change stops the coordinator (exit 0) so that its Deployment restarts it with the file; an invalid one is reported and the running config kept (0: never)")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", DefaultQPS, "queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means 20)")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", DefaultBurst, "burst of queries to the API server, in the same budget (0 means 100)")
 	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)")
 	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 500)")
 	fs.IntVar(&o.Batching.After, "weeder-batch-after", weeder.DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
@@ -111,20 +105,56 @@ func newFlagSet(o *Options) *flag.FlagSet {
 	fs.Float64Var(&o.Batching.MaxQPS, "weeder-batch-max-qps", weeder.DefaultBatchMaxQPS, fmt.Sprintf("cap of a batch weeder Job's API rate limit (its KUBE_API_QPS and KUBE_API_EVENTS_QPS), which grows by %d requests a second per service it covers (%d for Events), never below a lone weeder's 5", weeder.QPSPerService, weeder.EventsQPSPerService))
 	fs.IntVar(&o.Batching.MaxBurst, "weeder-batch-max-burst", weeder.DefaultBatchMaxBurst, fmt.Sprintf("cap of a batch weeder Job's API burst (KUBE_API_BURST, KUBE_API_EVENTS_BURST), which grows by %d per service (%d for Events), never below a lone weeder's 10", weeder.BurstPerService, weeder.EventsBurstPerService))
 	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", weeder.DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
-	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, "workers of each controller: services (weeder) and namespaces or shards (prober) handled at the same time (at least 1)")
-	fs.StringVar(&o.MetricsBindAddr, "metrics-bind-addr", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)")
-	fs.StringVar(&o.HealthBindAddr, "health-bind-addr", ":9644", "address of /healthz and /readyz (0 disables them)")
-	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, "elect one active coordinator through a Lease named "+LeaseName)
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: the coordinator's own namespace, else depwatch)")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
 	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.BoolVar(&o.CheckConfig, checkConfigFlag, false, "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig")
 	fs.BoolVar(&o.JobEgressPolicy, "job-egress-policy", false, "keep the NetworkPolicy "+egress.PolicyName+" in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)")
 	fs.Var(&executorFlag{&o.Executor}, "executor", "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor")
 	return fs
+}
+
+// bindCommon binds the flags the coordinator's and dependency-watchdog's command lines share,
+// each worded and defaulted for role.
+func bindCommon(fs *flag.FlagSet, o *Options, role Role) {
+	qps, burst := defaultLimits(role)
+	// t: the words that differ between the two command lines.
+	t := struct{ config, workers, elect, home, alias string }{
+		"the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections",
+		"workers of each controller: services (weeder) and namespaces or shards (prober)",
+		"elect one active coordinator through a Lease named " + LeaseName, "the coordinator's own namespace, else " + DefaultNamespace, ""}
+	if role != RoleCoordinator {
+		t.config = map[Role]string{RoleWeeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
+			RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
+		t.workers = "workers: services (weeder) or namespaces and shards (prober)"
+		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+DWDLeaseNamespace
+		t.alias = "; --%s-bind-address, as dependency-watchdog's help spells it, is the same flag"
+	}
+	fs.StringVar(&o.ConfigFile, "config-file", "", "path of "+t.config)
+	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, t.workers+" handled at the same time (at least 1)")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", qps, fmt.Sprintf("queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means %g)", qps))
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", burst, fmt.Sprintf("burst of queries to the API server, in the same budget (0 means %d)", burst))
+	for _, a := range []struct {
+		v                *string
+		name, def, usage string
+	}{{&o.MetricsBindAddr, "metrics", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)"}, {&o.HealthBindAddr, "health", ":9644", "address of /healthz and /readyz (0 disables them)"}} {
+		if t.alias != "" {
+			a.usage += fmt.Sprintf(t.alias, a.name)
+		}
+		fs.StringVar(a.v, a.name+"-bind-addr", a.def, a.usage)
+	}
+	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, t.elect)
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: "+t.home+")")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+}
+
+// defaultLimits are --kube-api-qps and --kube-api-burst's defaults, which 0 also means.
+func defaultLimits(role Role) (float64, int) {
+	if role == RoleCoordinator {
+		return DefaultQPS, DefaultBurst
+	}
+	return dwdKubeAPIQPS, dwdKubeAPIBurst
 }
 
 // ParseFlags reads the environment, then the command line, then validates. All problems
@@ -132,16 +162,21 @@ func newFlagSet(o *Options) *flag.FlagSet {
 // writes the usage to help and returns ErrHelp.
 func ParseFlags(args []string, lookup func(string) (string, bool), help io.Writer) (Options, error) {
 	o := Options{Executor: ExecutorChoiceJob}
-	fs := newFlagSet(&o)
+	err := parse(newFlagSet(&o), &o, args, lookup, func() { Usage(help) })
+	return o, err
+}
+
+// parse reads the variables of fs's flags (envOf), then args, then validates o, and settles
+// what 0 means for the API limits: either command line's one reading.
+func parse(fs *flag.FlagSet, o *Options, args []string, lookup func(string) (string, bool), usage func()) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-
 	var errs []string
 	fs.VisitAll(func(f *flag.Flag) {
-		env := EnvName(f.Name)
-		if f.Name == "kubeconfig" || f.Name == checkConfigFlag {
-			return // the API client reads KUBECONFIG itself; --check-config is the command line's
+		if f.Name == "kubeconfig" || f.Name == checkConfigFlag || dwdAliases[f.Name] != "" {
+			return // the API client reads KUBECONFIG itself; --check-config is the command line's; an alias has its flag's variable
 		}
+		env := EnvName(f.Name)
 		if v, ok := lookup(env); ok && v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err)))
@@ -150,31 +185,38 @@ func ParseFlags(args []string, lookup func(string) (string, bool), help io.Write
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			Usage(help)
-			return o, ErrHelp
+			usage()
+			return ErrHelp
 		}
-		return o, errors.New(strings.Join(append(errs, flagProblem(err)), "\n"))
+		return errors.New(strings.Join(append(errs, flagProblem(err)), "\n"))
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Sprintf("unexpected argument %q (flags only; see --help)", fs.Arg(0)))
 	}
-	errs = append(errs, o.validate()...)
-	if len(errs) > 0 {
-		return o, errors.New(strings.Join(errs, "\n"))
+	if errs = append(errs, o.validate()...); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
 	}
-	if o.KubeAPIQPS == 0 {
-		o.KubeAPIQPS = DefaultQPS
-	}
-	if o.KubeAPIBurst == 0 {
-		o.KubeAPIBurst = DefaultBurst
-	}
-	if o.EventsQPS == 0 {
-		o.EventsQPS = DefaultEventsQPS
-	}
-	if o.EventsBurst == 0 {
-		o.EventsBurst = DefaultEventsBurst
-	}
-	return o, nil
+	qps, burst := defaultLimits(o.Role)
+	o.KubeAPIQPS, o.KubeAPIBurst = cmp.Or(o.KubeAPIQPS, qps), cmp.Or(o.KubeAPIBurst, burst)
+	o.EventsQPS, o.EventsBurst = cmp.Or(o.EventsQPS, DefaultEventsQPS), cmp.Or(o.EventsBurst, DefaultEventsBurst)
+	return nil
+}
+
+// printFlags writes fs's flags for --help: each with its type, usage, default and variable
+// (none for a flag that has none: an alias, one without effect).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, _ := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s %s\n      %s\n", f.Name, typ, f.Usage)
+		env := "env " + EnvName(f.Name)
+		switch {
+		case f.Name == checkConfigFlag:
+			env = "no env (command line only)"
+		case dwdAliases[f.Name] != "" || dwdNoEffectFlags[f.Name].why != "":
+			return
+		}
+		fmt.Fprintf(w, "      default %s, %s\n", cmp.Or(f.DefValue, `""`), env)
+	})
 }
 
 // executorFlag is --executor: job, in-process or auto.
@@ -345,16 +387,5 @@ flags or config. With --check-config: 0 valid, 2 invalid.
 `)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags (each also set by the environment variable shown; the flag wins):")
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, _ := flag.UnquoteUsage(f)
-		def := f.DefValue
-		if def == "" {
-			def = `""`
-		}
-		env := "env " + EnvName(f.Name)
-		if f.Name == checkConfigFlag {
-			env = "no env (command line only)"
-		}
-		fmt.Fprintf(w, "  --%s %s\n      %s\n      default %s, %s\n", f.Name, typ, f.Usage, def, env)
-	})
+	printFlags(w, fs)
 }

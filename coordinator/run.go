@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -119,10 +120,10 @@ func Run(ctx context.Context, d Deps) error {
 	}
 	if !d.Options.EnableLeaderElection {
 		c.lead(ctx)
-		c.log.Info("Stopped.")
+		c.Log.Info("Stopped.")
 		return nil
 	}
-	return c.runElected(ctx, d, watchdog)
+	return c.runElected(ctx, watchdog)
 }
 
 // eventRecorder records Events through d's Event client (else its client) and returns its
@@ -137,22 +138,36 @@ func eventRecorder(d Deps) (record.EventRecorder, func()) {
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"}), b.Shutdown
 }
 
-// serveEndpoints serves /metrics and /healthz, /readyz on their flags' addresses, "" or "0"
-// turning one off.
+// serveEndpoints serves /metrics and /healthz, /readyz on their flags' addresses until ctx
+// ends, "" or "0" turning one off.
 func (c *Coordinator) serveEndpoints(ctx context.Context, wg *sync.WaitGroup, watchdog *leaderelection.HealthzAdaptor) error {
 	for _, s := range []struct {
-		name, addr string
-		handler    http.Handler
+		flag, addr, what string
+		handler          http.Handler
 	}{
-		{"metrics-bind-addr", c.opts.MetricsBindAddr, c.metricsHandler()},
-		{"health-bind-addr", c.opts.HealthBindAddr, c.healthHandler(watchdog)},
+		{"metrics-bind-addr", c.Options.MetricsBindAddr, "/metrics", c.metricsHandler()},
+		{"health-bind-addr", c.Options.HealthBindAddr, "/healthz and /readyz", c.healthHandler(watchdog)},
 	} {
 		if s.addr == "" || s.addr == "0" {
 			continue
 		}
-		if err := serve(ctx, wg, s.name, s.addr, s.handler, c.log); err != nil {
-			return err
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("--%s=%s: %w", s.flag, s.addr, err)
 		}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				c.Log.WithError(err).WithField("addr", s.addr).Error("HTTP server stopped.")
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
+		c.Log.WithField("addr", ln.Addr().String()).Infof("Serving %s.", s.what)
 	}
 	return nil
 }
@@ -169,7 +184,7 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 		wg.Go(func() { inf.RunWithContext(ctx) })
 		synced = append(synced, inf.HasSynced)
 	}
-	c.log.Info("Waiting for the informer caches to sync.")
+	c.Log.Info("Waiting for the informer caches to sync.")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
 			return false, nil
@@ -182,58 +197,46 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 		services = len(c.weeder.Keys())
 		c.weeder.ReportExclusions() // now that the namespaces are known
 	}
-	c.log.WithField("services", services).Info("Caches synced; ready.")
+	c.Log.WithField("services", services).Info("Caches synced; ready.")
 	return true, nil
-}
-
-func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Handler, log logrus.FieldLogger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--%s=%s: %w", name, addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.WithError(err).WithField("addr", addr).Error("HTTP server stopped.")
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	log.WithField("addr", ln.Addr().String()).Infof("Serving %s.", map[bool]string{true: "/metrics", false: "/healthz and /readyz"}[name == "metrics-bind-addr"])
-	return nil
 }
 
 // runElected campaigns for the Lease and leads while it holds it. Losing the Lease ends it
 // with ErrLostLeadership: the process restarts as a standby rather than keep half-state.
-func (c *Coordinator) runElected(ctx context.Context, d Deps, watchdog *leaderelection.HealthzAdaptor) error {
-	ns := leaseNamespace(d.Options)
-	lease := d.Options.Lease()
-	id := d.Identity
-	if id == "" {
-		id = leaseIdentity()
+func (c *Coordinator) runElected(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) error {
+	o := c.Options
+	ns, lease := leaseNamespace(o), o.Lease()
+	id := cmp.Or(c.Identity, leaseIdentity())
+	log := c.Log.WithFields(logrus.Fields{"lease": ns + "/" + lease, "identity": id})
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, lease,
+		c.LeaseClient.CoreV1(), c.LeaseClient.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.Recorder})
+	if err != nil {
+		return err
 	}
-	log := c.log.WithFields(logrus.Fields{"lease": ns + "/" + lease, "identity": id})
 	// OnStartedLeading runs in a goroutine of the elector's: it only hands the context over,
 	// and lead runs here, so nothing outlives Run.
 	leading := make(chan context.Context, 1)
-	le, err := c.elector(ns, id, d.Options, watchdog, leaderelection.LeaderCallbacks{
-		OnStartedLeading: func(lctx context.Context) { leading <- lctx },
-		OnStoppedLeading: func() { log.Info("Not leading.") },
-		OnNewLeader: func(identity string) {
-			if identity != id {
-				log.WithField("leader", identity).Info("Standing by; another replica leads.")
-			}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            lease,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) { leading <- lctx },
+			OnStoppedLeading: func() { log.Info("Not leading.") },
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					log.WithField("leader", identity).Info("Standing by; another replica leads.")
+				}
+			},
 		},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("leader election: %w", err)
 	}
 	log.Info("Campaigning for leadership.")
 	done := make(chan struct{})
@@ -269,30 +272,6 @@ func leaseIdentity() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return host + "_" + hex.EncodeToString(b)
-}
-
-// elector builds the leader election on the options' Lease in ns, with the flags' timings.
-func (c *Coordinator) elector(ns, id string, o Options, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.Lease(),
-		c.leases.CoreV1(), c.leases.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: c.recorder})
-	if err != nil {
-		return nil, err
-	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            o.Lease(),
-		WatchDog:        watchdog,
-		Callbacks:       cb,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("leader election: %w", err)
-	}
-	return le, nil
 }
 
 // InProcessImage is the image a run's Job object names when the in-process executor carries

@@ -133,7 +133,7 @@ func TestCoordinatorRefusesHostileConfigWithExitTwo(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := coordinatorMain(context.Background(), []string{"--config-file=" + path, "--kubeconfig=" + writeKubeconfig(t, dir)},
 				func(string) (string, bool) { return "", false }, &stdout, &stderr)
-			checkRefusal(t, "coordinator", code, stdout.String(), stderr.String(), append([]string{"config file " + path}, tc.named...))
+			checkRefusal(t, "coordinator", code, stdout.String(), stderr.String(), append([]string{"--config-file=" + path + ": "}, tc.named...))
 		})
 	}
 }

@@ -38,20 +38,12 @@ func checkRequested(args []string) bool {
 // valid config gets "config is valid", the fields that would be ignored, and a paragraph on
 // what would be watched and launched (exit 0).
 func checkConfigMain(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	opts, flagErr := coordinator.ParseFlags(args, lookup, stdout)
-	if errors.Is(flagErr, coordinator.ErrHelp) {
+	opts, cfg, _, err := coordinatorConfig(args, lookup, stdout)
+	if errors.Is(err, coordinator.ErrHelp) {
 		return exitOK
 	}
-	var problems []string
-	if flagErr != nil {
-		problems = append(problems, problemLines(flagErr)...)
-	}
-	if _, err := newLogger(lookup); err != nil {
-		problems = append(problems, problemLines(err)...)
-	}
-	cfg, cfgProblems := opts.CheckConfigFiles()
-	problems = append(problems, cfgProblems...)
-	if len(problems) > 0 {
+	if err != nil {
+		problems := coordinator.Lines(err)
 		for _, p := range problems {
 			fmt.Fprintln(stderr, p)
 		}
@@ -65,16 +57,6 @@ func checkConfigMain(args []string, lookup func(string) (string, bool), stdout, 
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, wrap(opts.Summary(cfg), 100))
 	return exitOK
-}
-
-func problemLines(err error) []string {
-	var out []string
-	for line := range strings.Lines(err.Error()) {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // wrap breaks text into lines of at most width characters, at spaces.

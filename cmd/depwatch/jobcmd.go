@@ -17,7 +17,11 @@ type jobSetup struct {
 	name      string // subcommand
 	kubeHelp  string // what --kubeconfig points at
 	untouched string // "no pod was touched": said when the run cannot start
-	usage     func(w io.Writer, fs *flag.FlagSet)
+	// usage writes what --help says before the flags; env, the environment's settings, after
+	// them under envTitle.
+	usage    func(w io.Writer)
+	envTitle string
+	env      func(w io.Writer)
 	// lenientLogging: an unknown LOG_LEVEL or LOG_FORMAT is a warning, not a refusal
 	// (reap: pod-reaper runs with them).
 	lenientLogging bool
@@ -31,7 +35,15 @@ func (s jobSetup) start(args []string, lookup func(string) (string, bool), stdou
 	fs := flag.NewFlagSet("depwatch "+s.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", s.kubeHelp)
-	fs.Usage = func() { s.usage(stdout, fs) }
+	fs.Usage = func() {
+		s.usage(stdout)
+		fmt.Fprintln(stdout, "\nFlags:")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fmt.Fprintln(stdout, "\n"+s.envTitle)
+		s.env(stdout)
+		printLoggingSettings(stdout)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, nil, exitOK, false

@@ -138,3 +138,28 @@ func TestARefusalsTerminationMessageQuotesNoValue(t *testing.T) {
 		}
 	}
 }
+
+// A config file's problems are named after their file; the termination message keeps the file
+// and the field, not the value.
+func TestARefusedConfigFilesTerminationMessageQuotesNoValue(t *testing.T) {
+	terminationLogPath = filepath.Join(t.TempDir(), "termination-log")
+	defer func() { terminationLogPath = "/dev/termination-log" }()
+	if err := os.WriteFile(terminationLogPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cr3t-t0ken-value"
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(config, []byte("watchDuration: "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := weederMain(context.Background(), []string{"--config-file=" + config}, lookupOf(nil), &stdout, &stderr)
+	checkRefusal(t, "weeder", code, stdout.String(), stderr.String(), []string{"--config-file=" + config + `: watchDuration="` + secret})
+	msg, err := os.ReadFile(terminationLogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "  - --config-file=" + config + ": watchDuration: invalid value"; strings.Contains(string(msg), secret) || !strings.Contains(string(msg), want) {
+		t.Errorf("the termination message, want %q and no value:\n%s", want, msg)
+	}
+}

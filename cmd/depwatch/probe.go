@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -16,6 +15,8 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 		kubeHelp:  "path to a kubeconfig of the cluster holding NAMESPACE (the seed), outside a pod only; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account. Inside a pod the run uses its service account alone (KUBECONFIG ignored, --kubeconfig refused)",
 		untouched: "nothing was scaled",
 		usage:     probeUsage,
+		envTitle:  "Environment:",
+		env:       probe.Usage,
 		load: func(lookup func(string) (string, bool)) (err error) {
 			opts, err = probe.LoadOptions(lookup)
 			return err
@@ -38,7 +39,7 @@ func probeMain(ctx context.Context, args []string, lookup func(string) (string, 
 	return exitOK
 }
 
-func probeUsage(w io.Writer, fs *flag.FlagSet) {
+func probeUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: depwatch probe [--kubeconfig PATH]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "One probe run for one control-plane namespace (NAMESPACE) or several (NAMESPACES, each on its")
@@ -51,12 +52,4 @@ func probeUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "see their error lines), 1 with NAMESPACE a scale failed or the Secret/kubeconfig is unusable,")
 	fmt.Fprintln(w, "2 invalid configuration (nothing done). The termination message is the run's report, JSON:")
 	fmt.Fprintln(w, `{"v":1,"end":<unix>,"results":{...},"ops":{...},"ns":{"<namespace>":["<last result>",<s ago>]}}.`)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Flags:")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Environment:")
-	probe.Usage(w)
-	printLoggingSettings(w)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -19,6 +18,8 @@ func reapMain(ctx context.Context, args []string, lookup func(string) (string, b
 		kubeHelp:  "path to a kubeconfig, outside a pod only; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account. Inside a pod the run uses its service account alone (KUBECONFIG ignored, --kubeconfig refused)",
 		untouched: "no pod was touched",
 		usage:     reapUsage,
+		envTitle:  "Environment (pod-reaper compatible, plus depwatch's additions):",
+		env:       reaper.Usage,
 		// pod-reaper logs an unknown LOG_LEVEL / LOG_FORMAT and carries on.
 		lenientLogging: true,
 		load: func(lookup func(string) (string, bool)) (err error) {
@@ -70,13 +71,20 @@ func withoutValues(refusal string) string {
 	lines := strings.Split(strings.TrimRight(refusal, "\n"), "\n")
 	for i, line := range lines {
 		if rest, ok := strings.CutPrefix(line, "  - "); ok {
-			lines[i] = "  - " + envconf.WithoutValue(rest)
+			// A config file's problem is named after its file (--config-file=PATH: field="value": ...).
+			file, problem, named := strings.Cut(rest, ": ")
+			if !named || !strings.HasPrefix(file, "--") || strings.Contains(file, `"`) {
+				file, problem = "", rest
+			} else {
+				file += ": "
+			}
+			lines[i] = "  - " + file + envconf.WithoutValue(problem)
 		}
 	}
 	return strings.Join(lines, "\n") + "\n(what is wrong with each value: the container's log)\n"
 }
 
-func reapUsage(w io.Writer, fs *flag.FlagSet) {
+func reapUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: depwatch reap [--kubeconfig PATH]")
 	fmt.Fprintln(w, "       depwatch             (no command: reap, when any variable below is set; pod-reaper's image contract)")
 	fmt.Fprintln(w)
@@ -94,12 +102,4 @@ func reapUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "everything pod-reaper does. Events need events create; without it the first refusal is")
 	fmt.Fprintln(w, "logged once and no Event is tried again. WATCH needs pods watch, START_WHEN_READY and TARGETS")
 	fmt.Fprintln(w, "need endpointslices list and watch.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Flags:")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Environment (pod-reaper compatible, plus depwatch's additions):")
-	reaper.Usage(w)
-	printLoggingSettings(w)
 }
