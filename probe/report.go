@@ -25,10 +25,10 @@ const MaxReportBytes = 4096
 // ReportVersion is written into every report; DecodeReport refuses any other version, so a
 // coordinator never misreads a report of a newer probe. Version 2 is version 1's JSON,
 // gzipped and Ascii85-encoded behind ReportPrefix: a shard's every namespace then fits the
-// 4 KiB (at most about 3,850 bytes for 250 random Gardener names, against 9 KiB plain).
-// Ascii85, not base64: its 25 % overhead against base64's 33 % is what makes 250 random names
-// fit (base64 needs about 4,100 bytes). Version 1, the plain JSON, is still read: the
-// reports of probe pods that ended before an upgrade.
+// 4 KiB (at most about 3,930 bytes for 200 random Gardener names, all healthy, against 7 KiB
+// plain). Ascii85, not base64: its 25 % overhead against base64's 33 % is what makes 200
+// random names fit (base64 needs about 4,200 bytes). Version 1, the plain JSON, is still
+// read: the reports of probe pods that ended before an upgrade.
 const ReportVersion = 2
 
 // plainReportVersion is the version of the plain-JSON form (from before version 2).
@@ -37,8 +37,9 @@ const plainReportVersion = 1
 // ReportPrefix starts the compressed form: not '{', so neither form is mistaken for the other.
 const ReportPrefix = "gz85:"
 
-// maxReportJSONBytes bounds what a compressed report may inflate to: a shard at its maximum
-// of long names is under 40 KB of JSON; more is a gzip bomb, not a report.
+// maxReportJSONBytes bounds what a compressed report may inflate to: a shard of 200
+// namespaces of the longest names is under 20 KB of JSON; far more is a gzip bomb, not a
+// report.
 const maxReportJSONBytes = 256 << 10
 
 // Report is the structured result of one `depwatch probe` run, written as the pod's
