@@ -69,6 +69,9 @@ func Probe(p ProbeSpec) (Spec, error) {
 	}
 	if p.Shard != "" {
 		run.Concurrency = p.Concurrency
+		// Sized for as many namespaces as the Job may probe at once: a Job that follows its
+		// membership gets the namespaces that join while it runs.
+		run.Client = probe.ShardClientLimit(max(len(p.Namespaces), p.Concurrency), p.Interval)
 		labels = map[string]string{}
 		for _, ns := range p.Namespaces {
 			labels[ProbeLabel(ns)] = "true"

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -182,6 +183,26 @@ func TestProbeSpecForAShard(t *testing.T) {
 	if job.Annotations[AnnotationNamespaces] != "shoot--p--a,shoot--p--b" || job.Annotations[AnnotationTarget] != "shard-3-abcdef" {
 		t.Errorf("annotations %v", job.Annotations)
 	}
+	// Its seed clients are sized to the namespaces it may probe (probe.ShardClientLimit): at
+	// client-go's default a pod probes 50 namespaces every 10 s at most.
+	p.Namespaces, p.Concurrency = make([]string, 125), 175
+	for i := range p.Namespaces {
+		p.Namespaces[i] = fmt.Sprintf("shoot--p--%d", i)
+	}
+	if s, err := Probe(p); err != nil {
+		t.Error(err)
+	} else if job, err := Build(Template{Namespace: "depwatch", Image: "img"}, s); err != nil {
+		t.Error(err)
+	} else {
+		env := map[string]string{}
+		for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		if env["KUBE_API_QPS"] != "35" || env["KUBE_API_BURST"] != "175" {
+			t.Errorf("a shard that may probe 175 namespaces every 10s: KUBE_API_QPS=%q KUBE_API_BURST=%q, want 35 and 175", env["KUBE_API_QPS"], env["KUBE_API_BURST"])
+		}
+	}
+	p.Namespaces, p.Concurrency = []string{"shoot--p--a", "shoot--p--b"}, 2
 	for _, bad := range []func(*ProbeSpec){
 		func(p *ProbeSpec) { p.Namespace = "also" },
 		func(p *ProbeSpec) { p.Namespaces = nil },

@@ -53,7 +53,7 @@ func TestChartDefaultServesAnyClusterAndGardenerIsOneSwitch(t *testing.T) {
 		t.Fatal("gardener.enabled: no prober section")
 	case p.Selector().String() != "gardener.cloud/role=shoot":
 		t.Errorf("gardener.enabled: the prober probes namespaces matching %s", p.Selector())
-	case p.PerJob() != 50 || p.KubeConfigSecretName != "shoot-access-dependency-watchdog-probe":
+	case p.PerJob() != 125 || p.KubeConfigSecretName != "shoot-access-dependency-watchdog-probe":
 		t.Errorf("gardener.enabled: shards of %d namespaces, Secret %s", p.PerJob(), p.KubeConfigSecretName)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/depwatch/depwatch/internal/envconf"
 )
@@ -77,6 +78,8 @@ func namesAVariable(p string) bool {
 func FuzzDecodeReport(f *testing.F) {
 	for _, seed := range []string{
 		`{"v":1,"end":1777636800,"results":{"healthy":3},"ops":{"unchanged":3},"ns":{"shoot--a":["healthy",4]}}`,
+		EncodeReport(Report{End: time.Unix(1777636800, 0), Results: map[string]int{"throttled": 1},
+			Namespaces: map[string]NamespaceResult{"shoot--a--b": {Last: ResultThrottled, Ago: time.Second, Throttled: 2}}}),
 		`{"v":1,"end":1,"dryRun":true,"ns":{"a":["throttled",1,2],"b":["not-probed"]},"omitted":3}`,
 		`namespace=a probes=1 last=healthy resources: scaled-down=0`,
 		`{"v":1,"end":1,"ns":{"a":[1,2,3,4]}}`,

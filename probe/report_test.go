@@ -1,15 +1,20 @@
 package probe
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/ascii85"
+	"encoding/json"
 	"errors"
-	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
-// What EncodeReport writes, DecodeReport reads back unchanged (at second precision).
+// What EncodeReport writes, DecodeReport reads back unchanged (at second precision); so is
+// the plain JSON of version 1, which probe pods of before an upgrade wrote.
 func TestReportRoundTrip(t *testing.T) {
 	end := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -27,38 +32,128 @@ func TestReportRoundTrip(t *testing.T) {
 			}}},
 		{"no namespace at all", Report{End: end, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			msg := EncodeReport(tc.r)
-			got, err := DecodeReport(msg)
-			if err != nil {
-				t.Fatalf("DecodeReport(%s): %v", msg, err)
-			}
-			want := tc.r
-			if want.Results == nil {
-				want.Results = map[string]int{}
-			}
-			if want.Ops == nil {
-				want.Ops = map[string]int{}
-			}
-			if !got.End.Equal(want.End) {
-				t.Errorf("end %s, want %s", got.End, want.End)
-			}
-			got.End, want.End = time.Time{}, time.Time{}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("round trip:\n got %+v\nwant %+v\nwire %s", got, want, msg)
-			}
-		})
+		for form, encode := range map[string]func(Report) string{"compressed": EncodeReport, "plain version 1": encodePlainV1} {
+			t.Run(tc.name+", "+form, func(t *testing.T) {
+				msg := encode(tc.r)
+				got, err := DecodeReport(msg)
+				if err != nil {
+					t.Fatalf("DecodeReport(%s): %v", msg, err)
+				}
+				want := tc.r
+				if want.Results == nil {
+					want.Results = map[string]int{}
+				}
+				if want.Ops == nil {
+					want.Ops = map[string]int{}
+				}
+				if !got.End.Equal(want.End) {
+					t.Errorf("end %s, want %s", got.End, want.End)
+				}
+				got.End, want.End = time.Time{}, time.Time{}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("round trip:\n got %+v\nwant %+v\nwire %s", got, want, msg)
+				}
+			})
+		}
 	}
 }
 
-// A shard's report always fits the kubelet's 4 KiB termination message: entries that need no
-// follow-up are left out first, and counted.
-func TestReportFitsTheTerminationMessage(t *testing.T) {
-	r := Report{End: time.Now(), Results: map[string]int{"healthy": 1000}, Namespaces: map[string]NamespaceResult{}}
-	for i := range 150 {
-		r.Namespaces[fmt.Sprintf("shoot--project-%03d--cluster-name", i)] = NamespaceResult{Last: ResultHealthy, Ago: 3 * time.Second}
+// encodePlainV1 is what EncodeReport wrote before version 2 (plain JSON), for reports that
+// fit whole.
+func encodePlainV1(r Report) string {
+	w := wireReport{V: 1, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
+		Results: nonZero(r.Results), Ops: nonZero(r.Ops), Namespaces: map[string]json.RawMessage{}}
+	for ns, e := range r.Namespaces {
+		w.Namespaces[ns] = encodeEntry(e)
 	}
-	r.Namespaces["shoot--x--throttled"] = NamespaceResult{Last: ResultThrottled, Throttled: 3}
+	b, _ := json.Marshal(w)
+	return string(b)
+}
+
+// A report as a version-1 probe pod wrote it (before the upgrade) still reads.
+func TestDecodeReportReadsAVersion1Report(t *testing.T) {
+	msg := `{"v":1,"end":1777636800,"results":{"healthy":3,"throttled":1},"ops":{"unchanged":3},"ns":{"shoot--a--b":["healthy",4],"shoot--c--d":["throttled",1,2],"shoot--e--f":["not-probed"]},"omitted":2}`
+	got, err := DecodeReport(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Report{End: time.Unix(1777636800, 0), Omitted: 2,
+		Results: map[string]int{"healthy": 3, "throttled": 1}, Ops: map[string]int{"unchanged": 3},
+		Namespaces: map[string]NamespaceResult{
+			"shoot--a--b": {Last: ResultHealthy, Ago: 4 * time.Second},
+			"shoot--c--d": {Last: ResultThrottled, Ago: time.Second, Throttled: 2},
+			"shoot--e--f": {Last: ResultNotProbed},
+		}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// gardenerNames are n distinct control-plane namespace names as Gardener makes them,
+// shoot--<project, 4-9 characters>--<shoot, 6-15 characters>, random from seed.
+func gardenerNames(seed uint64, n int) []string {
+	rnd := rand.New(rand.NewPCG(seed, seed))
+	word := func(min, max int) string {
+		const chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+		b := make([]byte, min+rnd.IntN(max-min+1))
+		for i := range b {
+			b[i] = chars[rnd.IntN(len(chars))]
+		}
+		b[0] = chars[rnd.IntN(26)]
+		return string(b)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for len(names) < n {
+		name := "shoot--" + word(4, 9) + "--" + word(6, 15)
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// A shard at the coordinator's maximum of 200 namespaces (prober.MaxNamespacesPerProbeJob),
+// all healthy (the steady state), reports every namespace, none left out, even with names
+// as random as Gardener allows and every shoot in a project of its own (the worst case for
+// compression: real names share words and projects).
+func TestReportOfAFullShardOfGardenerNamespacesFitsWhole(t *testing.T) {
+	const fullShard = 200
+	for seed := range uint64(50) {
+		rnd := rand.New(rand.NewPCG(seed, 1))
+		r := Report{End: time.Now(), Results: map[string]int{"healthy": 3000}, Ops: map[string]int{"unchanged": 9000},
+			Namespaces: map[string]NamespaceResult{}}
+		for _, ns := range gardenerNames(seed, fullShard) {
+			r.Namespaces[ns] = NamespaceResult{Last: ResultHealthy, Ago: time.Duration(rnd.IntN(11)) * time.Second}
+		}
+		msg := EncodeReport(r)
+		got, err := DecodeReport(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Omitted != 0 || len(got.Namespaces) != fullShard || len(msg) > MaxReportBytes {
+			t.Errorf("seed %d: %d bytes, omitted %d, kept %d; want all %d within %d bytes", seed, len(msg), got.Omitted, len(got.Namespaces), fullShard, MaxReportBytes)
+		}
+	}
+}
+
+// A report always fits the kubelet's 4 KiB termination message: when even compressed it does
+// not, entries that need no follow-up are left out first, and counted.
+func TestReportTooLongEvenCompressedDropsTheLeastNeededFirst(t *testing.T) {
+	r := Report{End: time.Now(), Results: map[string]int{"healthy": 1000}, Namespaces: map[string]NamespaceResult{}}
+	names := gardenerNames(7, 1000)
+	for _, ns := range names {
+		r.Namespaces[ns] = NamespaceResult{Last: ResultHealthy, Ago: 3 * time.Second}
+	}
+	needed := map[string]NamespaceResult{}
+	for i, ns := range names[:30] {
+		needed[ns] = NamespaceResult{Last: ResultThrottled, Ago: time.Second, Throttled: 1 + i%4}
+		if i%2 == 0 {
+			needed[ns] = NamespaceResult{Last: ResultScaleDown, Ago: 2 * time.Second}
+		}
+		r.Namespaces[ns] = needed[ns]
+	}
 	msg := EncodeReport(r)
 	if len(msg) > MaxReportBytes {
 		t.Fatalf("report is %d bytes, more than %d", len(msg), MaxReportBytes)
@@ -67,19 +162,60 @@ func TestReportFitsTheTerminationMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Omitted == 0 || got.Omitted+len(got.Namespaces) != 151 {
-		t.Errorf("omitted %d, kept %d, want them to add up to 151 with some omitted", got.Omitted, len(got.Namespaces))
+	if got.Omitted == 0 || got.Omitted+len(got.Namespaces) != len(names) {
+		t.Errorf("omitted %d, kept %d, want them to add up to %d with some omitted", got.Omitted, len(got.Namespaces), len(names))
 	}
-	if e := got.Namespaces["shoot--x--throttled"]; e.Throttled != 3 {
-		t.Errorf("the throttled namespace (it carries a back-off) was dropped: %+v", e)
+	for ns, e := range needed {
+		if got.Namespaces[ns] != e {
+			t.Errorf("%s (it carries a back-off or a decision) was dropped or changed: %+v, want %+v", ns, got.Namespaces[ns], e)
+		}
 	}
-	// Fifty namespaces, the default shard, fit whole.
-	small := Report{End: time.Now(), Namespaces: map[string]NamespaceResult{}}
-	for i := range 50 {
-		small.Namespaces[fmt.Sprintf("shoot--project-%03d--some-longer-cluster-name", i)] = NamespaceResult{Last: ResultHealthy, Ago: 9 * time.Second}
+	if len(got.Namespaces) <= len(needed) {
+		t.Errorf("kept %d entries: no healthy one, though the compressed form has room for hundreds", len(got.Namespaces))
 	}
-	if got, _ := DecodeReport(EncodeReport(small)); got.Omitted != 0 || len(got.Namespaces) != 50 {
-		t.Errorf("a 50-namespace shard did not fit: omitted %d", got.Omitted)
+}
+
+// fewestToDrop finds the least count that fits, and one that fits where fitting is not steady.
+func TestFewestToDropFindsTheLeastCountThatFits(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		total int
+		fits  func(int) bool
+		want  int
+	}{
+		{"everything fits", 10, func(int) bool { return true }, 0},
+		{"from 7 on", 10, func(k int) bool { return k >= 7 }, 7},
+		{"only all dropped", 10, func(k int) bool { return k == 10 }, 10},
+		{"nothing fits", 10, func(int) bool { return false }, 10},
+		{"not steady (4 fits, 5 not, 6 on): one that fits", 10, func(k int) bool { return k != 5 && k >= 4 }, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fewestToDrop(tc.total, tc.fits); got != tc.want {
+				t.Errorf("fewestToDrop = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// compressed is ReportPrefix and Ascii85 of gzip of s, as a hostile or broken pod could write it.
+func compressed(s string) string {
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	out := make([]byte, ascii85.MaxEncodedLen(z.Len()))
+	return ReportPrefix + string(out[:ascii85.Encode(out, z.Bytes())])
+}
+
+// A compressed report that inflates far past any shard's (a gzip bomb) is refused, not read
+// into memory.
+func TestDecodeReportRefusesAGzipBomb(t *testing.T) {
+	bomb := compressed(`{"v":2,"end":1,"ns":{}` + strings.Repeat(" ", 4<<20) + `}`)
+	if len(bomb) > MaxReportBytes {
+		t.Fatalf("the bomb is %d bytes: it would not pass the kubelet", len(bomb))
+	}
+	if _, err := DecodeReport(bomb); !errors.Is(err, ErrNotAReport) || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("DecodeReport(bomb) = %v, want ErrNotAReport for its size", err)
 	}
 }
 
@@ -95,6 +231,14 @@ func TestDecodeReportRefusesWhatIsNotAReport(t *testing.T) {
 		`{"v":1,"end":1,"ns":{"a":[]}}`,
 		`{"v":1,"end":1,"results":{"healthy":-1},"ns":{}}`,
 		`{"v":1,"end":1,"ns":{"a":["healthy",1` + strings.Repeat("0", 30) + `]}}`,
+		`{"v":2,"end":1,"ns":{}}`,                   // version 2 is compressed only
+		compressed(`{"v":1,"end":1,"ns":{}}`),       // and version 1 plain only
+		compressed(`{"v":3,"end":1,"ns":{}}`),       // a newer probe's
+		compressed(`{"v":2,"end":1,"ns":{"a":[]}}`), // a bad entry
+		compressed(`not json`),
+		ReportPrefix + "not Ascii85: \x00 ~~~",
+		ReportPrefix + "87cURD]i,\"Ebo80",          // Ascii85 of "Hello World", not gzip
+		compressed(`{"v":2,"end":1,"ns":{}}`)[:20], // cut short
 	} {
 		if _, err := DecodeReport(msg); !errors.Is(err, ErrNotAReport) {
 			t.Errorf("DecodeReport(%q) = %v, want ErrNotAReport", msg, err)

@@ -31,12 +31,18 @@ const (
 	DefaultFailedJobsHistory         = 3
 	DefaultClusterDiscoveryInterval  = time.Minute
 	// DefaultNamespacesPerProbeJob: a probe Job covers a shard of about this many namespaces.
-	// 50 keeps a 250-namespace seed at 5 probe pods and a 1,000-namespace one at 20, and a
-	// shard's report well inside the kubelet's 4 KiB termination message.
-	DefaultNamespacesPerProbeJob = 50
-	// MaxNamespacesPerProbeJob bounds a shard: its namespaces travel in the Job's environment
-	// and its report in a 4 KiB termination message.
-	MaxNamespacesPerProbeJob = 100
+	// A probe pod costs about the same for 50 namespaces or 125 (most of it the binary's
+	// pages): the count of pods is the cost. 125 keeps a 250-namespace seed at 2 probe pods
+	// (coordinator and probe pods within 115 MiB, docs/benchmarks.md) and a 1,000-namespace
+	// one at 8, and a shard's report (about 2.5 KB compressed) well inside the kubelet's 4 KiB.
+	DefaultNamespacesPerProbeJob = 125
+	// MaxNamespacesPerProbeJob bounds a shard: its report, every namespace's last probe,
+	// travels in a 4 KiB termination message, which 200 namespaces fill even compressed
+	// (probe.EncodeReport: about 3.9 KB for random Gardener names, all healthy), and a shard
+	// is only about this size (rendezvous hashing: at 1,000 namespaces in shards of 175, the
+	// largest is up to about 200). Its namespaces travel in the Job's environment (about 10 KB),
+	// and a Job that follows its membership probes up to this many at once.
+	MaxNamespacesPerProbeJob = 175
 	// DefaultProbeJobRunDuration: each shard's Job probes for this long, then the next one
 	// takes over: 30 Jobs per shard per hour.
 	DefaultProbeJobRunDuration = 2 * time.Minute
@@ -68,7 +74,7 @@ const (
 //	namespaceSelector: {matchLabels: {gardener.cloud/role: shoot}}
 //	successfulJobsHistoryLimit: 1
 //	failedJobsHistoryLimit: 3
-//	namespacesPerProbeJob: 50      # a probe Job covers a shard of about this many namespaces
+//	namespacesPerProbeJob: 125     # a probe Job covers a shard of about this many namespaces (1-175)
 //	probeJobRunDuration: 2m        # 0: one probe per Job; > 0: one Job probes every interval this long
 //	clusterDiscoveryInterval: 1m   # how often to look for Gardener's Cluster resource kind
 //	dryRun: false
@@ -161,7 +167,7 @@ func (p *Config) RunDuration() time.Duration {
 	return durOr(p.ProbeJobRunDuration, def)
 }
 
-// PerJob is namespacesPerProbeJob (default 50): the shard count is the probed namespaces
+// PerJob is namespacesPerProbeJob (default 125): the shard count is the probed namespaces
 // divided by it, rounded up.
 func (p *Config) PerJob() int {
 	return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob)
@@ -333,7 +339,7 @@ func (p *Config) validateNumbers(add func(string, ...any)) {
 		}
 	}
 	if n := p.NamespacesPerProbeJob; n != nil && (*n < 1 || *n > MaxNamespacesPerProbeJob) {
-		add("prober.namespacesPerProbeJob: %d: must be between 1 and %d (a Job's namespaces travel in its environment, its report in a 4 KiB termination message)", *n, MaxNamespacesPerProbeJob)
+		add("prober.namespacesPerProbeJob: %d: must be between 1 and %d (a shard's report, every namespace's last probe, must fit a 4 KiB termination message)", *n, MaxNamespacesPerProbeJob)
 	}
 }
 

@@ -62,7 +62,7 @@ func TestConfigAcceptsDependencyWatchdogProberConfigAsIs(t *testing.T) {
 		t.Errorf("resources: %d %s", len(p.Resources()), p.ResourcesJSON())
 	case p.Selector().String() != "gardener.cloud/role=shoot":
 		t.Errorf("selector: %s", p.Selector())
-	case p.SuccessfulHistory() != 1 || p.FailedHistory() != 3 || p.RunDuration() != 2*time.Minute || p.PerJob() != 50:
+	case p.SuccessfulHistory() != 1 || p.FailedHistory() != 3 || p.RunDuration() != 2*time.Minute || p.PerJob() != 125:
 		t.Errorf("history/run: %d %d %s", p.SuccessfulHistory(), p.FailedHistory(), p.RunDuration())
 	}
 	// Levels: down 0 (15+45) + 1 (45) + 2 (45) = 150 s; up 0 (60) + 1 (70) = 130 s.

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/test/upstream"
@@ -37,19 +38,19 @@ import (
 // Machine for the one real node, so its one node lease counts and no probe ever decides to
 // scale (one candidate: no decision). A coordinator of this worktree runs outside the cluster
 // with the shipped prober defaults (probeInterval 10s, initialDelay 30s,
-// namespacesPerProbeJob 50, probeJobRunDuration 2m); its probe Jobs run in the cluster.
+// namespacesPerProbeJob 125, probeJobRunDuration 2m); its probe Jobs run in the cluster.
 const (
 	probeScaleLabel    = "depwatch.io/bench-probe"
 	probeScaleInterval = 10 * time.Second // the shipped default probeInterval
 )
 
-// probeScalePerJob is the config's namespacesPerProbeJob: the shipped 50, or
+// probeScalePerJob is the config's namespacesPerProbeJob: the shipped default, or
 // DEPWATCH_BENCH_PROBE_PER_JOB (what fewer, larger shards cost and save).
 func probeScalePerJob() int {
 	if n, err := strconv.Atoi(os.Getenv("DEPWATCH_BENCH_PROBE_PER_JOB")); err == nil && n > 0 {
 		return n
 	}
-	return 50
+	return prober.DefaultNamespacesPerProbeJob
 }
 
 // probeScaleConfig is the coordinator's config: the shipped prober defaults, the bench's
@@ -180,7 +181,7 @@ func probeScaleRun(t *testing.T, n int, window time.Duration) probeScaleResult {
 	}
 	cfgFile := filepath.Join(dir, "config.yaml")
 	cfg := probeScaleConfig
-	if n := probeScalePerJob(); n != 50 {
+	if n := probeScalePerJob(); n != prober.DefaultNamespacesPerProbeJob {
 		cfg += fmt.Sprintf("  namespacesPerProbeJob: %d\n", n)
 	}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
