@@ -201,16 +201,7 @@ func checkAcceptedProber(t *testing.T, p *prober.Config) {
 			}
 		}
 	}
-	spec, err := jobs.Probe(jobs.ProbeSpec{
-		JobSettings: probe.JobSettings{
-			Namespace: "shoot--a", KubeconfigSecretName: p.KubeConfigSecretName,
-			ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
-			NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
-			DependentResources: p.ResourcesJSON(), DryRun: p.DryRun, RunDuration: p.RunDuration(),
-			Interval: p.Interval(),
-		},
-		ScaleChain: p.ScaleChain(), TriggerTime: time.Unix(0, 0),
-	})
+	spec, err := jobs.Probe(p.ProbeSpec("shoot--a", time.Unix(0, 0)))
 	if err != nil {
 		t.Fatalf("accepted, but the probe Job spec fails: %v", err)
 	}

@@ -45,15 +45,7 @@ func depwatchJobs(t *testing.T) map[jobs.Kind]*batchv1.Job {
 		t.Fatal(err)
 	}
 	p := cfg.Prober
-	prb, err := jobs.Probe(jobs.ProbeSpec{
-		JobSettings: probe.JobSettings{
-			Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName,
-			ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
-			NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
-			DependentResources: p.ResourcesJSON(), RunDuration: p.RunDuration(), Interval: p.Interval(),
-		},
-		ScaleChain: p.ScaleChain(), TriggerTime: time.Now(),
-	})
+	prb, err := jobs.Probe(p.ProbeSpec("shoot--a--b", time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

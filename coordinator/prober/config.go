@@ -16,6 +16,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/decode"
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
 )
 
@@ -196,6 +197,22 @@ func (p *Config) Selector() labels.Selector {
 // probe Job's DEPENDENT_RESOURCES).
 func (p *Config) Resources() []probe.DependentResource { return p.resources }
 func (p *Config) ResourcesJSON() string                { return p.resourceJSON }
+
+// ProbeSpec is a probe Job of this config for namespace, triggered at now: every setting the
+// config gives a probe run. A shard's launch adds its namespaces, their settings and its
+// membership; a Job launched by hand, or in a test, gets the same settings as the
+// coordinator's.
+func (p *Config) ProbeSpec(namespace string, now time.Time) jobs.ProbeSpec {
+	return jobs.ProbeSpec{
+		JobSettings: probe.JobSettings{
+			Namespace: namespace, Jitter: p.Jitter(), KubeconfigSecretName: p.KubeConfigSecretName,
+			ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
+			LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(), DryRun: p.DryRun,
+			RunDuration: p.RunDuration(), Interval: p.Interval(),
+		},
+		ScaleChain: p.ScaleChain(), TriggerTime: now,
+	}
+}
 
 // ScaleChain is the longest the scaling of one probe can take: per direction, the sum over
 // the levels of the largest initialDelay + timeout in the level; the slower direction.

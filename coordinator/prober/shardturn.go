@@ -10,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/depwatch/depwatch/jobs"
-	"github.com/depwatch/depwatch/probe"
 )
 
 // shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
@@ -178,15 +177,10 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	if cfg.RunDuration() > 0 {
 		concurrency, membershipIn = MaxNamespacesPerProbeJob, run.launcher.Template.Namespace
 	}
-	spec, err := jobs.Probe(jobs.ProbeSpec{
-		JobSettings: probe.JobSettings{
-			Namespaces: namespaces, NamespaceSettings: settings, Concurrency: concurrency, Jitter: cfg.Jitter(),
-			KubeconfigSecretName: cfg.KubeConfigSecretName, ProbeTimeout: cfg.Timeout(), NodeMonitorGrace: cfg.KCMGrace(),
-			NodeLeaseFailureFraction: cfg.LeaseFailure(), LeaseExpiryBufferFraction: cfg.ExpiryBuffer(),
-			DependentResources: cfg.ResourcesJSON(), DryRun: cfg.DryRun, RunDuration: cfg.RunDuration(), Interval: cfg.Interval(),
-		},
-		Shard: p.shardName(i), MembershipIn: membershipIn, ScaleChain: cfg.ScaleChain(), TriggerTime: now,
-	})
+	ps := cfg.ProbeSpec("", now)
+	ps.Namespaces, ps.NamespaceSettings, ps.Concurrency = namespaces, settings, concurrency
+	ps.Shard, ps.MembershipIn = p.shardName(i), membershipIn
+	spec, err := jobs.Probe(ps)
 	if err != nil {
 		return err // validated at load
 	}

@@ -50,15 +50,9 @@ func TestBenchProbe(t *testing.T) {
 	s := newProbeScenario(t, "bench-probe", probeSetup{}) // not started: the coordinator leaves it alone
 
 	spec := func(run time.Duration) jobs.Spec {
-		sp, err := jobs.Probe(jobs.ProbeSpec{
-			JobSettings: probe.JobSettings{
-				Namespace: s.ns, KubeconfigSecretName: p.KubeConfigSecretName, ProbeTimeout: p.Timeout(),
-				NodeMonitorGrace: p.KCMGrace(), NodeLeaseFailureFraction: p.LeaseFailure(),
-				LeaseExpiryBufferFraction: p.ExpiryBuffer(), DependentResources: p.ResourcesJSON(),
-				RunDuration: run, Interval: p.Interval(),
-			},
-			ScaleChain: p.ScaleChain(), TriggerTime: time.Now(),
-		})
+		ps := p.ProbeSpec(s.ns, time.Now())
+		ps.RunDuration, ps.DryRun, ps.Jitter = run, false, 0
+		sp, err := jobs.Probe(ps)
 		if err != nil {
 			t.Fatal(err)
 		}

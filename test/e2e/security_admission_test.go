@@ -320,15 +320,7 @@ func coordinatorJobs(t *testing.T, tpl jobs.Template) (weeder, probeJob *batchv1
 		t.Fatal(err)
 	}
 	p := cfg.Prober
-	ps, err := jobs.Probe(jobs.ProbeSpec{
-		JobSettings: probe.JobSettings{
-			Namespace: "e2e-vap", KubeconfigSecretName: p.KubeConfigSecretName,
-			ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
-			NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
-			DependentResources: p.ResourcesJSON(), RunDuration: p.RunDuration(), Interval: p.Interval(),
-		},
-		ScaleChain: p.ScaleChain(), TriggerTime: time.Now(),
-	})
+	ps, err := jobs.Probe(p.ProbeSpec("e2e-vap", time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,6 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/jobs"
-	"github.com/depwatch/depwatch/probe"
 )
 
 // restrictedLabels make a namespace enforce, warn about and audit the restricted level.
@@ -215,16 +214,7 @@ func depwatchPodCases(t *testing.T) []podCase {
 			}{fmt.Sprintf("weeder-armed-%v", armed), s})
 		}
 		p := cfg.Prober
-		ps, err := jobs.Probe(jobs.ProbeSpec{
-			JobSettings: probe.JobSettings{
-				Namespace: "shoot--a--b", KubeconfigSecretName: p.KubeConfigSecretName,
-				ProbeTimeout: p.Timeout(), NodeMonitorGrace: p.KCMGrace(),
-				NodeLeaseFailureFraction: p.LeaseFailure(), LeaseExpiryBufferFraction: p.ExpiryBuffer(),
-				DependentResources: p.ResourcesJSON(), DryRun: p.DryRun, RunDuration: p.RunDuration(),
-				Interval: p.Interval(),
-			},
-			ScaleChain: p.ScaleChain(), TriggerTime: now,
-		})
+		ps, err := jobs.Probe(p.ProbeSpec("shoot--a--b", now))
 		if err != nil {
 			t.Fatalf("%s: probe spec: %v", cfgCase.path, err)
 		}
