@@ -340,6 +340,20 @@ func TestLaunchCreatesWhenNoneActive(t *testing.T) {
 	}
 }
 
+// A launcher without a Job cache (one made for LaunchOver) refuses Launch with an error and
+// creates nothing: it cannot tell whether the target already has an active Job.
+func TestLaunchWithoutAJobCacheCreatesNothing(t *testing.T) {
+	client := fake.NewClientset()
+	l := &Launcher{Executor: InCluster(client), Template: resolved()}
+	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0))
+	if err == nil || out.Result != ResultError || !strings.Contains(err.Error(), "no Job cache") {
+		t.Fatalf("outcome %+v, err %v: want an error saying there is no Job cache", out, err)
+	}
+	if list, _ := client.BatchV1().Jobs("depwatch").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
+		t.Errorf("%d Jobs created", len(list.Items))
+	}
+}
+
 func TestLaunchReplacesTheActiveJobOfTheSameService(t *testing.T) {
 	ctx := context.Background()
 	tpl := resolved()

@@ -52,6 +52,9 @@ func (l *Launcher) Active(s Spec) ([]batchv1.Job, error) {
 	if s.Service != "" {
 		sel[LabelService] = LabelValue(s.Service)
 	}
+	if l.Cache == nil { // a launcher made for LaunchOver only: it has no view of the active Jobs
+		return nil, fmt.Errorf("looking for active %s Jobs for %s: this launcher has no Job cache", s.Kind, s.Target())
+	}
 	items, err := l.Cache.Jobs(l.Template.Namespace).List(sel.AsSelector())
 	if err != nil {
 		return nil, fmt.Errorf("listing %s Jobs for %s from the cache: %w", s.Kind, s.Target(), err)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -270,4 +271,11 @@ func newTestMetrics() *Metrics {
 	m := NewMetrics(ctrl.NewJobMetrics())
 	m.Init()
 	return m
+}
+
+// weederSpec is the service's weeder Job spec for an edge from config rc, its dependents its
+// own selectors (no dependsOn).
+func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
+	_, svc, _ := cache.SplitMetaNamespaceKey(key)
+	return weederSpecWith(rc, key, dependentSelectors{own: rc.cfg.Selectors(svc)}, e, armed)
 }

@@ -166,14 +166,8 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 	return nil
 }
 
-// weederSpec builds the service's weeder Job spec for an edge from config rc; armed adds the
-// gate.
-func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
-	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return weederSpecWith(rc, key, dependentSelectors{own: rc.cfg.Selectors(svc)}, e, armed)
-}
-
-// weederSpecWith is weederSpec with the service's dependents (selectorsOf).
+// weederSpecWith builds the service's weeder Job spec for an edge from config rc, with the
+// service's dependents (selectorsOf); armed adds the gate.
 func weederSpecWith(rc *runningConfig, key string, deps dependentSelectors, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	w := weederSettings(rc, e, armed)
