@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/test/upstream"
 )
 
@@ -158,8 +159,9 @@ func TestProbeScalesNothingWhenTheAPIServerIsUnreachable(t *testing.T) {
 			t.Errorf("%s was touched with the API server unreachable: replicas %d, annotations %v", name, *d.Spec.Replicas, d.Annotations)
 		}
 	}
-	if msg := s.report(2 * time.Minute); !strings.Contains(msg, `"`+s.ns+`":["api-unreachable"`) {
-		t.Errorf("termination message does not say api-unreachable for %s: %q", s.ns, msg)
+	msg := s.report(2 * time.Minute)
+	if rep, err := probe.DecodeReport(msg); err != nil || rep.Namespaces[s.ns].Last != probe.ResultAPIUnreachable {
+		t.Errorf("the report does not say api-unreachable for %s: %+v (%v) in %q", s.ns, rep.Namespaces[s.ns], err, msg)
 	}
 }
 
