@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -167,16 +168,7 @@ func EncodeReport(r Report) string {
 // so as k grows; if it does not hold just past the found k, later ones are tried in turn.
 // total if none fits.
 func fewestToDrop(total int, fits func(int) bool) int {
-	lo, hi := 0, total
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if fits(mid) {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	for k := lo; k < total; k++ {
+	for k := sort.Search(total, fits); k < total; k++ {
 		if fits(k) {
 			return k
 		}
