@@ -56,13 +56,7 @@ var dependentLabels = map[string]map[string]string{
 func TestBenchScaleWeederRecovery(t *testing.T) {
 	counts := benchScaleCounts(t)
 	ensureCoordinator(t)
-	env := map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""} // the shipped defaults
-	if benchInProcess() {
-		// gardenlet's shape: no Jobs; the coordinator's own process runs the weeders.
-		bindWeederRoleToCoordinator(t)
-		env["DEPWATCH_EXECUTOR"] = "in-process"
-	}
-	setCoordinatorEnv(t, env)
+	setCoordinatorEnv(t, benchCoordinatorEnv(t))
 	applyLabConfig(t, "the short watchDuration", func(base string) string {
 		return strings.Replace(base, "watchDuration: 5m0s\n", "watchDuration: "+recoveryWatch.String()+"\n", 1)
 	})

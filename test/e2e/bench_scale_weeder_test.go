@@ -130,6 +130,24 @@ func coordinatorRSSPeak(t *testing.T, stop <-chan struct{}, from float64) float6
 
 func benchInProcess() bool { return os.Getenv("DEPWATCH_BENCH_EXECUTOR") == "in-process" }
 
+// benchCoordinatorEnv is the coordinator's environment for a storm: the shipped defaults;
+// with EXECUTOR=in-process, gardenlet's shape (no Jobs, the coordinator holds the weeder's
+// rights itself); DEPWATCH_BENCH_KUBE_API_QPS / _BURST set the coordinator's one API budget,
+// which in-process runs share, so that a storm's figures can be read against the budget.
+func benchCoordinatorEnv(t *testing.T) map[string]string {
+	env := map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""}
+	if benchInProcess() {
+		bindWeederRoleToCoordinator(t)
+		env["DEPWATCH_EXECUTOR"] = "in-process"
+	}
+	for _, k := range []string{"QPS", "BURST"} {
+		if v := os.Getenv("DEPWATCH_BENCH_KUBE_API_" + k); v != "" {
+			env["DEPWATCH_KUBE_API_"+k] = v
+		}
+	}
+	return env
+}
+
 // bindWeederRoleToCoordinator gives the lab coordinator's service account the weeder Jobs'
 // ClusterRole for the test's time: in-process runs act under the coordinator's own account.
 func bindWeederRoleToCoordinator(t *testing.T) {
@@ -335,13 +353,7 @@ func apiRequests(t *testing.T) float64 {
 func TestBenchScaleWeeder(t *testing.T) {
 	counts := benchScaleCounts(t)
 	ensureCoordinator(t)
-	env := map[string]string{"DEPWATCH_WEEDER_BATCH_AFTER": ""} // the shipped defaults
-	if benchInProcess() {
-		// gardenlet's shape: no Jobs; the coordinator holds the weeder's rights itself.
-		bindWeederRoleToCoordinator(t)
-		env["DEPWATCH_EXECUTOR"] = "in-process"
-	}
-	setCoordinatorEnv(t, env)
+	setCoordinatorEnv(t, benchCoordinatorEnv(t))
 	applyLabConfig(t, "the pinned jobTemplate", func(base string) string {
 		return strings.Replace(base, "jobTemplate:\n", "jobTemplate:\n  nodeSelector: {kubernetes.io/hostname: depwatch-bench-no-such-node}\n", 1)
 	})
