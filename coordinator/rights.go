@@ -26,8 +26,7 @@ type Rights struct {
 	Endpoints  bool // endpoints: list and watch (dependency-watchdog's weeder before EndpointSlices)
 	// Workloads: apps deployments, statefulsets and daemonsets: list and watch (the
 	// depends-on annotation); each is asked, and all three must be granted.
-	Workloads  bool
-	noWorkload bool // one of the three is refused
+	Workloads bool
 	// What the runs themselves need, for the in-process executor (a Job has its own service
 	// account): the weeder's and the probe's.
 	DeletePods     bool // pods: delete, in every namespace
@@ -77,9 +76,9 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		{"", "configmaps", jobNamespace, []string{"list", "create", "update"}, func(r *Rights, ok bool) { r.ScaleTargets = ok }},
 	}
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
-		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.noWorkload = r.noWorkload || !ok }})
+		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Workloads = r.Workloads && ok }})
 	}
-	out := Rights{asked: len(reviews)}
+	out := Rights{asked: len(reviews), Workloads: true}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rv := range reviews {
@@ -94,7 +93,6 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 		})
 	}
 	wg.Wait()
-	out.Workloads = !out.noWorkload
 	return out
 }
 

@@ -99,6 +99,14 @@ func TestCheckRightsUnderGardenletsRBAC(t *testing.T) {
 	if !own.CreateJobs || !own.Events || !own.Namespaces {
 		t.Errorf("depwatch's coordinator: %+v", own)
 	}
+	if w.Workloads || p.Workloads { // deployments alone, or none: all three kinds must be readable
+		t.Errorf("workloads readable: weeder %v, prober %v", w.Workloads, p.Workloads)
+	}
+	all := CheckRights(context.Background(), grants("list apps/deployments", "watch apps/deployments", "list apps/statefulsets",
+		"watch apps/statefulsets", "list apps/daemonsets", "watch apps/daemonsets"), "depwatch")
+	if !all.Workloads {
+		t.Errorf("list and watch of all three workload kinds: %+v", all)
+	}
 	if k, _ := ChooseExecutor(RoleWeeder, ExecutorChoiceAuto, w.CreateJobs, "garden"); k != jobs.ExecutorInProcess {
 		t.Errorf("gardenlet's weeder runs as %s", k)
 	}
