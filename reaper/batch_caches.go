@@ -161,8 +161,23 @@ type podCache struct {
 }
 
 func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, onPod func(namespace string)) *podCache {
+	on := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			onPod(pod.Namespace)
+		}
+	}
+	return newPodInformers(client, podSelectors(selectors), fieldSelector, namespace, cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, obj any) { on(obj) },
+	})
+}
+
+// newPodInformers starts nothing: it builds one slim pod informer per label selector
+// (server-side filtered, namespace-scoped when namespace is set), each calling handler. Both
+// the WATCH run and the batch's pod cache are built here.
+func newPodInformers(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, handler cache.ResourceEventHandler) *podCache {
 	c := &podCache{}
-	for _, sel := range podSelectors(selectors) {
+	for _, sel := range selectors {
 		labelSelector := sel.String()
 		c.selectors = append(c.selectors, labelSelector)
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
@@ -170,21 +185,19 @@ func newPodCache(client kubernetes.Interface, selectors []labels.Selector, field
 				lo.LabelSelector = labelSelector
 				lo.FieldSelector = fieldSelector
 			}))
-		inf := slimPodInformer(f)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { onPodObj(obj, onPod) },
-			UpdateFunc: func(_, obj any) { onPodObj(obj, onPod) },
+		inf := f.Core().V1().Pods().Informer()
+		// The cache keeps only what the run reads (slimPod): a run over many pods stays small.
+		_ = inf.SetTransform(func(obj any) (any, error) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				return slimPod(pod), nil
+			}
+			return obj, nil
 		})
+		_, _ = inf.AddEventHandler(handler)
 		c.factories = append(c.factories, f)
 		c.informers = append(c.informers, inf)
 	}
 	return c
-}
-
-func onPodObj(obj any, onPod func(string)) {
-	if pod, ok := podFrom(obj); ok {
-		onPod(pod.Namespace)
-	}
 }
 
 // inNamespace lists the cached pods of a namespace ("": of every namespace), each once, in
@@ -303,15 +316,4 @@ func commonSelector(selectors []labels.Selector) labels.Selector {
 		}
 	}
 	return out
-}
-
-func podFrom(obj any) (*corev1.Pod, bool) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return o, true
-	case cache.DeletedFinalStateUnknown:
-		p, ok := o.Obj.(*corev1.Pod)
-		return p, ok
-	}
-	return nil, false
 }

@@ -64,7 +64,8 @@ func BenchmarkCycleSelection10kPods(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkWatchQueue1kPodsTenUpdatesEach -benchmem ./reaper/
 func BenchmarkWatchQueue1kPodsTenUpdatesEach(b *testing.B) {
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	inf := cache.NewSharedIndexInformer(nil, &corev1.Pod{}, 0, cache.Indexers{})
+	store := inf.GetStore()
 	pods := make([]*corev1.Pod, 1000)
 	for i := range pods {
 		pods[i] = newPod("shoot", fmt.Sprintf("kcm-%d", i), withLabel("app", "kcm"))
@@ -74,7 +75,7 @@ func BenchmarkWatchQueue1kPodsTenUpdatesEach(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), stores: []cache.Store{store}}
+		w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), pods: &podCache{informers: []cache.SharedIndexInformer{inf}}}
 		for range 10 {
 			for _, p := range pods {
 				w.offer(p)

@@ -6,8 +6,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -20,36 +18,23 @@ import (
 // and a watched pod and a cycle never race. The queue holds a key once however often its pod
 // changes, and a pod deleted meanwhile is simply not found.
 type watcher struct {
-	queue     workqueue.TypedInterface[cache.ObjectName]
-	keys      chan cache.ObjectName // the queue's keys, handed to the run's loop
-	stores    []cache.Store
-	factories []informers.SharedInformerFactory
-	wg        sync.WaitGroup
+	queue workqueue.TypedInterface[cache.ObjectName]
+	keys  chan cache.ObjectName // the queue's keys, handed to the run's loop
+	pods  *podCache
+	wg    sync.WaitGroup
 }
 
 func startWatcher(stop context.Context, client kubernetes.Interface, opts Options, fieldSelector string, log logrus.FieldLogger) *watcher {
 	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), keys: make(chan cache.ObjectName)}
-	var synced []cache.InformerSynced
-	for _, sel := range opts.Selectors {
-		labelSelector := sel.String()
-		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-			informers.WithNamespace(opts.Namespace),
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-				lo.LabelSelector = labelSelector
-				lo.FieldSelector = fieldSelector
-			}))
-		inf := slimPodInformer(f)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    w.offer,
-			UpdateFunc: func(_, obj any) { w.offer(obj) },
-		})
-		synced = append(synced, inf.HasSynced)
-		w.stores = append(w.stores, inf.GetStore())
+	w.pods = newPodInformers(client, opts.Selectors, fieldSelector, opts.Namespace, cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.offer,
+		UpdateFunc: func(_, obj any) { w.offer(obj) },
+	})
+	for _, f := range w.pods.factories {
 		f.Start(stop.Done())
-		w.factories = append(w.factories, f)
 	}
 	w.wg.Go(func() {
-		if cache.WaitForCacheSync(stop.Done(), synced...) {
+		if cache.WaitForCacheSync(stop.Done(), w.pods.synced()...) {
 			log.Info("Watching pods: a pod is reaped the moment it matches.")
 			if opts.onWatchSynced != nil {
 				opts.onWatchSynced()
@@ -91,8 +76,8 @@ func (w *watcher) feed(stop <-chan struct{}) {
 // terminating.
 func (w *watcher) pod(key cache.ObjectName) (*corev1.Pod, bool) {
 	k := key.String()
-	for _, s := range w.stores {
-		obj, exists, err := s.GetByKey(k)
+	for _, inf := range w.pods.informers {
+		obj, exists, err := inf.GetStore().GetByKey(k)
 		if err != nil || !exists {
 			continue
 		}
@@ -106,21 +91,8 @@ func (w *watcher) pod(key cache.ObjectName) (*corev1.Pod, bool) {
 // first.
 func (w *watcher) shutdown() {
 	w.queue.ShutDown()
-	for _, f := range w.factories {
+	for _, f := range w.pods.factories {
 		f.Shutdown()
 	}
 	w.wg.Wait()
-}
-
-// slimPodInformer is the factory's pod informer, whose cache keeps only what the run reads
-// (slimPod): a WATCH run over many pods stays small.
-func slimPodInformer(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-	inf := f.Core().V1().Pods().Informer()
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if pod, ok := obj.(*corev1.Pod); ok {
-			return slimPod(pod), nil
-		}
-		return obj, nil
-	})
-	return inf
 }

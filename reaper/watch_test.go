@@ -132,8 +132,9 @@ func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
 // TestWatchQueueCoalescesByPod: the latest version wins, order is kept, removed pods are
 // skipped, and a pod that is terminating is never handed to the worker.
 func TestWatchQueueCoalescesByPod(t *testing.T) {
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), stores: []cache.Store{store}}
+	inf := cache.NewSharedIndexInformer(nil, &corev1.Pod{}, 0, cache.Indexers{})
+	store := inf.GetStore()
+	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), pods: &podCache{informers: []cache.SharedIndexInformer{inf}}}
 	defer w.queue.ShutDown()
 	report := func(p *corev1.Pod) { // as an informer does: its cache first, then the handler
 		t.Helper()
