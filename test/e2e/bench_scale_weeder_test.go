@@ -140,10 +140,11 @@ func benchCoordinatorEnv(t *testing.T) map[string]string {
 		bindWeederRoleToCoordinator(t)
 		env["DEPWATCH_EXECUTOR"] = "in-process"
 	}
-	for _, k := range []string{"QPS", "BURST"} {
-		if v := os.Getenv("DEPWATCH_BENCH_KUBE_API_" + k); v != "" {
-			env["DEPWATCH_KUBE_API_"+k] = v
-		}
+	if v := os.Getenv("DEPWATCH_BENCH_KUBE_API_QPS"); v != "" {
+		env["DEPWATCH_KUBE_API_QPS"] = v
+	}
+	if v := os.Getenv("DEPWATCH_BENCH_KUBE_API_BURST"); v != "" {
+		env["DEPWATCH_KUBE_API_BURST"] = v
 	}
 	return env
 }
