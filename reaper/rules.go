@@ -37,8 +37,8 @@ var ruleLoaders = []ruleLoader{
 	loadContainerStatusesRule,
 	loadPodStatusesRule,
 	loadPodPhasesRule,
-	loadMaxDurationRule,
-	loadMaxUnreadyRule,
+	loadAgeRule("MAX_DURATION", "has been running", runningSince),
+	loadAgeRule("MAX_UNREADY", "has not been ready", unreadySince),
 	loadChaosRule,
 }
 
