@@ -33,8 +33,8 @@ type Report struct {
 // started. The coordinator runs it (RunWithContext) and waits for it (HasSynced).
 type Runs interface {
 	Follower
-	// NotStarted says why job's run has not started yet; "" once it has (or has ended).
-	NotStarted(job *batchv1.Job) string
+	// NotStarted says why run has not started yet; "" once it has (or has ended).
+	NotStarted(run Run) string
 }
 
 // Follower is a cache the coordinator runs and waits for before its controllers act.
@@ -108,7 +108,7 @@ func (r *podRuns) forget(obj any) {
 
 // NotStarted is why the Job has no running (or finished) pod: none was created, or each
 // stays Pending (no node fits, an image cannot be pulled).
-func (r *podRuns) NotStarted(j *batchv1.Job) string {
+func (r *podRuns) NotStarted(j Run) string {
 	var pending []string
 	for _, o := range r.GetIndexer().List() {
 		pod, ok := o.(*corev1.Pod)
@@ -233,6 +233,18 @@ func (v *RunView) Active(key string) []Run {
 	objs, _ := v.objs.GetIndexer().ByIndex(runIndex, key)
 	var out []Run
 	for _, o := range objs {
+		if j, ok := o.(*batchv1.Job); ok && Active(j) {
+			out = append(out, RunOf(j))
+		}
+	}
+	slices.SortFunc(out, func(a, b Run) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AllActive lists every active run, by name.
+func (v *RunView) AllActive() []Run {
+	var out []Run
+	for _, o := range v.objs.GetStore().List() {
 		if j, ok := o.(*batchv1.Job); ok && Active(j) {
 			out = append(out, RunOf(j))
 		}

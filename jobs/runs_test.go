@@ -109,20 +109,20 @@ func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
 func TestNotStartedSaysWhyFromTheJobsPods(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe-a"}}
 	r := &podRuns{Objects: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
-	if why := r.NotStarted(job); !strings.HasPrefix(why, "no pod was created") {
+	if why := r.NotStarted(RunOf(job)); !strings.HasPrefix(why, "no pod was created") {
 		t.Errorf("no pod: %q", why)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "probe-a-x", Labels: map[string]string{batchv1.JobNameLabel: "probe-a"}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
 	_ = r.GetIndexer().Add(pod)
-	if why := r.NotStarted(job); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
+	if why := r.NotStarted(RunOf(job)); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
 		t.Errorf("pending: %q", why)
 	}
 	pod = pod.DeepCopy()
 	pod.Status.Phase = corev1.PodRunning
 	_ = r.GetIndexer().Update(pod)
-	if why := r.NotStarted(job); why != "" {
+	if why := r.NotStarted(RunOf(job)); why != "" {
 		t.Errorf("running: %q", why)
 	}
 }
