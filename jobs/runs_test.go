@@ -109,20 +109,82 @@ func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
 func TestNotStartedSaysWhyFromTheJobsPods(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe-a"}}
 	r := &podRuns{Objects: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
-	if why := r.NotStarted(job); !strings.HasPrefix(why, "no pod was created") {
+	if why := r.NotStarted(RunOf(job)); !strings.HasPrefix(why, "no pod was created") {
 		t.Errorf("no pod: %q", why)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "probe-a-x", Labels: map[string]string{batchv1.JobNameLabel: "probe-a"}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
 	_ = r.GetIndexer().Add(pod)
-	if why := r.NotStarted(job); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
+	if why := r.NotStarted(RunOf(job)); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
 		t.Errorf("pending: %q", why)
 	}
 	pod = pod.DeepCopy()
 	pod.Status.Phase = corev1.PodRunning
 	_ = r.GetIndexer().Update(pod)
-	if why := r.NotStarted(job); why != "" {
+	if why := r.NotStarted(RunOf(job)); why != "" {
 		t.Errorf("running: %q", why)
+	}
+}
+
+// The run view tells a run's changes once each: Added when it shows, Stopped when it stops
+// being active (finished or gone), Failed when its Failed condition appears; a resync, which
+// changes nothing, tells nothing again. Active lists the active runs under the index's keys.
+func TestTheRunViewTellsEachRunsEndOnce(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	var got []string
+	note := func(what string) func(Run) {
+		return func(r Run) { mu.Lock(); got = append(got, what+" "+r.Name); mu.Unlock() }
+	}
+	v, err := NewRunView(InCluster(client).Jobs("depwatch", ""), func(r Run) []string { return r.Facts.Covers() },
+		RunHandlers{Added: note("added"), Stopped: note("stopped"), Failed: note("failed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go v.RunWithContext(ctx)
+	cache.WaitForCacheSync(ctx.Done(), v.HasSynced)
+	jobsAPI := client.BatchV1().Jobs("depwatch")
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-a", UID: "u", Annotations: map[string]string{AnnotationTarget: "ns/a"}}}
+	if _, err := jobsAPI.Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(want string) {
+		t.Helper()
+		for i := 0; i < 200; i++ {
+			mu.Lock()
+			s := strings.Join(got, ", ")
+			mu.Unlock()
+			if s == want {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("told %q, want %q", strings.Join(got, ", "), want)
+	}
+	wait("added weeder-a")
+	if a := v.Active("ns/a"); len(a) != 1 || a[0].Name != "weeder-a" || a[0].UID != "u" || v.Count() != 1 || !v.Has("depwatch", "weeder-a") {
+		t.Fatalf("active %+v, count %d", a, v.Count())
+	}
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}}
+	if _, err := jobsAPI.UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("added weeder-a, stopped weeder-a, failed weeder-a")
+	job.Labels = map[string]string{"touched": "yes"} // a later change of the finished run
+	if _, err := jobsAPI.Update(ctx, job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobsAPI.Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	wait("added weeder-a, stopped weeder-a, failed weeder-a")
+	if len(v.Active("ns/a")) != 0 || v.Count() != 0 {
+		t.Fatal("a finished run is still active")
 	}
 }

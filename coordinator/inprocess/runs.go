@@ -43,7 +43,7 @@ func (f *follower) RunWithContext(ctx context.Context) {
 func (f *follower) HasSynced() bool { return f.synced.Load() }
 
 // NotStarted: a run here starts as its Job is created.
-func (*follower) NotStarted(*batchv1.Job) string { return "" }
+func (*follower) NotStarted(jobs.Run) string { return "" }
 
 // report hands the ended run's report to the controllers that follow its kind, as a Job's
 // container's termination message would reach them: at most reaper.MaxTerminationMessage

@@ -51,6 +51,7 @@ type Controller struct {
 
 	nsInf   cache.SharedIndexInformer // namespaces matching the prober's selector
 	jobInf  jobs.Objects              // probe Jobs in the Job namespace
+	view    *jobs.RunView             // the probe runs, by target (jobInf read as runs)
 	runs    jobs.Runs                 // their runs: reports, and why one has not started
 	members jobs.Memberships          // the shards' memberships
 	queue   workqueue.TypedRateLimitingInterface[string]

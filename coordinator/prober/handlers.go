@@ -25,6 +25,13 @@ func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNames
 		}
 		return nil, nil
 	}})
+	p.view, _ = jobs.NewRunView(p.jobInf, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
+		Failed: func(jobs.Run) {
+			if p.leading.Load() {
+				p.metrics.JobsFailed.WithLabelValues(string(jobs.KindProbe)).Inc()
+			}
+		},
+	})
 }
 
 // selected says whether obj, a namespace (or its tombstone), matches the prober's selector:
@@ -69,13 +76,8 @@ func (p *Controller) addHandlers() error {
 			DeleteFunc: func(obj any) { nsKey(obj, p.selected(obj)) },
 		}},
 		{p.jobInf, cache.ResourceEventHandlerFuncs{
-			AddFunc: p.onJob,
-			UpdateFunc: func(old, obj any) {
-				if p.leading.Load() {
-					p.metrics.CountFailed(string(jobs.KindProbe), old, obj)
-				}
-				p.onJob(obj)
-			},
+			AddFunc:    p.onJob,
+			UpdateFunc: func(_, obj any) { p.onJob(obj) },
 			DeleteFunc: p.onJob,
 		}},
 	}
@@ -101,7 +103,7 @@ func (p *Controller) onJob(obj any) {
 	if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
 		p.queue.Add(shardKey(i))
 	}
-	for _, ns := range p.covers(j) {
+	for _, ns := range p.covers(jobs.RunOf(j)) {
 		p.queue.Add(ns)
 	}
 }

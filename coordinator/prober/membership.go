@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
@@ -41,12 +40,12 @@ func ShardMembership(members []string, notBefore map[string]time.Time, settings 
 }
 
 // follows: the Job follows its shard's membership ConfigMap (it was launched with one).
-func follows(j *batchv1.Job) bool { return j != nil && jobs.ReadFacts(j).Membership != "" }
+func follows(r *jobs.Run) bool { return r != nil && r.Facts.Membership != "" }
 
 // covers is the namespaces a probe Job probes now: its shard's membership when it follows
 // one, else the namespaces it was launched with.
-func (p *Controller) covers(j *batchv1.Job) []string {
-	f := jobs.ReadFacts(j)
+func (p *Controller) covers(r jobs.Run) []string {
+	f := r.Facts
 	if f.Membership != "" {
 		if m, ok := p.members.Get(f.Target); ok {
 			return m.Namespaces

@@ -184,7 +184,7 @@ type notStarted struct {
 	why string
 }
 
-func (n *notStarted) NotStarted(*batchv1.Job) string { return n.why }
+func (n *notStarted) NotStarted(jobs.Run) string { return n.why }
 
 func TestShardInputOfCountsWhoIsDueNowAndWithinTheRun(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

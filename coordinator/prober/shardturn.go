@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -38,12 +37,11 @@ func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) 
 // namespace is ever probed by two Jobs at once.
 func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
 	out := map[string]bool{}
-	for _, o := range p.jobInf.GetIndexer().List() {
-		j, ok := o.(*batchv1.Job)
-		if !ok || !jobs.Active(j) || jobTarget(j) == target {
+	for _, r := range p.view.AllActive() {
+		if r.Facts.Target == target {
 			continue
 		}
-		for _, ns := range p.covers(j) {
+		for _, ns := range p.covers(r) {
 			if slices.Contains(list, ns) {
 				out[ns] = true
 			}
@@ -55,7 +53,7 @@ func (p *Controller) coveredElsewhere(target string, list []string) map[string]b
 // dissolve ends a shard that has no members any more: its running Job's membership is emptied
 // (its namespaces are free for their new shards at once), and the ConfigMap goes with the
 // last Job.
-func (p *Controller) dissolve(ctx context.Context, target string, active *batchv1.Job, now time.Time) error {
+func (p *Controller) dissolve(ctx context.Context, target string, active *jobs.Run, now time.Time) error {
 	if active == nil {
 		return p.members.Delete(ctx, target)
 	}
@@ -66,12 +64,9 @@ func (p *Controller) dissolve(ctx context.Context, target string, active *batchv
 }
 
 // activeJob is the shard target's probe Job that has not finished (nil: none).
-func (p *Controller) activeJob(target string) *batchv1.Job {
-	objs, _ := p.jobInf.GetIndexer().ByIndex(jobTargetIndex, target)
-	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
-			return j
-		}
+func (p *Controller) activeJob(target string) *jobs.Run {
+	if active := p.view.Active(target); len(active) > 0 {
+		return &active[0]
 	}
 	return nil
 }

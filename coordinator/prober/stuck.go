@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -22,10 +21,10 @@ func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interva
 // visible, once per Job, as a Warning log line and Event on the Job, in the metric
 // depwatch_coordinator_probe_shards{state="stuck"} and in /readyz's detail. The other shards
 // carry on: each has its own Job.
-func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
+func (p *Controller) checkStuck(i int, active *jobs.Run, now time.Time) {
 	why := ""
-	if active != nil && now.Sub(active.CreationTimestamp.Time) >= stuckAfter(p.current().cfg) {
-		why = p.runs.NotStarted(active)
+	if active != nil && now.Sub(active.Created) >= stuckAfter(p.current().cfg) {
+		why = p.runs.NotStarted(*active)
 	}
 	p.mu.Lock()
 	before := p.stuck[i]
@@ -41,10 +40,11 @@ func (p *Controller) checkStuck(i int, active *batchv1.Job, now time.Time) {
 		return
 	}
 	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
-		p.shardName(i), now.Sub(active.CreationTimestamp.Time).Round(time.Second), why, strings.Join(jobs.ReadFacts(active).Namespaces, ","))
+		p.shardName(i), now.Sub(active.Created).Round(time.Second), why, strings.Join(active.Facts.Namespaces, ","))
 	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
 	if p.recorder != nil {
-		p.recorder.Event(active, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
+		ref := active.Ref()
+		p.recorder.Event(&ref, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
 	}
 }
 

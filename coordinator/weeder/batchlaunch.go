@@ -136,9 +136,9 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 		deps := c.selectorsOf(rc, it.key)
 		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: rc.cfg.ReadyWhenOf(svc)})
 		b.items = append(b.items, it)
-		for _, j := range c.wjobs.active(it.key) {
-			if len(jobs.ReadFacts(j).Covers()) == 1 && !jobs.Armed(j) {
-				b.replace = append(b.replace, *j)
+		for _, r := range c.wjobs.active(it.key) {
+			if len(r.Facts.Covers()) == 1 && !r.Armed {
+				b.replace = append(b.replace, r.Ref())
 			}
 		}
 		if it.edge.at.Before(b.first.at) {

@@ -2,11 +2,8 @@ package weeder
 
 import (
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -98,54 +95,29 @@ func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
 	return "", nil
 }
 
-// weederJobs caches the weeder Jobs in the Jobs' namespace, indexed by the services they
-// cover (a batch Job under each of its services), so an edge reads what covers its service
-// without an API call. They are the executor's: Jobs in the cluster, or the in-process runs.
-type weederJobs struct{ inf jobs.Objects }
+// weederJobs follows the weeder runs in the Jobs' namespace (the executor's: Jobs in the
+// cluster, or the in-process runs) as runs, indexed by the services they cover (a batch
+// under each of its services), so an edge reads what covers its service without an API call.
+type weederJobs struct {
+	inf  jobs.Objects // what the view reads (the coordinator runs it)
+	runs *jobs.RunView
+}
 
-// jobTargetIndex indexes weeder Jobs by each service they cover.
-const jobTargetIndex = "depwatch-target"
-
-func newWeederJobs(exec jobs.Executor, namespace string) *weederJobs {
+func newWeederJobs(exec jobs.Executor, namespace string, h jobs.RunHandlers) (*weederJobs, error) {
 	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
 	inf := exec.Jobs(namespace, sel)
-	_ = inf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
-		j, ok := obj.(*batchv1.Job)
-		if !ok {
-			return nil, nil
-		}
-		return jobs.ReadFacts(j).Covers(), nil
-	}})
-	return &weederJobs{inf: inf}
-}
-
-// active lists the cached weeder Jobs covering key that have not finished and are not
-// being deleted.
-func (w *weederJobs) active(key string) []*batchv1.Job {
-	objs, _ := w.inf.GetIndexer().ByIndex(jobTargetIndex, key)
-	var out []*batchv1.Job
-	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
-			out = append(out, j)
-		}
+	runs, err := jobs.NewRunView(inf, func(r jobs.Run) []string { return r.Facts.Covers() }, h)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(out, func(a, b *batchv1.Job) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return &weederJobs{inf: inf, runs: runs}, nil
 }
 
-// count is the number of active weeder Jobs (the --max-weeder-jobs cap's measure).
-func (w *weederJobs) count() int {
-	n := 0
-	for _, o := range w.inf.GetStore().List() {
-		if j, ok := o.(*batchv1.Job); ok && jobs.Active(j) {
-			n++
-		}
-	}
-	return n
-}
+// active lists the weeder runs covering key that have not finished and are not going.
+func (w *weederJobs) active(key string) []jobs.Run { return w.runs.Active(key) }
 
-// has: the cache holds the Job (it has caught up with a launch).
-func (w *weederJobs) has(namespace, name string) bool {
-	_, ok, _ := w.inf.GetIndexer().GetByKey(namespace + "/" + name)
-	return ok
-}
+// count is the number of active weeder runs (the --max-weeder-jobs cap's measure).
+func (w *weederJobs) count() int { return w.runs.Count() }
+
+// has: the view shows the run (it has caught up with a launch).
+func (w *weederJobs) has(namespace, name string) bool { return w.runs.Has(namespace, name) }

@@ -3,7 +3,6 @@ package weeder
 import (
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -34,7 +33,19 @@ func (c *Controller) newInformers(d Deps) error {
 		return err
 	}
 	c.deps = deps
-	c.wjobs = newWeederJobs(c.exec, jobNamespace)
+	wjobs, err := newWeederJobs(c.exec, jobNamespace, jobs.RunHandlers{
+		Added:   c.onJobAdded,
+		Stopped: func(jobs.Run) { c.batch.poke() },
+		Failed: func(jobs.Run) {
+			if c.leading.Load() {
+				c.metrics.JobsFailed.WithLabelValues(string(jobs.KindWeeder)).Inc()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	c.wjobs = wjobs
 	c.reports = &runReports{runs: c.exec.Runs(jobNamespace, jobs.KindWeeder, c.onReport)}
 	return nil
 }
@@ -44,18 +55,6 @@ func (c *Controller) newInformers(d Deps) error {
 // Job's add observes its expectation, and a Job that finishes or goes frees a place under
 // --max-weeder-jobs, so the batches waiting for one look again.
 func (c *Controller) addHandlers() error {
-	if _, err := c.wjobs.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.onJobAdded,
-		UpdateFunc: func(old, obj any) {
-			if c.leading.Load() {
-				c.metrics.CountFailed(string(jobs.KindWeeder), old, obj)
-			}
-			c.batch.poke()
-		},
-		DeleteFunc: func(any) { c.batch.poke() },
-	}); err != nil {
-		return err
-	}
 	if c.nsSelect {
 		if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(_, obj any) { c.onNamespace(obj) },
@@ -71,13 +70,11 @@ func (c *Controller) addHandlers() error {
 	return err
 }
 
-// onJobAdded: the Job cache shows the Job, so it is no longer only expected.
-func (c *Controller) onJobAdded(obj any) {
-	if j, ok := obj.(*batchv1.Job); ok {
-		c.mu.Lock()
-		c.expectations.observe(j.Name, c.now())
-		c.mu.Unlock()
-	}
+// onJobAdded: the view shows the run, so it is no longer only expected.
+func (c *Controller) onJobAdded(r jobs.Run) {
+	c.mu.Lock()
+	c.expectations.observe(r.Name, c.now())
+	c.mu.Unlock()
 }
 
 // onEndpoints folds an endpoints event into the service's state and, when it makes an edge,

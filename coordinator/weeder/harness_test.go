@@ -119,7 +119,7 @@ func (h *harness) syncCaches() {
 	var js []any
 	for i := range obj.(*batchv1.JobList).Items {
 		js = append(js, &obj.(*batchv1.JobList).Items[i])
-		h.c.onJobAdded(&obj.(*batchv1.JobList).Items[i])
+		h.c.onJobAdded(jobs.RunOf(&obj.(*batchv1.JobList).Items[i]))
 	}
 	if err := h.c.wjobs.inf.GetIndexer().Replace(js, ""); err != nil {
 		h.t.Fatal(err)

@@ -180,16 +180,16 @@ type coverage struct {
 func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) coverage {
 	var cov coverage
 	active := c.wjobs.active(key)
-	for _, j := range active {
-		if jobs.Armed(j) {
-			cov.active, cov.by = ArmedWeeder, j.Name
+	for _, r := range active {
+		if r.Armed {
+			cov.active, cov.by = ArmedWeeder, r.Name
 			break
 		}
-		cov.active, cov.by = UnarmedWeeder, j.Name
+		cov.active, cov.by = UnarmedWeeder, r.Name
 	}
-	for _, j := range active {
-		if len(jobs.ReadFacts(j).Covers()) == 1 {
-			cov.own = append(cov.own, *j)
+	for _, r := range active {
+		if len(r.Facts.Covers()) == 1 {
+			cov.own = append(cov.own, r.Ref())
 		}
 	}
 	if cov.active == ArmedWeeder {
