@@ -2,9 +2,6 @@ package ctrl
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	batchv1 "k8s.io/api/batch/v1"
-
-	"github.com/depwatch/depwatch/jobs"
 )
 
 // JobMetrics are the series both controllers report under their Job kind (weeder, probe).
@@ -42,15 +39,4 @@ func NewJobMetrics() *JobMetrics {
 // Collectors are the series to register.
 func (m *JobMetrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Triggers, m.JobsLaunched, m.JobsFailed, m.TriggerToJob}
-}
-
-// CountFailed counts a Job of this kind that has just failed, given an informer update's old
-// and new object: each Job counts once, when its Failed condition appears (a resync or a
-// restart sees no transition).
-func (m *JobMetrics) CountFailed(kind string, old, cur any) {
-	o, ok1 := old.(*batchv1.Job)
-	n, ok2 := cur.(*batchv1.Job)
-	if ok1 && ok2 && !jobs.Failed(o) && jobs.Failed(n) {
-		m.JobsFailed.WithLabelValues(kind).Inc()
-	}
 }
