@@ -51,9 +51,10 @@ func (c *Controller) newInformers(d Deps) error {
 }
 
 // addHandlers: an endpoints event may make an edge (onEndpoints); a namespace's new labels
-// may leave its services out of the config's namespaces, or in again (onNamespace); a weeder
-// Job's add observes its expectation, and a Job that finishes or goes frees a place under
-// --max-weeder-jobs, so the batches waiting for one look again.
+// may leave its services out of the config's namespaces, or in again (onNamespace). The
+// runs' changes are the run view's handlers (newInformers): a run's add observes its
+// expectation, and a run that stops frees a place under --max-weeder-jobs, so the batches
+// waiting for one look again.
 func (c *Controller) addHandlers() error {
 	if c.nsSelect {
 		if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
