@@ -100,7 +100,9 @@ func New(d Deps) (*Controller, error) {
 		noScaleTargets: d.NoScaleTargets,
 		queue:          ctrl.NewQueue("depwatch-prober"),
 	}
-	p.newInformers(d.Namespaces, d.Template.Namespace)
+	if err := p.newInformers(d.Namespaces, d.Template.Namespace); err != nil {
+		return nil, err
+	}
 	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
 	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template, Cache: p.jobCache}}
 	p.aside = newStandAsideWatch(d)

@@ -1,6 +1,8 @@
 package prober
 
 import (
+	"fmt"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,25 +15,32 @@ import (
 // its selector matches, selected) and makes, in the Jobs' namespace, filtered to
 // depwatch.io/kind=probe, the caches of the executor's probe Jobs, their runs (reports) and the
 // shards' memberships. The coordinator runs them.
-func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) {
+func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) error {
 	p.nsInf = namespaces
 	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
 	p.jobInf = p.exec.Jobs(jobNamespace, kindSel)
 	p.runs = p.exec.Runs(jobNamespace, jobs.KindProbe, p.onReport)
 	p.members = p.exec.Memberships(jobNamespace, p.onLeft)
-	_ = p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
+	if err := p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
 		if j, ok := obj.(*batchv1.Job); ok {
 			return []string{jobTarget(j)}, nil
 		}
 		return nil, nil
-	}})
-	p.view, _ = jobs.NewRunView(p.jobInf, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
+	}}); err != nil {
+		return fmt.Errorf("indexing the probe Jobs by target: %w", err)
+	}
+	var err error
+	p.view, err = jobs.NewRunView(p.jobInf, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
 		Failed: func(jobs.Run) {
 			if p.leading.Load() {
 				p.metrics.JobsFailed.WithLabelValues(string(jobs.KindProbe)).Inc()
 			}
 		},
 	})
+	if err != nil {
+		return fmt.Errorf("following the probe runs: %w", err)
+	}
+	return nil
 }
 
 // selected says whether obj, a namespace (or its tombstone), matches the prober's selector:
