@@ -266,6 +266,6 @@ func (v *RunView) Count() int {
 
 // Has: the view shows the run (it has caught up with its start), active or not.
 func (v *RunView) Has(namespace, name string) bool {
-	_, ok, _ := v.objs.GetIndexer().GetByKey(namespace + "/" + name)
+	_, ok, _ := v.objs.GetIndexer().GetByKey(cache.NewObjectName(namespace, name).String())
 	return ok
 }
