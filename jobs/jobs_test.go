@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
-	batchv1listers "k8s.io/client-go/listers/batch/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -326,31 +324,17 @@ func finished(j *batchv1.Job, typ batchv1.JobConditionType) *batchv1.Job {
 
 func TestLaunchCreatesWhenNoneActive(t *testing.T) {
 	client := fake.NewClientset()
-	l := &Launcher{Executor: InCluster(client), Template: resolved(), Cache: cacheOf()}
-	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0))
+	l := &Launcher{Executor: InCluster(client), Template: resolved()}
+	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Result != ResultCreated || out.Job == nil || len(out.Replaced) != 0 {
+	if out.Result != ResultCreated || out.Run.Name == "" || len(out.Replaced) != 0 {
 		t.Errorf("outcome = %+v", out)
 	}
 	list, _ := client.BatchV1().Jobs("depwatch").List(context.Background(), metav1.ListOptions{})
 	if len(list.Items) != 1 {
 		t.Errorf("%d Jobs", len(list.Items))
-	}
-}
-
-// A launcher without a Job cache (one made for LaunchOver) refuses Launch with an error and
-// creates nothing: it cannot tell whether the target already has an active Job.
-func TestLaunchWithoutAJobCacheCreatesNothing(t *testing.T) {
-	client := fake.NewClientset()
-	l := &Launcher{Executor: InCluster(client), Template: resolved()}
-	out, err := l.Launch(context.Background(), weederSpec(t, "ns", "svc", t0))
-	if err == nil || out.Result != ResultError || !strings.Contains(err.Error(), "no Job cache") {
-		t.Fatalf("outcome %+v, err %v: want an error saying there is no Job cache", out, err)
-	}
-	if list, _ := client.BatchV1().Jobs("depwatch").List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
-		t.Errorf("%d Jobs created", len(list.Items))
 	}
 }
 
@@ -362,9 +346,10 @@ func TestLaunchReplacesTheActiveJobOfTheSameService(t *testing.T) {
 	other, _ := Build(tpl, weederSpec(t, "ns", "other", t0))
 	otherNS, _ := Build(tpl, weederSpec(t, "ns2", "svc", t0))
 	client := fake.NewClientset(old, finished(done, batchv1.JobComplete), other, otherNS)
-	l := &Launcher{Executor: InCluster(client), Template: tpl, Cache: cacheOf(old, done, other, otherNS)}
+	l := &Launcher{Executor: InCluster(client), Template: tpl}
 
-	out, err := l.Launch(ctx, weederSpec(t, "ns", "svc", t0.Add(time.Minute)))
+	s := weederSpec(t, "ns", "svc", t0.Add(time.Minute))
+	out, err := l.Launch(ctx, s, activeFor(s, old, finished(done, batchv1.JobComplete), other, otherNS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +364,7 @@ func TestLaunchReplacesTheActiveJobOfTheSameService(t *testing.T) {
 	if names[old.Name] {
 		t.Errorf("the active Job %s was not deleted", old.Name)
 	}
-	for _, keep := range []string{done.Name, other.Name, otherNS.Name, out.Job.Name} {
+	for _, keep := range []string{done.Name, other.Name, otherNS.Name, out.Run.Name} {
 		if !names[keep] {
 			t.Errorf("Job %s is gone; only the same service's active Job may be replaced", keep)
 		}
@@ -401,14 +386,14 @@ func TestLaunchKeepsTheActiveJobWhenAsked(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	old, _ := Build(tpl, s)
 	client := fake.NewClientset(old)
-	l := &Launcher{Executor: InCluster(client), Template: tpl, Cache: cacheOf(old)}
+	l := &Launcher{Executor: InCluster(client), Template: tpl}
 	s2 := weederSpec(t, "ns", "svc", t0.Add(time.Minute))
 	s2.OnActive = KeepActive
-	out, err := l.Launch(ctx, s2)
+	out, err := l.Launch(ctx, s2, activeFor(s2, old))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Result != ResultKept || out.Job.Name != old.Name {
+	if out.Result != ResultKept || out.Run.Name != old.Name {
 		t.Errorf("outcome = %+v", out)
 	}
 }
@@ -418,20 +403,21 @@ func TestLaunchIsIdempotentForTheSameTrigger(t *testing.T) {
 	s := weederSpec(t, "ns", "svc", t0)
 	// A retry of a launch whose create succeeded but whose answer was lost hits
 	// AlreadyExists (same target, same trigger time): it returns that Job.
-	l2 := &Launcher{Executor: InCluster(fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed))), Template: tpl, Cache: cacheOf()}
-	out, err := l2.Launch(context.Background(), s)
-	if err != nil || out.Result != ResultCreated || out.Job.Name != s.Name() {
+	l2 := &Launcher{Executor: InCluster(fake.NewClientset(finished(mustBuild(t, tpl, s), batchv1.JobFailed))), Template: tpl}
+	out, err := l2.Launch(context.Background(), s, nil)
+	if err != nil || out.Result != ResultCreated || out.Run.Name != s.Name() {
 		t.Errorf("outcome %+v err %v", out, err)
 	}
 }
 
-// cacheOf is a Launcher's Cache holding jobs, as the executor's informer would.
-func cacheOf(jobs ...*batchv1.Job) batchv1listers.JobLister {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+// activeFor is what a RunView holding jobs shows of s's target's active runs, as a controller
+// hands them to Launch.
+func activeFor(s Spec, jobs ...*batchv1.Job) []Run {
+	v := NewRunView(nil, nil, func(Run) []string { return nil }, RunHandlers{})
 	for _, j := range jobs {
-		_ = idx.Add(j)
+		v.Observe(RunOf(j))
 	}
-	return batchv1listers.NewJobLister(idx)
+	return v.ForTarget(s.Target(), Run.Active)
 }
 
 func mustBuild(t *testing.T, tpl Template, s Spec) *batchv1.Job {

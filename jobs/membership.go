@@ -68,7 +68,7 @@ func (t Template) Membership(target string, m probe.Membership) *corev1.ConfigMa
 
 // configMaps are the Job executor's memberships: ConfigMaps, read from an informer's cache.
 type configMaps struct {
-	Objects
+	cache.SharedIndexInformer
 	exec      clusterExecutor
 	namespace string
 }
@@ -97,7 +97,7 @@ func (e clusterExecutor) Memberships(namespace string, left func(namespaces []st
 		UpdateFunc: func(old, obj any) { tell(Departed(names(old), names(obj))) },
 		DeleteFunc: func(obj any) { tell(names(obj)) },
 	})
-	return &configMaps{Objects: inf, exec: e, namespace: namespace}
+	return &configMaps{SharedIndexInformer: inf, exec: e, namespace: namespace}
 }
 
 func (c *configMaps) cached(target string) *corev1.ConfigMap {

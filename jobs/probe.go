@@ -2,7 +2,8 @@ package jobs
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -127,40 +128,34 @@ func (p ProbeSpec) check(target string) error {
 	return nil
 }
 
-// ExcessHistory returns the finished Jobs to delete so that at most successful Complete and
-// failed Failed Jobs remain (like a CronJob's history limits): the oldest go first, by
-// completion (or creation) time. Active Jobs are never returned.
-func ExcessHistory(list []*batchv1.Job, successful, failed int) []*batchv1.Job {
-	var done, bad []*batchv1.Job
-	for _, j := range list {
-		if j.DeletionTimestamp != nil {
-			continue
-		}
+// ExcessHistory returns the finished runs to stop so that at most successful Complete and
+// failed Failed runs remain (like a CronJob's history limits): the oldest go first, by
+// the time they ended. Active runs, and runs going already, are never returned.
+func ExcessHistory(list []Run, successful, failed int) []Run {
+	var done, bad []Run
+	for _, r := range list {
 		switch {
-		case conditionTrue(j, batchv1.JobComplete):
-			done = append(done, j)
-		case conditionTrue(j, batchv1.JobFailed):
-			bad = append(bad, j)
+		case r.Going || r.Ended.IsZero():
+		case r.Failed:
+			bad = append(bad, r)
+		default:
+			done = append(done, r)
 		}
 	}
 	return append(oldestBeyond(done, successful), oldestBeyond(bad, failed)...)
 }
 
-func oldestBeyond(list []*batchv1.Job, keep int) []*batchv1.Job {
-	if keep < 0 {
-		keep = 0
-	}
-	if len(list) <= keep {
+func oldestBeyond(list []Run, keep int) []Run {
+	if len(list) <= max(keep, 0) {
 		return nil
 	}
-	sort.SliceStable(list, func(a, b int) bool {
-		ta, tb := finishedAt(list[a]), finishedAt(list[b])
-		if !ta.Equal(tb) {
-			return ta.Before(tb)
+	slices.SortStableFunc(list, func(a, b Run) int {
+		if c := a.Ended.Compare(b.Ended); c != 0 {
+			return c
 		}
-		return list[a].Name < list[b].Name
+		return strings.Compare(a.Name, b.Name)
 	})
-	return list[:len(list)-keep]
+	return list[:len(list)-max(keep, 0)]
 }
 
 func finishedAt(j *batchv1.Job) time.Time {

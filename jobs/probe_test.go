@@ -99,15 +99,15 @@ func TestProbeRefusesBadInput(t *testing.T) {
 
 func TestExcessHistoryKeepsTheNewestFinishedJobs(t *testing.T) {
 	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	job := func(name string, typ batchv1.JobConditionType, minute int) *batchv1.Job {
+	job := func(name string, typ batchv1.JobConditionType, minute int) Run {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if typ != "" {
 			at := metav1.Time{Time: base.Add(time.Duration(minute) * time.Minute)}
 			j.Status.Conditions = []batchv1.JobCondition{{Type: typ, Status: corev1.ConditionTrue, LastTransitionTime: at}}
 		}
-		return j
+		return RunOf(j)
 	}
-	list := []*batchv1.Job{
+	list := []Run{
 		job("ok-3", batchv1.JobComplete, 3), job("ok-1", batchv1.JobComplete, 1), job("ok-2", batchv1.JobComplete, 2),
 		job("bad-1", batchv1.JobFailed, 1), job("bad-2", batchv1.JobFailed, 2), job("running", "", 0),
 	}

@@ -10,7 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -58,7 +57,7 @@ func ReportOf(pod *corev1.Pod, kind Kind) (Report, bool) {
 // the controller takes it (it declines while it does not lead), and then never again; a
 // deleted pod is forgotten.
 type podRuns struct {
-	Objects
+	cache.SharedIndexInformer
 	kind   Kind
 	report func(Report) bool
 
@@ -67,7 +66,7 @@ type podRuns struct {
 }
 
 func (e clusterExecutor) Runs(namespace string, kind Kind, report func(Report) bool) Runs {
-	r := &podRuns{Objects: e.pods(namespace, labels.Set{LabelKind: string(kind)}.String()), kind: kind, report: report, taken: map[types.UID]bool{}}
+	r := &podRuns{SharedIndexInformer: e.pods(namespace, labels.Set{LabelKind: string(kind)}.String()), kind: kind, report: report, taken: map[types.UID]bool{}}
 	_, _ = r.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.offer,
 		UpdateFunc: func(_, obj any) { r.offer(obj) },
@@ -141,7 +140,8 @@ func (r *podRuns) NotStarted(j Run) string {
 }
 
 // Run is what a controller reads of one run: who it is (Stop's reference), when it was
-// started, and what it was launched for (Facts, Armed), whichever executor carries it out.
+// started, what it was launched for (Facts, Armed), and how far it has come, whichever
+// executor carries it out.
 type Run struct {
 	Namespace, Name string
 	UID             types.UID
@@ -149,123 +149,199 @@ type Run struct {
 	Facts           Facts
 	// Armed: a weeder run waiting for its service's return (Armed of its Job).
 	Armed bool
+	// Done: the run has ended or is ending (Finished of its Job); Failed: it failed (its
+	// Failed condition); Going: it is being stopped (its Job is being deleted).
+	Done, Failed, Going bool
+	// Ended is when a Complete or Failed run ended; zero before.
+	Ended time.Time
 }
+
+// Active: the run counts as running for what it covers: not done, not going. De-duplication,
+// the weeder's cap and the prober's shards count runs by it.
+func (r Run) Active() bool { return !r.Done && !r.Going }
 
 // RunOf reads the Run of job.
 func RunOf(job *batchv1.Job) Run {
-	return Run{Namespace: job.Namespace, Name: job.Name, UID: job.UID, Created: job.CreationTimestamp.Time, Facts: ReadFacts(job), Armed: Armed(job)}
+	r := Run{Namespace: job.Namespace, Name: job.Name, UID: job.UID, Created: job.CreationTimestamp.Time, Facts: ReadFacts(job), Armed: Armed(job),
+		Done: Finished(job), Failed: Failed(job), Going: job.DeletionTimestamp != nil}
+	if conditionTrue(job, batchv1.JobComplete) || r.Failed {
+		r.Ended = finishedAt(job)
+	}
+	return r
 }
 
-// Ref is the run as Executor.Stop and Launcher.Delete name it: namespace, name and UID.
-func (r Run) Ref() batchv1.Job {
-	return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, UID: r.UID}}
-}
-
-// RunHandlers are told the changes of a RunView's runs, from the executor's events.
+// RunHandlers are told the changes of a RunView's runs, one at a time, by the view's own
+// goroutine (a handler may take the controller's locks).
 type RunHandlers struct {
 	// Added: the view shows a run (one just started, or found at start).
 	Added func(Run)
 	// Stopped: a run the view showed active is no longer (it finished, or is going or gone),
 	// once per run: a place under a cap of active runs is free.
 	Stopped func(Run)
-	// Failed: a run has just failed (its Failed condition appeared), once per run; a
-	// resync or a restart, which see no change, do not tell it again.
+	// Failed: a run has just failed, once per run; a resync or a restart, which see no
+	// change, do not tell it again.
 	Failed func(Run)
 }
 
-// RunView is what a controller follows of one kind's runs: the active ones, looked up by an
-// index the controller gives (what a run covers, say), and their changes (RunHandlers). The
-// coordinator runs it (RunWithContext) and waits for it (HasSynced).
+// RunView is what a controller follows of one kind's runs (Executor.RunView): the runs, looked
+// up by an index the controller gives (what a run covers, say), and their changes
+// (RunHandlers). The executor tells the view each run's state as it changes (Observe, Forget);
+// the coordinator runs it (RunWithContext) and waits for it (HasSynced).
 type RunView struct {
-	Follower
-	objs Objects
+	src    Follower    // what feeds the view (the Jobs' informer), or nil: the executor itself
+	synced func() bool // src's handlers have been told what src held at start
+	runs   cache.Indexer
+	h      RunHandlers
+
+	mu    sync.Mutex
+	queue []func()
+	wake  chan struct{}
 }
 
-// runIndex indexes a RunView's runs by the controller's keys.
-const runIndex = "depwatch-run-index"
+// runIndex indexes a RunView's runs by the controller's keys; targetIndex by their target.
+const (
+	runIndex    = "depwatch-run-index"
+	targetIndex = "depwatch-run-target"
+)
 
-// NewRunView follows the runs objs holds (Executor.Jobs), indexed by index, telling h.
-func NewRunView(objs Objects, index func(Run) []string, h RunHandlers) (*RunView, error) {
-	if err := objs.AddIndexers(cache.Indexers{runIndex: func(obj any) ([]string, error) {
-		if j, ok := obj.(*batchv1.Job); ok {
-			return index(RunOf(j)), nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, err
+// NewRunView is a view of runs indexed by index, telling h, fed by an executor: src (nil: none)
+// is run with the view, and synced says when src has fed what it held at start (nil: at once).
+func NewRunView(src Follower, synced func() bool, index func(Run) []string, h RunHandlers) *RunView {
+	if synced == nil {
+		synced = func() bool { return true }
 	}
-	_, err := objs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if j, ok := obj.(*batchv1.Job); ok && h.Added != nil {
-				h.Added(RunOf(j))
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*batchv1.Job)
-			n, ok2 := cur.(*batchv1.Job)
-			if !ok1 || !ok2 {
-				return
-			}
-			if h.Stopped != nil && Active(o) && !Active(n) {
-				h.Stopped(RunOf(n))
-			}
-			if h.Failed != nil && !Failed(o) && Failed(n) {
-				h.Failed(RunOf(n))
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if j, ok := obj.(*batchv1.Job); ok && h.Stopped != nil && Active(j) {
-				h.Stopped(RunOf(j))
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
+	key := func(obj any) (string, error) {
+		r := obj.(*Run)
+		return cache.NewObjectName(r.Namespace, r.Name).String(), nil
 	}
-	return &RunView{Follower: objs, objs: objs}, nil
+	return &RunView{src: src, synced: synced, h: h, wake: make(chan struct{}, 1), runs: cache.NewIndexer(key, cache.Indexers{
+		runIndex:    func(obj any) ([]string, error) { return index(*obj.(*Run)), nil },
+		targetIndex: func(obj any) ([]string, error) { return []string{obj.(*Run).Facts.Target}, nil },
+	})}
 }
 
-// Active lists the active runs (not finished, not going) under key of the view's index, by name.
-func (v *RunView) Active(key string) []Run {
-	objs, _ := v.objs.GetIndexer().ByIndex(runIndex, key)
-	var out []Run
-	for _, o := range objs {
-		if j, ok := o.(*batchv1.Job); ok && Active(j) {
-			out = append(out, RunOf(j))
+// Observe records run as it is now (added or changed), and queues what changed for the
+// handlers.
+func (v *RunView) Observe(run Run) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, had := v.get(run.Namespace, run.Name)
+	if had && old.UID != run.UID { // a run of the same name, started since: the old one is gone
+		v.forget(old)
+		had = false
+	}
+	_ = v.runs.Add(&run)
+	switch {
+	case !had:
+		v.tell(v.h.Added, run)
+		v.tell(v.h.Failed, run, run.Failed)
+	default:
+		v.tell(v.h.Stopped, run, old.Active() && !run.Active())
+		v.tell(v.h.Failed, run, !old.Failed && run.Failed)
+	}
+}
+
+// Forget removes the run named; one still active is told Stopped.
+func (v *RunView) Forget(namespace, name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, had := v.get(namespace, name); had {
+		v.forget(old)
+	}
+}
+
+func (v *RunView) forget(old Run) {
+	_ = v.runs.Delete(&old)
+	v.tell(v.h.Stopped, old, old.Active())
+}
+
+func (v *RunView) get(namespace, name string) (Run, bool) {
+	obj, ok, _ := v.runs.GetByKey(cache.NewObjectName(namespace, name).String())
+	if !ok {
+		return Run{}, false
+	}
+	return *obj.(*Run), true
+}
+
+// tell queues h(run) when every condition holds; v.mu is held, so the handlers are told in
+// the order the changes were made.
+func (v *RunView) tell(h func(Run), run Run, when ...bool) {
+	for _, ok := range when {
+		if !ok {
+			return
 		}
 	}
-	slices.SortFunc(out, func(a, b Run) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	if h == nil {
+		return
+	}
+	v.queue = append(v.queue, func() { h(run) })
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+// RunWithContext runs what feeds the view and tells the handlers each change, until ctx ends.
+func (v *RunView) RunWithContext(ctx context.Context) {
+	var fed sync.WaitGroup
+	if v.src != nil {
+		fed.Go(func() { v.src.RunWithContext(ctx) })
+	}
+	defer fed.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-v.wake:
+		}
+		for {
+			v.mu.Lock()
+			if len(v.queue) == 0 {
+				v.mu.Unlock()
+				break
+			}
+			next := v.queue[0]
+			v.queue = v.queue[1:]
+			v.mu.Unlock()
+			next()
+		}
+	}
+}
+
+// HasSynced: the view holds the runs that were there when it started.
+func (v *RunView) HasSynced() bool { return v.synced() }
+
+// Active lists the active runs under key of the view's index, by name.
+func (v *RunView) Active(key string) []Run { return v.list(runIndex, key, Run.Active) }
+
+// ForTarget lists the runs for target (a Spec's Target) that match, by name.
+func (v *RunView) ForTarget(target string, match func(Run) bool) []Run {
+	return v.list(targetIndex, target, match)
 }
 
 // AllActive lists every active run, by name.
-func (v *RunView) AllActive() []Run {
+func (v *RunView) AllActive() []Run { return v.list("", "", Run.Active) }
+
+// Count is the number of active runs.
+func (v *RunView) Count() int { return len(v.AllActive()) }
+
+// Has: the view shows the run (it has caught up with its start), active or not.
+func (v *RunView) Has(namespace, name string) bool {
+	_, ok := v.get(namespace, name)
+	return ok
+}
+
+func (v *RunView) list(index, key string, match func(Run) bool) []Run {
+	objs := v.runs.List()
+	if index != "" {
+		objs, _ = v.runs.ByIndex(index, key)
+	}
 	var out []Run
-	for _, o := range v.objs.GetStore().List() {
-		if j, ok := o.(*batchv1.Job); ok && Active(j) {
-			out = append(out, RunOf(j))
+	for _, o := range objs {
+		if r := *o.(*Run); match(r) {
+			out = append(out, r)
 		}
 	}
 	slices.SortFunc(out, func(a, b Run) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-// Count is the number of active runs.
-func (v *RunView) Count() int {
-	n := 0
-	for _, o := range v.objs.GetStore().List() {
-		if j, ok := o.(*batchv1.Job); ok && Active(j) {
-			n++
-		}
-	}
-	return n
-}
-
-// Has: the view shows the run (it has caught up with its start), active or not.
-func (v *RunView) Has(namespace, name string) bool {
-	_, ok, _ := v.objs.GetIndexer().GetByKey(cache.NewObjectName(namespace, name).String())
-	return ok
 }

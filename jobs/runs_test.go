@@ -108,7 +108,7 @@ func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
 // scheduler's and the kubelet's.
 func TestNotStartedSaysWhyFromTheJobsPods(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe-a"}}
-	r := &podRuns{Objects: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
+	r := &podRuns{SharedIndexInformer: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
 	if why := r.NotStarted(RunOf(job)); !strings.HasPrefix(why, "no pod was created") {
 		t.Errorf("no pod: %q", why)
 	}
@@ -137,7 +137,7 @@ func TestTheRunViewTellsEachRunsEndOnce(t *testing.T) {
 	note := func(what string) func(Run) {
 		return func(r Run) { mu.Lock(); got = append(got, what+" "+r.Name); mu.Unlock() }
 	}
-	v, err := NewRunView(InCluster(client).Jobs("depwatch", ""), func(r Run) []string { return r.Facts.Covers() },
+	v, err := InCluster(client).RunView("depwatch", KindWeeder, func(r Run) []string { return r.Facts.Covers() },
 		RunHandlers{Added: note("added"), Stopped: note("stopped"), Failed: note("failed")})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestTheRunViewTellsEachRunsEndOnce(t *testing.T) {
 	go v.RunWithContext(ctx)
 	cache.WaitForCacheSync(ctx.Done(), v.HasSynced)
 	jobsAPI := client.BatchV1().Jobs("depwatch")
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-a", UID: "u", Annotations: map[string]string{AnnotationTarget: "ns/a"}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "weeder-a", UID: "u", Labels: map[string]string{LabelKind: string(KindWeeder)}, Annotations: map[string]string{AnnotationTarget: "ns/a"}}}
 	if _, err := jobsAPI.Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestTheRunViewTellsEachRunsEndOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("added weeder-a, stopped weeder-a, failed weeder-a")
-	job.Labels = map[string]string{"touched": "yes"} // a later change of the finished run
+	job.Labels["touched"] = "yes" // a later change of the finished run
 	if _, err := jobsAPI.Update(ctx, job, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,14 @@
 // the coordinator's controllers launch, a weeder or a probe shard, is the same engine
 // (package reaper's, package probe's) called in the coordinator's own process.
 //
-// To the controllers nothing changes: they still launch, list, watch and delete Job objects
-// through jobs.Executor. This package keeps those objects itself, and the probe shards'
-// memberships as values handed straight to the shards' runs: a created Job starts a goroutine that reads the engine's settings from
-// the Job's environment, as its pod would, and runs it once, bounded by the Job's
-// activeDeadlineSeconds. When the run ends, its report goes to the controllers (Runs), the
-// Job gets its Complete or Failed condition, and the Job goes: nothing here keeps a finished
-// run (no pod, no retry, no history). Deleting the Job stops its run as SIGTERM would. Each
-// run's log lines are the coordinator's, with the Job's name in field "job".
+// To the controllers nothing changes: they start, follow and stop runs through jobs.Executor.
+// Here a run is a goroutine and an entry in a map, no Job object: Start reads the engine's
+// settings from the built Job's environment, as its pod would, and runs the engine once,
+// bounded by the Job's activeDeadlineSeconds. The controllers' run views are told each run's
+// start and end; when a run ends, its report goes to the controllers (Runs), and the run is
+// forgotten (no pod, no retry, no history). Stop stops a run as SIGTERM would. The probe
+// shards' memberships are values handed straight to the shards' runs. Each run's log lines
+// are the coordinator's, with its Job's name in field "job".
 //
 // One thing a run here does not take from its Job: its client's rate limits (KUBE_API_*),
 // which size a Job's pod. A run here makes its requests through the process's clients'
@@ -28,13 +28,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -68,7 +66,6 @@ type Engine func(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) 
 // Executor carries the controllers' runs out in this process (jobs.Executor).
 type Executor struct {
 	opts    Options
-	objects *objects
 	members *memberships
 	log     logrus.FieldLogger
 	now     func() time.Time
@@ -76,9 +73,24 @@ type Executor struct {
 	mu        sync.Mutex
 	ctx       context.Context // Run's; nil until Run starts
 	stopped   bool            // Run's ctx ended: no run starts any more
-	runs      map[types.UID]context.CancelFunc
+	active    map[cache.ObjectName]*active
+	views     []view                 // the controllers' run views, told each run's start and end
 	followers map[*follower]struct{} // the controllers' followers of the runs' reports, while they run
 	running   sync.WaitGroup
+}
+
+// active is a run going on, its kind, and how to stop it.
+type active struct {
+	run  jobs.Run
+	kind jobs.Kind
+	stop context.CancelFunc
+}
+
+// view is a controller's run view of one kind's runs in one namespace.
+type view struct {
+	namespace string
+	kind      jobs.Kind
+	*jobs.RunView
 }
 
 var _ jobs.Executor = (*Executor)(nil)
@@ -94,19 +106,17 @@ func New(o Options) *Executor {
 	if o.EventsConfig == nil {
 		o.EventsConfig = o.Config
 	}
-	e := &Executor{opts: o, log: o.Log, now: o.Now, runs: map[types.UID]context.CancelFunc{}, followers: map[*follower]struct{}{}}
+	e := &Executor{opts: o, log: o.Log, now: o.Now, active: map[cache.ObjectName]*active{}, followers: map[*follower]struct{}{}, members: newMemberships()}
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}
-	e.members = newMemberships()
-	e.objects = newObjects(func() metav1.Time { return metav1.NewTime(e.now()) })
 	return e
 }
 
 func (*Executor) Kind() jobs.ExecutorKind { return jobs.ExecutorInProcess }
 
 // Run carries runs out until ctx ends, then stops every run still going (as SIGTERM would)
-// and waits for them: no run outlives it. Jobs created before Run or after its end are
+// and waits for them: no run outlives it. Runs started before Run or after its end are
 // refused.
 func (e *Executor) Run(ctx context.Context) {
 	e.mu.Lock()
@@ -119,30 +129,54 @@ func (e *Executor) Run(ctx context.Context) {
 	e.running.Wait()
 }
 
-// Start keeps job and starts its run; a Job of that name kept already is returned as it is.
-func (e *Executor) Start(_ context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+// RunView is told the runs of kind in namespace: those going on now, then each start and end.
+func (e *Executor) RunView(namespace string, kind jobs.Kind, index func(jobs.Run) []string, h jobs.RunHandlers) (*jobs.RunView, error) {
+	v := view{namespace, kind, jobs.NewRunView(nil, nil, index, h)}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.views = append(e.views, v)
+	for _, a := range e.active {
+		v.tell(a.kind, a.run)
+	}
+	return v.RunView, nil
+}
+
+// tell shows run, of kind, to the view if it is one of the view's; a run that ended goes from
+// it.
+func (v view) tell(kind jobs.Kind, run jobs.Run) {
+	if run.Namespace != v.namespace || kind != v.kind {
+		return
+	}
+	v.Observe(run)
+	if !run.Active() {
+		v.Forget(run.Namespace, run.Name)
+	}
+}
+
+// Start starts job's run; a run of that name going on already is returned as it is.
+func (e *Executor) Start(_ context.Context, job *batchv1.Job) (jobs.Run, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ctx == nil || e.stopped {
-		return nil, errors.New("the in-process executor is not running (starting or stopping): no run can start now")
+		return jobs.Run{}, errors.New("the in-process executor is not running (starting or stopping): no run can start now")
 	}
-	obj, err := e.objects.create(job)
-	if apierrors.IsAlreadyExists(err) {
-		if obj, err = e.objects.get(job.Namespace, job.Name); err == nil {
-			return obj.(*batchv1.Job), nil
-		}
+	key := cache.NewObjectName(job.Namespace, job.Name)
+	if a, ok := e.active[key]; ok {
+		return a.run, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	created := obj.(*batchv1.Job)
+	job = job.DeepCopy()
+	job.UID, job.CreationTimestamp = uuid.NewUUID(), metav1.NewTime(e.now())
 	ctx, stop := context.WithCancel(e.ctx)
-	if d := created.Spec.ActiveDeadlineSeconds; d != nil {
-		ctx, stop = withDeadline(ctx, stop, created.CreationTimestamp.Add(time.Duration(*d)*time.Second))
+	if d := job.Spec.ActiveDeadlineSeconds; d != nil {
+		ctx, stop = withDeadline(ctx, stop, job.CreationTimestamp.Add(time.Duration(*d)*time.Second))
 	}
-	e.runs[created.UID] = stop
-	e.running.Go(func() { e.execute(ctx, created) })
-	return created.DeepCopy(), nil
+	a := &active{run: jobs.RunOf(job), kind: jobs.Kind(job.Labels[jobs.LabelKind]), stop: stop}
+	e.active[key] = a
+	for _, v := range e.views {
+		v.tell(a.kind, a.run)
+	}
+	e.running.Go(func() { e.execute(ctx, job, a) })
+	return a.run, nil
 }
 
 // withDeadline adds a deadline to ctx; the returned stop cancels both.
@@ -151,74 +185,68 @@ func withDeadline(ctx context.Context, stop context.CancelFunc, at time.Time) (c
 	return dctx, func() { cancel(); stop() }
 }
 
-// Stop removes the Job and stops its run, as deleting a Job with propagation Background
-// does: its pod gets SIGTERM, finishes what it has in hand, and goes.
-func (e *Executor) Stop(_ context.Context, job *batchv1.Job) error {
-	if _, err := e.objects.remove(job.Namespace, job.Name, job.UID); err == nil { // else gone already, or another run since
-		e.mu.Lock()
-		if stop, running := e.runs[job.UID]; running {
-			stop()
-		}
-		e.mu.Unlock()
+// Stop stops the run, as deleting a Job with propagation Background does: it gets SIGTERM,
+// finishes what it has in hand, and goes. It leaves the views at once.
+func (e *Executor) Stop(_ context.Context, run jobs.Run) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := cache.NewObjectName(run.Namespace, run.Name)
+	if a, ok := e.active[key]; ok && a.run.UID == run.UID { // else gone already, or another run since
+		going := a.run
+		going.Going = true
+		e.forget(a, going)
+		a.stop()
 	}
 	return nil
 }
 
-func (e *Executor) Jobs(namespace, selector string) jobs.Objects {
-	return e.objects.view(namespace, selector)
+// forget removes the run a and tells the views it ended as run says; e.mu is held.
+func (e *Executor) forget(a *active, run jobs.Run) {
+	delete(e.active, cache.NewObjectName(run.Namespace, run.Name))
+	for _, v := range e.views {
+		v.tell(a.kind, run)
+	}
 }
 
-// The reasons of a failed run's Job: the Job controller's names where it has the same case.
+// The reasons of a failed run: the Job controller's names where it has the same case.
 const (
 	reasonFailed           = "RunFailed"
 	reasonDeadline         = "DeadlineExceeded"
 	reasonPodFailurePolicy = "PodFailurePolicy"
 )
 
-// execute carries job's run out once and ends it: its report to the controllers, then the
-// Job's final condition, then the Job goes. A run that was stopped (its Job deleted, or the
-// executor stopping) only reports.
-func (e *Executor) execute(ctx context.Context, job *batchv1.Job) {
+// execute carries job's run out once and ends it: its report to the controllers, then its
+// end to their views. A run that was stopped (by Stop, or the executor stopping) only
+// reports.
+func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess)})
 	code, msg := e.opts.Engine(ctx, job, log)
 	stopped := ctx.Err() // before the stop below cancels ctx
 	e.report(job, msg)
-	e.mu.Lock()
-	e.runs[job.UID]() // releases the run's context and its deadline's timer
-	delete(e.runs, job.UID)
-	e.mu.Unlock()
+	a.stop() // releases the run's context and its deadline's timer
+	reason, message := "", ""
 	switch {
 	case errors.Is(stopped, context.DeadlineExceeded): // however the run ended
-		e.endJob(job, batchv1.JobFailed, reasonDeadline, "Job was active longer than specified deadline")
+		reason, message = reasonDeadline, "Job was active longer than specified deadline"
 	case code == 0:
-		e.endJob(job, batchv1.JobComplete, "", "")
 	case stopped != nil:
-		return // deleted, or the executor stops
+		return // stopped, or the executor stops
 	case code == jobs.ExitBadConfig:
-		e.endJob(job, batchv1.JobFailed, reasonPodFailurePolicy, fmt.Sprintf("the run refused its settings (exit code %d): running it again cannot help", code))
+		reason, message = reasonPodFailurePolicy, fmt.Sprintf("the run refused its settings (exit code %d): running it again cannot help", code)
 	default:
-		e.endJob(job, batchv1.JobFailed, reasonFailed, fmt.Sprintf("the run failed (exit code %d); an in-process run is not retried", code))
+		reason, message = reasonFailed, fmt.Sprintf("the run failed (exit code %d); an in-process run is not retried", code)
 	}
-	// Nothing reads a finished run here but the controllers, which were told: the Job goes.
-	_, _ = e.objects.remove(job.Namespace, job.Name, job.UID)
-}
-
-// endJob gives the Job its final condition, which is what the controllers read of a run's
-// end (a Job already gone is left gone), and says so, as `kubectl get job` would show it.
-func (e *Executor) endJob(job *batchv1.Job, cond batchv1.JobConditionType, reason, message string) {
-	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess), "result": string(cond)})
-	if cond == batchv1.JobComplete {
-		log.Info("The in-process run ended: its Job is Complete.")
+	if reason == "" {
+		log.WithField("result", string(batchv1.JobComplete)).Info("The in-process run ended: its Job is Complete.")
 	} else {
-		log.WithField("reason", reason).Warnf("The in-process run ended: its Job Failed (%s: %s).", reason, message)
+		log.WithFields(logrus.Fields{"result": string(batchv1.JobFailed), "reason": reason}).Warnf("The in-process run ended: its Job Failed (%s: %s).", reason, message)
 	}
-	now := metav1.NewTime(e.now())
-	e.objects.mutate(job.Namespace, job.Name, func(o runtime.Object) {
-		j := o.(*batchv1.Job)
-		if j.UID != job.UID {
-			return
-		}
-		j.Status.Conditions = append(j.Status.Conditions,
-			batchv1.JobCondition{Type: cond, Status: corev1.ConditionTrue, Reason: reason, Message: message, LastProbeTime: now, LastTransitionTime: now})
-	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.active[cache.NewObjectName(job.Namespace, job.Name)] != a {
+		return // stopped meanwhile: the views were told
+	}
+	ended := a.run
+	ended.Done, ended.Failed, ended.Ended = true, reason != "", e.now()
+	e.forget(a, ended)
 }

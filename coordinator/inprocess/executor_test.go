@@ -2,17 +2,16 @@ package inprocess
 
 import (
 	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -79,50 +78,50 @@ func (f *fakeEngine) wasStopped(name string) bool {
 	return f.stopped[name]
 }
 
-// rig is an executor running with a fake engine, a Launcher on it, an informer of its Jobs
-// and a follower of its weeder runs' reports, as the controllers build them.
+// rig is an executor running with a fake engine, a Launcher on it, run views of its weeder
+// and probe runs and a follower of its weeder runs' reports, as the controllers build them,
+// and the executor's log lines.
 type rig struct {
 	t        *testing.T
 	e        *Executor
 	engine   *fakeEngine
 	launcher *jobs.Launcher
-	jobInf   jobs.Objects
+	views    map[jobs.Kind]*jobs.RunView
 	reports  chan jobs.Report
+	logged   *logtest.Hook
 
 	mu    sync.Mutex
-	ended map[string]*batchv1.Job // job name → the Job as it was when it finished
+	ended map[string]jobs.Run // run name → the run as its view's Stopped handler was told it
 }
 
 func newRig(t *testing.T, tpl jobs.Template) *rig {
 	t.Helper()
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log, logged := logtest.NewNullLogger()
 	fe := newFakeEngine()
 	e := New(Options{Log: log, Engine: fe.run})
 	if tpl.Namespace == "" {
 		tpl.Namespace = "garden"
 	}
 	tpl.Image = "in-process"
-	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}, reports: make(chan jobs.Report, 10), ended: map[string]*batchv1.Job{}}
-	r.jobInf = e.Jobs(tpl.Namespace, "depwatch.io/kind")
-	r.launcher.Cache = batchv1listers.NewJobLister(r.jobInf.GetIndexer())
-	if _, err := r.jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
-		if j := obj.(*batchv1.Job); jobs.Finished(j) {
-			r.mu.Lock()
-			r.ended[j.Name] = j
-			r.mu.Unlock()
-		}
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	runs := e.Runs(tpl.Namespace, jobs.KindWeeder, func(rep jobs.Report) bool { r.reports <- rep; return true })
+	r := &rig{t: t, e: e, engine: fe, launcher: &jobs.Launcher{Executor: e, Template: tpl}, reports: make(chan jobs.Report, 10),
+		logged: logged, views: map[jobs.Kind]*jobs.RunView{}, ended: map[string]jobs.Run{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { e.Run(ctx) })
-	wg.Go(func() { r.jobInf.RunWithContext(ctx) })
-	wg.Go(func() { runs.RunWithContext(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	if !cache.WaitForCacheSync(ctx.Done(), r.jobInf.HasSynced, runs.HasSynced) {
+	for _, kind := range []jobs.Kind{jobs.KindWeeder, jobs.KindProbe} {
+		v, err := e.RunView(tpl.Namespace, kind, func(run jobs.Run) []string { return []string{run.Facts.Target} }, jobs.RunHandlers{
+			Stopped: func(run jobs.Run) { r.mu.Lock(); r.ended[run.Name] = run; r.mu.Unlock() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.views[kind] = v
+		wg.Go(func() { v.RunWithContext(ctx) })
+	}
+	runs := e.Runs(tpl.Namespace, jobs.KindWeeder, func(rep jobs.Report) bool { r.reports <- rep; return true })
+	wg.Go(func() { e.Run(ctx) })
+	wg.Go(func() { runs.RunWithContext(ctx) })
+	if !cache.WaitForCacheSync(ctx.Done(), r.views[jobs.KindWeeder].HasSynced, runs.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	waitFor(t, "the executor to run", func() bool {
@@ -131,6 +130,29 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 		return e.ctx != nil
 	})
 	return r
+}
+
+// launch launches s over its target's active runs, as the controllers do.
+func (r *rig) launch(s jobs.Spec) (jobs.Outcome, error) {
+	return r.launcher.Launch(context.Background(), s, r.views[s.Kind].Active(s.Target()))
+}
+
+// endedRun is the run as its view told it stopped (false: not yet).
+func (r *rig) endedRun(name string) (jobs.Run, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run, ok := r.ended[name]
+	return run, ok
+}
+
+// warned: the executor logged a warning containing what.
+func (r *rig) warned(what string) bool {
+	for _, e := range r.logged.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, what) {
+			return true
+		}
+	}
+	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -142,22 +164,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// cachedJob is the Job as the informer's cache has it (nil: not there).
-func (r *rig) cachedJob(name string) *batchv1.Job {
-	obj, ok, _ := r.jobInf.GetStore().GetByKey(r.launcher.Template.Namespace + "/" + name)
-	if !ok {
-		return nil
-	}
-	return obj.(*batchv1.Job)
-}
-
-// endedJob is the Job as the informer showed it when it finished (nil: not yet).
-func (r *rig) endedJob(name string) *batchv1.Job {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.ended[name]
 }
 
 // report is the next run's report (a hang catcher fails the test).
@@ -182,42 +188,34 @@ func weederSpec(t *testing.T, svc string, at time.Time) jobs.Spec {
 	return s
 }
 
-// TestARunIsAJobThatRunsThenCompletes: a launched weeder is a Job the informer shows active
-// until its run ends; then its report arrives once, the Job is Complete, and it goes.
-func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
+// TestARunShowsActiveThenCompletes: a launched weeder is a run the view shows active until it
+// ends; then its report arrives once, and the view tells it stopped, not failed, and lets it go.
+func TestARunShowsActiveThenCompletes(t *testing.T) {
 	r := newRig(t, jobs.Template{})
 	spec := weederSpec(t, "etcd-main-client", time.Now())
-	out, err := r.launcher.Launch(context.Background(), spec)
+	out, err := r.launch(spec)
 	if err != nil || out.Result != jobs.ResultCreated {
 		t.Fatalf("launch: %v %v", out.Result, err)
 	}
-	if out.Job.Name != spec.Name() || out.Job.UID == "" || out.Job.CreationTimestamp.IsZero() {
-		t.Errorf("created %s uid %q at %v; want the Job name %s, a UID and a creation time", out.Job.Name, out.Job.UID, out.Job.CreationTimestamp, spec.Name())
+	if out.Run.Name != spec.Name() || out.Run.UID == "" || out.Run.Created.IsZero() || out.Run.Facts.Target != "shoot--a/etcd-main-client" {
+		t.Errorf("started %+v; want the Job's name %s, a UID, a start time and the facts", out.Run, spec.Name())
 	}
-	started, results := r.engine.chans(out.Job.Name)
+	started, results := r.engine.chans(out.Run.Name)
 	<-started
-	waitFor(t, "the Job active in the cache", func() bool {
-		j := r.cachedJob(out.Job.Name)
-		return j != nil && jobs.Active(j)
-	})
-	if f := jobs.ReadFacts(r.cachedJob(out.Job.Name)); f.Target != "shoot--a/etcd-main-client" {
-		t.Errorf("facts read back %+v", f)
-	}
 	// De-duplication by target sees the running one.
-	active, err := r.launcher.Active(spec)
-	if err != nil || len(active) != 1 {
-		t.Fatalf("active %d, %v", len(active), err)
+	if active := r.views[jobs.KindWeeder].Active(spec.Target()); len(active) != 1 || active[0].UID != out.Run.UID {
+		t.Fatalf("active %+v", active)
 	}
 
 	results <- result{0, "reaped=1 deferred=0"}
-	if rep := r.report(); rep.Message != "reaped=1 deferred=0" || rep.Run != "garden/"+out.Job.Name || rep.FinishedAt.IsZero() {
+	if rep := r.report(); rep.Message != "reaped=1 deferred=0" || rep.Run != "garden/"+out.Run.Name || rep.FinishedAt.IsZero() {
 		t.Errorf("report %+v", rep)
 	}
-	waitFor(t, "the Job Complete, then gone", func() bool {
-		j := r.endedJob(out.Job.Name)
-		return j != nil && !jobs.Failed(j) && r.cachedJob(out.Job.Name) == nil
+	waitFor(t, "the run told ended, then gone", func() bool {
+		run, ok := r.endedRun(out.Run.Name)
+		return ok && run.Done && !run.Failed && !r.views[jobs.KindWeeder].Has("garden", out.Run.Name)
 	})
-	if active, _ := r.launcher.Active(spec); len(active) != 0 {
+	if active := r.views[jobs.KindWeeder].Active(spec.Target()); len(active) != 0 {
 		t.Errorf("a finished run still counts as active: %v", active)
 	}
 	if n := len(r.reports); n != 0 {
@@ -225,28 +223,32 @@ func TestARunIsAJobThatRunsThenCompletes(t *testing.T) {
 	}
 }
 
-// TestDeletingTheJobStopsItsRun: stopping a weeder (Launcher.Delete) ends its run as SIGTERM
-// would; the Job is gone from the cache, and what the run reported as it stopped arrives.
-func TestDeletingTheJobStopsItsRun(t *testing.T) {
+// TestStoppingARunEndsItAsSIGTERMWould: stopping a weeder (Launcher.Delete) ends its run as
+// SIGTERM would; the view lets it go at once, and what the run reported as it stopped arrives.
+func TestStoppingARunEndsItAsSIGTERMWould(t *testing.T) {
 	r := newRig(t, jobs.Template{})
-	out, err := r.launcher.Launch(context.Background(), weederSpec(t, "kube-apiserver", time.Now()))
+	out, err := r.launch(weederSpec(t, "kube-apiserver", time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	started, _ := r.engine.chans(out.Job.Name)
+	started, _ := r.engine.chans(out.Run.Name)
 	<-started
-	deleted, err := r.launcher.Delete(context.Background(), []batchv1.Job{*out.Job})
+	deleted, err := r.launcher.Delete(context.Background(), []jobs.Run{out.Run})
 	if err != nil || len(deleted) != 1 {
 		t.Fatalf("deleted %v, %v", deleted, err)
+	}
+	if r.views[jobs.KindWeeder].Has("garden", out.Run.Name) {
+		t.Error("the view still shows the stopped run")
 	}
 	if rep := r.report(); rep.Message != "stopped" {
 		t.Errorf("report %+v", rep)
 	}
-	waitFor(t, "the run stopped, the Job gone", func() bool {
-		return r.engine.wasStopped(out.Job.Name) && r.cachedJob(out.Job.Name) == nil
+	waitFor(t, "the run stopped, told going", func() bool {
+		run, ok := r.endedRun(out.Run.Name)
+		return r.engine.wasStopped(out.Run.Name) && ok && run.Going
 	})
 	// A run gone already is left gone.
-	if err := r.e.Stop(context.Background(), out.Job); err != nil {
+	if err := r.e.Stop(context.Background(), out.Run); err != nil {
 		t.Errorf("stopping again: %v", err)
 	}
 }
@@ -256,23 +258,23 @@ func TestDeletingTheJobStopsItsRun(t *testing.T) {
 func TestAReplacedWeederStopsTheOldRunAndStartsTheNew(t *testing.T) {
 	r := newRig(t, jobs.Template{})
 	t0 := time.Now()
-	first, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", t0))
+	first, err := r.launch(weederSpec(t, "etcd-main-client", t0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, _ := r.engine.chans(first.Job.Name)
+	s1, _ := r.engine.chans(first.Run.Name)
 	<-s1
-	second, err := r.launcher.Launch(context.Background(), weederSpec(t, "etcd-main-client", t0.Add(time.Second)))
-	if err != nil || second.Result != jobs.ResultReplaced || len(second.Replaced) != 1 || second.Replaced[0] != first.Job.Name {
+	second, err := r.launch(weederSpec(t, "etcd-main-client", t0.Add(time.Second)))
+	if err != nil || second.Result != jobs.ResultReplaced || len(second.Replaced) != 1 || second.Replaced[0] != first.Run.Name {
 		t.Fatalf("second launch %v replaced %v: %v", second.Result, second.Replaced, err)
 	}
-	s2, _ := r.engine.chans(second.Job.Name)
+	s2, _ := r.engine.chans(second.Run.Name)
 	<-s2
-	waitFor(t, "the first run stopped", func() bool { return r.engine.wasStopped(first.Job.Name) })
+	waitFor(t, "the first run stopped", func() bool { return r.engine.wasStopped(first.Run.Name) })
 }
 
 // TestAFailedRunIsNotRetried: a run that fails (exit 1) or refuses its settings (exit 2)
-// runs once; its Job Failed says which.
+// runs once; the view tells it failed, and the warning says which.
 func TestAFailedRunIsNotRetried(t *testing.T) {
 	r := newRig(t, jobs.Template{})
 	for _, tc := range []struct {
@@ -280,18 +282,17 @@ func TestAFailedRunIsNotRetried(t *testing.T) {
 		code   int32
 		reason string
 	}{{"etcd-main-client", 1, reasonFailed}, {"kube-apiserver", jobs.ExitBadConfig, reasonPodFailurePolicy}} {
-		out, err := r.launcher.Launch(context.Background(), weederSpec(t, tc.svc, time.Now()))
+		out, err := r.launch(weederSpec(t, tc.svc, time.Now()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, results := r.engine.chans(out.Job.Name)
+		_, results := r.engine.chans(out.Run.Name)
 		results <- result{tc.code, "failed"}
-		waitFor(t, "the Job Failed", func() bool {
-			j := r.endedJob(out.Job.Name)
-			return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == tc.reason
+		waitFor(t, "the run told failed", func() bool {
+			run, ok := r.endedRun(out.Run.Name)
+			return ok && run.Failed && r.warned("its Job Failed ("+tc.reason+":")
 		})
-		waitFor(t, "the Job gone", func() bool { return r.cachedJob(out.Job.Name) == nil })
-		if n := r.engine.called(out.Job.Name); n != 1 {
+		if n := r.engine.called(out.Run.Name); n != 1 {
 			t.Errorf("exit %d: %d runs, want 1", tc.code, n)
 		}
 		r.report()
@@ -309,9 +310,9 @@ func TestARunEndsAtItsJobsDeadline(t *testing.T) {
 	if _, err := r.e.Start(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Job Failed at its deadline", func() bool {
-		j := r.endedJob(job.Name)
-		return j != nil && jobs.Failed(j) && conditionReason(j, batchv1.JobFailed) == reasonDeadline
+	waitFor(t, "the run failed at its deadline", func() bool {
+		run, ok := r.endedRun(job.Name)
+		return ok && run.Failed && r.warned("its Job Failed ("+reasonDeadline+":")
 	})
 	if !r.engine.wasStopped(job.Name) {
 		t.Error("the run was not told to stop at the deadline")
@@ -343,14 +344,14 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	if _, err := members.Set(context.Background(), "shard-0", probe.Membership{Namespaces: []string{"shoot--a"}}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := r.launcher.Launch(context.Background(), spec)
+	first, err := r.launch(spec)
 	if err != nil || first.Result != jobs.ResultCreated {
 		t.Fatalf("first %v %v", first.Result, err)
 	}
 	ps.TriggerTime = ps.TriggerTime.Add(time.Second)
 	again, _ := jobs.Probe(ps)
-	second, err := r.launcher.Launch(context.Background(), again)
-	if err != nil || second.Result != jobs.ResultKept || second.Job.Name != first.Job.Name {
+	second, err := r.launch(again)
+	if err != nil || second.Result != jobs.ResultKept || second.Run.Name != first.Run.Name {
 		t.Fatalf("second %v (%v): want the running one kept", second.Result, err)
 	}
 
@@ -387,7 +388,7 @@ func TestAProbeShardIsKeptAndItsRunFollowsItsMembership(t *testing.T) {
 	}
 }
 
-// TestNoRunStartsBeforeRunOrAfterIt: the executor refuses Jobs while it is not running, so a
+// TestNoRunStartsBeforeRunOrAfterIt: the executor refuses runs while it is not running, so a
 // run never outlives its owner.
 func TestNoRunStartsBeforeRunOrAfterIt(t *testing.T) {
 	e := New(Options{Log: logrus.New(), Engine: newFakeEngine().run})
@@ -431,13 +432,4 @@ func TestTheEngineRefusesInvalidSettingsWithExitTwo(t *testing.T) {
 	if code != jobs.ExitBadConfig || !strings.Contains(msg, "RUN_DURATION") || !strings.HasPrefix(msg, "depwatch reap: invalid configuration") {
 		t.Errorf("exit %d, message %q", code, msg)
 	}
-}
-
-func conditionReason(j *batchv1.Job, typ batchv1.JobConditionType) string {
-	for _, c := range j.Status.Conditions {
-		if c.Type == typ && c.Status == corev1.ConditionTrue {
-			return c.Reason
-		}
-	}
-	return ""
 }

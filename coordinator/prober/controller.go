@@ -19,11 +19,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -38,20 +36,18 @@ import (
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
 // messages feed the decision and scale metrics. Only the leader reconciles.
 type Controller struct {
-	client   kubernetes.Interface
-	exec     jobs.Executor
-	dyn      dynamic.Interface
-	disco    discovery.DiscoveryInterface
-	running  *runningConfig // the prober section and the launcher of its Jobs
-	jobCache batchv1listers.JobLister
-	log      logrus.FieldLogger
-	metrics  *Metrics
-	now      func() time.Time
-	started  time.Time
+	client  kubernetes.Interface
+	exec    jobs.Executor
+	dyn     dynamic.Interface
+	disco   discovery.DiscoveryInterface
+	running *runningConfig // the prober section and the launcher of its Jobs
+	log     logrus.FieldLogger
+	metrics *Metrics
+	now     func() time.Time
+	started time.Time
 
 	nsInf   cache.SharedIndexInformer // namespaces matching the prober's selector
-	jobInf  jobs.Objects              // probe Jobs in the Job namespace
-	view    *jobs.RunView             // the probe runs, by target (jobInf read as runs)
+	view    *jobs.RunView             // the probe runs in the Jobs' namespace, by target
 	runs    jobs.Runs                 // their runs: reports, and why one has not started
 	members jobs.Memberships          // the shards' memberships
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -67,10 +63,6 @@ type Controller struct {
 	aside    *standAsideWatch
 	clusterW sync.WaitGroup
 }
-
-const (
-	jobTargetIndex = "depwatch-target"
-)
 
 func New(d Deps) (*Controller, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
@@ -103,8 +95,7 @@ func New(d Deps) (*Controller, error) {
 	if err := p.newInformers(d.Namespaces, d.Template.Namespace); err != nil {
 		return nil, err
 	}
-	p.jobCache = batchv1listers.NewJobLister(p.jobInf.GetIndexer())
-	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template, Cache: p.jobCache}}
+	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template}}
 	p.aside = newStandAsideWatch(d)
 	if err := p.addHandlers(); err != nil {
 		return nil, err
@@ -127,9 +118,6 @@ func (p *Controller) current() *runningConfig { return p.running }
 // Config is the running prober section.
 func (p *Controller) Config() *Config { return p.current().cfg }
 
-// jobTarget is the shard or namespace a probe Job is for.
-func jobTarget(j *batchv1.Job) string { return jobs.ReadFacts(j).Target }
-
 func (p *Controller) enqueue(key string, ok bool) {
 	if ok && key != "" {
 		p.queue.Add(key)
@@ -138,7 +126,7 @@ func (p *Controller) enqueue(key string, ok bool) {
 
 // Informers the prober runs: its namespaces, and its caches of the executor's runs.
 func (p *Controller) Informers() []jobs.Follower {
-	return []jobs.Follower{p.nsInf, p.jobInf, p.runs, p.members}
+	return []jobs.Follower{p.nsInf, p.view, p.runs, p.members}
 }
 
 func (p *Controller) enqueueAll() {

@@ -167,6 +167,7 @@ type probeHarness struct {
 	client *fake.Clientset
 	rec    record.EventRecorder
 	now    time.Time
+	shown  []jobs.Run // what syncJobs last showed the controller's run view
 }
 
 const probeOnlyConfig = `
@@ -239,12 +240,13 @@ func (h *probeHarness) reconcile(key string) {
 
 func (h *probeHarness) syncJobs() {
 	list := h.jobs()
-	idx := h.c.jobInf.GetIndexer()
-	for _, o := range idx.List() {
-		_ = idx.Delete(o)
+	for _, r := range h.shown {
+		h.c.view.Forget(r.Namespace, r.Name)
 	}
+	h.shown = nil
 	for i := range list {
-		_ = idx.Add(&list[i])
+		h.shown = append(h.shown, jobs.RunOf(&list[i]))
+		h.c.view.Observe(h.shown[i])
 	}
 	cms, err := h.client.CoreV1().ConfigMaps("depwatch").List(context.Background(), metav1.ListOptions{})
 	if err != nil {

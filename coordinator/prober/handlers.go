@@ -3,7 +3,6 @@ package prober
 import (
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -17,20 +16,16 @@ import (
 // shards' memberships. The coordinator runs them.
 func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) error {
 	p.nsInf = namespaces
-	kindSel := labels.Set{jobs.LabelKind: string(jobs.KindProbe)}.String()
-	p.jobInf = p.exec.Jobs(jobNamespace, kindSel)
 	p.runs = p.exec.Runs(jobNamespace, jobs.KindProbe, p.onReport)
 	p.members = p.exec.Memberships(jobNamespace, p.onLeft)
-	if err := p.jobInf.AddIndexers(cache.Indexers{jobTargetIndex: func(obj any) ([]string, error) {
-		if j, ok := obj.(*batchv1.Job); ok {
-			return []string{jobTarget(j)}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return fmt.Errorf("indexing the probe Jobs by target: %w", err)
-	}
 	var err error
-	p.view, err = jobs.NewRunView(p.jobInf, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
+	p.view, err = p.exec.RunView(jobNamespace, jobs.KindProbe, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
+		Added: func(r jobs.Run) {
+			if !r.Active() {
+				p.onEnded(r)
+			}
+		},
+		Stopped: p.onEnded,
 		Failed: func(jobs.Run) {
 			if p.leading.Load() {
 				p.metrics.JobsFailed.WithLabelValues(string(jobs.KindProbe)).Inc()
@@ -66,53 +61,31 @@ func (p *Controller) selectedKeys() []string {
 	return keys
 }
 
-// addHandlers queues what each event changes: a namespace's key for its own events; for a
-// probe Job that finished, its shard and its namespaces (a namespace that left a shard's
-// membership is queued by onLeft).
+// addHandlers queues a namespace's key for its own events; a namespace whose labels leave the
+// selector is looked at once more, and let go. A run that ends queues its shard and its
+// namespaces (onEnded, the run view's handler); a namespace that left a shard's membership is
+// queued by onLeft.
 func (p *Controller) addHandlers() error {
 	nsKey := func(obj any, selected bool) {
 		k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		p.enqueue(k, selected && err == nil)
 	}
-	regs := []struct {
-		inf jobs.Objects
-		h   cache.ResourceEventHandlerFuncs
-	}{
-		// A namespace whose labels leave the selector is looked at once more, and let go.
-		{p.nsInf, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { nsKey(obj, p.selected(obj)) },
-			UpdateFunc: func(old, obj any) { nsKey(obj, p.selected(old) || p.selected(obj)) },
-			DeleteFunc: func(obj any) { nsKey(obj, p.selected(obj)) },
-		}},
-		{p.jobInf, cache.ResourceEventHandlerFuncs{
-			AddFunc:    p.onJob,
-			UpdateFunc: func(_, obj any) { p.onJob(obj) },
-			DeleteFunc: p.onJob,
-		}},
-	}
-	for _, r := range regs {
-		if _, err := r.inf.AddEventHandler(r.h); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := p.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { nsKey(obj, p.selected(obj)) },
+		UpdateFunc: func(old, obj any) { nsKey(obj, p.selected(old) || p.selected(obj)) },
+		DeleteFunc: func(obj any) { nsKey(obj, p.selected(obj)) },
+	})
+	return err
 }
 
-// onJob: only a finished Job changes anything: the history, or its shard's next Job. Its
+// onEnded: a run that ended (or is going) changes the history, or its shard's next run. Its
 // namespaces are looked at again: one that moved to another shard while it ran joins that
 // shard now.
-func (p *Controller) onJob(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	j, ok := obj.(*batchv1.Job)
-	if !ok || !jobs.Finished(j) {
-		return
-	}
-	if i, isShard := shardOfTarget(jobTarget(j)); isShard && len(jobs.ReadFacts(j).Namespaces) > 0 {
+func (p *Controller) onEnded(r jobs.Run) {
+	if i, isShard := shardOfTarget(r.Facts.Target); isShard && len(r.Facts.Namespaces) > 0 {
 		p.queue.Add(shardKey(i))
 	}
-	for _, ns := range p.covers(jobs.RunOf(j)) {
+	for _, ns := range p.covers(r) {
 		p.queue.Add(ns)
 	}
 }

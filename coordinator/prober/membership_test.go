@@ -85,7 +85,7 @@ func TestARunningShardJobFollowsShootsJoiningAndLeaving(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("%d Jobs, want the shard's one", len(list))
 	}
-	target := jobTarget(&list[0])
+	target := jobs.ReadFacts(&list[0]).Target
 	env := map[string]string{}
 	for _, e := range list[0].Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
@@ -137,7 +137,7 @@ func TestANewLeaderLeavesARunningJobsMembershipUntilItKnowsEveryNamespace(t *tes
 	if len(list) != 1 {
 		t.Fatalf("%d Jobs", len(list))
 	}
-	target := jobTarget(&list[0])
+	target := jobs.ReadFacts(&list[0]).Target
 
 	// A new leader: same caches, nothing decided yet.
 	next := newProbeHarnessWith(t, followingConfig)

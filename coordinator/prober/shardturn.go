@@ -179,13 +179,13 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	if err != nil {
 		return err // validated at load
 	}
-	out, err := run.launcher.Launch(ctx, spec)
+	out, err := run.launcher.Launch(ctx, spec, p.view.Active(spec.Target()))
 	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).Error("Could not launch the shard's probe Job; will retry. The other shards are not affected.")
 		return err
 	}
-	log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "result": string(out.Result)}).
+	log.WithFields(logrus.Fields{"job": out.Run.Namespace + "/" + out.Run.Name, "result": string(out.Result)}).
 		Debugf("Launched a probe Job for %d namespace(s).", len(namespaces))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/jobs"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -229,7 +230,7 @@ func TestProberStandingAsideTakesTheNamespacesOutOfTheRunningJob(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("%d probe Jobs after the initial delay, want 1", len(list))
 	}
-	target := jobTarget(&list[0])
+	target := jobs.ReadFacts(&list[0]).Target
 	if m := h.membership(target); len(m.Namespaces) != 1 {
 		t.Fatalf("the running Job's membership is %v, want the namespace", m.Namespaces)
 	}

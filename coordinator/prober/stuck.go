@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -43,7 +45,7 @@ func (p *Controller) checkStuck(i int, active *jobs.Run, now time.Time) {
 		p.shardName(i), now.Sub(active.Created).Round(time.Second), why, strings.Join(active.Facts.Namespaces, ","))
 	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
 	if p.recorder != nil {
-		ref := active.Ref()
+		ref := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: active.Namespace, Name: active.Name, UID: active.UID}}
 		p.recorder.Event(&ref, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
@@ -77,7 +76,7 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 		c.batch.done(items) // validated at load; cannot happen
 		return true, err
 	}
-	out, err := rc.launcher.LaunchOver(ctx, spec, b.replace)
+	out, err := rc.launcher.Launch(ctx, spec, b.replace)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		c.log.WithError(err).WithField("services", len(b.items)).Error("Could not launch a batch weeder Job; will retry.")
@@ -85,12 +84,12 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 	}
 	c.batch.done(items)
 	c.metrics.WeederBatched.Add(float64(len(b.items)))
-	c.log.WithFields(logrus.Fields{"job": out.Job.Namespace + "/" + out.Job.Name, "services": len(b.items), "armed": b.armed, "result": string(out.Result)}).
+	c.log.WithFields(logrus.Fields{"job": out.Run.Namespace + "/" + out.Run.Name, "services": len(b.items), "armed": b.armed, "result": string(out.Result)}).
 		Infof("Many services need a weeder at once: launched one batch weeder Job for %d of them; each is followed on its own (kubectl logs shows a target field per line).", len(b.items))
 	for _, it := range b.items {
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
 		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-		c.covered(rc, it.key, it.edge, launched{job: out.Job, armed: b.armed, batch: len(b.items)}, log)
+		c.covered(rc, it.key, it.edge, launched{run: out.Run, armed: b.armed, batch: len(b.items)}, log)
 	}
 	return true, nil
 }
@@ -123,7 +122,7 @@ type batchJob struct {
 	// first is the oldest edge: the Job's trigger time.
 	first *recordedEdge
 	// replace is the services' own unarmed Jobs: the batch Job takes over from them.
-	replace []batchv1.Job
+	replace []jobs.Run
 }
 
 func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
@@ -138,7 +137,7 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 		b.items = append(b.items, it)
 		for _, r := range c.wjobs.active(it.key) {
 			if len(r.Facts.Covers()) == 1 && !r.Armed {
-				b.replace = append(b.replace, r.Ref())
+				b.replace = append(b.replace, r)
 			}
 		}
 		if it.edge.at.Before(b.first.at) {

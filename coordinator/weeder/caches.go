@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -98,19 +97,14 @@ func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
 // weederJobs follows the weeder runs in the Jobs' namespace (the executor's: Jobs in the
 // cluster, or the in-process runs) as runs, indexed by the services they cover (a batch
 // under each of its services), so an edge reads what covers its service without an API call.
-type weederJobs struct {
-	inf  jobs.Objects // what the view reads (the coordinator runs it)
-	runs *jobs.RunView
-}
+type weederJobs struct{ runs *jobs.RunView }
 
 func newWeederJobs(exec jobs.Executor, namespace string, h jobs.RunHandlers) (*weederJobs, error) {
-	sel := labels.Set{jobs.LabelKind: string(jobs.KindWeeder)}.String()
-	inf := exec.Jobs(namespace, sel)
-	runs, err := jobs.NewRunView(inf, func(r jobs.Run) []string { return r.Facts.Covers() }, h)
+	runs, err := exec.RunView(namespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, h)
 	if err != nil {
 		return nil, err
 	}
-	return &weederJobs{inf: inf, runs: runs}, nil
+	return &weederJobs{runs: runs}, nil
 }
 
 // active lists the weeder runs covering key that have not finished and are not going.

@@ -135,7 +135,7 @@ func TestLaunchReplacesAWeederThatIsStillActive(t *testing.T) {
 	// A second launch for the same service while the first runs (e.g. catch-up racing a
 	// transition) replaces it: never two weeders for one service.
 	h.now = h.now.Add(30 * time.Second)
-	if err := h.c.launchWeeder(context.Background(), h.c.config(), "n/kube-apiserver", &recordedEdge{trigger: "catch-up", at: h.now}, false, first, h.c.log); err != nil {
+	if err := h.c.launchWeeder(context.Background(), h.c.config(), "n/kube-apiserver", &recordedEdge{trigger: "catch-up", at: h.now}, false, []jobs.Run{jobs.RunOf(&first[0])}, h.c.log); err != nil {
 		t.Fatal(err)
 	}
 	second := h.weederJobs()

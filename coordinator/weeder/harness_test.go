@@ -35,6 +35,7 @@ type harness struct {
 	client *fake.Clientset
 	rec    *record.FakeRecorder
 	now    time.Time
+	shown  []jobs.Run // what syncCaches last showed the controller's run view
 }
 
 const testConfig = `
@@ -116,13 +117,15 @@ func (h *harness) syncCaches() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var js []any
-	for i := range obj.(*batchv1.JobList).Items {
-		js = append(js, &obj.(*batchv1.JobList).Items[i])
-		h.c.onJobAdded(jobs.RunOf(&obj.(*batchv1.JobList).Items[i]))
+	for _, r := range h.shown {
+		h.c.wjobs.runs.Forget(r.Namespace, r.Name)
 	}
-	if err := h.c.wjobs.inf.GetIndexer().Replace(js, ""); err != nil {
-		h.t.Fatal(err)
+	h.shown = nil
+	for i := range obj.(*batchv1.JobList).Items {
+		r := jobs.RunOf(&obj.(*batchv1.JobList).Items[i])
+		h.shown = append(h.shown, r)
+		h.c.wjobs.runs.Observe(r)
+		h.c.onJobAdded(r)
 	}
 	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "")
 	if err != nil {

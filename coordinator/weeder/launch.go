@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -16,7 +15,7 @@ import (
 
 // launchWeeder covers the service with a weeder: a Job of its own while launches are rare
 // (replacing its own unarmed Job, if one runs), else a place in the batch being formed.
-func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, armed bool, own []batchv1.Job, log logrus.FieldLogger) error {
+func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, armed bool, own []jobs.Run, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
 	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
@@ -41,20 +40,20 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := rc.launcher.LaunchOver(ctx, spec, own)
+	out, err := rc.launcher.Launch(ctx, spec, own)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", e.trigger).Error("Could not launch the weeder Job; will retry.")
 		return err
 	}
 	c.batch.ownLaunched(c.now())
-	c.covered(rc, key, e, launched{job: out.Job, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
+	c.covered(rc, key, e, launched{run: out.Run, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
 	return nil
 }
 
 // launched is a weeder Job just created, as one of the services it covers is told of it.
 type launched struct {
-	job   *batchv1.Job
+	run   jobs.Run
 	armed bool
 	// own: the Job covers this service alone; else batch is how many services it covers.
 	own      bool
@@ -71,7 +70,7 @@ func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l l
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
 	c.observeEdge(e)
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	job := l.job.Namespace + "/" + l.job.Name
+	job := l.run.Namespace + "/" + l.run.Name
 	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": l.armed}
 	// What the Event calls the Job, the service's dependents, and the service.
 	what, deps, when := "", "crash-looping dependents", "the service is"
@@ -107,11 +106,11 @@ func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l l
 func (c *Controller) noteLaunch(key string, l launched) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.wjobs.has(l.job.Namespace, l.job.Name) {
-		c.expectations.expect(l.job.Name, c.now())
+	if !c.wjobs.has(l.run.Namespace, l.run.Name) {
+		c.expectations.expect(l.run.Name, c.now())
 	}
 	if st, ok := c.services[key]; ok {
-		st.launched = &launchedJob{name: l.job.Name, uid: l.job.UID, armed: l.armed, own: l.own}
+		st.launched = &launchedJob{name: l.run.Name, uid: l.run.UID, armed: l.armed, own: l.own}
 	}
 }
 
@@ -141,7 +140,7 @@ func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage
 
 // stopWeeder deletes the service's own running weeder Job, if any: the service went down
 // again and arming is off, or (going says why) it is going away.
-func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, own []batchv1.Job, going string, log logrus.FieldLogger) error {
+func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, own []jobs.Run, going string, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	stopped, err := rc.launcher.Delete(ctx, own)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/sirupsen/logrus"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,7 +170,7 @@ type coverage struct {
 	by string
 	// own is the Jobs that cover the service alone: those may be replaced or stopped for it;
 	// a batch Job goes on for its other services.
-	own []batchv1.Job
+	own []jobs.Run
 }
 
 // coverage reads what covers the service: its active weeder Jobs from the cache (an armed
@@ -189,7 +188,7 @@ func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) c
 	}
 	for _, r := range active {
 		if len(r.Facts.Covers()) == 1 {
-			cov.own = append(cov.own, r.Ref())
+			cov.own = append(cov.own, r)
 		}
 	}
 	if cov.active == ArmedWeeder {
@@ -198,7 +197,7 @@ func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) c
 	if l, ok := c.expectedLaunch(st); ok {
 		cov.active, cov.by = weederKind(l.armed), l.name
 		if l.own { // not in the cache yet, but replaced or stopped like one that is
-			cov.own = append(cov.own, batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: rc.launcher.Template.Namespace, Name: l.name, UID: l.uid}})
+			cov.own = append(cov.own, jobs.Run{Namespace: rc.launcher.Template.Namespace, Name: l.name, UID: l.uid})
 		}
 	}
 	if cov.active == ArmedWeeder {
