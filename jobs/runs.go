@@ -231,14 +231,12 @@ func (v *RunView) Observe(run Run) {
 		had = false
 	}
 	_ = v.runs.Add(&run)
-	switch {
-	case !had:
+	if !had { // one found ended already (at a restart) was told before, by the process that saw it end
 		v.tell(v.h.Added, run)
-		v.tell(v.h.Failed, run, run.Failed)
-	default:
-		v.tell(v.h.Stopped, run, old.Active() && !run.Active())
-		v.tell(v.h.Failed, run, !old.Failed && run.Failed)
+		return
 	}
+	v.tell(v.h.Stopped, run, old.Active() && !run.Active())
+	v.tell(v.h.Failed, run, !old.Failed && run.Failed)
 }
 
 // Forget removes the run named; one still active is told Stopped.

@@ -188,3 +188,51 @@ func TestTheRunViewTellsEachRunsEndOnce(t *testing.T) {
 		t.Fatal("a finished run is still active")
 	}
 }
+
+// What a view tells of the runs its executor observes: each change once, in order; a run
+// found ended already (a restart) is only added, and a run of the same name started since
+// ends the old one.
+func TestTheRunViewTellsWhatChangedOnce(t *testing.T) {
+	active := Run{Namespace: "depwatch", Name: "weeder-a", UID: "1", Facts: Facts{Target: "ns/a"}}
+	failed := active
+	failed.Done, failed.Failed = true, true
+	again := active
+	again.UID = "2"
+	for _, tc := range []struct {
+		name    string
+		observe []Run
+		want    string
+		active  int
+	}{
+		{"a run that starts, then fails", []Run{active, failed}, "added 1, stopped 1, failed 1", 0},
+		{"a run found failed at a restart", []Run{failed, failed}, "added 1", 0},
+		{"a run of the same name started since", []Run{active, again}, "added 1, stopped 1, added 2", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			note := func(what string) func(Run) {
+				return func(r Run) { got = append(got, what+" "+string(r.UID)) }
+			}
+			v := NewRunView(nil, nil, func(r Run) []string { return []string{r.Facts.Target} },
+				RunHandlers{Added: note("added"), Stopped: note("stopped"), Failed: note("failed")})
+			for _, r := range tc.observe {
+				v.Observe(r)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { v.RunWithContext(ctx); close(done) }()
+			queued := func() int { v.mu.Lock(); defer v.mu.Unlock(); return len(v.queue) }
+			for i := 0; i < 200 && queued() > 0; i++ { // the view's goroutine tells them
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			<-done
+			if s := strings.Join(got, ", "); s != tc.want {
+				t.Errorf("told %q, want %q", s, tc.want)
+			}
+			if n := len(v.Active("ns/a")); n != tc.active {
+				t.Errorf("%d active, want %d", n, tc.active)
+			}
+		})
+	}
+}
