@@ -3,14 +3,13 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	batchv1informers "k8s.io/client-go/informers/batch/v1"
-	corev1informers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -64,14 +63,54 @@ type Executor interface {
 	Runs(namespace string, kind Kind, report func(Report) (taken bool)) Runs
 }
 
-// InCluster is the Job executor: runs are Jobs created through client.
-func InCluster(client kubernetes.Interface) Executor { return clusterExecutor{client} }
+// InCluster is the Job executor: runs are Jobs created through client. What the controllers
+// follow in the Jobs' namespace (the runs' Jobs, their pods, the shards' memberships) comes
+// from one shared informer factory per namespace: the weeder and the prober share each watch.
+func InCluster(client kubernetes.Interface) Executor {
+	return &clusterExecutor{client: client, factories: map[string]informers.SharedInformerFactory{}}
+}
 
-type clusterExecutor struct{ client kubernetes.Interface }
+type clusterExecutor struct {
+	client kubernetes.Interface
 
-func (clusterExecutor) Kind() ExecutorKind { return ExecutorJob }
+	mu        sync.Mutex
+	factories map[string]informers.SharedInformerFactory
+}
 
-func (e clusterExecutor) Start(ctx context.Context, job *batchv1.Job) (Run, error) {
+// informers is the shared informer factory of namespace's depwatch objects: those with a
+// depwatch.io/kind label, kept without their managedFields.
+func (e *clusterExecutor) informers(namespace string) informers.SharedInformerFactory {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f, ok := e.factories[namespace]
+	if !ok {
+		f = informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelKind }),
+			informers.WithTransform(StripManagedFields))
+		e.factories[namespace] = f
+	}
+	return f
+}
+
+// shared is what a controller runs and waits for of an informer from a shared factory: the
+// factory, started once for all (Start starts only what has not started), and synced when
+// the controller's handlers (reg) have been told what the informer held at start.
+type shared struct {
+	factory informers.SharedInformerFactory
+	reg     cache.ResourceEventHandlerRegistration
+}
+
+func (s shared) RunWithContext(ctx context.Context) {
+	s.factory.Start(ctx.Done())
+	<-ctx.Done()
+	s.factory.Shutdown() // waits for the informers' goroutines
+}
+
+func (s shared) HasSynced() bool { return s.reg.HasSynced() }
+
+func (*clusterExecutor) Kind() ExecutorKind { return ExecutorJob }
+
+func (e *clusterExecutor) Start(ctx context.Context, job *batchv1.Job) (Run, error) {
 	created, err := e.client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		created, err = e.client.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
@@ -84,7 +123,7 @@ func (e clusterExecutor) Start(ctx context.Context, job *batchv1.Job) (Run, erro
 
 // Stop deletes the Job, guarded by its UID, with propagation Background: the Job goes at
 // once, its pod gets SIGTERM.
-func (e clusterExecutor) Stop(ctx context.Context, run Run) error {
+func (e *clusterExecutor) Stop(ctx context.Context, run Run) error {
 	err := e.client.BatchV1().Jobs(run.Namespace).Delete(ctx, run.Name, metav1.DeleteOptions{
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 		Preconditions:     &metav1.Preconditions{UID: &run.UID},
@@ -95,17 +134,17 @@ func (e clusterExecutor) Stop(ctx context.Context, run Run) error {
 	return err
 }
 
-// RunView reads the runs from the informer of the kind's Jobs, each Job's change told to the view
-// as its Run.
-func (e clusterExecutor) RunView(namespace string, kind Kind, index func(Run) []string, h RunHandlers) (*RunView, error) {
-	inf := cached(batchv1informers.NewFilteredJobInformer(e.client, namespace, 0, namespaced(), byLabels(labels.Set{LabelKind: string(kind)}.String())))
-	v := NewRunView(inf, nil, index, h)
+// RunView reads the runs from the informer of the namespace's Jobs, each change of a Job of
+// kind told to the view as its Run.
+func (e *clusterExecutor) RunView(namespace string, kind Kind, index func(Run) []string, h RunHandlers) (*RunView, error) {
+	f := e.informers(namespace)
+	v := NewRunView(nil, nil, index, h)
 	observe := func(obj any) {
-		if j, ok := obj.(*batchv1.Job); ok {
+		if j, ok := obj.(*batchv1.Job); ok && j.Labels[LabelKind] == string(kind) {
 			v.Observe(RunOf(j))
 		}
 	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := f.Batch().V1().Jobs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(obj any) {
@@ -120,29 +159,8 @@ func (e clusterExecutor) RunView(namespace string, kind Kind, index func(Run) []
 	if err != nil {
 		return nil, fmt.Errorf("following the %s Jobs: %w", kind, err)
 	}
-	v.synced = reg.HasSynced
+	v.src, v.synced = shared{f, reg}, reg.HasSynced
 	return v, nil
-}
-
-// pods is the Job pods' cache behind Runs.
-func (e clusterExecutor) pods(namespace, selector string) cache.SharedIndexInformer {
-	return cached(corev1informers.NewFilteredPodInformer(e.client, namespace, 0, namespaced(), byLabels(selector)))
-}
-
-// namespaced is a new cache's indexers (each its own: AddIndexers adds to them).
-func namespaced() cache.Indexers {
-	return cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-}
-
-func byLabels(selector string) func(*metav1.ListOptions) {
-	return func(o *metav1.ListOptions) { o.LabelSelector = selector }
-}
-
-// cached is a cache of client-go's filtered informer inf, its objects kept without their
-// managedFields, which no controller reads.
-func cached(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
-	_ = inf.SetTransform(StripManagedFields)
-	return inf
 }
 
 // StripManagedFields drops managedFields before objects are cached (an informer's

@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/probe"
@@ -68,21 +66,22 @@ func (t Template) Membership(target string, m probe.Membership) *corev1.ConfigMa
 
 // configMaps are the Job executor's memberships: ConfigMaps, read from an informer's cache.
 type configMaps struct {
-	cache.SharedIndexInformer
-	exec      clusterExecutor
+	Follower
+	cms       cache.Indexer
+	exec      *clusterExecutor
 	namespace string
 }
 
 // Memberships follows the shards' membership ConfigMaps in namespace; left is told the
 // namespaces that leave one (it changed, or went).
-func (e clusterExecutor) Memberships(namespace string, left func(namespaces []string)) Memberships {
-	inf := cached(corev1informers.NewFilteredConfigMapInformer(e.client, namespace, 0, namespaced(),
-		byLabels(labels.Set{LabelKind: string(KindProbe)}.String())))
+func (e *clusterExecutor) Memberships(namespace string, left func(namespaces []string)) Memberships {
+	f := e.informers(namespace)
+	inf := f.Core().V1().ConfigMaps().Informer()
 	names := func(obj any) []string {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if cm, ok := obj.(*corev1.ConfigMap); ok {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[LabelKind] == string(KindProbe) {
 			m, _ := probe.ParseMembership(cm.Data)
 			return m.Namespaces
 		}
@@ -93,15 +92,18 @@ func (e clusterExecutor) Memberships(namespace string, left func(namespaces []st
 			left(gone)
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) { tell(Departed(names(old), names(obj))) },
 		DeleteFunc: func(obj any) { tell(names(obj)) },
 	})
-	return &configMaps{SharedIndexInformer: inf, exec: e, namespace: namespace}
+	return &configMaps{Follower: shared{f, reg}, cms: inf.GetIndexer(), exec: e, namespace: namespace}
 }
 
+// GetIndexer is the cache of the memberships' ConfigMaps, as an informer's.
+func (c *configMaps) GetIndexer() cache.Indexer { return c.cms }
+
 func (c *configMaps) cached(target string) *corev1.ConfigMap {
-	obj, exists, err := c.GetIndexer().GetByKey(c.namespace + "/" + MembershipName(target))
+	obj, exists, err := c.cms.GetByKey(c.namespace + "/" + MembershipName(target))
 	if err != nil || !exists {
 		return nil
 	}

@@ -10,7 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -57,7 +56,8 @@ func ReportOf(pod *corev1.Pod, kind Kind) (Report, bool) {
 // the controller takes it (it declines while it does not lead), and then never again; a
 // deleted pod is forgotten.
 type podRuns struct {
-	cache.SharedIndexInformer
+	Follower
+	pods   cache.Indexer // the Jobs' pods of every kind
 	kind   Kind
 	report func(Report) bool
 
@@ -65,13 +65,16 @@ type podRuns struct {
 	taken map[types.UID]bool
 }
 
-func (e clusterExecutor) Runs(namespace string, kind Kind, report func(Report) bool) Runs {
-	r := &podRuns{SharedIndexInformer: e.pods(namespace, labels.Set{LabelKind: string(kind)}.String()), kind: kind, report: report, taken: map[types.UID]bool{}}
-	_, _ = r.AddEventHandler(cache.ResourceEventHandlerFuncs{
+func (e *clusterExecutor) Runs(namespace string, kind Kind, report func(Report) bool) Runs {
+	f := e.informers(namespace)
+	inf := f.Core().V1().Pods().Informer()
+	r := &podRuns{pods: inf.GetIndexer(), kind: kind, report: report, taken: map[types.UID]bool{}}
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.offer,
 		UpdateFunc: func(_, obj any) { r.offer(obj) },
 		DeleteFunc: r.forget,
 	})
+	r.Follower = shared{f, reg}
 	return r
 }
 
@@ -79,7 +82,7 @@ func (e clusterExecutor) Runs(namespace string, kind Kind, report func(Report) b
 // controller is called outside the lock: an informer calls its handlers one at a time.
 func (r *podRuns) offer(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok {
+	if !ok || pod.Labels[LabelKind] != string(r.kind) {
 		return
 	}
 	res, done := ReportOf(pod, r.kind)
@@ -109,7 +112,7 @@ func (r *podRuns) forget(obj any) {
 // stays Pending (no node fits, an image cannot be pulled).
 func (r *podRuns) NotStarted(j Run) string {
 	var pending []string
-	for _, o := range r.GetIndexer().List() {
+	for _, o := range r.pods.List() {
 		pod, ok := o.(*corev1.Pod)
 		if !ok || pod.Labels[batchv1.JobNameLabel] != j.Name {
 			continue

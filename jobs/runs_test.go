@@ -108,20 +108,20 @@ func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
 // scheduler's and the kubelet's.
 func TestNotStartedSaysWhyFromTheJobsPods(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "probe-a"}}
-	r := &podRuns{SharedIndexInformer: InCluster(fake.NewClientset()).(clusterExecutor).pods("depwatch", "")}
+	r := &podRuns{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
 	if why := r.NotStarted(RunOf(job)); !strings.HasPrefix(why, "no pod was created") {
 		t.Errorf("no pod: %q", why)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: "probe-a-x", Labels: map[string]string{batchv1.JobNameLabel: "probe-a"}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/1 nodes are available"}}}}
-	_ = r.GetIndexer().Add(pod)
+	_ = r.pods.Add(pod)
 	if why := r.NotStarted(RunOf(job)); why != "pod probe-a-x Pending (Unschedulable: 0/1 nodes are available)" {
 		t.Errorf("pending: %q", why)
 	}
 	pod = pod.DeepCopy()
 	pod.Status.Phase = corev1.PodRunning
-	_ = r.GetIndexer().Update(pod)
+	_ = r.pods.Update(pod)
 	if why := r.NotStarted(RunOf(job)); why != "" {
 		t.Errorf("running: %q", why)
 	}
