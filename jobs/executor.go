@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -50,17 +51,13 @@ type Executor interface {
 	Stop(ctx context.Context, run Run) error
 
 	// RunView follows the runs of kind in namespace, indexed by index, telling h their
-	// changes; the coordinator runs it (RunWithContext) and waits for it (HasSynced).
+	// changes and handing it their reports; the coordinator runs it (RunWithContext) and
+	// waits for it (HasSynced).
 	RunView(namespace string, kind Kind, index func(Run) []string, h RunHandlers) (*RunView, error)
 
 	// Memberships keeps the probe shards' memberships in namespace, each followed by its
 	// shard's running run; left is told the namespaces that leave one.
 	Memberships(namespace string, left func(namespaces []string)) Memberships
-
-	// Runs follows the runs of kind in namespace: report is handed each finished run's
-	// Report, one call at a time, until it returns true (taken: it is not offered again);
-	// false (not leading, say) leaves it to a later change of the run, if any.
-	Runs(namespace string, kind Kind, report func(Report) (taken bool)) Runs
 }
 
 // InCluster is the Job executor: runs are Jobs created through client. What the controllers
@@ -92,12 +89,12 @@ func (e *clusterExecutor) informers(namespace string) informers.SharedInformerFa
 	return f
 }
 
-// shared is what a controller runs and waits for of an informer from a shared factory: the
+// shared is what a controller runs and waits for of informers from a shared factory: the
 // factory, started once for all (Start starts only what has not started), and synced when
-// the controller's handlers (reg) have been told what the informer held at start.
+// the controller's handlers (regs) have been told what the informers held at start.
 type shared struct {
 	factory informers.SharedInformerFactory
-	reg     cache.ResourceEventHandlerRegistration
+	regs    []cache.ResourceEventHandlerRegistration
 }
 
 func (s shared) RunWithContext(ctx context.Context) {
@@ -106,7 +103,14 @@ func (s shared) RunWithContext(ctx context.Context) {
 	s.factory.Shutdown() // waits for the informers' goroutines
 }
 
-func (s shared) HasSynced() bool { return s.reg.HasSynced() }
+func (s shared) HasSynced() bool {
+	for _, r := range s.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
 
 func (*clusterExecutor) Kind() ExecutorKind { return ExecutorJob }
 
@@ -135,10 +139,19 @@ func (e *clusterExecutor) Stop(ctx context.Context, run Run) error {
 }
 
 // RunView reads the runs from the informer of the namespace's Jobs, each change of a Job of
-// kind told to the view as its Run.
+// kind told to the view as its Run, and their reports and starts from their pods' (podRuns).
 func (e *clusterExecutor) RunView(namespace string, kind Kind, index func(Run) []string, h RunHandlers) (*RunView, error) {
 	f := e.informers(namespace)
 	v := NewRunView(nil, nil, index, h)
+	pods := &podRuns{pods: f.Core().V1().Pods().Informer().GetIndexer(), kind: kind, report: h.Reported, taken: map[types.UID]bool{}}
+	podsReg, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    pods.offer,
+		UpdateFunc: func(_, obj any) { pods.offer(obj) },
+		DeleteFunc: pods.forget,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("following the %s Jobs' pods: %w", kind, err)
+	}
 	observe := func(obj any) {
 		if j, ok := obj.(*batchv1.Job); ok && j.Labels[LabelKind] == string(kind) {
 			v.Observe(RunOf(j))
@@ -159,7 +172,8 @@ func (e *clusterExecutor) RunView(namespace string, kind Kind, index func(Run) [
 	if err != nil {
 		return nil, fmt.Errorf("following the %s Jobs: %w", kind, err)
 	}
-	v.src, v.synced = shared{f, reg}, reg.HasSynced
+	src := shared{f, []cache.ResourceEventHandlerRegistration{reg, podsReg}}
+	v.src, v.synced, v.notStarted = src, src.HasSynced, pods.NotStarted
 	return v, nil
 }
 

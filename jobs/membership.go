@@ -96,7 +96,7 @@ func (e *clusterExecutor) Memberships(namespace string, left func(namespaces []s
 		UpdateFunc: func(old, obj any) { tell(Departed(names(old), names(obj))) },
 		DeleteFunc: func(obj any) { tell(names(obj)) },
 	})
-	return &configMaps{Follower: shared{f, reg}, cms: inf.GetIndexer(), exec: e, namespace: namespace}
+	return &configMaps{Follower: shared{f, []cache.ResourceEventHandlerRegistration{reg}}, cms: inf.GetIndexer(), exec: e, namespace: namespace}
 }
 
 // GetIndexer is the cache of the memberships' ConfigMaps, as an informer's.

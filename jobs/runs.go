@@ -26,15 +26,6 @@ type Report struct {
 	Message string
 }
 
-// Runs is what a controller follows of one kind's runs besides their Jobs: each finished
-// run's Report, handed to the function given to Executor.Runs, and why an active run has not
-// started. The coordinator runs it (RunWithContext) and waits for it (HasSynced).
-type Runs interface {
-	Follower
-	// NotStarted says why run has not started yet; "" once it has (or has ended).
-	NotStarted(run Run) string
-}
-
 // Follower is a cache the coordinator runs and waits for before its controllers act.
 type Follower interface {
 	RunWithContext(ctx context.Context)
@@ -52,11 +43,10 @@ func ReportOf(pod *corev1.Pod, kind Kind) (Report, bool) {
 	return Report{}, false
 }
 
-// podRuns follows a kind's Job pods: a pod's result is offered on each of its changes until
-// the controller takes it (it declines while it does not lead), and then never again; a
-// deleted pod is forgotten.
+// podRuns follows a kind's Job pods for a RunView: a pod's result is offered on each of its
+// changes until the controller takes it (it declines while it does not lead), and then never
+// again; a deleted pod is forgotten.
 type podRuns struct {
-	Follower
 	pods   cache.Indexer // the Jobs' pods of every kind
 	kind   Kind
 	report func(Report) bool
@@ -65,24 +55,11 @@ type podRuns struct {
 	taken map[types.UID]bool
 }
 
-func (e *clusterExecutor) Runs(namespace string, kind Kind, report func(Report) bool) Runs {
-	f := e.informers(namespace)
-	inf := f.Core().V1().Pods().Informer()
-	r := &podRuns{pods: inf.GetIndexer(), kind: kind, report: report, taken: map[types.UID]bool{}}
-	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.offer,
-		UpdateFunc: func(_, obj any) { r.offer(obj) },
-		DeleteFunc: r.forget,
-	})
-	r.Follower = shared{f, reg}
-	return r
-}
-
 // offer hands a terminated pod's result to the controller, unless it took it before. The
 // controller is called outside the lock: an informer calls its handlers one at a time.
 func (r *podRuns) offer(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Labels[LabelKind] != string(r.kind) {
+	if !ok || r.report == nil || pod.Labels[LabelKind] != string(r.kind) {
 		return
 	}
 	res, done := ReportOf(pod, r.kind)
@@ -184,6 +161,10 @@ type RunHandlers struct {
 	// Failed: a run has just failed, once per run; a resync or a restart, which see no
 	// change, do not tell it again.
 	Failed func(Run)
+	// Reported is handed each finished run's Report (a Job's: its pod's termination
+	// message), one at a time, by the executor, until it returns true (taken: it is not
+	// offered again); false (not leading, say) leaves it to a later change of the run, if any.
+	Reported func(Report) (taken bool)
 }
 
 // RunView is what a controller follows of one kind's runs (Executor.RunView): the runs, looked
@@ -191,10 +172,11 @@ type RunHandlers struct {
 // (RunHandlers). The executor tells the view each run's state as it changes (Observe, Forget);
 // the coordinator runs it (RunWithContext) and waits for it (HasSynced).
 type RunView struct {
-	src    Follower    // what feeds the view (the Jobs' informer), or nil: the executor itself
-	synced func() bool // src's handlers have been told what src held at start
-	runs   cache.Indexer
-	h      RunHandlers
+	src        Follower    // what feeds the view (the Jobs' informers), or nil: the executor itself
+	synced     func() bool // src's handlers have been told what src held at start
+	notStarted func(Run) string
+	runs       cache.Indexer
+	h          RunHandlers
 
 	mu    sync.Mutex
 	queue []func()
@@ -311,6 +293,15 @@ func (v *RunView) RunWithContext(ctx context.Context) {
 
 // HasSynced: the view holds the runs that were there when it started.
 func (v *RunView) HasSynced() bool { return v.synced() }
+
+// NotStarted says why run has not started yet; "" once it has (or has ended), and for a run
+// that starts as it is started (in-process).
+func (v *RunView) NotStarted(run Run) string {
+	if v.notStarted == nil {
+		return ""
+	}
+	return v.notStarted(run)
+}
 
 // Active lists the active runs under key of the view's index, by name.
 func (v *RunView) Active(key string) []Run { return v.list(runIndex, key, Run.Active) }

@@ -34,12 +34,15 @@ func TestTheJobExecutorHandsEachPodsReportOverUntilTaken(t *testing.T) {
 	var mu sync.Mutex
 	var got []Report
 	take := false
-	runs := InCluster(client).Runs("depwatch", KindWeeder, func(r Report) bool {
+	runs, err := InCluster(client).RunView("depwatch", KindWeeder, func(Run) []string { return nil }, RunHandlers{Reported: func(r Report) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, r)
 		return take
-	})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	offered := func() []Report { mu.Lock(); defer mu.Unlock(); return append([]Report(nil), got...) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

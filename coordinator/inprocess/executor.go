@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/reaper"
 )
 
 // Options configure the executor.
@@ -70,13 +72,12 @@ type Executor struct {
 	log     logrus.FieldLogger
 	now     func() time.Time
 
-	mu        sync.Mutex
-	ctx       context.Context // Run's; nil until Run starts
-	stopped   bool            // Run's ctx ended: no run starts any more
-	active    map[cache.ObjectName]*active
-	views     []view                 // the controllers' run views, told each run's start and end
-	followers map[*follower]struct{} // the controllers' followers of the runs' reports, while they run
-	running   sync.WaitGroup
+	mu      sync.Mutex
+	ctx     context.Context // Run's; nil until Run starts
+	stopped bool            // Run's ctx ended: no run starts any more
+	active  map[cache.ObjectName]*active
+	views   []view // the controllers' run views, told each run's start, end and report
+	running sync.WaitGroup
 }
 
 // active is a run going on, its kind, and how to stop it.
@@ -86,11 +87,14 @@ type active struct {
 	stop context.CancelFunc
 }
 
-// view is a controller's run view of one kind's runs in one namespace.
+// view is a controller's run view of one kind's runs in one namespace, and its handler of
+// their reports, called one at a time.
 type view struct {
 	namespace string
 	kind      jobs.Kind
 	*jobs.RunView
+	reported func(jobs.Report) bool
+	calls    *sync.Mutex
 }
 
 var _ jobs.Executor = (*Executor)(nil)
@@ -106,7 +110,7 @@ func New(o Options) *Executor {
 	if o.EventsConfig == nil {
 		o.EventsConfig = o.Config
 	}
-	e := &Executor{opts: o, log: o.Log, now: o.Now, active: map[cache.ObjectName]*active{}, followers: map[*follower]struct{}{}, members: newMemberships()}
+	e := &Executor{opts: o, log: o.Log, now: o.Now, active: map[cache.ObjectName]*active{}, members: newMemberships()}
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}
@@ -131,7 +135,7 @@ func (e *Executor) Run(ctx context.Context) {
 
 // RunView is told the runs of kind in namespace: those going on now, then each start and end.
 func (e *Executor) RunView(namespace string, kind jobs.Kind, index func(jobs.Run) []string, h jobs.RunHandlers) (*jobs.RunView, error) {
-	v := view{namespace, kind, jobs.NewRunView(nil, nil, index, h)}
+	v := view{namespace, kind, jobs.NewRunView(nil, nil, index, h), h.Reported, &sync.Mutex{}}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.views = append(e.views, v)
@@ -222,7 +226,7 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess)})
 	code, msg := e.opts.Engine(ctx, job, log)
 	stopped := ctx.Err() // before the stop below cancels ctx
-	e.report(job, msg)
+	e.report(job, a.kind, msg)
 	a.stop() // releases the run's context and its deadline's timer
 	reason, message := "", ""
 	switch {
@@ -249,4 +253,24 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 	ended := a.run
 	ended.Done, ended.Failed, ended.Ended = true, reason != "", e.now()
 	e.forget(a, ended)
+}
+
+// report hands the ended run's report to the controllers' views of its kind, as a Job's
+// container's termination message would reach them: at most reaper.MaxTerminationMessage
+// bytes, once (taken or not: a run here has no later change), one call at a time per view.
+func (e *Executor) report(job *batchv1.Job, kind jobs.Kind, message string) {
+	if len(message) > reaper.MaxTerminationMessage {
+		message = message[:reaper.MaxTerminationMessage]
+	}
+	rep := jobs.Report{Run: job.Namespace + "/" + job.Name, FinishedAt: e.now(), Message: message}
+	e.mu.Lock()
+	views := slices.Clone(e.views)
+	e.mu.Unlock()
+	for _, v := range views {
+		if v.namespace == job.Namespace && v.kind == kind && v.reported != nil {
+			v.calls.Lock()
+			v.reported(rep)
+			v.calls.Unlock()
+		}
+	}
 }

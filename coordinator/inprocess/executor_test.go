@@ -110,7 +110,8 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, kind := range []jobs.Kind{jobs.KindWeeder, jobs.KindProbe} {
 		v, err := e.RunView(tpl.Namespace, kind, func(run jobs.Run) []string { return []string{run.Facts.Target} }, jobs.RunHandlers{
-			Stopped: func(run jobs.Run) { r.mu.Lock(); r.ended[run.Name] = run; r.mu.Unlock() },
+			Stopped:  func(run jobs.Run) { r.mu.Lock(); r.ended[run.Name] = run; r.mu.Unlock() },
+			Reported: func(rep jobs.Report) bool { r.reports <- rep; return true },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -118,10 +119,8 @@ func newRig(t *testing.T, tpl jobs.Template) *rig {
 		r.views[kind] = v
 		wg.Go(func() { v.RunWithContext(ctx) })
 	}
-	runs := e.Runs(tpl.Namespace, jobs.KindWeeder, func(rep jobs.Report) bool { r.reports <- rep; return true })
 	wg.Go(func() { e.Run(ctx) })
-	wg.Go(func() { runs.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), r.views[jobs.KindWeeder].HasSynced, runs.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), r.views[jobs.KindWeeder].HasSynced) {
 		t.Fatal("caches did not sync")
 	}
 	waitFor(t, "the executor to run", func() bool {

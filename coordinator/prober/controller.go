@@ -46,11 +46,12 @@ type Controller struct {
 	now     func() time.Time
 	started time.Time
 
-	nsInf   cache.SharedIndexInformer // namespaces matching the prober's selector
-	view    *jobs.RunView             // the probe runs in the Jobs' namespace, by target
-	runs    jobs.Runs                 // their runs: reports, and why one has not started
-	members jobs.Memberships          // the shards' memberships
-	queue   workqueue.TypedRateLimitingInterface[string]
+	nsInf cache.SharedIndexInformer // namespaces matching the prober's selector
+	view  *jobs.RunView             // the probe runs in the Jobs' namespace, by target
+	// notStarted says why a run has not started (the view's NotStarted; tests set it).
+	notStarted func(jobs.Run) string
+	members    jobs.Memberships // the shards' memberships
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	leading atomic.Bool
 
@@ -126,7 +127,7 @@ func (p *Controller) enqueue(key string, ok bool) {
 
 // Informers the prober runs: its namespaces, and its caches of the executor's runs.
 func (p *Controller) Informers() []jobs.Follower {
-	return []jobs.Follower{p.nsInf, p.view, p.runs, p.members}
+	return []jobs.Follower{p.nsInf, p.view, p.members}
 }
 
 func (p *Controller) enqueueAll() {

@@ -11,12 +11,10 @@ import (
 )
 
 // newInformers takes the cluster's namespaces (shared with the weeder: the prober reads those
-// its selector matches, selected) and makes, in the Jobs' namespace, filtered to
-// depwatch.io/kind=probe, the caches of the executor's probe Jobs, their runs (reports) and the
-// shards' memberships. The coordinator runs them.
+// its selector matches, selected) and follows, in the Jobs' namespace, the executor's probe
+// runs (their changes and reports) and the shards' memberships. The coordinator runs them.
 func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNamespace string) error {
 	p.nsInf = namespaces
-	p.runs = p.exec.Runs(jobNamespace, jobs.KindProbe, p.onReport)
 	p.members = p.exec.Memberships(jobNamespace, p.onLeft)
 	var err error
 	p.view, err = p.exec.RunView(jobNamespace, jobs.KindProbe, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
@@ -25,7 +23,8 @@ func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNames
 				p.onEnded(r)
 			}
 		},
-		Stopped: p.onEnded,
+		Stopped:  p.onEnded,
+		Reported: p.onReport,
 		Failed: func(jobs.Run) {
 			if p.leading.Load() {
 				p.metrics.JobsFailed.WithLabelValues(string(jobs.KindProbe)).Inc()
@@ -35,6 +34,7 @@ func (p *Controller) newInformers(namespaces cache.SharedIndexInformer, jobNames
 	if err != nil {
 		return fmt.Errorf("following the probe runs: %w", err)
 	}
+	p.notStarted = p.view.NotStarted
 	return nil
 }
 

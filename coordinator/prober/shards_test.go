@@ -155,8 +155,8 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 		t.Fatalf("%d Jobs", len(list))
 	}
 	// Its pod stays Pending (the Job executor reads why from its pods: jobs' own test).
-	runs := &notStarted{Runs: h.c.runs, why: "pod " + list[0].Name + "-x Pending (Unschedulable: 0/1 nodes are available)"}
-	h.c.runs = runs
+	why := "pod " + list[0].Name + "-x Pending (Unschedulable: 0/1 nodes are available)"
+	h.c.notStarted = func(jobs.Run) string { return why }
 	// The fake API leaves creationTimestamp empty: the Job is as old as it gets.
 	h.now = h.now.Add(2 * time.Minute)
 	h.reconcile(shardKey(0))
@@ -171,20 +171,12 @@ func TestAShardWhoseJobCannotStartIsVisible(t *testing.T) {
 	default:
 		t.Error("no Event on the Job")
 	}
-	runs.why = "" // its pod runs
+	why = "" // its pod runs
 	h.reconcile(shardKey(0))
 	if got := h.c.StuckShards(); len(got) != 0 {
 		t.Errorf("stuck shards %q once its pod runs", got)
 	}
 }
-
-// notStarted is the prober's runs with why a Job has not started as the test says.
-type notStarted struct {
-	jobs.Runs
-	why string
-}
-
-func (n *notStarted) NotStarted(jobs.Run) string { return n.why }
 
 func TestShardInputOfCountsWhoIsDueNowAndWithinTheRun(t *testing.T) {
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -26,7 +26,7 @@ func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interva
 func (p *Controller) checkStuck(i int, active *jobs.Run, now time.Time) {
 	why := ""
 	if active != nil && now.Sub(active.Created) >= stuckAfter(p.current().cfg) {
-		why = p.runs.NotStarted(*active)
+		why = p.notStarted(*active)
 	}
 	p.mu.Lock()
 	before := p.stuck[i]

@@ -200,7 +200,7 @@ func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs: its own, and its caches of the executor's runs.
 func (c *Controller) Informers() []jobs.Follower {
-	infs := []jobs.Follower{c.src.Informer(), c.wjobs.runs, c.reports.runs}
+	infs := []jobs.Follower{c.src.Informer(), c.wjobs.runs}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}

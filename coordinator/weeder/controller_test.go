@@ -259,8 +259,8 @@ func TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem(t *testing.T) {
 	}
 	t.Cleanup(c.queue.ShutDown)
 	t.Cleanup(c.batch.queue.ShutDown)
-	// The endpoints, and the executor's weeder Jobs and their pods (in-process runs there).
-	if c.nsInf != nil || len(c.Informers()) != 3+len(c.deps.informers()) {
+	// The endpoints, and the executor's weeder runs (their Jobs and pods).
+	if c.nsInf != nil || len(c.Informers()) != 2+len(c.deps.informers()) {
 		t.Errorf("a namespace informer runs (%d informers)", len(c.Informers()))
 	}
 	ns, err := c.namespaceGoing(context.Background(), "shoot--a")

@@ -33,9 +33,11 @@ func (c *Controller) newInformers(d Deps) error {
 		return err
 	}
 	c.deps = deps
+	c.reports = &runReports{}
 	wjobs, err := newWeederJobs(c.exec, jobNamespace, jobs.RunHandlers{
-		Added:   c.onJobAdded,
-		Stopped: func(jobs.Run) { c.batch.poke() },
+		Added:    c.onJobAdded,
+		Stopped:  func(jobs.Run) { c.batch.poke() },
+		Reported: c.onReport,
 		Failed: func(jobs.Run) {
 			if c.leading.Load() {
 				c.metrics.JobsFailed.WithLabelValues(string(jobs.KindWeeder)).Inc()
@@ -46,7 +48,6 @@ func (c *Controller) newInformers(d Deps) error {
 		return err
 	}
 	c.wjobs = wjobs
-	c.reports = &runReports{runs: c.exec.Runs(jobNamespace, jobs.KindWeeder, c.onReport)}
 	return nil
 }
 

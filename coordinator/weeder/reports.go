@@ -18,8 +18,6 @@ import (
 // it. Each run is counted once, by the leader, and only if it ended after this replica took
 // the lead (what ended before was the previous leader's to count).
 type runReports struct {
-	runs jobs.Runs
-
 	mu           sync.Mutex
 	leadingSince time.Time // zero: not leading
 }
