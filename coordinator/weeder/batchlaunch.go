@@ -135,7 +135,7 @@ func (c *Controller) newBatch(rc *runningConfig, items []*batchItem) batchJob {
 		deps := c.selectorsOf(rc, it.key)
 		b.targets = append(b.targets, jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: rc.cfg.ReadyWhenOf(svc)})
 		b.items = append(b.items, it)
-		for _, r := range c.wjobs.active(it.key) {
+		for _, r := range c.runs.Active(it.key) {
 			if len(r.Facts.Covers()) == 1 && !r.Armed {
 				b.replace = append(b.replace, r)
 			}

@@ -93,25 +93,3 @@ func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
 	}
 	return "", nil
 }
-
-// weederJobs follows the weeder runs in the Jobs' namespace (the executor's: Jobs in the
-// cluster, or the in-process runs) as runs, indexed by the services they cover (a batch
-// under each of its services), so an edge reads what covers its service without an API call.
-type weederJobs struct{ runs *jobs.RunView }
-
-func newWeederJobs(exec jobs.Executor, namespace string, h jobs.RunHandlers) (*weederJobs, error) {
-	runs, err := exec.RunView(namespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, h)
-	if err != nil {
-		return nil, err
-	}
-	return &weederJobs{runs: runs}, nil
-}
-
-// active lists the weeder runs covering key that have not finished and are not going.
-func (w *weederJobs) active(key string) []jobs.Run { return w.runs.Active(key) }
-
-// count is the number of active weeder runs (the --max-weeder-jobs cap's measure).
-func (w *weederJobs) count() int { return w.runs.Count() }
-
-// has: the view shows the run (it has caught up with a launch).
-func (w *weederJobs) has(namespace, name string) bool { return w.runs.Has(namespace, name) }

@@ -107,9 +107,12 @@ type Controller struct {
 
 	running *runningConfig // the config and what the decisions derive from it
 
-	src   source      // the configured services' endpoints
-	deps  *dependents // the configured dependents' pods
-	wjobs *weederJobs // weeder Jobs
+	src  source      // the configured services' endpoints
+	deps *dependents // the configured dependents' pods
+	// runs are the weeder runs in the Jobs' namespace, indexed by the services they cover (a
+	// batch under each of its services), so an edge reads what covers its service without an
+	// API call.
+	runs *jobs.RunView
 	// reports: the weeder runs' reports, which say what each run saved.
 	reports *runReports
 	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
@@ -200,7 +203,7 @@ func (c *Controller) Keys() []string { return c.src.Keys() }
 
 // Informers the weeder runs: its own, and its caches of the executor's runs.
 func (c *Controller) Informers() []jobs.Follower {
-	infs := []jobs.Follower{c.src.Informer(), c.wjobs.runs}
+	infs := []jobs.Follower{c.src.Informer(), c.runs}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}

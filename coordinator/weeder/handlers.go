@@ -34,7 +34,7 @@ func (c *Controller) newInformers(d Deps) error {
 	}
 	c.deps = deps
 	c.reports = &runReports{}
-	wjobs, err := newWeederJobs(c.exec, jobNamespace, jobs.RunHandlers{
+	runs, err := c.exec.RunView(jobNamespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, jobs.RunHandlers{
 		Added:    c.onJobAdded,
 		Stopped:  func(jobs.Run) { c.batch.poke() },
 		Reported: c.onReport,
@@ -47,7 +47,7 @@ func (c *Controller) newInformers(d Deps) error {
 	if err != nil {
 		return err
 	}
-	c.wjobs = wjobs
+	c.runs = runs
 	return nil
 }
 

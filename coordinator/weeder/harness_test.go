@@ -118,13 +118,13 @@ func (h *harness) syncCaches() {
 		h.t.Fatal(err)
 	}
 	for _, r := range h.shown {
-		h.c.wjobs.runs.Forget(r.Namespace, r.Name)
+		h.c.runs.Forget(r.Namespace, r.Name)
 	}
 	h.shown = nil
 	for i := range obj.(*batchv1.JobList).Items {
 		r := jobs.RunOf(&obj.(*batchv1.JobList).Items[i])
 		h.shown = append(h.shown, r)
-		h.c.wjobs.runs.Observe(r)
+		h.c.runs.Observe(r)
 		h.c.onJobAdded(r)
 	}
 	obj, err = h.client.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "")

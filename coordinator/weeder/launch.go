@@ -106,7 +106,7 @@ func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l l
 func (c *Controller) noteLaunch(key string, l launched) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.wjobs.has(l.run.Namespace, l.run.Name) {
+	if !c.runs.Has(l.run.Namespace, l.run.Name) {
 		c.expectations.expect(l.run.Name, c.now())
 	}
 	if st, ok := c.services[key]; ok {
@@ -117,7 +117,7 @@ func (c *Controller) noteLaunch(key string, l launched) {
 // activeWeederJobs counts the weeder Jobs active now (the --max-weeder-jobs cap's measure):
 // the cache's, plus those created that it has not shown yet.
 func (c *Controller) activeWeederJobs() int {
-	n := c.wjobs.count()
+	n := c.runs.Count()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return n + c.expectations.count(c.now())

@@ -178,7 +178,7 @@ type coverage struct {
 // batch being formed. It makes no API call.
 func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) coverage {
 	var cov coverage
-	active := c.wjobs.active(key)
+	active := c.runs.Active(key)
 	for _, r := range active {
 		if r.Armed {
 			cov.active, cov.by = ArmedWeeder, r.Name
