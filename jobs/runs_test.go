@@ -239,3 +239,50 @@ func TestTheRunViewTellsWhatChangedOnce(t *testing.T) {
 		})
 	}
 }
+
+// The Job executor's views of two kinds in one namespace share one watch of the Jobs and one
+// of their pods (a shared informer factory), and each shows only the runs of its kind.
+func TestTheJobExecutorsViewsShareOneWatchPerResource(t *testing.T) {
+	client := fake.NewClientset()
+	exec := InCluster(client)
+	byTarget := func(r Run) []string { return []string{r.Facts.Target} }
+	weeders, err := exec.RunView("depwatch", KindWeeder, byTarget, RunHandlers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes, err := exec.RunView("depwatch", KindProbe, byTarget, RunHandlers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, v := range []*RunView{weeders, probes} {
+		wg.Go(func() { v.RunWithContext(ctx) })
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), weeders.HasSynced, probes.HasSynced) {
+		t.Fatal("not synced")
+	}
+	for _, kind := range []Kind{KindWeeder, KindProbe} {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "depwatch", Name: string(kind) + "-a",
+			Labels: map[string]string{LabelKind: string(kind)}, Annotations: map[string]string{AnnotationTarget: "ns/a"}}}
+		if _, err := client.BatchV1().Jobs("depwatch").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 200 && (len(weeders.Active("ns/a")) == 0 || len(probes.Active("ns/a")) == 0); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w, p := weeders.Active("ns/a"), probes.Active("ns/a"); len(w) != 1 || w[0].Name != "weeder-a" || len(p) != 1 || p[0].Name != "probe-a" {
+		t.Errorf("weeder view %+v, probe view %+v: want each its own kind's run", w, p)
+	}
+	watches := map[string]int{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "watch" {
+			watches[a.GetResource().Resource]++
+		}
+	}
+	if watches["jobs"] != 1 || watches["pods"] != 1 {
+		t.Errorf("watches %v: want one of the Jobs and one of the pods for both views", watches)
+	}
+}
