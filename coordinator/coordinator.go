@@ -97,6 +97,9 @@ func New(d Deps) (*Coordinator, error) {
 	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
 	d.Options.ConcurrentReconciles = max(d.Options.ConcurrentReconciles, 1)
 	d.LeaseClient = cmp.Or(d.LeaseClient, d.Client)
+	if d.Executor == nil { // one for both controllers: they share its watches
+		d.Executor = jobs.InCluster(d.Client)
+	}
 	c := &Coordinator{Deps: d}
 	c.logIgnored()
 	c.Metrics.ConfigValid.Set(1)
