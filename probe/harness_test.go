@@ -444,3 +444,12 @@ func findLog(logs, key, value string) (map[string]any, bool) {
 	}
 	return nil, false
 }
+
+// Run is RunAll for a run of one namespace (NAMESPACE): its summary and error.
+func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Summary, error) {
+	_, sums, err := RunAll(ctx, deps, opts, log)
+	if len(sums) == 0 {
+		return Summary{Namespace: opts.Namespace}, err
+	}
+	return sums[0], err
+}

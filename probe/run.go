@@ -140,15 +140,6 @@ type runner struct {
 	left atomic.Bool
 }
 
-// Run is RunAll for a run of one namespace (NAMESPACE): its summary and error.
-func Run(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Summary, error) {
-	_, sums, err := RunAll(ctx, deps, opts, log)
-	if len(sums) == 0 {
-		return Summary{Namespace: opts.Namespace}, err
-	}
-	return sums[0], err
-}
-
 // RunAll performs the run for every namespace of opts (NAMESPACE, or NAMESPACES) at once, each
 // on its own: its first probe after its notBefore (NAMESPACE_SETTINGS) and, in a run of
 // several namespaces with SCHEDULE, after a random part of BACKOFF_JITTER_FACTOR × the
