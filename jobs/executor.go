@@ -31,12 +31,12 @@ const (
 // Executor is the one seam between the controllers and what carries out "run this weeder,
 // this probe shard". A run is started from the Job Build makes of a Spec (its settings are
 // the Job's container's environment, as its pod would read them); the controllers follow the
-// runs of a kind as Runs (RunView: which are active, which ended, and how), stop them, receive
-// each finished run's Report (Runs), and keep each probe shard's membership, which its run
-// follows (Memberships). The Job executor (InCluster) creates the Jobs through the API server,
+// runs of a kind through a RunView (which are active, which ended, and how, and each finished
+// run's Report), stop them, and keep each probe shard's membership, which its run follows
+// (Memberships). The Job executor (InCluster) creates the Jobs through the API server,
 // where the Job controller and the kubelet run the pod, and reads the runs from the Jobs'
-// informer; the in-process executor runs the engines in this process and tells the views
-// each run's start and end itself (package inprocess).
+// and pods' informers; the in-process executor runs the engines in this process and tells the
+// views each run's start, end and report itself (package inprocess).
 type Executor interface {
 	// Kind names the executor.
 	Kind() ExecutorKind

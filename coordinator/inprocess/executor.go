@@ -7,7 +7,7 @@
 // Here a run is a goroutine and an entry in a map, no Job object: Start reads the engine's
 // settings from the built Job's environment, as its pod would, and runs the engine once,
 // bounded by the Job's activeDeadlineSeconds. The controllers' run views are told each run's
-// start and end; when a run ends, its report goes to the controllers (Runs), and the run is
+// start and end; when a run ends, its report goes to the views (Reported), and the run is
 // forgotten (no pod, no retry, no history). Stop stops a run as SIGTERM would. The probe
 // shards' memberships are values handed straight to the shards' runs. Each run's log lines
 // are the coordinator's, with its Job's name in field "job".
