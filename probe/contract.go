@@ -31,14 +31,16 @@ const (
 	envRunDuration         = "RUN_DURATION"
 )
 
-// JobEnvNames are the variables JobSettings.Env can write: all of a probe Job's environment
-// that is its run's own. The admission policy that keeps the coordinator to launching
-// depwatch's Jobs admits no other name in a probe Job (manifests/admission/jobs.yaml; a test
-// keeps the two equal).
+// JobEnvNames are the variables JobSettings.Env can write, in the settings table's order: all
+// of a probe Job's environment that is its run's own. The admission policy that keeps the
+// coordinator to launching depwatch's Jobs admits no other name in a probe Job
+// (manifests/admission/jobs.yaml; a test keeps the two equal).
 func JobEnvNames() []string {
-	return []string{envNamespace, envNamespaces, envNamespaceSettings, envNamespacesConfigMap, envConcurrency, envJitter,
-		envKubeconfigSecret, envProbeTimeout, envNodeMonitorGrace, envLeaseFailure, envLeaseExpiryBuffer,
-		envDependentResources, envNodeConditions, envDryRun, envSchedule, envRunDuration, envKubeAPIQPS, envKubeAPIBurst}
+	names := make([]string, 0, len(settings))
+	for _, s := range settings {
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 // everyPrefix starts the SCHEDULE of a run that probes every Interval.
