@@ -306,6 +306,17 @@ func (p *pair) restartedByWeeder(cl crashLoop) (corev1.Pod, time.Duration) {
 	case reaped == nil:
 		p.t.Errorf("%s: pod %s has no Reaped Event from %s: depwatch did not delete it", p.ns, cl.pod.Name, reaperComponent)
 	case reaped.FirstTimestamp.Time.Before(upAt):
+		// The kubelet keeps only a pod's last Ready transition: an upstream whose readiness
+		// flapped just after it started says a later moment than its return. The reap is early
+		// unless the upstream's container had started by then and the weeder's log saw the
+		// service Ready, after that start, by the reap's second.
+		reapedAt, started := reaped.FirstTimestamp.Time, p.upstreamStarted()
+		saw, found, _ := weederSawReturn(p.t, p.jobsNamespace(), p.serviceKey(), cl.pod.Name, started.Truncate(time.Second))
+		if !started.IsZero() && !reapedAt.Before(started.Truncate(time.Second)) && found && !reapedAt.Before(saw.Truncate(time.Second)) {
+			p.t.Logf("%s: the upstream's Ready condition changed at %s, after pod %s was reaped at %s: its readiness flapped; a weeder saw it Ready at %s, its container running since %s",
+				p.ns, clock(upAt), cl.pod.Name, clock(reapedAt), clock(saw), clock(started))
+			break
+		}
 		p.t.Errorf("%s: pod %s was reaped at %s, before its upstream was Ready again at %s: a weeder must wait for the return",
 			p.ns, cl.pod.Name, clock(reaped.FirstTimestamp.Time), clock(upAt))
 	case !reaped.FirstTimestamp.Time.Before(cl.kubeletRestart):
@@ -456,21 +467,51 @@ func readySince(pod corev1.Pod) time.Time {
 }
 
 // upstreamReadySince is when the pair's upstream came back: the moment its Ready pod became
-// Ready, as the kubelet recorded it (the Service's endpoint turns ready just after).
+// Ready, as the kubelet recorded it (the Service's endpoint turns ready just after). A pod
+// whose readiness flaps just after it starts (seen on a loaded node, with no probe failing)
+// is waited for, and then says only its last transition (upstreamStarted is the floor).
 func (p *pair) upstreamReadySince() time.Time {
+	p.t.Helper()
+	var since time.Time
+	waitFor(p.t, minWait, p.upstreamNamespace()+": a Ready upstream pod", func() (bool, error) {
+		since = time.Time{}
+		for _, pod := range p.upstreamPods() {
+			if at := readySince(pod); at.After(since) {
+				since = at
+			}
+		}
+		return !since.IsZero(), nil
+	})
+	return since
+}
+
+// upstreamStarted is when the container of the pair's newest upstream pod started: its
+// Service cannot have been Ready before.
+func (p *pair) upstreamStarted() time.Time {
+	p.t.Helper()
+	var started time.Time
+	for _, pod := range p.upstreamPods() {
+		for _, cs := range pod.Status.ContainerStatuses {
+			if r := cs.State.Running; r != nil && r.StartedAt.After(started) {
+				started = r.StartedAt.Time
+			}
+		}
+	}
+	return started
+}
+
+// upstreamPods are the pair's upstream pods that are not being deleted.
+func (p *pair) upstreamPods() []corev1.Pod {
 	p.t.Helper()
 	list, err := kube.CoreV1().Pods(p.upstreamNamespace()).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + upstreamName})
 	if err != nil {
 		p.t.Fatalf("listing the upstream pods of %s: %v", p.upstreamNamespace(), err)
 	}
-	var since time.Time
+	var out []corev1.Pod
 	for _, pod := range list.Items {
-		if at := readySince(pod); pod.DeletionTimestamp == nil && at.After(since) {
-			since = at
+		if pod.DeletionTimestamp == nil {
+			out = append(out, pod)
 		}
 	}
-	if since.IsZero() {
-		p.t.Fatalf("%s: no Ready upstream pod", p.upstreamNamespace())
-	}
-	return since
+	return out
 }
