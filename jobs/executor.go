@@ -143,8 +143,9 @@ func (e *clusterExecutor) Stop(ctx context.Context, run Run) error {
 func (e *clusterExecutor) RunView(namespace string, kind Kind, index func(Run) []string, h RunHandlers) (*RunView, error) {
 	f := e.informers(namespace)
 	v := NewRunView(nil, nil, index, h)
-	pods := &podRuns{pods: f.Core().V1().Pods().Informer().GetIndexer(), kind: kind, report: h.Reported, taken: map[types.UID]bool{}}
-	podsReg, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	podInf := f.Core().V1().Pods().Informer()
+	pods := &podRuns{pods: podInf.GetIndexer(), kind: kind, view: v, taken: map[types.UID]bool{}}
+	podsReg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pods.offer,
 		UpdateFunc: func(_, obj any) { pods.offer(obj) },
 		DeleteFunc: pods.forget,

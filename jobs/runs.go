@@ -47,9 +47,9 @@ func ReportOf(pod *corev1.Pod, kind Kind) (Report, bool) {
 // changes until the controller takes it (it declines while it does not lead), and then never
 // again; a deleted pod is forgotten.
 type podRuns struct {
-	pods   cache.Indexer // the Jobs' pods of every kind
-	kind   Kind
-	report func(Report) bool
+	pods cache.Indexer // the Jobs' pods of every kind
+	kind Kind
+	view *RunView // told each report (Report)
 
 	mu    sync.Mutex
 	taken map[types.UID]bool
@@ -59,14 +59,14 @@ type podRuns struct {
 // controller is called outside the lock: an informer calls its handlers one at a time.
 func (r *podRuns) offer(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || r.report == nil || pod.Labels[LabelKind] != string(r.kind) {
+	if !ok || pod.Labels[LabelKind] != string(r.kind) {
 		return
 	}
 	res, done := ReportOf(pod, r.kind)
 	r.mu.Lock()
 	taken := r.taken[pod.UID]
 	r.mu.Unlock()
-	if !done || taken || !r.report(res) {
+	if !done || taken || !r.view.Report(res) {
 		return
 	}
 	r.mu.Lock()
@@ -181,6 +181,8 @@ type RunView struct {
 	mu    sync.Mutex
 	queue []func()
 	wake  chan struct{}
+
+	reports sync.Mutex // Reported is called one report at a time
 }
 
 // runIndex indexes a RunView's runs by the controller's keys; targetIndex by their target.
@@ -315,7 +317,27 @@ func (v *RunView) ForTarget(target string, match func(Run) bool) []Run {
 func (v *RunView) AllActive() []Run { return v.list("", "", Run.Active) }
 
 // Count is the number of active runs.
-func (v *RunView) Count() int { return len(v.AllActive()) }
+func (v *RunView) Count() int {
+	n := 0
+	for _, o := range v.runs.List() {
+		if o.(*Run).Active() {
+			n++
+		}
+	}
+	return n
+}
+
+// Report hands a finished run's report to the controller (RunHandlers.Reported), one at a
+// time, and says whether it took it; the executors call it. Without a handler nothing takes
+// it.
+func (v *RunView) Report(rep Report) (taken bool) {
+	if v.h.Reported == nil {
+		return false
+	}
+	v.reports.Lock()
+	defer v.reports.Unlock()
+	return v.h.Reported(rep)
+}
 
 // Has: the view shows the run (it has caught up with its start), active or not.
 func (v *RunView) Has(namespace, name string) bool {

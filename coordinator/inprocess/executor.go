@@ -87,14 +87,11 @@ type active struct {
 	stop context.CancelFunc
 }
 
-// view is a controller's run view of one kind's runs in one namespace, and its handler of
-// their reports, called one at a time.
+// view is a controller's run view of one kind's runs in one namespace.
 type view struct {
 	namespace string
 	kind      jobs.Kind
 	*jobs.RunView
-	reported func(jobs.Report) bool
-	calls    *sync.Mutex
 }
 
 var _ jobs.Executor = (*Executor)(nil)
@@ -135,7 +132,7 @@ func (e *Executor) Run(ctx context.Context) {
 
 // RunView is told the runs of kind in namespace: those going on now, then each start and end.
 func (e *Executor) RunView(namespace string, kind jobs.Kind, index func(jobs.Run) []string, h jobs.RunHandlers) (*jobs.RunView, error) {
-	v := view{namespace, kind, jobs.NewRunView(nil, nil, index, h), h.Reported, &sync.Mutex{}}
+	v := view{namespace, kind, jobs.NewRunView(nil, nil, index, h)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.views = append(e.views, v)
@@ -257,7 +254,7 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 
 // report hands the ended run's report to the controllers' views of its kind, as a Job's
 // container's termination message would reach them: at most reaper.MaxTerminationMessage
-// bytes, once (taken or not: a run here has no later change), one call at a time per view.
+// bytes, once (taken or not: a run here has no later change).
 func (e *Executor) report(job *batchv1.Job, kind jobs.Kind, message string) {
 	if len(message) > reaper.MaxTerminationMessage {
 		message = message[:reaper.MaxTerminationMessage]
@@ -267,10 +264,8 @@ func (e *Executor) report(job *batchv1.Job, kind jobs.Kind, message string) {
 	views := slices.Clone(e.views)
 	e.mu.Unlock()
 	for _, v := range views {
-		if v.namespace == job.Namespace && v.kind == kind && v.reported != nil {
-			v.calls.Lock()
-			v.reported(rep)
-			v.calls.Unlock()
+		if v.namespace == job.Namespace && v.kind == kind {
+			v.Report(rep)
 		}
 	}
 }
