@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -18,11 +19,13 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// A gated run is a batch: TARGETS is one run over many services, not many runs in one pod,
-// and START_WHEN_READY is a batch of one target (its NAMESPACE, "" for every namespace, and
-// its selectors as they are). One EndpointSlice informer and, with WATCH or TARGETS, one pod
-// informer for all of them (no list per target); without them (a START_WHEN_READY run that
-// does not watch) a cycle lists. Each target's gate and window is decided from those caches
+// Every run is a batch: TARGETS is one run over many services, not many runs in one pod;
+// START_WHEN_READY is a batch of one target (its NAMESPACE, "" for every namespace, and its
+// selectors as they are); and a plain pod-reaper run is a batch of one target with no gate (a
+// service Ready from the start, its window from the run's start). One EndpointSlice informer
+// (none for a plain run) and, with WATCH or TARGETS, one pod informer for all of them (no list
+// per target); a plain run's cycles and those of a START_WHEN_READY run that does not watch
+// list, as pod-reaper's do. Each target's gate and window is decided from those caches
 // (stepGate) on the wall clock. A target's turn comes on a
 // workqueue keyed by the target, whenever its service's readiness changes, a pod in its
 // namespace changes, a SCHEDULE tick comes or its window or MAX_WAIT ends; the queue never
@@ -54,12 +57,15 @@ type batchTarget struct {
 	run      *runner
 	gate     gateState
 	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
+	atStart  bool        // a plain run's first cycle (REAP_AT_START, WATCH), whatever RUN_DURATION says
+	changed  changedPods // its watched pods that changed since its last turn
 	ended    bool
 }
 
 type batch struct {
 	opts     Options
-	single   bool   // a START_WHEN_READY run: a batch of one, whose lines are a run's own
+	single   bool   // a START_WHEN_READY or plain run: a batch of one, whose lines are a run's own
+	plain    bool   // no gate (neither START_WHEN_READY nor TARGETS): pod-reaper's run
 	followed string // the services followed, for errors: "service <ref> (START_WHEN_READY)" or "the targets' services (TARGETS)"
 	log      logrus.FieldLogger
 	clock    func() time.Time
@@ -68,9 +74,9 @@ type batch struct {
 	byRef    map[ServiceRef][]int // a service with dependents in several namespaces has a target for each
 	byNS     map[string][]int     // by the dependents' namespace
 	queue    workqueue.TypedDelayingInterface[int]
-	services *serviceTracker
-	pods     *podCache   // nil: cycles list (a START_WHEN_READY run without WATCH)
-	synced   atomic.Bool // both caches have synced: the services' readiness means something
+	services *serviceTracker // nil: a plain run follows no service
+	pods     *podCache       // nil: cycles list (a run without WATCH or TARGETS)
+	synced   atomic.Bool     // both caches have synced: the services' readiness means something
 	left     atomic.Int64
 	allEnded chan struct{}
 }
@@ -81,27 +87,32 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	if !b.single {
 		log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.byRef))
 	}
-	for _, t := range b.targets {
-		t.run.armedLine(b.rules.armedAt)
+	if b.plain {
+		b.targets[0].atStart = b.targets[0].run.startLine()
+	} else {
+		for _, t := range b.targets {
+			t.run.armedLine(b.rules.armedAt)
+		}
 	}
 	// One small list up front, so that a missing right fails the run at once rather than
 	// leaving the informers retrying while every target waits out MAX_WAIT.
-	if _, err := client.DiscoveryV1().EndpointSlices(b.services.namespace).List(ctx, metav1.ListOptions{LabelSelector: b.services.selector, Limit: 1}); err != nil {
-		if ctx.Err() != nil {
-			b.finishStopped()
-			return b.total(), nil
+	if b.services != nil {
+		if _, err := client.DiscoveryV1().EndpointSlices(b.services.namespace).List(ctx, metav1.ListOptions{LabelSelector: b.services.selector, Limit: 1}); err != nil {
+			if ctx.Err() != nil {
+				b.finishStopped()
+				return b.total(), nil
+			}
+			for _, t := range b.targets {
+				t.run.sum.NotStarted = true
+			}
+			log.WithError(err).Errorf("Cannot follow the readiness of %s; nothing was reaped.", b.followed)
+			return b.total(), fmt.Errorf("listing the EndpointSlices of %s: %w", b.followed, err)
 		}
-		for _, t := range b.targets {
-			t.run.sum.NotStarted = true
-		}
-		log.WithError(err).Errorf("Cannot follow the readiness of %s; nothing was reaped.", b.followed)
-		return b.total(), fmt.Errorf("listing the EndpointSlices of %s: %w", b.followed, err)
 	}
 
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	b.services.factory.Start(bg.Done())
-	for _, f := range b.pods.allFactories() {
+	for _, f := range b.factories() {
 		f.Start(bg.Done())
 	}
 	wg.Go(func() { b.whenSynced(bg) })
@@ -121,8 +132,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	cancel()
 	b.queue.ShutDown()
-	b.services.factory.Shutdown()
-	for _, f := range b.pods.allFactories() {
+	for _, f := range b.factories() {
 		f.Shutdown()
 	}
 	wg.Wait()
@@ -160,6 +170,7 @@ func (b *batch) finishStopped() {
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {
 	b := &batch{
 		opts: opts, log: log, clock: time.Now, single: len(opts.Targets) == 0,
+		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 		allEnded: make(chan struct{}),
@@ -177,47 +188,91 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		podNamespaces.Insert(pods)
 		selectors = append(selectors, one.Selectors...)
 	}
-	if b.single {
+	switch {
+	case b.plain:
+		add(ServiceRef{}, opts.Namespace, opts, log)
+		// A service Ready from the start: reaping, its window counting from the run's start.
+		b.targets[0].gate = gateState{phase: phaseOpen, windowEnd: windowFrom(b.rules.armedAt, opts.RunDuration)}
+	case b.single:
 		b.followed = "service " + opts.StartWhenReady.String() + " (START_WHEN_READY)"
 		add(*opts.StartWhenReady, opts.Namespace, opts, log)
-	} else {
+	default:
 		b.followed = "the targets' services (TARGETS)"
 		for _, t := range opts.Targets {
 			add(t.ref(), t.pods(), opts.forTarget(t), log.WithField("target", t.String()))
 		}
 	}
 	b.left.Store(int64(len(b.targets)))
-	b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
-		for _, i := range b.byRef[ref] {
-			b.queue.Add(i)
-		}
-	})
-	if opts.Watch || !b.single {
-		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), func(ns string) {
-			for _, key := range []string{ns, ""} { // "": the targets of every namespace
-				for _, i := range b.byNS[key] {
-					b.queue.Add(i)
-				}
+	if !b.plain {
+		b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
+			for _, i := range b.byRef[ref] {
+				b.queue.Add(i)
 			}
 		})
+	}
+	if opts.Watch || !b.single {
+		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
 	}
 	return b
 }
 
+// podChanged hands a pod that was added or changed to the targets of its namespace, unless it
+// is terminating already.
+func (b *batch) podChanged(pod *corev1.Pod) {
+	if pod.DeletionTimestamp != nil {
+		return
+	}
+	key := cache.MetaObjectToName(pod)
+	for _, ns := range []string{pod.Namespace, ""} { // "": the targets of every namespace
+		for _, i := range b.byNS[ns] {
+			b.targets[i].changed.add(key)
+			b.queue.Add(i)
+		}
+	}
+}
+
+// factories are the run's informer factories: the services' (none in a plain run) and the
+// pods'.
+func (b *batch) factories() []informers.SharedInformerFactory {
+	out := b.pods.allFactories()
+	if b.services != nil {
+		out = append(out, b.services.factory)
+	}
+	return out
+}
+
+// view is what the target knows of its service now; a plain run's is always Ready.
+func (b *batch) view(t *batchTarget) serviceView {
+	if b.plain {
+		return serviceView{Known: true, Ready: true}
+	}
+	v := b.services.view(t.ref)
+	v.Known = v.Known && b.synced.Load()
+	return v
+}
+
 // whenSynced opens the gates' eyes once both caches hold the world: before, a service without
 // a ready endpoint in a half-listed cache may only be unlisted yet, and a cycle over a
-// half-listed pod cache would miss dependents.
+// half-listed pod cache would miss dependents. A plain run's gate is open from the start: the
+// sync only tells that its watch is warm.
 func (b *batch) whenSynced(ctx context.Context) {
-	synced := append([]cache.InformerSynced{b.services.informer.HasSynced}, b.pods.synced()...)
+	synced := b.pods.synced()
+	if b.services != nil {
+		synced = append(synced, b.services.informer.HasSynced)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
 	b.synced.Store(true)
-	b.services.resync()
+	if b.services != nil {
+		b.services.resync()
+	}
 	switch {
 	case !b.single:
 		b.log.WithField("pod_label_selectors", b.pods.String()).
 			Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
+	case b.pods != nil && b.plain:
+		b.log.Info("Watching pods: a pod is reaped the moment it matches.")
 	case b.pods != nil:
 		b.log.Info("Watching pods (cache warm): once the gate opens, a pod is reaped the moment it matches.")
 	}
@@ -231,11 +286,18 @@ func (b *batch) whenSynced(ctx context.Context) {
 	}
 }
 
-// tick asks every target for a cycle on each SCHEDULE tick (over the cache: no list).
+// tick asks every target for a cycle on each SCHEDULE tick. The next tick is planned from no
+// earlier than the one just served, so a wall clock reading a hair behind the timer cannot
+// make the same tick fire twice; ticks that come while a target's cycle runs are one cycle
+// after it, not a queue of them.
 func (b *batch) tick(ctx context.Context) {
+	served := time.Now()
 	for {
-		next := b.opts.Schedule.Next(time.Now())
+		next := b.opts.Schedule.Next(latest(time.Now(), served))
 		if next.IsZero() {
+			// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
+			// zero time here must not turn into a tight loop of cycles.
+			b.log.Error("The schedule has no next run; no more cycles.")
 			return
 		}
 		timer := time.NewTimer(time.Until(next))
@@ -245,11 +307,19 @@ func (b *batch) tick(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
+		served = next
 		for i, t := range b.targets {
 			t.cycleDue.Store(true)
 			b.queue.Add(i)
 		}
 	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // next handles one target's turn; false once the queue is shut down.
@@ -264,16 +334,15 @@ func (b *batch) next(stop context.Context) bool {
 }
 
 // turn moves target i's gate by what the caches say now, logs what changed and reaps while
-// its gate is open.
+// its gate is open: a cycle when it opens or resumes and on SCHEDULE's ticks, and the watched
+// pods that changed since its last turn in between.
 func (b *batch) turn(stop context.Context, i int) {
 	t := b.targets[i]
 	if t.ended {
 		return
 	}
 	now := b.clock()
-	v := b.services.view(t.ref)
-	v.Known = v.Known && b.synced.Load()
-	gate, st := stepGate(t.gate, b.rules, v, now)
+	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
 	t.gate = gate
 	r := t.run
 	if st.opened {
@@ -286,27 +355,51 @@ func (b *batch) turn(stop context.Context, i int) {
 	if st.paused {
 		r.pausedLine(t.ref)
 	}
+	if t.atStart { // pod-reaper's one-shot run: RUN_DURATION shorter than a cycle still has one
+		t.atStart = false
+		b.cycle(stop, t)
+	}
 	if st.ended {
 		b.end(t, st)
 		return
+	}
+	if !gate.windowEnd.IsZero() { // the window's end stops a cycle between two pods
+		var cancel context.CancelFunc
+		stop, cancel = context.WithDeadline(stop, gate.windowEnd)
+		defer cancel()
 	}
 	switch {
 	case !gate.reaping():
 		t.cycleDue.Store(false) // a paused target's cycle comes with its return
 	case st.opened || st.resumed || t.cycleDue.Swap(false):
-		if b.pods == nil {
-			r.runCycle(stop)
-			break
-		}
-		r.cycleOver(stop, func(context.Context) ([]match, error) {
-			return r.collectCached(b.pods.inNamespace(t.pods)), nil
-		})
+		b.cycle(stop, t)
 	case b.pods != nil:
-		r.drainPods(stop, b.pods.inNamespace(t.pods))
+		for _, key := range t.changed.take() {
+			if stop.Err() != nil {
+				break
+			}
+			if pod, ok := b.pods.get(key); ok {
+				r.judge(pod)
+			}
+		}
 	}
 	if !st.wakeAt.IsZero() {
 		b.queue.AddAfter(i, st.wakeAt.Sub(now))
 	}
+}
+
+// cycle runs one cycle of target t: over the pod cache, or a list (a plain run's cycles, as
+// pod-reaper's, and those of a run without a pod cache). It covers the pods that changed
+// before it.
+func (b *batch) cycle(stop context.Context, t *batchTarget) {
+	t.changed.take()
+	if b.pods == nil || b.plain {
+		t.run.runCycle(stop)
+		return
+	}
+	t.run.cycleOver(stop, func(context.Context) ([]match, error) {
+		return t.run.collectCached(b.pods.inNamespace(t.pods)), nil
+	})
 }
 
 // end finishes target t: its own last line, as a run of its own would log it.
@@ -348,14 +441,4 @@ func (r *runner) collectCached(pods []*corev1.Pod) []match {
 		}
 	}
 	return matches
-}
-
-// drainPods judges the cached pods of a target's namespace after one of them changed.
-func (r *runner) drainPods(stop context.Context, pods []*corev1.Pod) {
-	for _, pod := range pods {
-		if stop.Err() != nil {
-			return
-		}
-		r.judge(pod)
-	}
 }

@@ -153,31 +153,24 @@ func onlyOne(s sets.Set[string]) string {
 // podCache is the batch's pod informers: one informer (in namespace, "" = every namespace) whose label selector every
 // target's dependents pass (podSelectors), or, when the targets' selectors share no label, one
 // per distinct selector (a storm's targets have the few selectors of a few configured
-// services). Pods are kept slim. Handlers hand the pod's namespace to onPod.
+// services). Pods are kept slim. Handlers hand each added or updated pod to onPod.
 type podCache struct {
 	factories []informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer
 	selectors []string // server-side, for the log
 }
 
-func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, onPod func(namespace string)) *podCache {
+// newPodCache starts nothing: it builds one slim pod informer per selector of podSelectors
+// (server-side filtered, namespace-scoped when namespace is set).
+func newPodCache(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, onPod func(*corev1.Pod)) *podCache {
 	on := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
-			onPod(pod.Namespace)
+			onPod(pod)
 		}
 	}
-	return newPodInformers(client, podSelectors(selectors), fieldSelector, namespace, cache.ResourceEventHandlerFuncs{
-		AddFunc:    on,
-		UpdateFunc: func(_, obj any) { on(obj) },
-	})
-}
-
-// newPodInformers starts nothing: it builds one slim pod informer per label selector
-// (server-side filtered, namespace-scoped when namespace is set), each calling handler. Both
-// the WATCH run and the batch's pod cache are built here.
-func newPodInformers(client kubernetes.Interface, selectors []labels.Selector, fieldSelector, namespace string, handler cache.ResourceEventHandler) *podCache {
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }}
 	c := &podCache{}
-	for _, sel := range selectors {
+	for _, sel := range podSelectors(selectors) {
 		labelSelector := sel.String()
 		c.selectors = append(c.selectors, labelSelector)
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
@@ -221,6 +214,51 @@ func (c *podCache) inNamespace(ns string) []*corev1.Pod {
 		return out[i].Namespace < out[j].Namespace || (out[i].Namespace == out[j].Namespace && out[i].Name < out[j].Name)
 	})
 	return out
+}
+
+// get is the pod of key as the caches hold it now; false when it is gone or terminating.
+func (c *podCache) get(key cache.ObjectName) (*corev1.Pod, bool) {
+	k := key.String()
+	for _, inf := range c.informers {
+		obj, exists, err := inf.GetStore().GetByKey(k)
+		if err != nil || !exists {
+			continue
+		}
+		pod, ok := obj.(*corev1.Pod)
+		return pod, ok && pod.DeletionTimestamp == nil
+	}
+	return nil, false
+}
+
+// changedPods are the watched pods of a target that changed since its last turn, each once,
+// in the order they first changed: the informers' handlers add, the target's turn takes. Its
+// pods are judged as the caches hold them when it takes them, so a pod that changed ten times
+// is judged once, as it is now, and one deleted meanwhile not at all.
+type changedPods struct {
+	mu   sync.Mutex
+	keys []cache.ObjectName
+	has  sets.Set[cache.ObjectName]
+}
+
+func (c *changedPods) add(key cache.ObjectName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.has.Has(key) {
+		return
+	}
+	if c.has == nil {
+		c.has = sets.New[cache.ObjectName]()
+	}
+	c.has.Insert(key)
+	c.keys = append(c.keys, key)
+}
+
+func (c *changedPods) take() []cache.ObjectName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := c.keys
+	c.keys, c.has = nil, nil
+	return keys
 }
 
 // synced and allFactories are those of the informers; none when c is nil (no pod cache).

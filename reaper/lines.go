@@ -48,17 +48,17 @@ func (r *runner) resumedLine(ref ServiceRef) {
 		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, r.cooldownResumeNote())
 }
 
-// startLine says when the first cycle comes and returns whether it comes now (atStart) and
-// the schedule's first tick otherwise. A gated run says it with its Ready line instead.
+// startLine says when the first cycle comes and returns whether it comes now (atStart)
+// rather than at the schedule's first tick. A gated run says it with its Ready line instead.
 //
 // pod-reaper's contract: a plain schedule reaps at its first tick, never at start (a cron
 // SCHEDULE whose first tick is hours away must not reap the moment a Deployment rolls). A
 // cycle at start is what REAP_AT_START asks for; WATCH reaps every matching pod the moment
 // its informer lists it anyway, so its first cycle at start changes nothing but makes it
 // explicit.
-func (r *runner) startLine() (atStart bool, firstTick time.Time) {
+func (r *runner) startLine() (atStart bool) {
 	atStart = r.opts.ReapAtStart || r.opts.Watch
-	firstTick = r.opts.Schedule.Next(time.Now())
+	firstTick := r.opts.Schedule.Next(time.Now())
 	if atStart {
 		r.log.WithFields(r.startFields()).Info("Reaper starting: first cycle now, then on the schedule.")
 	} else {
@@ -66,7 +66,7 @@ func (r *runner) startLine() (atStart bool, firstTick time.Time) {
 		r.log.WithFields(r.startFields()).WithField("first_cycle_at", at).
 			Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", at)
 	}
-	return atStart, firstTick
+	return atStart
 }
 
 // whyStopped is the stop reason of a run that SIGTERM ended.

@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -107,15 +108,16 @@ func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
 	if s.Reaped != 2 {
 		t.Errorf("summary = %+v, want 2 reaped (kcm and its replacement)", s)
 	}
-	// The informers list and watch server-side filtered: one per OR-ed selector, in NAMESPACE.
+	// The informer lists and watches server-side filtered, in NAMESPACE: one watch whose
+	// selector every OR-ed selector's pods pass (podSelectors), not one per selector.
 	filtered := map[string]bool{}
 	for _, a := range client.Actions() {
 		if a.GetVerb() == "watch" && a.GetResource().Resource == "pods" {
 			filtered[a.GetNamespace()+" "+a.(k8stesting.WatchActionImpl).GetWatchRestrictions().Labels.String()] = true
 		}
 	}
-	if !filtered["shoot app=kcm"] || !filtered["shoot app=mcm"] {
-		t.Errorf("informer watches = %v, want one per selector in namespace shoot", filtered)
+	if len(filtered) != 1 || !filtered["shoot app in (kcm,mcm)"] {
+		t.Errorf("informer watches = %v, want one for both selectors in namespace shoot", filtered)
 	}
 	uids := map[types.UID]bool{}
 	for _, ev := range eventsFor(t, client, "shoot") {
@@ -129,24 +131,19 @@ func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
 	}
 }
 
-// TestWatchQueueCoalescesByPod: the latest version wins, order is kept, removed pods are
-// skipped, and a pod that is terminating is never handed to the worker.
-func TestWatchQueueCoalescesByPod(t *testing.T) {
+// TestWatchedPodsAreCoalescedByPod: the latest version wins, order is kept, removed pods are
+// skipped, and a pod that is terminating is never judged.
+func TestWatchedPodsAreCoalescedByPod(t *testing.T) {
 	inf := cache.NewSharedIndexInformer(nil, &corev1.Pod{}, 0, cache.Indexers{})
 	store := inf.GetStore()
-	w := &watcher{queue: workqueue.NewTyped[cache.ObjectName](), pods: &podCache{informers: []cache.SharedIndexInformer{inf}}}
-	defer w.queue.ShutDown()
+	b := watchedBatch(inf)
+	defer b.queue.ShutDown()
 	report := func(p *corev1.Pod) { // as an informer does: its cache first, then the handler
 		t.Helper()
 		if err := store.Update(p); err != nil {
 			t.Fatal(err)
 		}
-		w.offer(p)
-	}
-	next := func() (*corev1.Pod, bool) {
-		key, _ := w.queue.Get()
-		defer w.queue.Done(key)
-		return w.pod(key)
+		b.podChanged(p)
 	}
 	report(newPod("a", "p1"))
 	report(newPod("a", "p2"))
@@ -157,20 +154,31 @@ func TestWatchQueueCoalescesByPod(t *testing.T) {
 	if err := store.Delete(newPod("a", "p2")); err != nil {
 		t.Fatal(err)
 	}
-	report(newPod("a", "p4", terminating)) // queued before, terminating now
-	if p, ok := next(); !ok || p.Name != "p1" || len(p.Status.ContainerStatuses) != 1 {
-		t.Errorf("first = %v %v, want the latest p1", p, ok)
+	report(newPod("a", "p4", terminating)) // changed before, terminating now
+	var judged []string
+	for _, key := range b.targets[0].changed.take() {
+		if p, ok := b.pods.get(key); ok {
+			judged = append(judged, p.Name)
+			if p.Name == "p1" && len(p.Status.ContainerStatuses) != 1 {
+				t.Errorf("p1 = %v, want its latest version", p)
+			}
+		}
 	}
-	if p, ok := next(); ok {
-		t.Errorf("second = %s, want nothing (p2 was removed)", p.Name)
+	if want := []string{"p1", "p3"}; !slices.Equal(judged, want) {
+		t.Errorf("judged %v, want %v (p2 removed, p4 terminating, p5 terminating when reported)", judged, want)
 	}
-	if p, ok := next(); !ok || p.Name != "p3" {
-		t.Errorf("third = %v %v, want p3", p, ok)
+	if left := b.targets[0].changed.take(); len(left) != 0 {
+		t.Errorf("%d keys left after a take, want none", len(left))
 	}
-	if p, ok := next(); ok {
-		t.Errorf("fourth = %s, want nothing (p4 is terminating)", p.Name)
-	}
-	if n := w.queue.Len(); n != 0 {
-		t.Errorf("%d keys left, want none (p5 was terminating when reported)", n)
+}
+
+// watchedBatch is a plain run's batch over inf's pods, one target for namespace "a".
+func watchedBatch(inf cache.SharedIndexInformer) *batch {
+	return &batch{
+		plain: true, single: true,
+		targets: []*batchTarget{{pods: "a"}},
+		byNS:    map[string][]int{"a": {0}},
+		queue:   workqueue.NewTypedDelayingQueue[int](),
+		pods:    &podCache{informers: []cache.SharedIndexInformer{inf}},
 	}
 }

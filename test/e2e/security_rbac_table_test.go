@@ -82,7 +82,7 @@ var rbacTable = []rbacGrant{
 		"`--job-egress-policy`: the Jobs' egress to the API server's addresses, written by server-side apply, which is authorized as a create of that name when the policy does not exist yet (`coordinator/egress`)"},
 
 	{saWeeder, scopeCluster, "pods", "", []string{"delete", "list", "watch"},
-		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/watch.go`) and delete them (`reaper/act.go`); deletes of crash-looping pods only, by the admission policy `depwatch-weeder-deletes`, and no evictions"},
+		"find crash-looping dependents (`reaper/list.go`, WATCH informers in `reaper/batch_caches.go`) and delete them (`reaper/act.go`); deletes of crash-looping pods only, by the admission policy `depwatch-weeder-deletes`, and no evictions"},
 	{saWeeder, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
 		"START_WHEN_READY: a weeder reaps only while its service is Ready (`reaper/batch_caches.go`)"},
 	{saWeeder, scopeCluster, "events", "", []string{"create"},

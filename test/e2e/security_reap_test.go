@@ -164,7 +164,7 @@ func TestSecurityReapDryRunInWatchModeChangesNothingAndRecordsNoEvent(t *testing
 
 // TestSecurityReapMaxPodsHoldsWhileCandidatesArriveConcurrently: MAX_PODS is per run and per
 // cycle, and within a run every path to a pod shares it: the cycle's list and the WATCH
-// informers (one per OR-ed selector, running concurrently). A run with MAX_PODS=2, two
+// informer (one watch for both OR-ed selectors, beside the cycle's list). A run with MAX_PODS=2, two
 // selectors and one cycle (SCHEDULE @every 1h) over five crash-looping candidates deletes
 // exactly two; two more candidates that start crash-looping while it runs reach it through
 // the watch, are logged as waiting for the next cycle, and survive, as do the other three.
