@@ -114,14 +114,19 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	return w.Env()
 }
 
-// JobEnvNames are the variables Env can write: all of a weeder Job's environment that is its
-// run's own. The admission policy that keeps the coordinator to launching depwatch's Jobs
-// admits no other name in a weeder Job (manifests/admission/jobs.yaml; a test keeps the two
-// equal), so a Job's environment cannot point the run anywhere its contract does not.
+// JobEnvNames are the variables Env can write, in the settings table's order (its Job
+// entries): all of a weeder Job's environment that is its run's own. The admission policy
+// that keeps the coordinator to launching depwatch's Jobs admits no other name in a weeder Job
+// (manifests/admission/jobs.yaml; a test keeps the two equal), so a Job's environment cannot
+// point the run anywhere its contract does not.
 func JobEnvNames() []string {
-	return []string{envWatch, envContainerStatuses, envLabelSelectors, envNamespace, envRunDuration, envGracePeriod,
-		envReapCooldown, envStartWhenReady, envMaxWait, envTargets, envDryRun, envReadyWhen, envBackOffFloor, envEvict,
-		envKubeAPIQPS, envKubeAPIBurst, envKubeAPIEventsQPS, envKubeAPIEventsBurst}
+	var names []string
+	for _, s := range settings {
+		if s.Job {
+			names = append(names, s.Name)
+		}
+	}
+	return names
 }
 
 // StartsWhenReady reports whether a Job's environment gates its run on a service

@@ -49,6 +49,10 @@ type Var struct {
 	// Required: unset, or set to the empty value, is a problem.
 	Required bool
 	Empty    Empty
+	// Job: the coordinator writes it into the Jobs it launches (the engine's JobEnvNames, which
+	// the admission policy on those Jobs admits). An engine whose every variable a Job may
+	// carry (probe) needs not say it.
+	Job bool
 }
 
 // Reader collects every problem instead of stopping at the first one, so a person fixing a
