@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"context"
 	"io"
 	"testing"
 	"time"
@@ -10,7 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 )
+
+// Run is RunWith with one client for the API and the Events.
+func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
+	return RunWith(ctx, Clients{API: client, Events: client}, opts, log)
+}
 
 // t0 is the fixed "now" of the tests.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -10,22 +10,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Run performs the run: a first cycle at start, then one on every SCHEDULE tick, plus WATCH
-// mode. It returns when ctx is cancelled (SIGTERM) or RUN_DURATION elapses, after finishing the
-// pod in hand. The first cycle always completes unless ctx is cancelled, so a RUN_DURATION
-// shorter than a cycle makes a one-shot run. The error is non-nil only when the run could not
-// do its job: the options are unusable or the last cycle could not list pods.
-//
-// With START_WHEN_READY, Run is armed first: it follows the service's EndpointSlices and
-// reaps nothing until the service has a ready endpoint; everything above then starts at that
-// moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
-// warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
-// and no error. After the gate opened, reaping pauses while the service is down again and
-// resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
-func Run(ctx context.Context, client kubernetes.Interface, opts Options, log logrus.FieldLogger) (Summary, error) {
-	return RunWith(ctx, Clients{API: client, Events: client}, opts, log)
-}
-
 // Clients are a run's API clients: API for pods and EndpointSlices, Events for its Events, each
 // with its own rate limit (ClientLimits), so that Events never delay a delete.
 type Clients struct {
@@ -72,9 +56,22 @@ func protobuf(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// RunWith is Run with the Events written through a client of their own. Every run is
-// runBatch: a gated run (START_WHEN_READY, or TARGETS) over its services, a plain pod-reaper
-// run a batch of one target with no gate.
+// RunWith performs the run, its Events written through a client of their own (c.Events): a
+// cycle on every SCHEDULE tick (the first at start with REAP_AT_START or WATCH), plus WATCH
+// mode. It returns when ctx is cancelled (SIGTERM) or RUN_DURATION elapses, after finishing
+// the pod in hand. A first cycle at start always completes unless ctx is cancelled, so a
+// RUN_DURATION shorter than a cycle makes a one-shot run. The error is non-nil only when the
+// run could not do its job: the options are unusable or the last cycle could not list pods.
+//
+// With START_WHEN_READY, the run is armed first: it follows the service's EndpointSlices and
+// reaps nothing until the service has a ready endpoint; everything above then starts at that
+// moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
+// warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
+// and no error. After the gate opened, reaping pauses while the service is down again and
+// resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
+//
+// Every run is runBatch: a gated run (START_WHEN_READY, or TARGETS) over its services, a plain
+// pod-reaper run a batch of one target with no gate.
 func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
