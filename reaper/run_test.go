@@ -281,6 +281,36 @@ func TestRunOneShotCompletesFirstCycleDespiteShortRunDuration(t *testing.T) {
 	}
 }
 
+// TestRunDurationStopsALaterCycleBetweenTwoPods: only the first cycle at start outlives
+// RUN_DURATION; a cycle on a later tick stops between two pods when the run's window ends,
+// finishing the pod in hand, and the run ends with RUN_DURATION as its reason.
+func TestRunDurationStopsALaterCycleBetweenTwoPods(t *testing.T) {
+	client := fake.NewClientset(podObjects(
+		newPod("a", "p1", crashLooping), newPod("a", "p2", crashLooping), newPod("a", "p3", crashLooping),
+	)...)
+	start := time.Now()
+	client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(time.Until(start.Add(1600 * time.Millisecond))) // the first delete outlasts RUN_DURATION
+		return false, nil, nil
+	})
+	o := mustOptions(t, map[string]string{"CONTAINER_STATUSES": "CrashLoopBackOff", "SCHEDULE": "@every 1s", "RUN_DURATION": "1500ms"})
+	log, hook := quietLogger()
+	s, err := Run(context.Background(), client, o, log)
+	if err != nil || s.Cycles != 1 || s.Matched != 3 || s.Reaped != 1 {
+		t.Fatalf("Run = %+v, %v; want one cycle (the first tick) that reaped the pod in hand and left two", s, err)
+	}
+	stopped := false
+	for _, e := range hook.AllEntries() {
+		stopped = stopped || strings.Contains(e.Message, "Stopping between pods: 2 matched pods left alone.")
+	}
+	if !stopped {
+		t.Error("no line says the cycle stopped between pods")
+	}
+	if last := hook.LastEntry(); last.Data["stop_reason"] != "RUN_DURATION elapsed" {
+		t.Errorf("last line = %q %v, want the summary with RUN_DURATION as its reason", last.Message, last.Data)
+	}
+}
+
 // TestRunCancelFinishesPodInHand: SIGTERM (a cancelled ctx) during a delete lets that delete
 // finish, touches no further pod, and returns the summary without error.
 func TestRunCancelFinishesPodInHand(t *testing.T) {
