@@ -197,10 +197,8 @@ func (s *scaler) ignored(ctx context.Context, t *target, obj *unstructured.Unstr
 func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
 	previous, already, obj, err := s.storeAndZero(opCtx, t, obj)
 	switch {
-	case apierrors.IsNotFound(err):
-		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
 	case err != nil:
-		return s.fail(t, obj, err)
+		return s.scaleFailed(t, obj, err)
 	case already:
 		// An earlier probe may have set the replicas to 0 and stopped before its pods were
 		// gone (its Job's run ended): the next level waits for that as it would have then.
@@ -277,10 +275,8 @@ func (s *scaler) storeAndZero(ctx context.Context, t *target, obj *unstructured.
 func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
 	current, want, why, err := s.restoreReplicas(opCtx, t, obj)
 	switch {
-	case apierrors.IsNotFound(err):
-		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
 	case err != nil:
-		return s.fail(t, obj, err)
+		return s.scaleFailed(t, obj, err)
 	}
 	annotated := hasAnnotations(obj)
 	if out, done := s.reportUp(t, obj, current, want, why, annotated); done {
@@ -479,6 +475,15 @@ func (s *scaler) missing(t *target, what string) Outcome {
 	t.log.WithFields(logrus.Fields{"action": string(OutcomeMissing), "reason": what}).
 		Errorf("Cannot scale required %s: %s; the other resources are still scaled.", t.res.Ref, what)
 	return OutcomeMissing
+}
+
+// scaleFailed is the outcome of a change of the replicas that failed: the resource (or its
+// scale subresource) is missing, or the change failed.
+func (s *scaler) scaleFailed(t *target, obj *unstructured.Unstructured, err error) Outcome {
+	if apierrors.IsNotFound(err) {
+		return s.missing(t, fmt.Sprintf("%s %s/%s does not exist (or has no scale subresource)", t.res.Ref.Kind, s.namespace, t.res.Ref.Name))
+	}
+	return s.fail(t, obj, err)
 }
 
 func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outcome {
