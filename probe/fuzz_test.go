@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
 // FuzzLoadOptions: any environment of `depwatch probe`, however broken, gives options or a
@@ -96,7 +97,7 @@ func FuzzDecodeReport(f *testing.F) {
 			return
 		}
 		again := EncodeReport(r)
-		if len(again) > MaxReportBytes && len(r.Namespaces) > 0 {
+		if len(again) > termmsg.MaxBytes && len(r.Namespaces) > 0 {
 			t.Fatalf("re-encoded report is %d bytes", len(again))
 		}
 		r2, err := DecodeReport(again)

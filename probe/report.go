@@ -10,18 +10,15 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
 // ResultNotProbed is a namespace the run did not probe at all: its first probe was not due
 // before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
 const ResultNotProbed Result = "not-probed"
-
-// MaxReportBytes is the most the kubelet keeps of a container's termination message; the
-// report written there must fit, or the coordinator would read a truncated, unparsable one.
-const MaxReportBytes = 4096
 
 // ReportVersion is written into every report; DecodeReport refuses any other version, so a
 // coordinator never misreads a report of a newer probe. Version 2 is version 1's JSON,
@@ -125,7 +122,7 @@ func decodeEntry(ns string, raw json.RawMessage) (NamespaceResult, error) {
 	return r, nil
 }
 
-// EncodeReport writes r as the termination message, at most MaxReportBytes long: the
+// EncodeReport writes r as the termination message, at most termmsg.MaxBytes long: the
 // compressed form (ReportPrefix, then Ascii85 of gzip of the JSON). When even that does not
 // fit, the namespaces whose last probe needs no follow-up (healthy, skipped, scale-up, not
 // probed) are left out first, largest names first, and counted in "omitted".
@@ -135,13 +132,8 @@ func EncodeReport(r Report) string {
 	for ns, e := range r.Namespaces {
 		w.Namespaces[ns] = encodeEntry(e)
 	}
-	msg := compressReport(w)
-	if len(msg) <= MaxReportBytes {
-		return msg
-	}
 	// Drop entries, least needed first: the fewest that make it fit. The compressed size
-	// shrinks (near enough) steadily with each entry dropped, so search for that count, then
-	// make sure of it.
+	// shrinks (near enough) steadily with each entry dropped.
 	names := slices.Collect(maps.Keys(r.Namespaces))
 	slices.SortFunc(names, func(a, b string) int {
 		if pa, pb := dropPriority(r.Namespaces[a].Last), dropPriority(r.Namespaces[b].Last); pa != pb {
@@ -161,19 +153,7 @@ func EncodeReport(r Report) string {
 		d.Omitted += n
 		return compressReport(d)
 	}
-	return without(fewestToDrop(len(names), func(k int) bool { return len(without(k)) <= MaxReportBytes }))
-}
-
-// fewestToDrop is the least k in [0, total] with fits(k), assuming fits turns true and stays
-// so as k grows; if it does not hold just past the found k, later ones are tried in turn.
-// total if none fits.
-func fewestToDrop(total int, fits func(int) bool) int {
-	for k := sort.Search(total, fits); k < total; k++ {
-		if fits(k) {
-			return k
-		}
-	}
-	return total
+	return termmsg.Fit(len(names), without)
 }
 
 // compressReport is the wire form of w: ReportPrefix, then Ascii85 of gzip (best

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
 // What EncodeReport writes, DecodeReport reads back unchanged (at second precision); so is
@@ -132,8 +134,8 @@ func TestReportOfAFullShardOfGardenerNamespacesFitsWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Omitted != 0 || len(got.Namespaces) != fullShard || len(msg) > MaxReportBytes {
-			t.Errorf("seed %d: %d bytes, omitted %d, kept %d; want all %d within %d bytes", seed, len(msg), got.Omitted, len(got.Namespaces), fullShard, MaxReportBytes)
+		if got.Omitted != 0 || len(got.Namespaces) != fullShard || len(msg) > termmsg.MaxBytes {
+			t.Errorf("seed %d: %d bytes, omitted %d, kept %d; want all %d within %d bytes", seed, len(msg), got.Omitted, len(got.Namespaces), fullShard, termmsg.MaxBytes)
 		}
 	}
 }
@@ -155,8 +157,8 @@ func TestReportTooLongEvenCompressedDropsTheLeastNeededFirst(t *testing.T) {
 		r.Namespaces[ns] = needed[ns]
 	}
 	msg := EncodeReport(r)
-	if len(msg) > MaxReportBytes {
-		t.Fatalf("report is %d bytes, more than %d", len(msg), MaxReportBytes)
+	if len(msg) > termmsg.MaxBytes {
+		t.Fatalf("report is %d bytes, more than %d", len(msg), termmsg.MaxBytes)
 	}
 	got, err := DecodeReport(msg)
 	if err != nil {
@@ -175,28 +177,6 @@ func TestReportTooLongEvenCompressedDropsTheLeastNeededFirst(t *testing.T) {
 	}
 }
 
-// fewestToDrop finds the least count that fits, and one that fits where fitting is not steady.
-func TestFewestToDropFindsTheLeastCountThatFits(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		total int
-		fits  func(int) bool
-		want  int
-	}{
-		{"everything fits", 10, func(int) bool { return true }, 0},
-		{"from 7 on", 10, func(k int) bool { return k >= 7 }, 7},
-		{"only all dropped", 10, func(k int) bool { return k == 10 }, 10},
-		{"nothing fits", 10, func(int) bool { return false }, 10},
-		{"not steady (4 fits, 5 not, 6 on): one that fits", 10, func(k int) bool { return k != 5 && k >= 4 }, 6},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := fewestToDrop(tc.total, tc.fits); got != tc.want {
-				t.Errorf("fewestToDrop = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // compressed is ReportPrefix and Ascii85 of gzip of s, as a hostile or broken pod could write it.
 func compressed(s string) string {
 	var z bytes.Buffer
@@ -211,7 +191,7 @@ func compressed(s string) string {
 // into memory.
 func TestDecodeReportRefusesAGzipBomb(t *testing.T) {
 	bomb := compressed(`{"v":2,"end":1,"ns":{}` + strings.Repeat(" ", 4<<20) + `}`)
-	if len(bomb) > MaxReportBytes {
+	if len(bomb) > termmsg.MaxBytes {
 		t.Fatalf("the bomb is %d bytes: it would not pass the kubelet", len(bomb))
 	}
 	if _, err := DecodeReport(bomb); !errors.Is(err, ErrNotAReport) || !strings.Contains(err.Error(), "more than") {

@@ -8,8 +8,9 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
 // SavedBackOffBuckets are the upper bounds, in seconds, of the histogram of the back-off each
@@ -20,9 +21,6 @@ var SavedBackOffBuckets = []float64{1, 2, 5, 10, 20, 40, 80, 160, 300}
 // reportPrefix starts the termination message's second line, the report a coordinator reads;
 // the first line is the summary a person reads in `kubectl describe pod`.
 const reportPrefix = "report: "
-
-// MaxTerminationMessage is what the kubelet keeps of a termination message.
-const MaxTerminationMessage = 4096
 
 // Report is what the coordinator exports from a finished weeder run (a Job's pod is gone
 // before Prometheus would scrape it): written into the termination message by
@@ -81,10 +79,11 @@ func TerminationMessage(s Summary) string {
 		x, y := full.Services[a], full.Services[b]
 		return cmp.Or(cmp.Compare(y.Saved, x.Saved), cmp.Compare(y.Restarts, x.Restarts), strings.Compare(a, b))
 	})
-	message := func(kept int) (string, bool) {
+	// Leave out the services that saved the least first: the fewest that make it fit.
+	return termmsg.Fit(len(keys), func(leftOut int) string {
 		r := full
-		r.Services, r.OtherServices = nil, len(keys)-kept
-		if kept > 0 {
+		r.Services, r.OtherServices = nil, leftOut
+		if kept := len(keys) - leftOut; kept > 0 {
 			r.Services = make(map[string]ServiceReport, kept)
 			for _, k := range keys[:kept] {
 				r.Services[k] = full.Services[k]
@@ -92,15 +91,10 @@ func TerminationMessage(s Summary) string {
 		}
 		b, err := json.Marshal(r)
 		if err != nil { // strings and numbers: cannot happen
-			return line, true
+			return line
 		}
-		m := line + "\n" + reportPrefix + string(b)
-		return m, len(m) <= MaxTerminationMessage
-	}
-	// The most services that fit: the message grows with each one kept.
-	kept := sort.Search(len(keys)+1, func(n int) bool { _, fits := message(n); return !fits }) - 1
-	m, _ := message(max(kept, 0))
-	return m
+		return line + "\n" + reportPrefix + string(b)
+	})
 }
 
 // ErrNoReport: the message has no report line (a run that refused its configuration, an

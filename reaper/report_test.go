@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
 func TestTerminationMessageRoundTripsTheReportBesideTheSummaryLine(t *testing.T) {
@@ -72,8 +74,8 @@ func TestTheReportOfABigBatchKeepsTheServicesThatSavedTheMost(t *testing.T) {
 		s.Reaped++
 	}
 	msg := TerminationMessage(s)
-	if len(msg) > MaxTerminationMessage {
-		t.Fatalf("the message is %d bytes; the kubelet keeps %d", len(msg), MaxTerminationMessage)
+	if len(msg) > termmsg.MaxBytes {
+		t.Fatalf("the message is %d bytes; the kubelet keeps %d", len(msg), termmsg.MaxBytes)
 	}
 	got, err := ReadReport(msg)
 	if err != nil {

@@ -35,8 +35,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/internal/termmsg"
 	"github.com/depwatch/depwatch/jobs"
-	"github.com/depwatch/depwatch/reaper"
 )
 
 // Options configure the executor.
@@ -253,11 +253,11 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 }
 
 // report hands the ended run's report to the controllers' views of its kind, as a Job's
-// container's termination message would reach them: at most reaper.MaxTerminationMessage
+// container's termination message would reach them: at most termmsg.MaxBytes
 // bytes, once (taken or not: a run here has no later change).
 func (e *Executor) report(job *batchv1.Job, kind jobs.Kind, message string) {
-	if len(message) > reaper.MaxTerminationMessage {
-		message = message[:reaper.MaxTerminationMessage]
+	if len(message) > termmsg.MaxBytes {
+		message = message[:termmsg.MaxBytes]
 	}
 	rep := jobs.Report{Run: job.Namespace + "/" + job.Name, FinishedAt: e.now(), Message: message}
 	e.mu.Lock()
