@@ -8,6 +8,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 )
 
 // A config that names no service runs a weeder that follows workloads' depends-on annotations
@@ -29,7 +31,7 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 		{"no right to read workloads", func() Rights { r := AllRights(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Rights: &tc.rights})
+			c, err := New(Deps{Shared: ctrl.Shared{Client: fake.NewClientset(), Log: log}, Config: cfg, Rights: &tc.rights})
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -62,7 +64,7 @@ prober:
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	c, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log})
+	c, err := New(Deps{Shared: ctrl.Shared{Client: fake.NewClientset(), Log: log}, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

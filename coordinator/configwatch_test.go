@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -86,13 +87,9 @@ func newHarness(t *testing.T, cfgYAML string) *harness {
 	log.SetOutput(io.Discard)
 	h := &harness{t: t, client: fake.NewClientset(), now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
 	c, err := New(Deps{
-		Client:   h.client,
-		Config:   cfg,
-		Log:      log,
-		Metrics:  NewMetrics("test"),
-		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
-		Recorder: record.NewFakeRecorder(100),
-		Now:      func() time.Time { return h.now },
+		Shared:  ctrl.Shared{Client: h.client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"}, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return h.now }},
+		Config:  cfg,
+		Metrics: NewMetrics("test"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -239,13 +236,14 @@ func TestRunStopsAndReleasesTheLeaseWhenTheConfigFileChanges(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Deps{
-			Client: client, Config: cfg, Log: log, Metrics: m, Identity: "test-1",
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(100)},
+			Config:   cfg,
+			Metrics:  m,
+			Identity: "test-1",
 			Options: Options{ConfigFile: file.path(), ConfigReloadInterval: 10 * time.Millisecond,
 				MetricsBindAddr: "0", HealthBindAddr: "0", ConcurrentReconciles: 1,
 				EnableLeaderElection: true, LeaderElectionNamespace: "depwatch",
 				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond},
-			Template: jobs.Template{Namespace: "depwatch", Image: "img"},
-			Recorder: record.NewFakeRecorder(100),
 		})
 	}()
 	waitFor(t, "the Lease to be taken", func() bool { return leaseHeldBy(client) == "test-1" })
@@ -281,7 +279,7 @@ func TestStartWarnsOfEachIgnoredFieldByItsPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, hook := logtest.NewNullLogger()
-	if _, err := New(Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}}); err != nil {
+	if _, err := New(Deps{Shared: ctrl.Shared{Client: fake.NewClientset(), Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}}, Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	var warned []string

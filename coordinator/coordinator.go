@@ -23,12 +23,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
@@ -37,21 +35,17 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// Deps is what the coordinator runs with.
+// Deps is what the coordinator runs with: what it hands both controllers (ctrl.Shared: its
+// Executor carries the runs out as Jobs or, package coordinator/inprocess, in this process,
+// and Run runs it when it has a Run method of its own; Run builds the Recorder when none is
+// given) and its own.
 type Deps struct {
-	Client kubernetes.Interface
+	ctrl.Shared
 	// Dynamic reads Gardener's Cluster resources (prober); nil: they are not looked for.
 	Dynamic dynamic.Interface
 	Config  *Config
 	Options Options
-	Log     logrus.FieldLogger
 	Metrics *Metrics
-	// Template is the config's jobTemplate with Namespace and Image resolved.
-	Template jobs.Template
-	// Executor carries the weeder and probe runs out: Jobs (nil: jobs.InCluster(Client)) or
-	// the same engines in this process (package coordinator/inprocess). Run runs it when it
-	// has a Run method of its own.
-	Executor jobs.Executor
 	// Rights are what this service account may do (CheckRights); nil: AllRights, depwatch's
 	// own install. Without Events, only those in the Lease's namespace are written.
 	Rights *Rights
@@ -62,12 +56,8 @@ type Deps struct {
 	// shared budget can never delay a renewal past the renew deadline and cost the leadership
 	// (controller-runtime gives dependency-watchdog's leader election its own client too).
 	LeaseClient kubernetes.Interface
-	// Recorder records Events; nil: Run builds one that writes to the API server.
-	Recorder record.EventRecorder
 	// Identity in the leader election (default: host name + random suffix).
 	Identity string
-	// Now is the clock (tests).
-	Now func() time.Time
 }
 
 // Coordinator runs the weeder and the prober with one config, one leader election and one
@@ -91,15 +81,14 @@ func New(d Deps) (*Coordinator, error) {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics("dev")
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
 	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
 	d.Options.ConcurrentReconciles = max(d.Options.ConcurrentReconciles, 1)
 	d.LeaseClient = cmp.Or(d.LeaseClient, d.Client)
-	if d.Executor == nil { // one for both controllers: they share its watches
-		d.Executor = jobs.InCluster(d.Client)
-	}
+	// One executor and one namespace informer for both controllers: they share their watches.
+	// The weeder reads every namespace, the prober those its selector matches; a weeder that
+	// may not read namespaces (gardenlet's) runs beside no prober: it is dependency-watchdog's
+	// weeder command.
+	d.Shared = d.WithDefaults(true)
 	c := &Coordinator{Deps: d}
 	c.logIgnored()
 	c.Metrics.ConfigValid.Set(1)
@@ -113,15 +102,10 @@ func New(d Deps) (*Coordinator, error) {
 // has services or follows workloads' annotations.
 func (c *Coordinator) newControllers() error {
 	d := c.Deps
-	// One namespace informer for both: the weeder reads every namespace, the prober those its
-	// selector matches. A weeder that may not read namespaces (gardenlet's) runs beside no
-	// prober: it is dependency-watchdog's weeder command.
-	namespaces := ctrl.Namespaces(d.Client)
 	if d.Config.Prober != nil {
 		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
 		pr, err := prober.New(prober.Deps{
-			Client: d.Client, Dynamic: d.Dynamic, Config: d.Config.Prober, Log: d.Log, Metrics: d.Metrics.Prober,
-			Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.Recorder, Now: d.Now,
+			Shared: d.Shared, Dynamic: d.Dynamic, Config: d.Config.Prober, Metrics: d.Metrics.Prober,
 			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !d.rights().ScaleTargets,
 		})
 		if err != nil {
@@ -136,8 +120,7 @@ func (c *Coordinator) newControllers() error {
 		return nil
 	}
 	w, err := weeder.New(weeder.Deps{
-		Client: d.Client, Config: &d.Config.Config, Log: d.Log, Metrics: d.Metrics.Weeder,
-		Template: d.Template, Executor: d.Executor, Namespaces: namespaces, Recorder: c.Recorder, Now: d.Now,
+		Shared: d.Shared, Config: &d.Config.Config, Metrics: d.Metrics.Weeder,
 		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
 			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services,
 			NoWorkloadReads: !d.rights().Workloads},

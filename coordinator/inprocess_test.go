@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
@@ -86,9 +87,14 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Deps{Client: client, Config: cfg, Options: opts, Log: log, Metrics: metrics,
-			Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
-			Executor: exec, Rights: &rights, Identity: "dwd-1"})
+		done <- Run(ctx, Deps{
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Config:   cfg,
+			Options:  opts,
+			Metrics:  metrics,
+			Rights:   &rights,
+			Identity: "dwd-1",
+		})
 	}()
 	waitFor(t, "the dwd-weeder-leader-election Lease", func() bool {
 		l, err := client.CoordinationV1().Leases("garden").Get(ctx, WeederLeaseName, metav1.GetOptions{})
@@ -176,9 +182,13 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Deps{Client: client, Config: cfg, Options: opts, Log: log, Metrics: metrics,
-			Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }),
-			Executor: exec, Rights: &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true}})
+		done <- Run(ctx, Deps{
+			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Config:  cfg,
+			Options: opts,
+			Metrics: metrics,
+			Rights:  &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
+		})
 	}()
 	waitFor(t, "the shard's run to report", func() bool {
 		return sample(metrics.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&

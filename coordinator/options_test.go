@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -176,9 +177,11 @@ func TestRunEndToEndOnFakeClientset(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Client: client, Config: cfg, Options: opts, Log: log, Metrics: NewMetrics("test"),
-			Template: jobs.Template{Namespace: "depwatch", Image: "img"},
-			Recorder: record.NewFakeRecorder(100), Identity: "test-1",
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(100)},
+			Config:   cfg,
+			Options:  opts,
+			Metrics:  NewMetrics("test"),
+			Identity: "test-1",
 		})
 	}()
 
@@ -229,9 +232,12 @@ func TestRunRefusesABusyPort(t *testing.T) {
 	}
 	defer busy.Close()
 	addr := busy.Addr().String()
-	err = Run(context.Background(), Deps{Client: fake.NewClientset(), Config: cfg, Log: log, Metrics: NewMetrics("t"),
-		Options:  Options{MetricsBindAddr: addr, HealthBindAddr: "0", ConcurrentReconciles: 1},
-		Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10)})
+	err = Run(context.Background(), Deps{
+		Shared:  ctrl.Shared{Client: fake.NewClientset(), Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10)},
+		Config:  cfg,
+		Metrics: NewMetrics("t"),
+		Options: Options{MetricsBindAddr: addr, HealthBindAddr: "0", ConcurrentReconciles: 1},
+	})
 	if err == nil || !strings.Contains(err.Error(), "--metrics-bind-addr="+addr) {
 		t.Errorf("err = %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/jobs"
@@ -122,16 +123,13 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	sayExecutor(log, kind, why, tpl.Namespace)
 	sayRights(log, rights, kind, cfg, opts)
 	err = coordinator.Run(ctx, coordinator.Deps{
-		Client:      clients.kube,
+		Shared:      ctrl.Shared{Client: clients.kube, Log: log, Template: tpl, Executor: exec},
 		EventClient: clients.events,
 		LeaseClient: clients.leases,
 		Dynamic:     clients.dynamic,
 		Config:      cfg,
 		Options:     opts,
-		Log:         log,
 		Metrics:     metrics,
-		Template:    tpl,
-		Executor:    exec,
 		Rights:      &rights,
 	})
 	if err != nil {

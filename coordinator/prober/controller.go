@@ -69,15 +69,7 @@ func New(d Deps) (*Controller, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
 		return nil, errors.New("prober: client, config, log and metrics are required")
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	if d.Executor == nil {
-		d.Executor = jobs.InCluster(d.Client)
-	}
-	if d.Namespaces == nil {
-		d.Namespaces = ctrl.Namespaces(d.Client)
-	}
+	d.Shared = d.WithDefaults(true)
 	cfg := d.Config
 	p := &Controller{
 		client:         d.Client,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/test/upstream"
 )
@@ -201,9 +202,11 @@ func newProbeHarnessWith(t *testing.T, config string) *probeHarness {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	h := &probeHarness{t: t, client: client, rec: record.NewFakeRecorder(10), now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-	c, err := New(Deps{Client: client, Config: cfg.Prober, Log: log, Metrics: newTestMetrics(),
-		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
-		Recorder: h.rec, Now: func() time.Time { return h.now }})
+	c, err := New(Deps{
+		Shared:  ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"}, Recorder: h.rec, Now: func() time.Time { return h.now }},
+		Config:  cfg.Prober,
+		Metrics: newTestMetrics(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,25 +74,14 @@ type Options struct {
 	NoWorkloadReads bool
 }
 
-// Deps is what the weeder runs with.
+// Deps is what the weeder runs with: what it shares with the prober (its Namespaces are not
+// read with Options.NoNamespaceReads; its Events are on the Services) and its own.
 type Deps struct {
-	Client kubernetes.Interface
+	ctrl.Shared
 	// Config is the weeder's section of the config at start: the informers are built for it.
 	Config  *Config
 	Options Options
-	Log     logrus.FieldLogger
 	Metrics *Metrics
-	// Template is the config's jobTemplate with Namespace and Image resolved.
-	Template jobs.Template
-	// Executor carries the weeder runs out; nil: Jobs through Client (jobs.InCluster).
-	Executor jobs.Executor
-	// Namespaces is the cluster's namespace informer, shared with the prober (ctrl.Namespaces);
-	// nil: one of its own. Not read with Options.NoNamespaceReads.
-	Namespaces cache.SharedIndexInformer
-	// Recorder records Events on the Services; nil: they are dropped.
-	Recorder record.EventRecorder
-	// Now is the clock (tests).
-	Now func() time.Time
 }
 
 // Controller watches the configured services and launches weeder Jobs.
@@ -177,15 +166,7 @@ func withDefaults(d Deps) (Deps, error) {
 	if d.Options.NoNamespaceReads && d.Config.NeedsNamespaceInformer() {
 		return d, errors.New("namespaces.selector: choosing namespaces by their labels needs to list and watch namespaces, which this service account may not")
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	if d.Executor == nil {
-		d.Executor = jobs.InCluster(d.Client)
-	}
-	if d.Namespaces == nil && !d.Options.NoNamespaceReads {
-		d.Namespaces = ctrl.Namespaces(d.Client)
-	}
+	d.Shared = d.WithDefaults(!d.Options.NoNamespaceReads)
 	if d.Options.Batching == (Batching{}) {
 		d.Options.Batching = DefaultBatching() // Options not from the flags (tests, embedding)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -250,9 +251,12 @@ func TestWithoutNamespaceAndServiceRightsNothingIsAskedOfThem(t *testing.T) {
 	client := fake.NewClientset()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	d := Deps{Client: client, Config: parseConfig(t, testConfig), Log: log, Metrics: newTestMetrics(),
-		Template: jobs.Template{Namespace: "garden", Image: "in-process"},
-		Options:  Options{NoNamespaceReads: true, NoServiceReads: true, NoWorkloadReads: true}}
+	d := Deps{
+		Shared:  ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "garden", Image: "in-process"}},
+		Config:  parseConfig(t, testConfig),
+		Metrics: newTestMetrics(),
+		Options: Options{NoNamespaceReads: true, NoServiceReads: true, NoWorkloadReads: true},
+	}
 	c, err := New(d)
 	if err != nil {
 		t.Fatal(err)

@@ -64,14 +64,10 @@ func newHarnessWith(t *testing.T, cfgYAML string, opts Options, objs ...runtime.
 	log.SetOutput(io.Discard)
 	h := &harness{t: t, client: client, rec: rec, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
 	c, err := New(Deps{
-		Client:   client,
-		Config:   cfg,
-		Log:      log,
-		Metrics:  newTestMetrics(),
-		Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"},
-		Recorder: rec,
-		Now:      func() time.Time { return h.now },
-		Options:  opts,
+		Shared:  ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"}, Recorder: rec, Now: func() time.Time { return h.now }},
+		Config:  cfg,
+		Metrics: newTestMetrics(),
+		Options: opts,
 	})
 	if err != nil {
 		t.Fatal(err)
