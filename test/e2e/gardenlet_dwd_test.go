@@ -605,6 +605,7 @@ func (p *pair) waitKubeletRestart(cl crashLoop, timeout time.Duration) int32 {
 // the kept replicas and removes the annotations. Its own pod does it, with no Job.
 func TestGardenletsDWDProberOnDepwatchsImageScalesTheControlPlaneDownAndUpInLevelOrder(t *testing.T) {
 	parallelLong(t, 5*time.Minute)
+	selectsEveryShoot(t)
 	s := newProbeScenario(t, "dwdp-shoot", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	// gardenlet's Secret name; the scenario's own goes, so no other test's prober (they use
 	// shoot-kubeconfig) can probe this namespace, and this prober probes no one else's.

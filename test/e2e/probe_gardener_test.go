@@ -183,6 +183,7 @@ const gardenletWeederConfig = `jobTemplate:
 // has its own config), on this worktree's code.
 func TestCoordinatorRunsOnGardenletsProberConfigFile(t *testing.T) {
 	parallelLong(t, 75*time.Second)
+	selectsEveryShoot(t)
 	s := newProbeScenario(t, "probe-gardenlet", probeSetup{expired: []string{"w1", "w2", "w3"}})
 	dir := t.TempDir()
 	cfgFile, proberFile := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "dep-config.yaml")

@@ -105,6 +105,22 @@ func parallelLong(t *testing.T, expect time.Duration) {
 	share(t, admission{expect: expect})
 }
 
+// everyShoot is held by each test whose prober selects every namespace of the cluster labelled
+// gardener.cloud/role=shoot, as gardenlet's prober config does (dependency-watchdog's prober
+// Deployment on depwatch's image; a coordinator started from gardenlet's prober ConfigMap):
+// two at once would each probe the other's shoot, and each test asserts that its shoot is
+// probed by its own prober alone, and that its prober logs no error about another's.
+var everyShoot sync.Mutex
+
+// selectsEveryShoot makes t the only running test whose prober selects every shoot
+// namespace, until it ends (its cleanups, which unlabel its shoot and stop its prober, run
+// first). It waits in t's slot: in the suite's order the two such tests seldom meet.
+func selectsEveryShoot(t *testing.T) {
+	t.Helper()
+	everyShoot.Lock()
+	t.Cleanup(everyShoot.Unlock)
+}
+
 // quiet runs t in the quiet phase, before the tests that share the cluster, beside only the
 // other tests of the same group: tests that neither disturb each other's measurements nor
 // count what the others do (the lab coordinator's Job launches, above all).
