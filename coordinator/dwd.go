@@ -139,7 +139,7 @@ func zapLevel(v string) (logrus.Level, error) {
 // dependency-watchdog checks them.
 func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *checkedValue) {
 	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
-	bindCommon(fs, o, role)
+	bindFlags(fs, o, role)
 	zl := &checkedValue{check: func(v string) error { _, err := zapLevel(v); return err }}
 	fs.Var(zl, "zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL")
 	for name, f := range dwdNoEffectFlags {

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,28 +95,34 @@ var ErrHelp = flag.ErrHelp
 
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
-	bindCommon(fs, o, RoleCoordinator)
-	fs.StringVar(&o.ProberConfigFile, "prober-config-file", "", "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none")
-	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", DefaultConfigReloadInterval, "how often the config file is checked: a valid change stops the coordinator (exit 0) so that its Deployment restarts it with the file; an invalid one is reported and the running config kept (0: never)")
-	fs.Float64Var(&o.EventsQPS, "kube-api-events-qps", DefaultEventsQPS, "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)")
-	fs.IntVar(&o.EventsBurst, "kube-api-events-burst", DefaultEventsBurst, "burst of Events to the API server (0 means 500)")
-	fs.IntVar(&o.Batching.After, "weeder-batch-after", weeder.DefaultBatchAfter, "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch")
-	fs.DurationVar(&o.Batching.Window, "weeder-batch-window", weeder.DefaultBatchWindow, "the window --weeder-batch-after counts launches in")
-	fs.IntVar(&o.Batching.Size, "weeder-batch-size", weeder.DefaultBatchSize, "services one batch weeder Job covers, at most")
-	fs.DurationVar(&o.Batching.Linger, "weeder-batch-linger", weeder.DefaultBatchLinger, "a forming batch waits for others until none has joined for this long (at most 5 times this after its first service) before its batch Job is launched")
-	fs.Float64Var(&o.Batching.MaxQPS, "weeder-batch-max-qps", weeder.DefaultBatchMaxQPS, fmt.Sprintf("cap of a batch weeder Job's API rate limit (its KUBE_API_QPS and KUBE_API_EVENTS_QPS), which grows by %d requests a second per service it covers (%d for Events), never below a lone weeder's 5", weeder.QPSPerService, weeder.EventsQPSPerService))
-	fs.IntVar(&o.Batching.MaxBurst, "weeder-batch-max-burst", weeder.DefaultBatchMaxBurst, fmt.Sprintf("cap of a batch weeder Job's API burst (KUBE_API_BURST, KUBE_API_EVENTS_BURST), which grows by %d per service (%d for Events), never below a lone weeder's 10", weeder.BurstPerService, weeder.EventsBurstPerService))
-	fs.IntVar(&o.Batching.MaxJobs, "max-weeder-jobs", weeder.DefaultMaxWeeders, "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)")
-	fs.BoolVar(&o.UseEndpoints, "use-endpoints", false, "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)")
-	fs.BoolVar(&o.CheckConfig, checkConfigFlag, false, "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig")
-	fs.BoolVar(&o.JobEgressPolicy, "job-egress-policy", false, "keep the NetworkPolicy "+egress.PolicyName+" in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)")
-	fs.Var(&executorFlag{&o.Executor}, "executor", "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor")
+	bindFlags(fs, o, RoleCoordinator)
 	return fs
 }
 
-// bindCommon binds the flags the coordinator's and dependency-watchdog's command lines share,
+// flagSpec is one flag of the coordinator's and dependency-watchdog's command lines: its
+// name, the Options field it sets with its default, its help, and what makes a value
+// invalid. Registration, --help and validation all come from the one table (flagSpecs).
+type flagSpec struct {
+	name string
+	bind func(fs *flag.FlagSet, name, usage string)
+	// usage is the help text, worded for the command line it is in.
+	usage string
+	// invalid says what is wrong with the value ("value: why"), "" when it is valid; nil:
+	// any value the flag parses is valid.
+	invalid func() string
+	// coordinatorOnly: `depwatch coordinator`'s flag; dependency-watchdog's commands have
+	// none and keep the field's default.
+	coordinatorOnly bool
+}
+
+const (
+	shared          = false
+	coordinatorOnly = true
+)
+
+// flagSpecs are the flags, bound to o's fields, in the order their problems are reported,
 // each worded and defaulted for role.
-func bindCommon(fs *flag.FlagSet, o *Options, role Role) {
+func flagSpecs(o *Options, role Role) []flagSpec {
 	qps, burst := defaultLimits(role)
 	// t: the words that differ between the two command lines.
 	t := struct{ config, workers, elect, home, alias string }{
@@ -128,25 +136,109 @@ func bindCommon(fs *flag.FlagSet, o *Options, role Role) {
 		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+DWDLeaseNamespace
 		t.alias = "; --%s-bind-address, as dependency-watchdog's help spells it, is the same flag"
 	}
-	fs.StringVar(&o.ConfigFile, "config-file", "", "path of "+t.config)
-	fs.IntVar(&o.ConcurrentReconciles, "concurrent-reconciles", 1, t.workers+" handled at the same time (at least 1)")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", qps, fmt.Sprintf("queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means %g)", qps))
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", burst, fmt.Sprintf("burst of queries to the API server, in the same budget (0 means %d)", burst))
-	for _, a := range []struct {
-		v                *string
-		name, def, usage string
-	}{{&o.MetricsBindAddr, "metrics", ":9643", "address of the Prometheus /metrics endpoint (0 disables it)"}, {&o.HealthBindAddr, "health", ":9644", "address of /healthz and /readyz (0 disables them)"}} {
+	bindAddrUsage := func(name, usage string) string {
 		if t.alias != "" {
-			a.usage += fmt.Sprintf(t.alias, a.name)
+			usage += fmt.Sprintf(t.alias, name)
 		}
-		fs.StringVar(a.v, a.name+"-bind-addr", a.def, a.usage)
+		return usage
 	}
-	fs.BoolVar(&o.EnableLeaderElection, "enable-leader-election", false, t.elect)
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the Lease (default: "+t.home+")")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "how long a standby waits before taking over a lease that was not renewed")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "how long the leader keeps trying to renew before it gives up leadership")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "interval between attempts to acquire or renew the lease")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	b := &o.Batching
+	specs := []flagSpec{
+		// --config-file's one problem, required, is said without a value (validate).
+		{"config-file", flagOn(&o.ConfigFile, ""), "path of " + t.config, nil, shared},
+		{"prober-config-file", flagOn(&o.ProberConfigFile, ""), "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none", nil, coordinatorOnly},
+		{"config-reload-interval", flagOn(&o.ConfigReloadInterval, DefaultConfigReloadInterval), "how often the config file is checked: a valid change stops the coordinator (exit 0) so that its Deployment restarts it with the file; an invalid one is reported and the running config kept (0: never)", atLeast(&o.ConfigReloadInterval, 0, "must not be negative (0: never check)"), coordinatorOnly},
+		{"kube-api-qps", flagOn(&o.KubeAPIQPS, qps), fmt.Sprintf("queries per second to the API server: the process's one budget, the controller and every in-process run together (0 means %g)", qps), atLeast(&o.KubeAPIQPS, 0, "must not be negative"), shared},
+		{"kube-api-burst", flagOn(&o.KubeAPIBurst, burst), fmt.Sprintf("burst of queries to the API server, in the same budget (0 means %d)", burst), atLeast(&o.KubeAPIBurst, 0, "must not be negative"), shared},
+		{"kube-api-events-qps", flagOn(&o.EventsQPS, DefaultEventsQPS), "queries per second for Events (WeederArmed, ...), a rate limit of their own so a storm's Events never delay a weeder Job (0 means 100)", atLeast(&o.EventsQPS, 0, "must not be negative"), coordinatorOnly},
+		{"kube-api-events-burst", flagOn(&o.EventsBurst, DefaultEventsBurst), "burst of Events to the API server (0 means 500)", atLeast(&o.EventsBurst, 0, "must not be negative"), coordinatorOnly},
+		{"weeder-batch-after", flagOn(&b.After, weeder.DefaultBatchAfter), "weeder Jobs of their own launched within --weeder-batch-window; beyond that, services that need a weeder are covered together by batch Jobs (each service still followed on its own); 0: always batch", atLeast(&b.After, 0, "must not be negative"), coordinatorOnly},
+		{"weeder-batch-window", flagOn(&b.Window, weeder.DefaultBatchWindow), "the window --weeder-batch-after counts launches in", atLeast(&b.Window, 1, "must be positive"), coordinatorOnly},
+		{"weeder-batch-size", flagOn(&b.Size, weeder.DefaultBatchSize), "services one batch weeder Job covers, at most", within(&b.Size, 1, weeder.MaxBatchSize, fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", weeder.MaxBatchSize)), coordinatorOnly},
+		{"weeder-batch-linger", flagOn(&b.Linger, weeder.DefaultBatchLinger), "a forming batch waits for others until none has joined for this long (at most 5 times this after its first service) before its batch Job is launched", within(&b.Linger, 0, time.Minute, "must be 0s to 1m (services wait for their weeder this long)"), coordinatorOnly},
+		// The least positive float64: any rate above 0.
+		{"weeder-batch-max-qps", flagOn(&b.MaxQPS, weeder.DefaultBatchMaxQPS), fmt.Sprintf("cap of a batch weeder Job's API rate limit (its KUBE_API_QPS and KUBE_API_EVENTS_QPS), which grows by %d requests a second per service it covers (%d for Events), never below a lone weeder's 5", weeder.QPSPerService, weeder.EventsQPSPerService), within(&b.MaxQPS, math.SmallestNonzeroFloat64, 100000, "must be greater than 0 and at most 100000 (requests a second)"), coordinatorOnly},
+		{"weeder-batch-max-burst", flagOn(&b.MaxBurst, weeder.DefaultBatchMaxBurst), fmt.Sprintf("cap of a batch weeder Job's API burst (KUBE_API_BURST, KUBE_API_EVENTS_BURST), which grows by %d per service (%d for Events), never below a lone weeder's 10", weeder.BurstPerService, weeder.EventsBurstPerService), within(&b.MaxBurst, 1, 100000, "must be 1 to 100000"), coordinatorOnly},
+		{"max-weeder-jobs", flagOn(&b.MaxJobs, weeder.DefaultMaxWeeders), "weeder Jobs (pods) active at once, at most; services past it wait, armed or unarmed, until one finishes (0: no cap)", atLeast(&b.MaxJobs, 0, "must not be negative (0: no cap)"), coordinatorOnly},
+		{"concurrent-reconciles", flagOn(&o.ConcurrentReconciles, 1), t.workers + " handled at the same time (at least 1)", atLeast(&o.ConcurrentReconciles, 1, "must be at least 1"), shared},
+		{"metrics-bind-addr", flagOn(&o.MetricsBindAddr, ":9643"), bindAddrUsage("metrics", "address of the Prometheus /metrics endpoint (0 disables it)"), bindAddr(&o.MetricsBindAddr), shared},
+		{"health-bind-addr", flagOn(&o.HealthBindAddr, ":9644"), bindAddrUsage("health", "address of /healthz and /readyz (0 disables them)"), bindAddr(&o.HealthBindAddr), shared},
+		{"enable-leader-election", flagOn(&o.EnableLeaderElection, false), t.elect, nil, shared},
+		{"leader-election-namespace", flagOn(&o.LeaderElectionNamespace, ""), "namespace of the Lease (default: " + t.home + ")", nil, shared},
+		// Their relations are checked after every flag's own (validate).
+		{"leader-elect-lease-duration", flagOn(&o.LeaseDuration, DefaultLeaseDuration), "how long a standby waits before taking over a lease that was not renewed", atLeast(&o.LeaseDuration, 1, "must be positive"), shared},
+		{"leader-elect-renew-deadline", flagOn(&o.RenewDeadline, DefaultRenewDeadline), "how long the leader keeps trying to renew before it gives up leadership", atLeast(&o.RenewDeadline, 1, "must be positive"), shared},
+		{"leader-elect-retry-period", flagOn(&o.RetryPeriod, DefaultRetryPeriod), "interval between attempts to acquire or renew the lease", atLeast(&o.RetryPeriod, 1, "must be positive"), shared},
+		{"kubeconfig", flagOn(&o.Kubeconfig, ""), "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)", nil, shared},
+		{"use-endpoints", flagOn(&o.UseEndpoints, false), "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)", nil, coordinatorOnly},
+		{checkConfigFlag, flagOn(&o.CheckConfig, false), "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig", nil, coordinatorOnly},
+		{"job-egress-policy", flagOn(&o.JobEgressPolicy, false), "keep the NetworkPolicy " + egress.PolicyName + " in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)", nil, coordinatorOnly},
+		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.Var(&executorFlag{&o.Executor}, name, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
+	}
+	if role != RoleCoordinator {
+		specs = slices.DeleteFunc(specs, func(s flagSpec) bool { return s.coordinatorOnly })
+	}
+	return specs
+}
+
+// bindFlags binds role's flags (flagSpecs) into o.
+func bindFlags(fs *flag.FlagSet, o *Options, role Role) {
+	for _, s := range flagSpecs(o, role) {
+		s.bind(fs, s.name, s.usage)
+	}
+}
+
+// flagOn binds a flag to p, set to def, as the flag package's own kind of p (which --help names).
+func flagOn[T bool | int | float64 | string | time.Duration](p *T, def T) func(fs *flag.FlagSet, name, usage string) {
+	return func(fs *flag.FlagSet, name, usage string) {
+		switch p := any(p).(type) {
+		case *bool:
+			fs.BoolVar(p, name, any(def).(bool), usage)
+		case *int:
+			fs.IntVar(p, name, any(def).(int), usage)
+		case *float64:
+			fs.Float64Var(p, name, any(def).(float64), usage)
+		case *string:
+			fs.StringVar(p, name, any(def).(string), usage)
+		case *time.Duration:
+			fs.DurationVar(p, name, any(def).(time.Duration), usage)
+		}
+	}
+}
+
+// atLeast: a value below least is invalid, for why.
+func atLeast[T int | float64 | time.Duration](p *T, least T, why string) func() string {
+	return func() string {
+		if *p < least {
+			return fmt.Sprint(*p) + ": " + why
+		}
+		return ""
+	}
+}
+
+// within: a value outside lo to hi, NaN included, is invalid, for why.
+func within[T int | float64 | time.Duration](p *T, lo, hi T, why string) func() string {
+	return func() string {
+		if !(lo <= *p && *p <= hi) {
+			return fmt.Sprint(*p) + ": " + why
+		}
+		return ""
+	}
+}
+
+// bindAddr: an address to listen on, or 0 (disabled).
+func bindAddr(addr *string) func() string {
+	return func() string {
+		if *addr == "0" {
+			return ""
+		}
+		if _, port, err := net.SplitHostPort(*addr); err != nil {
+			return strconv.Quote(*addr) + ": must be host:port, :port or 0 (disabled)"
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return strconv.Quote(*addr) + ": port must be a number 0-65535"
+		}
+		return ""
+	}
 }
 
 // defaultLimits are --kube-api-qps and --kube-api-burst's defaults, which 0 also means.
@@ -238,88 +330,30 @@ func (f *executorFlag) Set(v string) error {
 	return errors.New("must be job, in-process or auto")
 }
 
-// validate checks every flag and names each invalid one with its value.
+// validate checks every flag of o's command line (flagSpecs) and names each invalid one with
+// its value.
 func (o *Options) validate() []string {
 	var errs []string
-	bad := func(name, value, why string) {
-		errs = append(errs, fmt.Sprintf("--%s=%s: %s", name, value, why))
-	}
 	if o.ConfigFile == "" {
 		errs = append(errs, "--config-file: required (or "+EnvName("config-file")+")")
 	}
-	if o.ConfigReloadInterval < 0 {
-		bad("config-reload-interval", o.ConfigReloadInterval.String(), "must not be negative (0: never check)")
-	}
-	for _, n := range []struct {
-		name  string
-		value float64
-	}{{"kube-api-qps", o.KubeAPIQPS}, {"kube-api-burst", float64(o.KubeAPIBurst)}, {"kube-api-events-qps", o.EventsQPS}, {"kube-api-events-burst", float64(o.EventsBurst)}} {
-		if n.value < 0 {
-			bad(n.name, fmtFloat(n.value), "must not be negative")
-		}
-	}
-	validateBatching(o.Batching, bad)
-	if o.ConcurrentReconciles < 1 {
-		bad("concurrent-reconciles", strconv.Itoa(o.ConcurrentReconciles), "must be at least 1")
-	}
-	for name, addr := range map[string]string{"metrics-bind-addr": o.MetricsBindAddr, "health-bind-addr": o.HealthBindAddr} {
-		if addr == "0" {
+	for _, s := range flagSpecs(o, o.Role) {
+		if s.invalid == nil {
 			continue
 		}
-		if _, port, err := net.SplitHostPort(addr); err != nil {
-			bad(name, strconv.Quote(addr), "must be host:port, :port or 0 (disabled)")
-		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-			bad(name, strconv.Quote(addr), "port must be a number 0-65535")
+		if problem := s.invalid(); problem != "" {
+			errs = append(errs, "--"+s.name+"="+problem)
 		}
 	}
-	o.validateLeaderElection(bad)
-	return errs
-}
-
-// validateBatching checks the --weeder-batch-* flags and --max-weeder-jobs.
-func validateBatching(b weeder.Batching, bad func(name, value, why string)) {
-	if b.After < 0 {
-		bad("weeder-batch-after", strconv.Itoa(b.After), "must not be negative")
-	}
-	if b.Window <= 0 {
-		bad("weeder-batch-window", b.Window.String(), "must be positive")
-	}
-	if b.Size < 1 || b.Size > weeder.MaxBatchSize {
-		bad("weeder-batch-size", strconv.Itoa(b.Size), fmt.Sprintf("must be 1 to %d (a Job's env and annotations grow with it)", weeder.MaxBatchSize))
-	}
-	if b.Linger < 0 || b.Linger > time.Minute {
-		bad("weeder-batch-linger", b.Linger.String(), "must be 0s to 1m (services wait for their weeder this long)")
-	}
-	if !(b.MaxQPS > 0) || b.MaxQPS > 100000 {
-		bad("weeder-batch-max-qps", fmtFloat(b.MaxQPS), "must be greater than 0 and at most 100000 (requests a second)")
-	}
-	if b.MaxBurst < 1 || b.MaxBurst > 100000 {
-		bad("weeder-batch-max-burst", strconv.Itoa(b.MaxBurst), "must be 1 to 100000")
-	}
-	if b.MaxJobs < 0 {
-		bad("max-weeder-jobs", strconv.Itoa(b.MaxJobs), "must not be negative (0: no cap)")
-	}
-}
-
-// validateLeaderElection checks the Lease timings as client-go's leader election requires them.
-func (o *Options) validateLeaderElection(bad func(name, value, why string)) {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"leader-elect-lease-duration", o.LeaseDuration}, {"leader-elect-renew-deadline", o.RenewDeadline}, {"leader-elect-retry-period", o.RetryPeriod}} {
-		if d.v <= 0 {
-			bad(d.name, d.v.String(), "must be positive")
-		}
-	}
+	// The Lease timings' relations, as client-go's leader election requires them.
 	if o.LeaseDuration > 0 && o.RenewDeadline > 0 && o.RenewDeadline >= o.LeaseDuration {
-		bad("leader-elect-renew-deadline", o.RenewDeadline.String(), "must be shorter than --leader-elect-lease-duration="+o.LeaseDuration.String())
+		errs = append(errs, "--leader-elect-renew-deadline="+o.RenewDeadline.String()+": must be shorter than --leader-elect-lease-duration="+o.LeaseDuration.String())
 	}
 	if o.RenewDeadline > 0 && o.RetryPeriod > 0 && float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
-		bad("leader-elect-retry-period", o.RetryPeriod.String(), "must be shorter than --leader-elect-renew-deadline="+o.RenewDeadline.String()+" / 1.2")
+		errs = append(errs, "--leader-elect-retry-period="+o.RetryPeriod.String()+": must be shorter than --leader-elect-renew-deadline="+o.RenewDeadline.String()+" / 1.2")
 	}
+	return errs
 }
-
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // parseProblem shortens the flag package's value errors.
 func parseProblem(err error) string {
