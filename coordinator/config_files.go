@@ -10,33 +10,18 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// LoadConfig reads and validates the config file alone, as the coordinator reads it.
-func LoadConfig(path string) (*Config, error) { return Options{ConfigFile: path}.LoadConfig() }
-
-// LoadConfig loads the config files the options name as CheckConfigFiles does, its problems
-// one a line.
+// LoadConfig loads the config files the options name exactly as a start does, without
+// contacting a cluster: the one reading of a start, of --check-config and of the config
+// watch. It returns the config, with the flags that set a config field applied (applyTo),
+// or every problem, one a line, each naming the file it is in, then the field or flag and
+// the value.
 func (o Options) LoadConfig() (*Config, error) {
 	if o.ConfigFile == "" {
 		return nil, errors.New("--config-file: required (a dependency-watchdog weeder config or depwatch's extension of it)")
 	}
-	cfg, problems := o.CheckConfigFiles()
-	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "\n"))
-	}
-	return cfg, nil
-}
-
-// CheckConfigFiles loads the config files the options name exactly as a start does, without
-// contacting a cluster (`depwatch coordinator --check-config`): the config, with the flags
-// that set a config field applied (applyTo), or every problem, one a line, each naming the
-// file it is in, then the field or flag and the value.
-func (o Options) CheckConfigFiles() (*Config, []string) {
-	if o.ConfigFile == "" {
-		return nil, nil // ParseFlags has said --config-file is required
-	}
 	data, err := o.configData()
 	if err != nil {
-		return nil, Lines(err) // names the flag and the path
+		return nil, errors.New(strings.Join(Lines(err), "\n")) // names the flag and the path
 	}
 	cfg, err := ParseConfig(data)
 	if err == nil {
@@ -52,7 +37,7 @@ func (o Options) CheckConfigFiles() (*Config, []string) {
 			}
 			problems = append(problems, file+": "+line)
 		}
-		return nil, problems
+		return nil, errors.New(strings.Join(problems, "\n"))
 	}
 	o.applyTo(cfg)
 	return cfg, nil

@@ -259,17 +259,17 @@ func TestConfigReportsDecodeAndValidationProblemsTogether(t *testing.T) {
 }
 
 func TestLoadConfigNamesTheFile(t *testing.T) {
-	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "--config-file: required") {
+	if _, err := (Options{ConfigFile: ""}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "--config-file: required") {
 		t.Errorf("empty path: %v", err)
 	}
-	if _, err := LoadConfig("/nonexistent/depwatch.yaml"); err == nil || !strings.Contains(err.Error(), `--config-file="/nonexistent/depwatch.yaml"`) {
+	if _, err := (Options{ConfigFile: "/nonexistent/depwatch.yaml"}).LoadConfig(); err == nil || !strings.Contains(err.Error(), `--config-file="/nonexistent/depwatch.yaml"`) {
 		t.Errorf("missing file: %v", err)
 	}
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(p, []byte(dwdWeederConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(p); err != nil {
+	if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
 		t.Errorf("valid file: %v", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestShippedConfigMapsParse(t *testing.T) {
 			t.Logf("skip %s: %v", p, err)
 			continue
 		}
-		if _, err := LoadConfig(p); err != nil {
+		if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}

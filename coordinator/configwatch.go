@@ -65,10 +65,10 @@ func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, rest
 // checkConfig reads the config files as --check-config does and reports whether they hold a
 // valid config other than the running one: one that a restart applies.
 func (c *Coordinator) checkConfig() bool {
-	next, problems := c.Options.CheckConfigFiles()
+	next, err := c.Options.LoadConfig()
 	log := c.Log.WithField("configFile", c.Options.ConfigFile)
-	if len(problems) > 0 {
-		c.configInvalid(problems, log)
+	if err != nil {
+		c.configInvalid(Lines(err), log)
 		return false
 	}
 	c.Metrics.ConfigValid.Set(1)

@@ -55,7 +55,7 @@ func TestEveryDependencyWatchdogConfigFieldIsKnownAndRead(t *testing.T) {
 		}
 	}
 	for name, load := range map[string]func() (*Config, error){
-		"prober section in the config file": func() (*Config, error) { return LoadConfig(combined) },
+		"prober section in the config file": func() (*Config, error) { return Options{ConfigFile: combined}.LoadConfig() },
 		"prober ConfigMap mounted on its own": func() (*Config, error) {
 			return Options{ConfigFile: weederFile, ProberConfigFile: proberFile}.LoadConfig()
 		},

@@ -80,7 +80,7 @@ func effective(t *testing.T, c *Config) map[string]string {
 
 func loadShipped(t *testing.T, path string) *Config {
 	t.Helper()
-	c, err := LoadConfig(filepath.Join("..", path))
+	c, err := Options{ConfigFile: filepath.Join("..", path)}.LoadConfig()
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

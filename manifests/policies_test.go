@@ -32,7 +32,7 @@ import (
 // same, TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber).
 func depwatchJobs(t *testing.T) map[jobs.Kind]*batchv1.Job {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig("components/gardener/config.yaml")
+	cfg, err := coordinator.Options{ConfigFile: "components/gardener/config.yaml"}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestJobsReachTheAPIServerOnlyThroughTheKeptEgressPolicy(t *testing.T) {
 // depwatchConfigEnv is what the base's config adds to every Job's environment.
 func depwatchConfigEnv(t *testing.T) []corev1.EnvVar {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig("base/config.yaml")
+	cfg, err := coordinator.Options{ConfigFile: "base/config.yaml"}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
 		}
 		// The environment the config adds to every Job is what the parameters pin.
 		configFile := map[string]string{".": "base/config.yaml", "overlays/local": "overlays/local/config.yaml"}[dir]
-		cfg, err := coordinator.LoadConfig(configFile)
+		cfg, err := coordinator.Options{ConfigFile: configFile}.LoadConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -453,7 +453,7 @@ func TestAdmissionParametersFollowTheCoordinatorsImage(t *testing.T) {
 		}
 	}
 	// The local config names its Jobs' image and host network itself.
-	cfg, err := coordinator.LoadConfig("overlays/local/config.yaml")
+	cfg, err := coordinator.Options{ConfigFile: "overlays/local/config.yaml"}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

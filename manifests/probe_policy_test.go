@@ -212,7 +212,7 @@ func TestProbeScalesPolicyAdmitsTheProbesOwnWritesAndNoOthers(t *testing.T) {
 // What the coordinator writes (jobs.ScaleTargets, from the prober config) is what the policy
 // reads: the Gardener config's dependents are admitted, nothing else is.
 func TestProbeTargetsPolicyReadsWhatTheCoordinatorWrites(t *testing.T) {
-	cfg, err := coordinator.LoadConfig("components/gardener/config.yaml")
+	cfg, err := coordinator.Options{ConfigFile: "components/gardener/config.yaml"}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

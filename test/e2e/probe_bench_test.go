@@ -40,7 +40,7 @@ func TestBenchProbe(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set DEPWATCH_BENCH_PROBE=<probe Jobs to time>")
 	}
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml"))
+	cfg, err := coordinator.Options{ConfigFile: filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml")}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

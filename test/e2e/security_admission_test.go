@@ -310,7 +310,7 @@ func ownTokenProjection(s *corev1.PodSpec) {
 // coordinatorJobs are a weeder and a probe Job as the lab's coordinator builds them.
 func coordinatorJobs(t *testing.T, tpl jobs.Template) (weeder, probeJob *batchv1.Job) {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml"))
+	cfg, err := coordinator.Options{ConfigFile: filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml")}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

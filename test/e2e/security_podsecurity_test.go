@@ -186,7 +186,7 @@ func depwatchPodCases(t *testing.T) []podCase {
 	for _, cfgCase := range []struct{ name, path string }{
 		{"gardener", "manifests/components/gardener/config.yaml"}, {"local", "manifests/overlays/local/config.yaml"},
 	} {
-		cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, cfgCase.path))
+		cfg, err := coordinator.Options{ConfigFile: filepath.Join(repoRoot, cfgCase.path)}.LoadConfig()
 		if err != nil {
 			t.Fatalf("loading %s: %v", cfgCase.path, err)
 		}

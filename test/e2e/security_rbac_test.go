@@ -55,7 +55,7 @@ func TestSecurityServiceAccountsHaveExactlyTheDocumentedRights(t *testing.T) {
 
 	// What the installation changes from the table: the local overlay's probe Secret name,
 	// and the namespaced example's namespace.
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests/overlays/local/config.yaml"))
+	cfg, err := coordinator.Options{ConfigFile: filepath.Join(repoRoot, "manifests/overlays/local/config.yaml")}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

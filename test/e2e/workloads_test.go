@@ -265,7 +265,7 @@ func reasonsOf(l logLine) string {
 // coordinator builds its Jobs with on this cluster.
 func localJobTemplate(t *testing.T) jobs.Template {
 	t.Helper()
-	cfg, err := coordinator.LoadConfig(filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml"))
+	cfg, err := coordinator.Options{ConfigFile: filepath.Join(repoRoot, "manifests", "overlays", "local", "config.yaml")}.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
