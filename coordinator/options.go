@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,7 +174,7 @@ func flagSpecs(o *Options, role Role) []flagSpec {
 		{"use-endpoints", flagOn(&o.UseEndpoints, false), "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)", nil, coordinatorOnly},
 		{checkConfigFlag, flagOn(&o.CheckConfig, false), "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig", nil, coordinatorOnly},
 		{"job-egress-policy", flagOn(&o.JobEgressPolicy, false), "keep the NetworkPolicy " + egress.PolicyName + " in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)", nil, coordinatorOnly},
-		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.Var(&executorFlag{&o.Executor}, name, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
+		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.TextVar(&o.Executor, name, ExecutorChoiceJob, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
 	}
 	if role != RoleCoordinator {
 		specs = slices.DeleteFunc(specs, func(s flagSpec) bool { return s.coordinatorOnly })
@@ -253,7 +254,7 @@ func defaultLimits(role Role) (float64, int) {
 // are reported at once, each naming the flag (or variable) and the value. On --help it
 // writes the usage to help and returns ErrHelp.
 func ParseFlags(args []string, lookup func(string) (string, bool), help io.Writer) (Options, error) {
-	o := Options{Executor: ExecutorChoiceJob}
+	var o Options
 	err := parse(newFlagSet(&o), &o, args, lookup, func() { Usage(help) })
 	return o, err
 }
@@ -271,7 +272,7 @@ func parse(fs *flag.FlagSet, o *Options, args []string, lookup func(string) (str
 		env := EnvName(f.Name)
 		if v, ok := lookup(env); ok && v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err)))
+				errs = append(errs, fmt.Sprintf("%s=%q (--%s): %s", env, v, f.Name, parseProblem(err.Error())))
 			}
 		}
 	})
@@ -311,25 +312,6 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// executorFlag is --executor: job, in-process or auto.
-type executorFlag struct{ v *ExecutorChoice }
-
-func (f *executorFlag) String() string {
-	if f.v == nil || *f.v == "" {
-		return string(ExecutorChoiceJob)
-	}
-	return string(*f.v)
-}
-
-func (f *executorFlag) Set(v string) error {
-	switch c := ExecutorChoice(v); c {
-	case ExecutorChoiceJob, ExecutorChoiceInProcess, ExecutorChoiceAuto:
-		*f.v = c
-		return nil
-	}
-	return errors.New("must be job, in-process or auto")
-}
-
 // validate checks every flag of o's command line (flagSpecs) and names each invalid one with
 // its value.
 func (o *Options) validate() []string {
@@ -356,8 +338,7 @@ func (o *Options) validate() []string {
 }
 
 // parseProblem shortens the flag package's value errors.
-func parseProblem(err error) string {
-	msg := err.Error()
+func parseProblem(msg string) string {
 	switch {
 	case strings.Contains(msg, "parse error"):
 		return "cannot be parsed"
@@ -367,29 +348,25 @@ func parseProblem(err error) string {
 	return msg
 }
 
+// flagErrors are the flag package's parse errors that flagProblem rewrites, with what it adds.
+var flagErrors = []struct {
+	re   *regexp.Regexp
+	hint string
+}{
+	{regexp.MustCompile(`(?s)^invalid value (.*?) for flag -(.*?): (.*)$`), ""},                        // invalid value "x" for flag -kube-api-qps: parse error
+	{regexp.MustCompile(`(?s)^invalid boolean value (.*?) for -(.*?): (.*)$`), " (use true or false)"}, // invalid boolean value "yes" for -enable-leader-election: parse error
+}
+
 // flagProblem rewrites the flag package's parse errors so they name --flag and the value.
 func flagProblem(err error) string {
 	msg := err.Error()
-	// invalid value "x" for flag -kube-api-qps: parse error
-	if strings.HasPrefix(msg, "invalid value ") {
-		if i := strings.Index(msg, " for flag -"); i > 0 {
-			value := strings.TrimPrefix(msg[:i], "invalid value ")
-			rest := msg[i+len(" for flag -"):]
-			name, why, _ := strings.Cut(rest, ": ")
-			why = parseProblem(errors.New(why))
-			return fmt.Sprintf("--%s=%s: %s", name, value, why)
+	for _, e := range flagErrors {
+		if m := e.re.FindStringSubmatch(msg); m != nil {
+			return fmt.Sprintf("--%s=%s: %s%s", m[2], m[1], parseProblem(m[3]), e.hint)
 		}
 	}
-	// invalid boolean value "yes" for -enable-leader-election: parse error
-	if strings.HasPrefix(msg, "invalid boolean value ") {
-		if i := strings.Index(msg, " for -"); i > 0 {
-			value := strings.TrimPrefix(msg[:i], "invalid boolean value ")
-			name, why, _ := strings.Cut(msg[i+len(" for -"):], ": ")
-			return fmt.Sprintf("--%s=%s: %s (use true or false)", name, value, parseProblem(errors.New(why)))
-		}
-	}
-	if strings.HasPrefix(msg, "flag provided but not defined: -") {
-		return "unknown flag --" + strings.TrimPrefix(msg, "flag provided but not defined: -") + " (see --help)"
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name + " (see --help)"
 	}
 	return msg
 }

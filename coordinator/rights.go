@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -137,6 +138,19 @@ const (
 	// dependency-watchdog's commands always choose so.
 	ExecutorChoiceAuto ExecutorChoice = "auto"
 )
+
+// UnmarshalText reads --executor: job, in-process or auto.
+func (c *ExecutorChoice) UnmarshalText(text []byte) error {
+	switch v := ExecutorChoice(text); v {
+	case ExecutorChoiceJob, ExecutorChoiceInProcess, ExecutorChoiceAuto:
+		*c = v
+		return nil
+	}
+	return errors.New("must be job, in-process or auto")
+}
+
+// MarshalText is --executor's value.
+func (c ExecutorChoice) MarshalText() ([]byte, error) { return []byte(c), nil }
 
 // ChooseExecutor decides, once at start, what carries the runs out, and says why: the
 // coordinator follows --executor (auto: Jobs where this service account may create them);
