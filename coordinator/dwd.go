@@ -75,7 +75,7 @@ type DWDSettings struct {
 type noEffectFlag struct {
 	usage, why string
 	check      func(string) error // nil: any value
-	boolean    bool
+	boolean    bool               // a boolean flag: any value strconv.ParseBool reads
 }
 
 var dwdNoEffectFlags = map[string]noEffectFlag{
@@ -95,31 +95,6 @@ func oneOf(values ...string) func(string) error {
 	}
 }
 
-// checkedValue is a flag.Value that checks what it is set to.
-type checkedValue struct {
-	v       string
-	check   func(string) error
-	boolean bool
-}
-
-func (c *checkedValue) String() string { return c.v }
-
-func (c *checkedValue) Set(v string) error {
-	if c.boolean {
-		if _, err := strconv.ParseBool(v); err != nil {
-			return errors.New("parse error")
-		}
-	} else if c.check != nil {
-		if err := c.check(v); err != nil {
-			return err
-		}
-	}
-	c.v = v
-	return nil
-}
-
-func (c *checkedValue) IsBoolFlag() bool { return c.boolean }
-
 // zapLevels are --zap-log-level's names (any case); an integer > 0 is zap's verbosity, which
 // depwatch logs as debug.
 var zapLevels = map[string]logrus.Level{"debug": logrus.DebugLevel, "info": logrus.InfoLevel, "error": logrus.ErrorLevel, "panic": logrus.PanicLevel}
@@ -134,23 +109,48 @@ func zapLevel(v string) (logrus.Level, error) {
 	return logrus.DebugLevel, nil
 }
 
-// newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o (and
-// --zap-log-level into the returned value), the rest into values checked as
-// dependency-watchdog checks them.
-func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, *checkedValue) {
+// newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o, the rest
+// (--zap-log-level among them) checked as dependency-watchdog checks them, their values
+// given into the returned map.
+func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, map[string]string) {
 	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
 	bindFlags(fs, o, role)
-	zl := &checkedValue{check: func(v string) error { _, err := zapLevel(v); return err }}
-	fs.Var(zl, "zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL")
+	given := map[string]string{}
+	checked := func(name string, check func(string) error) func(string) error {
+		return func(v string) error {
+			if check != nil {
+				if err := check(v); err != nil {
+					return err
+				}
+			}
+			given[name] = v
+			return nil
+		}
+	}
+	fs.Func("zap-log-level", "log level: debug, info, error, panic, or an integer > 0 (zap's verbosity: debug); overrides LOG_LEVEL",
+		checked("zap-log-level", func(v string) error { _, err := zapLevel(v); return err }))
 	for name, f := range dwdNoEffectFlags {
-		fs.Var(&checkedValue{check: f.check, boolean: f.boolean}, name, f.usage+" (accepted; no effect: "+f.why+")")
+		usage := f.usage + " (accepted; no effect: " + f.why + ")"
+		if f.boolean {
+			fs.BoolFunc(name, usage, checked(name, parseBool))
+		} else {
+			fs.Func(name, usage, checked(name, f.check))
+		}
 	}
 	// The spellings of dependency-watchdog's help text, one flag with the real ones.
 	for alias, name := range dwdAliases {
 		f := fs.Lookup(name)
 		fs.Var(f.Value, alias, "same as --"+name)
 	}
-	return fs, zl
+	return fs, given
+}
+
+// parseBool checks a boolean flag's value as the flag package's own boolean flags do.
+func parseBool(v string) error {
+	if _, err := strconv.ParseBool(v); err != nil {
+		return errors.New("parse error")
+	}
+	return nil
 }
 
 // dwdAliases are the flag names dependency-watchdog's help text gives (its binary knows only
@@ -177,14 +177,14 @@ func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool),
 	if role != RoleWeeder && role != RoleProber {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
 	}
-	fs, zl := newDWDFlagSet(role, &o)
+	fs, given := newDWDFlagSet(role, &o)
 	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
-	if l, err := zapLevel(zl.v); zl.v != "" && err == nil {
+	if l, err := zapLevel(given["zap-log-level"]); given["zap-log-level"] != "" && err == nil {
 		s.LogLevel = &l
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if n, ok := dwdNoEffectFlags[f.Name]; ok {
-			s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, f.Value.String(), n.why))
+			s.NoEffect = append(s.NoEffect, fmt.Sprintf("--%s=%s (%s)", f.Name, given[f.Name], n.why))
 		}
 	})
 	return o, s, err
