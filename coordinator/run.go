@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,18 +53,11 @@ func ResolveTemplate(ctx context.Context, client kubernetes.Interface, role Role
 	if err != nil {
 		return t, fmt.Errorf("reading the coordinator's own pod %s/%s for the Job image (or set jobTemplate.image): %w", ns, pod, err)
 	}
-	var c *corev1.Container
-	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == "coordinator" {
-			c = &p.Spec.Containers[i]
-		}
-	}
-	if c == nil && len(p.Spec.Containers) > 0 {
-		c = &p.Spec.Containers[0]
-	}
-	if c == nil {
+	if len(p.Spec.Containers) == 0 {
 		return t, fmt.Errorf("the coordinator's pod %s/%s has no container (set jobTemplate.image)", ns, pod)
 	}
+	// The container named coordinator, else the first.
+	c := p.Spec.Containers[max(0, slices.IndexFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == "coordinator" }))]
 	t.Image = c.Image
 	if t.ImagePullPolicy == "" {
 		t.ImagePullPolicy = c.ImagePullPolicy
