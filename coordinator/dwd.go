@@ -21,8 +21,6 @@ import (
 	"strings"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/depwatch/depwatch/coordinator/weeder"
 )
 
 // Role is which half of the coordinator's work a process does.
@@ -171,13 +169,13 @@ func dwdLease(role Role) string {
 // is refused, as dependency-watchdog refuses it. On --help it writes the usage to help and
 // returns ErrHelp.
 func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
-	o := Options{Role: role, LeaseName: dwdLease(role), ConfigReloadInterval: DefaultConfigReloadInterval,
-		EventsQPS: DefaultEventsQPS, EventsBurst: DefaultEventsBurst, Batching: weeder.DefaultBatching(), Executor: ExecutorChoiceAuto}
+	o := Options{Role: role, LeaseName: dwdLease(role)}
 	var s DWDSettings
 	if role != RoleWeeder && role != RoleProber {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
 	}
 	fs, given := newDWDFlagSet(role, &o)
+	o.Executor = ExecutorChoiceAuto
 	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
 	if l, err := zapLevel(given["zap-log-level"]); given["zap-log-level"] != "" && err == nil {
 		s.LogLevel = &l

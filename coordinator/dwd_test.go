@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/test/upstream"
 )
 
@@ -57,6 +58,11 @@ func TestDWDCommandsTakeGardenletsFlags(t *testing.T) {
 			}
 			if o.MetricsBindAddr != ":9643" || o.HealthBindAddr != ":9644" || o.ConcurrentReconciles != 1 {
 				t.Errorf("defaults %q %q %d, want dependency-watchdog's :9643 :9644 1", o.MetricsBindAddr, o.HealthBindAddr, o.ConcurrentReconciles)
+			}
+			// The coordinator's own settings keep its defaults; the executor is decided by the Job rights.
+			if o.ConfigReloadInterval != DefaultConfigReloadInterval || o.EventsQPS != 100 || o.EventsBurst != 500 ||
+				o.Batching != weeder.DefaultBatching() || o.Executor != ExecutorChoiceAuto || o.UseEndpoints || o.JobEgressPolicy {
+				t.Errorf("the coordinator's own settings %+v, want its defaults and --executor=auto", o)
 			}
 		})
 	}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,12 +63,9 @@ func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
 const (
 	// DefaultQPS and DefaultBurst fit a seed's storm (hundreds of services going down at
 	// once, each an API call or three): what Gardener gives dependency-watchdog's prober.
-	DefaultQPS           = 20
-	DefaultBurst         = 100
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
-	LeaseName            = "depwatch-coordinator"
+	DefaultQPS   = 20
+	DefaultBurst = 100
+	LeaseName    = "depwatch-coordinator"
 	// Events have their own rate limit, so a storm's Events (one per service) never delay a
 	// Job's creation, and a storm's Events are written within seconds.
 	DefaultEventsQPS   = 100
@@ -144,7 +140,7 @@ func flagSpecs(o *Options, role Role) []flagSpec {
 		return usage
 	}
 	b := &o.Batching
-	specs := []flagSpec{
+	return []flagSpec{
 		// --config-file's one problem, required, is said without a value (validate).
 		{"config-file", flagOn(&o.ConfigFile, ""), "path of " + t.config, nil, shared},
 		{"prober-config-file", flagOn(&o.ProberConfigFile, ""), "path of dependency-watchdog's prober config (its ConfigMap data as it is, top level): becomes the config's prober section; the config file must then have none", nil, coordinatorOnly},
@@ -166,26 +162,29 @@ func flagSpecs(o *Options, role Role) []flagSpec {
 		{"health-bind-addr", flagOn(&o.HealthBindAddr, ":9644"), bindAddrUsage("health", "address of /healthz and /readyz (0 disables them)"), bindAddr(&o.HealthBindAddr), shared},
 		{"enable-leader-election", flagOn(&o.EnableLeaderElection, false), t.elect, nil, shared},
 		{"leader-election-namespace", flagOn(&o.LeaderElectionNamespace, ""), "namespace of the Lease (default: " + t.home + ")", nil, shared},
-		// Their relations are checked after every flag's own (validate).
-		{"leader-elect-lease-duration", flagOn(&o.LeaseDuration, DefaultLeaseDuration), "how long a standby waits before taking over a lease that was not renewed", atLeast(&o.LeaseDuration, 1, "must be positive"), shared},
-		{"leader-elect-renew-deadline", flagOn(&o.RenewDeadline, DefaultRenewDeadline), "how long the leader keeps trying to renew before it gives up leadership", atLeast(&o.RenewDeadline, 1, "must be positive"), shared},
-		{"leader-elect-retry-period", flagOn(&o.RetryPeriod, DefaultRetryPeriod), "interval between attempts to acquire or renew the lease", atLeast(&o.RetryPeriod, 1, "must be positive"), shared},
+		// client-go's and dependency-watchdog's timings; their relations are checked after
+		// every flag's own (validate).
+		{"leader-elect-lease-duration", flagOn(&o.LeaseDuration, 15*time.Second), "how long a standby waits before taking over a lease that was not renewed", atLeast(&o.LeaseDuration, 1, "must be positive"), shared},
+		{"leader-elect-renew-deadline", flagOn(&o.RenewDeadline, 10*time.Second), "how long the leader keeps trying to renew before it gives up leadership", atLeast(&o.RenewDeadline, 1, "must be positive"), shared},
+		{"leader-elect-retry-period", flagOn(&o.RetryPeriod, 2*time.Second), "interval between attempts to acquire or renew the lease", atLeast(&o.RetryPeriod, 1, "must be positive"), shared},
 		{"kubeconfig", flagOn(&o.Kubeconfig, ""), "path of a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)", nil, shared},
 		{"use-endpoints", flagOn(&o.UseEndpoints, false), "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)", nil, coordinatorOnly},
 		{checkConfigFlag, flagOn(&o.CheckConfig, false), "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig", nil, coordinatorOnly},
 		{"job-egress-policy", flagOn(&o.JobEgressPolicy, false), "keep the NetworkPolicy " + egress.PolicyName + " in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)", nil, coordinatorOnly},
 		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.TextVar(&o.Executor, name, ExecutorChoiceJob, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
 	}
-	if role != RoleCoordinator {
-		specs = slices.DeleteFunc(specs, func(s flagSpec) bool { return s.coordinatorOnly })
-	}
-	return specs
 }
 
-// bindFlags binds role's flags (flagSpecs) into o.
+// bindFlags binds role's flags (flagSpecs) into o; under dependency-watchdog's commands the
+// coordinator's own flags only set their fields' defaults.
 func bindFlags(fs *flag.FlagSet, o *Options, role Role) {
+	defaults := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	for _, s := range flagSpecs(o, role) {
-		s.bind(fs, s.name, s.usage)
+		if role != RoleCoordinator && s.coordinatorOnly {
+			s.bind(defaults, s.name, s.usage)
+		} else {
+			s.bind(fs, s.name, s.usage)
+		}
 	}
 }
 
