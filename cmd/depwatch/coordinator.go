@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -73,14 +74,15 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
 		return exitFailure
 	}
-	var tpl jobs.Template
-	resolved := false
+	// The Jobs' template, completed once, where the runs are Jobs.
+	resolve := sync.OnceValues(func() (jobs.Template, error) {
+		return coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
+	})
 	if opts.Role == coordinator.RoleCoordinator && opts.Executor == coordinator.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
-		if tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup); err != nil {
+		if _, err := resolve(); err != nil {
 			return templateProblem(err, opts, log, stderr)
 		}
-		resolved = true
 	}
 	jobNS := coordinator.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
 	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
@@ -89,8 +91,9 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		return exitFailure
 	}
 	kind, why := coordinator.ChooseExecutor(opts.Role, opts.Executor, rights.CreateJobs, jobNS)
-	if kind == jobs.ExecutorJob && !resolved {
-		tpl, err = coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
+	var tpl jobs.Template
+	if kind == jobs.ExecutorJob {
+		tpl, err = resolve()
 		switch {
 		case err != nil && opts.Role != coordinator.RoleCoordinator:
 			// dependency-watchdog's Deployment names no image for Jobs: run in-process.
