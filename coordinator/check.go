@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -95,10 +96,7 @@ func (o Options) Summary(cfg *Config) string {
 	if tpl.Namespace != "" {
 		where = "namespace " + tpl.Namespace
 	}
-	image := "the coordinator's own image (read from its pod at start)"
-	if tpl.Image != "" {
-		image = tpl.Image
-	}
+	image := cmp.Or(tpl.Image, "the coordinator's own image (read from its pod at start)")
 	accounts := []string{tpl.ServiceAccountFor(jobs.KindWeeder) + " (weeder)"}
 	if cfg.Prober != nil {
 		accounts = append(accounts, tpl.ServiceAccountFor(jobs.KindProbe)+" (probe)")
@@ -106,11 +104,7 @@ func (o Options) Summary(cfg *Config) string {
 	add("Jobs run in %s with %s, as %s.", where, image, strings.Join(accounts, " and "))
 
 	if o.EnableLeaderElection {
-		ns := o.LeaderElectionNamespace
-		if ns == "" {
-			ns = "the coordinator's own namespace"
-		}
-		add("One replica at a time leads, through the Lease %s in %s.", LeaseName, ns)
+		add("One replica at a time leads, through the Lease %s in %s.", LeaseName, cmp.Or(o.LeaderElectionNamespace, "the coordinator's own namespace"))
 	} else {
 		add("No leader election: run one replica.")
 	}

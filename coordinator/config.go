@@ -110,11 +110,9 @@ func decodeDoc(data []byte, path string) (map[string]any, error) {
 
 // Validate checks every field and names each invalid one.
 func (c *Config) Validate() []error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	errs = append(errs, c.Config.Validate()...)
+	errs := c.Config.Validate()
 	if !c.Config.Weeds(false) && c.Prober == nil && !c.proberRefused {
-		add("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section, or dependsOnAnnotation left on with EndpointSlices)")
+		errs = append(errs, errors.New("servicesAndDependantSelectors: required: at least one service with its dependents' podSelectors (or a prober section, or dependsOnAnnotation left on with EndpointSlices)"))
 	}
 	errs = append(errs, c.JobTemplate.Validate("jobTemplate")...)
 	return errs

@@ -158,22 +158,19 @@ func (c ExecutorChoice) MarshalText() ([]byte, error) { return []byte(c), nil }
 // in-process unless the SelfSubjectAccessReview showed the Job rights depwatch's own install
 // grants. jobNamespace is where Jobs would be created.
 func ChooseExecutor(role Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
-	may := fmt.Sprintf("this service account may create Jobs in namespace %s", jobNamespace)
-	mayNot := fmt.Sprintf("this service account may not create Jobs in namespace %s", jobNamespace)
-	if role != RoleCoordinator {
-		if canCreateJobs {
-			return jobs.ExecutorJob, "dependency-watchdog's " + string(role) + " command, and " + may + " (depwatch's own RBAC)"
-		}
-		return jobs.ExecutorInProcess, "dependency-watchdog's " + string(role) + " command, and " + mayNot + " (as under gardenlet's RBAC)"
+	byRights, may := jobs.ExecutorInProcess, "may not"
+	if canCreateJobs {
+		byRights, may = jobs.ExecutorJob, "may"
 	}
-	switch choice {
-	case ExecutorChoiceInProcess:
+	rights := fmt.Sprintf("this service account %s create Jobs in namespace %s", may, jobNamespace)
+	switch {
+	case role != RoleCoordinator:
+		rbac := map[bool]string{true: "depwatch's own RBAC", false: "as under gardenlet's RBAC"}[canCreateJobs]
+		return byRights, "dependency-watchdog's " + string(role) + " command, and " + rights + " (" + rbac + ")"
+	case choice == ExecutorChoiceInProcess:
 		return jobs.ExecutorInProcess, "--executor=in-process"
-	case ExecutorChoiceAuto:
-		if canCreateJobs {
-			return jobs.ExecutorJob, "--executor=auto, and " + may
-		}
-		return jobs.ExecutorInProcess, "--executor=auto, and " + mayNot
+	case choice == ExecutorChoiceAuto:
+		return byRights, "--executor=auto, and " + rights
 	}
 	return jobs.ExecutorJob, "--executor=job (the default)"
 }
