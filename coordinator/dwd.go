@@ -193,25 +193,21 @@ func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool),
 func DWDUsage(role Role, w io.Writer) {
 	var o Options
 	fs, _ := newDWDFlagSet(role, &o)
-	fmt.Fprintf(w, "Usage: dependency-watchdog %s --config-file PATH [flags]\n", role)
-	fmt.Fprintln(w, "       (also: depwatch "+string(role)+" ...; the image has /usr/local/bin/dependency-watchdog)")
-	fmt.Fprintln(w)
-	switch role {
-	case RoleWeeder:
-		fmt.Fprint(w, `dependency-watchdog's weeder, as gardenlet starts it: the coordinator's weeder alone, on
+	// What the command does, as its ConfigMap says it.
+	does := map[Role]string{RoleWeeder: `dependency-watchdog's weeder, as gardenlet starts it: the coordinator's weeder alone, on
 dependency-watchdog's weeder ConfigMap as it is. When a configured service loses its last
 ready endpoint its weeder is armed; when the service is Ready again the weeder restarts the
 dependents stuck in CrashLoopBackOff, for watchDuration.
-`)
-	case RoleProber:
-		fmt.Fprint(w, `dependency-watchdog's prober, as gardenlet starts it: the coordinator's prober alone, on
+`, RoleProber: `dependency-watchdog's prober, as gardenlet starts it: the coordinator's prober alone, on
 dependency-watchdog's prober ConfigMap as it is. Every control-plane namespace (Gardener's
 Cluster resources, namespaces labelled gardener.cloud/role=shoot) is probed; when too many
 of a shoot's node leases expired, kube-controller-manager and the other dependents are
 scaled down level by level, and back up when the leases recover.
-`)
-	}
-	fmt.Fprint(w, `
+`}[role]
+	fmt.Fprintf(w, `Usage: dependency-watchdog %[1]s --config-file PATH [flags]
+       (also: depwatch %[1]s ...; the image has /usr/local/bin/dependency-watchdog)
+
+%[2]s
 Where it runs: where the cluster grants depwatch's own Job rights (a SelfSubjectAccessReview
 at start says), each weeder or probe run is a Job; else, as under gardenlet's RBAC, which
 grants no Jobs, the same runs execute in this process, each run's log lines carrying the Job
@@ -219,8 +215,8 @@ name it would have had. The first log lines and depwatch_coordinator_executor{ki
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost leadership), 2 invalid
 flags or config.
-`)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Flags (dependency-watchdog's; each depwatch uses also set by the environment variable shown, the flag winning):")
+
+Flags (dependency-watchdog's; each depwatch uses also set by the environment variable shown, the flag winning):
+`, role, does)
 	printFlags(w, fs)
 }

@@ -374,10 +374,10 @@ func flagProblem(err error) string {
 func Usage(w io.Writer) {
 	var o Options
 	fs := newFlagSet(&o)
-	fmt.Fprintln(w, "Usage: depwatch coordinator --config-file PATH [flags]")
-	fmt.Fprintln(w, "       depwatch coordinator --check-config --config-file PATH [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprint(w, `Always-on coordinator. It never deletes a pod or scales anything itself: it launches Jobs.
+	fmt.Fprint(w, `Usage: depwatch coordinator --config-file PATH [flags]
+       depwatch coordinator --check-config --config-file PATH [flags]
+
+Always-on coordinator. It never deletes a pod or scales anything itself: it launches Jobs.
 
 Weeder (servicesAndDependantSelectors): watches the EndpointSlices (or Endpoints) of the
 configured services. When a service loses its last ready endpoint it launches the service's
@@ -394,8 +394,8 @@ back up when they recover.
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. lost leadership), 2 invalid
 flags or config. With --check-config: 0 valid, 2 invalid.
+
+Flags (each also set by the environment variable shown; the flag wins):
 `)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Flags (each also set by the environment variable shown; the flag wins):")
 	printFlags(w, fs)
 }
