@@ -52,34 +52,36 @@ func AllRights() Rights {
 		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true, ScaleTargets: true}
 }
 
-// review is one question: may this service account do verb on resource in namespace ("":
-// every namespace)?
+// review is one question: may this service account do verbs on resource in namespace ("":
+// every namespace)? A denial takes granted away; more than one review may answer for one
+// right (Workloads), which all of them must grant.
 type review struct {
 	group, resource, namespace string
 	verbs                      []string
-	set                        func(*Rights, bool)
+	granted                    *bool
 }
 
 // CheckRights asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
 // this service account may do (Rights). jobNamespace is where Jobs would be created. A review
 // that cannot be made counts as denied, and is named in Unknown.
 func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
+	out := AllRights() // each right granted until a review denies it
 	reviews := []review{
-		{"batch", "jobs", jobNamespace, []string{"create"}, func(r *Rights, ok bool) { r.CreateJobs = ok }},
-		{"", "events", "", []string{"create"}, func(r *Rights, ok bool) { r.Events = ok }},
-		{"", "namespaces", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Namespaces = ok }},
-		{"", "services", "", []string{"get"}, func(r *Rights, ok bool) { r.Services = ok }},
-		{"discovery.k8s.io", "endpointslices", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Slices = ok }},
-		{"", "endpoints", "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Endpoints = ok }},
-		{"", "pods", "", []string{"delete"}, func(r *Rights, ok bool) { r.DeletePods = ok }},
-		{"apps", "deployments/scale", "", []string{"patch"}, func(r *Rights, ok bool) { r.ScaleWorkloads = ok }},
-		{"", "secrets", "", []string{"get"}, func(r *Rights, ok bool) { r.ReadSecrets = ok }},
-		{"", "configmaps", jobNamespace, []string{"list", "create", "update"}, func(r *Rights, ok bool) { r.ScaleTargets = ok }},
+		{"batch", "jobs", jobNamespace, []string{"create"}, &out.CreateJobs},
+		{"", "events", "", []string{"create"}, &out.Events},
+		{"", "namespaces", "", []string{"list", "watch"}, &out.Namespaces},
+		{"", "services", "", []string{"get"}, &out.Services},
+		{"discovery.k8s.io", "endpointslices", "", []string{"list", "watch"}, &out.Slices},
+		{"", "endpoints", "", []string{"list", "watch"}, &out.Endpoints},
+		{"", "pods", "", []string{"delete"}, &out.DeletePods},
+		{"apps", "deployments/scale", "", []string{"patch"}, &out.ScaleWorkloads},
+		{"", "secrets", "", []string{"get"}, &out.ReadSecrets},
+		{"", "configmaps", jobNamespace, []string{"list", "create", "update"}, &out.ScaleTargets},
 	}
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
-		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, func(r *Rights, ok bool) { r.Workloads = r.Workloads && ok }})
+		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, &out.Workloads})
 	}
-	out := Rights{asked: len(reviews), Workloads: true}
+	out.asked = len(reviews)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, rv := range reviews {
@@ -87,7 +89,7 @@ func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace 
 			ok, err := allowed(ctx, client, rv)
 			mu.Lock()
 			defer mu.Unlock()
-			rv.set(&out, ok)
+			*rv.granted = *rv.granted && ok
 			if err != nil {
 				out.Unknown = append(out.Unknown, fmt.Sprintf("%s: %v", rv.describe(), err))
 			}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -142,5 +143,16 @@ func TestWithoutEventRightsOnlyTheLeasesNamespaceGetsEvents(t *testing.T) {
 	}
 	if len(got) != 2 || !strings.Contains(got[0], "LeaderElection") {
 		t.Errorf("recorded %v, want the two in garden", got)
+	}
+}
+
+// CheckRights starts from AllRights and lets each review take a right away: a right that
+// AllRights leaves out would read as denied whatever the API server says.
+func TestAllRightsGrantsEveryRight(t *testing.T) {
+	r := reflect.ValueOf(AllRights())
+	for i := range r.NumField() {
+		if f := r.Field(i); f.Kind() == reflect.Bool && !f.Bool() {
+			t.Errorf("AllRights leaves %s out", r.Type().Field(i).Name)
+		}
 	}
 }
