@@ -12,8 +12,11 @@ const MaxBytes = 4096
 // Fit is encode(k) for the fewest k in [0, total] parts left out (the least needed first, as
 // the caller orders them) that is at most MaxBytes long; encode(total) when none is. It
 // assumes a message shrinks, near enough, as parts are left out: it searches for that k, then
-// makes sure of it, trying later ones in turn.
+// makes sure of it, trying later ones in turn. A message that fits whole is encoded once.
 func Fit(total int, encode func(leftOut int) string) string {
+	if m := encode(0); len(m) <= MaxBytes {
+		return m
+	}
 	for k := sort.Search(total, func(k int) bool { return len(encode(k)) <= MaxBytes }); k < total; k++ {
 		if m := encode(k); len(m) <= MaxBytes {
 			return m
