@@ -55,7 +55,7 @@ type Report struct {
 	Ops     map[string]int
 	// Namespaces: one entry per namespace, by name.
 	Namespaces map[string]NamespaceResult
-	// Omitted counts the namespaces left out of Namespaces to fit MaxReportBytes (healthy
+	// Omitted counts the namespaces left out of Namespaces to fit termmsg.MaxBytes (healthy
 	// ones first: their entries carry no back-off).
 	Omitted int
 }
