@@ -363,7 +363,7 @@ func (b *batch) turn(stop context.Context, i int) {
 		b.end(t, st)
 		return
 	}
-	if !gate.windowEnd.IsZero() { // the window's end stops a cycle between two pods
+	if gate.reaping() && !gate.windowEnd.IsZero() { // the window's end stops a cycle between two pods
 		var cancel context.CancelFunc
 		stop, cancel = context.WithDeadline(stop, gate.windowEnd)
 		defer cancel()
