@@ -128,19 +128,32 @@ func TestABatchWeederRestartsEachDependentAtItsOwnServicesReturn(t *testing.T) {
 	// deleted it: this Job's, or that of the unarmed batch Job that covered the services'
 	// first return when the pairs were started (BATCH_AFTER 0), still in its RUN_DURATION and
 	// reaping again at this return (its gate paused it through the outage). Either restarts
-	// the dependent once; which one deletes first is a race this test does not fix.
-	out := mustKubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
+	// the dependent once; which one deletes first is a race this test does not fix. When the
+	// other Job won it, this Job's turn at that return may come a moment after the dependent
+	// is Ready: its log is read until every target's line is there (a hang catcher, not a
+	// figure).
 	started := map[string]bool{}
-	for _, l := range parseLogLines(out) {
-		if _, ok := l["ready_at"]; ok && strings.Contains(l.str("msg"), "reaping starts now") {
-			started[l.str("target")] = true
+	waitFor(t, minWait, "the batch Job's log to start every target's reaping", func() (bool, error) {
+		out, err := kubectl(t, "-n", depwatchNS, "logs", "job/"+job.Name)
+		if err != nil {
+			return false, nil
 		}
-	}
-	for _, p := range pairs {
-		if !started[p.ns+"/"+p.svc] {
-			t.Errorf("batch Job %s's log has no line starting the reaping of %s/%s at its return", job.Name, p.ns, p.svc)
+		for _, l := range parseLogLines(out) {
+			if _, ok := l["ready_at"]; ok && strings.Contains(l.str("msg"), "reaping starts now") {
+				started[l.str("target")] = true
+			}
 		}
-	}
+		var missing []string
+		for _, p := range pairs {
+			if !started[p.ns+"/"+p.svc] {
+				missing = append(missing, p.ns+"/"+p.svc)
+			}
+		}
+		if len(missing) > 0 {
+			return false, fmt.Errorf("batch Job %s's log has no line starting the reaping of %v at its return", job.Name, missing)
+		}
+		return true, nil
+	})
 }
 
 // waitFirstReturnsLaunched waits until c has launched what the pairs' first return asked of
