@@ -125,6 +125,10 @@ func nonFinite(data []byte, path string) []string {
 	if goyaml.Unmarshal(data, &doc) != nil {
 		return nil
 	}
+	if _, ok := doc.(map[any]any); !ok {
+		// A number or a list at the top level is no config, finite or not.
+		return []string{"not valid YAML: the top level must be a map of fields"}
+	}
 	var lines []string
 	var walk func(path string, v any)
 	walk = func(path string, v any) {

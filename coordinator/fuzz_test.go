@@ -68,6 +68,9 @@ func FuzzParseConfig(f *testing.F) {
 		"",
 		"servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: \"a b\"}}]}}",
 		"servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}, matchExpressions: [{key: b, operator: DoesNotExist}]}]}}",
+		"r: {e: .nan}",
+		".nan",
+		"- .inf",
 	} {
 		f.Add(seed)
 	}
@@ -78,6 +81,12 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("a config and an error at once: %v", err)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
+				// A non-finite number refuses the file wherever it is, an unknown field included,
+				// as dependency-watchdog's YAML-to-JSON reading refuses it: its line names the
+				// value's path in the file.
+				if path, _, ok := strings.Cut(line, ": "); ok && path != "" && strings.HasSuffix(line, ": must be a finite number") {
+					continue
+				}
 				if !namesAField(line, configFields) {
 					t.Fatalf("problem %q does not name its field", line)
 				}
