@@ -83,7 +83,10 @@ type batch struct {
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
 	logOddSettings(log, opts.Warnings)
-	b := newBatch(ctx, client, ev, opts, log)
+	b, err := newBatch(ctx, client, ev, opts, log)
+	if err != nil {
+		return Summary{}, err
+	}
 	if !b.single {
 		log.WithField("targets", len(b.targets)).Infof("Weeder run for %d services: each is followed on its own and its dependents are restarted once it is Ready.", len(b.byRef))
 	}
@@ -167,7 +170,7 @@ func (b *batch) finishStopped() {
 
 // newBatch builds the run's targets and caches. The gates run on the wall clock; opts.now
 // (tests) is the rules' and the cooldown's clock only.
-func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *batch {
+func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (*batch, error) {
 	b := &batch{
 		opts: opts, log: log, clock: time.Now, single: len(opts.Targets) == 0,
 		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
@@ -204,16 +207,20 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	b.left.Store(int64(len(b.targets)))
 	if !b.plain {
-		b.services = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
+		var err error
+		b.services, err = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
 			for _, i := range b.byRef[ref] {
 				b.queue.Add(i)
 			}
 		})
+		if err != nil {
+			return nil, fmt.Errorf("following %s: %w", b.followed, err)
+		}
 	}
 	if opts.Watch || !b.single {
 		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
 	}
-	return b
+	return b, nil
 }
 
 // podChanged hands a pod that was added or changed to the targets of its namespace, unless it

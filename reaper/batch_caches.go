@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -47,10 +46,11 @@ type serviceTracker struct {
 	slices map[ServiceRef]podstate.ServiceSlices // each target's service, folded event by event
 }
 
-// newServiceTracker builds the informer: the services' namespace (every namespace unless they
-// share one), label kubernetes.io/service-name in the targets' service names (a storm's
-// targets share a few names: etcd-main-client, ...; one service: =<name>).
-func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) *serviceTracker {
+// newServiceTracker builds the follower (podstate.SliceFollower): the services' namespace
+// (every namespace unless they share one), the targets' service names (a storm's targets
+// share a few names: etcd-main-client, ...). A storm's batch keeps every target's slices for
+// its whole run, slim.
+func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) (*serviceTracker, error) {
 	names, namespaces := sets.New[string](), sets.New[string]()
 	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, slices: map[ServiceRef]podstate.ServiceSlices{}, when: when, onChange: onChange, clock: clock}
 	for r := range when {
@@ -59,24 +59,17 @@ func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate
 		t.views[r] = &serviceView{}
 		t.slices[r] = nil
 	}
-	op := selection.In
-	if names.Len() == 1 {
-		op = selection.Equals
+	t.namespace = onlyOne(namespaces)
+	var err error
+	if t.factory, t.informer, t.selector, err = podstate.SliceFollower(client, t.namespace, sets.List(names)); err != nil {
+		return nil, err
 	}
-	req, _ := labels.NewRequirement(discoveryv1.LabelServiceName, op, sets.List(names)) // names are valid: LoadOptions checked them
-	sel := labels.NewSelector().Add(*req).String()
-	t.selector, t.namespace = sel, onlyOne(namespaces)
-	t.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(t.namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
-	t.informer = t.factory.Discovery().V1().EndpointSlices().Informer()
-	// A storm's batch keeps every target's slices for its whole run: only what the gate reads.
-	_ = t.informer.SetTransform(podstate.TransformEndpointSlice)
-	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.changed(obj, false) },
 		UpdateFunc: func(_, obj any) { t.changed(obj, false) },
 		DeleteFunc: func(obj any) { t.changed(obj, true) },
 	})
-	return t
+	return t, err
 }
 
 // changed folds one event into its service's slices (podstate.ServiceSlices, as the

@@ -293,7 +293,10 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 // gate, should a lenient API return it.
 func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
 	ref := ServiceRef{Namespace: "shoot", Name: "etcd"}
-	tr := newServiceTracker(fake.NewClientset(), map[ServiceRef]podstate.ReadyWhen{ref: podstate.ReadyAny}, time.Now, func(ServiceRef) {})
+	tr, err := newServiceTracker(fake.NewClientset(), map[ServiceRef]podstate.ReadyWhen{ref: podstate.ReadyAny}, time.Now, func(ServiceRef) {})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []*discoveryv1.EndpointSlice{endpointSlice("shoot", "other", ptr.To(true)), endpointSlice("shoot", "etcd", ptr.To(false))} {
 		if err := tr.informer.GetIndexer().Add(s); err != nil {
 			t.Fatal(err)

@@ -1,22 +1,16 @@
 package weeder
 
 import (
-	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/internal/podstate"
-	"github.com/depwatch/depwatch/jobs"
 )
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
@@ -59,32 +53,21 @@ func unwrap(obj any) any {
 	return obj
 }
 
-// noSlice is a label selector that no object matches (a label both set and not set): the
-// source of a weeder whose config names no service, which follows only the services
-// workloads' annotations name (each with a watch of its own), lists and watches nothing.
-const noSlice = discoveryv1.LabelServiceName + ",!" + discoveryv1.LabelServiceName
-
-// sliceSource watches discovery/v1 EndpointSlices of the configured service names only
-// (server-side label selector kubernetes.io/service-name in (...)), indexed by service.
-// readyWhen says when a service (its name) counts as back.
+// sliceSource watches discovery/v1 EndpointSlices of the configured service names only, in
+// every namespace (podstate.SliceFollower: filtered server-side, slim, indexed by service).
+// readyWhen says when a service (its name) counts as back. A weeder whose config names no
+// service follows only the services workloads' annotations name (each with a follower of its
+// own); its own lists and watches nothing.
 type sliceSource struct {
 	inf       cache.SharedIndexInformer
 	readyWhen func(service string) podstate.ReadyWhen
 }
 
 func newSliceSource(client kubernetes.Interface, services []string, readyWhen func(string) podstate.ReadyWhen) (*sliceSource, error) {
-	sel := noSlice
-	if len(services) > 0 {
-		req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
-		if err != nil {
-			return nil, fmt.Errorf("building the EndpointSlice selector: %w", err)
-		}
-		sel = labels.NewSelector().Add(*req).String()
+	_, inf, _, err := podstate.SliceFollower(client, metav1.NamespaceAll, services)
+	if err != nil {
+		return nil, err
 	}
-	inf := discoveryinformers.NewFilteredEndpointSliceInformer(client, metav1.NamespaceAll, 0,
-		cache.Indexers{podstate.ServiceIndex: podstate.ServiceKeys},
-		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	_ = inf.SetTransform(jobs.StripManagedFields)
 	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
 }
 
@@ -105,11 +88,7 @@ func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(s.readyWhen(svc))}
 }
 
-func (s *sliceSource) Keys() []string {
-	keys := s.inf.GetIndexer().ListIndexFuncValues(podstate.ServiceIndex)
-	sort.Strings(keys)
-	return keys
-}
+func (s *sliceSource) Keys() []string { return podstate.FollowedServices(s.inf) }
 
 // endpointsSource watches legacy v1 Endpoints (--use-endpoints, for clusters without
 // EndpointSlices). Endpoints cannot be filtered by name server-side, so objects of other

@@ -1,18 +1,87 @@
 package podstate
 
 import (
+	"fmt"
+	"sort"
+
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
-// ServiceSlices is one service's EndpointSlices as the events about them told them, folded
-// in the order the events came: the one way depwatch follows "is the service back?" (the
-// coordinator's weeder, and the reaper's gate in a weeder run). An event handler that judges
-// the service from its own fold sees it as it was right after that event; an informer's
-// cache may already hold a later event, and reading it instead could skip a short outage
-// between the two.
-type ServiceSlices map[string]*discoveryv1.EndpointSlice // by slice name
+// "Is the service back?" is followed one way, by the coordinator's weeder and by the
+// reaper's gate in a weeder run alike: an EndpointSlice informer from SliceFollower, whose
+// handlers fold each event into the service's ServiceSlices and judge them with its
+// ReadyWhen.
 
+// ServiceIndex names the index ServiceKeys builds.
+const ServiceIndex = "depwatch-service"
+
+// noService is a label selector that no object matches (a label both set and not set): the
+// informer of a follower given no service name lists and watches nothing.
+const noService = discoveryv1.LabelServiceName + ",!" + discoveryv1.LabelServiceName
+
+// SliceFollower is the informer factory of the EndpointSlices of the named services (label
+// kubernetes.io/service-name, filtered server-side; no name: a selector nothing matches), in
+// namespace ("" = every namespace), and its one informer: slim (SlimEndpointSlice) and indexed
+// by service (ServiceIndex). selector is the label selector, for a caller's own list.
+func SliceFollower(client kubernetes.Interface, namespace string, names []string) (factory informers.SharedInformerFactory, inf cache.SharedIndexInformer, selector string, err error) {
+	selector = noService
+	if len(names) > 0 {
+		op := selection.In
+		if len(names) == 1 {
+			op = selection.Equals
+		}
+		req, err := labels.NewRequirement(discoveryv1.LabelServiceName, op, names)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("building the EndpointSlice selector of services %q: %w", names, err)
+		}
+		selector = labels.NewSelector().Add(*req).String()
+	}
+	factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }),
+		informers.WithTransform(TransformEndpointSlice))
+	inf = factory.Discovery().V1().EndpointSlices().Informer()
+	if err := inf.AddIndexers(cache.Indexers{ServiceIndex: ServiceKeys}); err != nil {
+		return nil, nil, "", fmt.Errorf("indexing EndpointSlices by service: %w", err)
+	}
+	return factory, inf, selector, nil
+}
+
+// ServiceKeys is a cache.IndexFunc: an EndpointSlice's service as <namespace>/<name> (the
+// key cache.SplitMetaNamespaceKey splits), from its kubernetes.io/service-name label. A slice
+// without the label (or a tombstone of one) belongs to no service.
+func ServiceKeys(obj any) ([]string, error) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + name}, nil
+}
+
+// FollowedServices lists the services inf's cache holds slices of, in key order.
+func FollowedServices(inf cache.SharedIndexInformer) []string {
+	keys := inf.GetIndexer().ListIndexFuncValues(ServiceIndex)
+	sort.Strings(keys)
+	return keys
+}
+
+// ServiceSlices is one service's EndpointSlices as the events about them told them, folded
+// in the order the events came. An event handler that judges the service from its own fold
+// sees it as it was right after that event; an informer's cache may already hold a later
+// event, and reading it instead could skip a short outage between the two.
+type ServiceSlices map[string]*discoveryv1.EndpointSlice // by slice name
 // Apply folds one event in: its slice (or the tombstone of one) was added or updated, or,
 // with deleted, removed. Objects that are not EndpointSlices change nothing.
 func (s *ServiceSlices) Apply(obj any, deleted bool) {

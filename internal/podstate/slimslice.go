@@ -6,15 +6,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SlimEndpointSlice is an EndpointSlice with only what ServiceKeys and ReadyWhen read: its
-// identity and labels (the service's name), and of each endpoint its first address, target
-// and conditions. managedFields, annotations, ports, zones, nodes and hints go: a weeder Job
+// SlimEndpointSlice is an EndpointSlice with only what ServiceKeys, ReadyWhen and an Event
+// on the Service read: its identity, labels (the service's name) and owner references (the
+// Service's UID), and of each endpoint its first address, target and conditions. managedFields, annotations, ports, zones, nodes and hints go: a weeder Job
 // that covers a storm's thousand services keeps a thousand slices for its whole run.
 func SlimEndpointSlice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
-			Labels: s.Labels, DeletionTimestamp: s.DeletionTimestamp,
+			Labels: s.Labels, OwnerReferences: s.OwnerReferences, DeletionTimestamp: s.DeletionTimestamp,
 		},
 		AddressType: s.AddressType,
 	}

@@ -9,13 +9,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// A slimmed slice is judged as the full one, and keeps its service's key.
+// A slimmed slice is judged as the full one, and keeps its service's key and owner.
 func TestSlimEndpointSliceKeepsWhatReadinessReads(t *testing.T) {
 	full := func(name, pod string, ready bool) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"},
-				Annotations:   map[string]string{"a": "b"},
-				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
+				Annotations:     map[string]string{"a": "b"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "svc", UID: "svc-uid"}},
+				ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{{
 				Addresses:  []string{"10.0.0.1", "10.0.0.2"},
@@ -46,6 +47,10 @@ func TestSlimEndpointSliceKeepsWhatReadinessReads(t *testing.T) {
 	sl := s.(*discoveryv1.EndpointSlice)
 	if sl.ManagedFields != nil || sl.Annotations != nil || sl.Ports != nil || sl.Endpoints[0].NodeName != nil {
 		t.Errorf("kept what nothing reads: %+v", sl)
+	}
+	// An Event on the Service takes its UID from the slice's owner (kubectl describe matches by it).
+	if len(sl.OwnerReferences) != 1 || sl.OwnerReferences[0].UID != "svc-uid" {
+		t.Errorf("owner references = %v, want the Service's", sl.OwnerReferences)
 	}
 	if keys, _ := ServiceKeys(sl); len(keys) != 1 || keys[0] != "ns/svc" {
 		t.Errorf("ServiceKeys = %v, want [ns/svc]", keys)
