@@ -1,13 +1,9 @@
 package probe
 
 import (
-	"bytes"
-	"compress/gzip"
-	"encoding/ascii85"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -20,28 +16,15 @@ import (
 // before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
 const ResultNotProbed Result = "not-probed"
 
-// ReportVersion is written into every report; DecodeReport refuses any other version, so a
-// coordinator never misreads a report of a newer probe. Version 2 is version 1's JSON,
-// gzipped and Ascii85-encoded behind ReportPrefix: a shard's every namespace then fits the
-// 4 KiB (at most about 3,930 bytes for 200 random Gardener names, all healthy, against 7 KiB
-// plain). Ascii85, not base64: its 25 % overhead against base64's 33 % is what makes 200
-// random names fit (base64 needs about 4,200 bytes). Version 1, the plain JSON, is still
-// read: the reports of probe pods that ended before an upgrade.
+// ReportVersion is written into every report; DecodeReport reads it and version 1 (the same
+// JSON, which probe pods wrote without a summary line before the one format of
+// internal/termmsg) and refuses any other, so a coordinator never misreads a report of a
+// newer probe.
 const ReportVersion = 2
 
-// plainReportVersion is the version of the plain-JSON form (from before version 2).
-const plainReportVersion = 1
-
-// ReportPrefix starts the compressed form: not '{', so neither form is mistaken for the other.
-const ReportPrefix = "gz85:"
-
-// maxReportJSONBytes bounds what a compressed report may inflate to: a shard of 200
-// namespaces of the longest names is under 20 KB of JSON; far more is a gzip bomb, not a
-// report.
-const maxReportJSONBytes = 256 << 10
-
 // Report is the structured result of one `depwatch probe` run, written as the pod's
-// termination message by EncodeReport and read back by the coordinator with DecodeReport.
+// termination message by EncodeReport (termmsg.Message: its String, then its JSON) and read
+// back by the coordinator with DecodeReport.
 // Totals cover every namespace; each namespace has its own entry with the result of its
 // last probe and when that was, so one Job's report serves every namespace it probed.
 type Report struct {
@@ -122,9 +105,9 @@ func decodeEntry(ns string, raw json.RawMessage) (NamespaceResult, error) {
 	return r, nil
 }
 
-// EncodeReport writes r as the termination message, at most termmsg.MaxBytes long: the
-// compressed form (ReportPrefix, then Ascii85 of gzip of the JSON). When even that does not
-// fit, the namespaces whose last probe needs no follow-up (healthy, skipped, scale-up, not
+// EncodeReport writes r as the termination message, at most termmsg.MaxBytes long
+// (termmsg.Message: the summary line, then the JSON, compressed when plain would not fit).
+// When even that does not fit, the namespaces whose last probe needs no follow-up (healthy, skipped, scale-up, not
 // probed) are left out first, largest names first, and counted in "omitted".
 func EncodeReport(r Report) string {
 	w := wireReport{V: ReportVersion, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
@@ -151,40 +134,9 @@ func EncodeReport(r Report) string {
 			delete(d.Namespaces, ns)
 		}
 		d.Omitted += n
-		return compressReport(d)
+		return termmsg.Message(r.String(), d)
 	}
 	return termmsg.Fit(len(names), without)
-}
-
-// compressReport is the wire form of w: ReportPrefix, then Ascii85 of gzip (best
-// compression) of its JSON.
-func compressReport(w wireReport) string {
-	b, _ := json.Marshal(w) // maps of strings and numbers: cannot fail
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression) // a valid level: cannot fail
-	_, _ = zw.Write(b)                                     // into memory: cannot fail
-	_ = zw.Close()
-	out := make([]byte, len(ReportPrefix)+ascii85.MaxEncodedLen(z.Len()))
-	n := copy(out, ReportPrefix)
-	n += ascii85.Encode(out[n:], z.Bytes())
-	return string(out[:n])
-}
-
-// uncompressReport is compressReport's inverse up to the JSON: at most maxReportJSONBytes,
-// however much the message claims to inflate to.
-func uncompressReport(msg string) ([]byte, error) {
-	zr, err := gzip.NewReader(ascii85.NewDecoder(strings.NewReader(strings.TrimPrefix(msg, ReportPrefix))))
-	if err != nil {
-		return nil, fmt.Errorf("reading the gzip header after %q: %w", ReportPrefix, err)
-	}
-	b, err := io.ReadAll(io.LimitReader(zr, maxReportJSONBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("uncompressing: %w", err)
-	}
-	if len(b) > maxReportJSONBytes {
-		return nil, fmt.Errorf("it uncompresses to more than %d bytes", maxReportJSONBytes)
-	}
-	return b, nil
 }
 
 // dropPriority: lower is dropped first when a report is too long.
@@ -215,32 +167,19 @@ func nonZero(m map[string]int) map[string]int {
 const maxAgoSeconds = 366 * 24 * 3600
 
 // ErrNotAReport: the message is not a probe report (the run refused its configuration, was
-// killed before writing it, or is from an older depwatch).
+// killed before writing it, or is from a newer depwatch).
 var ErrNotAReport = errors.New("not a probe report")
 
 // DecodeReport reads what EncodeReport wrote (the inverse: DecodeReport(EncodeReport(r)) is r
-// at second precision, zero counts left out), and the plain JSON of version 1.
+// at second precision, zero counts left out), and the reports probe pods wrote before the one
+// format (termmsg.ReadReport).
 func DecodeReport(msg string) (Report, error) {
-	msg = strings.TrimSpace(msg)
-	var b []byte
-	want := ReportVersion
-	switch {
-	case strings.HasPrefix(msg, ReportPrefix):
-		var err error
-		if b, err = uncompressReport(msg); err != nil {
-			return Report{}, fmt.Errorf("%w: %v", ErrNotAReport, err)
-		}
-	case strings.HasPrefix(msg, "{"):
-		b, want = []byte(msg), plainReportVersion
-	default:
-		return Report{}, fmt.Errorf("%w: it starts with neither %q nor '{': %q", ErrNotAReport, ReportPrefix, shorten(msg))
-	}
 	var w wireReport
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := termmsg.ReadReport(msg, &w); err != nil {
 		return Report{}, fmt.Errorf("%w: %v", ErrNotAReport, err)
 	}
-	if w.V != want {
-		return Report{}, fmt.Errorf("%w: version %d in this form, this depwatch reads version %d here", ErrNotAReport, w.V, want)
+	if w.V != ReportVersion && w.V != 1 {
+		return Report{}, fmt.Errorf("%w: version %d, this depwatch reads versions 1 and %d", ErrNotAReport, w.V, ReportVersion)
 	}
 	if w.Namespaces == nil {
 		return Report{}, fmt.Errorf("%w: no \"ns\" field", ErrNotAReport)
@@ -271,6 +210,32 @@ func DecodeReport(msg string) (Report, error) {
 		r.Namespaces[ns] = e
 	}
 	return r, nil
+}
+
+// String is the report's summary line, what a person reads in `kubectl describe pod`: its
+// namespaces, its probes' results and its scale operations.
+func (r Report) String() string {
+	dry := ""
+	if r.DryRun {
+		dry = " (dry run)"
+	}
+	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, counts(nonZero(r.Results)))
+	if len(r.Ops) > 0 {
+		line += "; scale operations " + counts(nonZero(r.Ops))
+	}
+	return line + "."
+}
+
+// counts is m as "key=n, ..." in key order ("none" when empty).
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Ops counts the summary's scale operations by outcome, as the coordinator's metrics name them.

@@ -15,8 +15,10 @@ import (
 	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
-// What EncodeReport writes, DecodeReport reads back unchanged (at second precision); so is
-// the plain JSON of version 1, which probe pods of before an upgrade wrote.
+// What EncodeReport writes, DecodeReport reads back unchanged (at second precision); so are
+// the two forms probe pods wrote before the one format of termination messages (an upgrade
+// finds their pods): the plain JSON of version 1 and the compressed version 2, both without
+// a summary line.
 func TestReportRoundTrip(t *testing.T) {
 	end := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -34,7 +36,7 @@ func TestReportRoundTrip(t *testing.T) {
 			}}},
 		{"no namespace at all", Report{End: end, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}},
 	} {
-		for form, encode := range map[string]func(Report) string{"compressed": EncodeReport, "plain version 1": encodePlainV1} {
+		for form, encode := range map[string]func(Report) string{"one format": EncodeReport, "plain version 1": encodePlainV1, "compressed version 2": encodeCompressedV2} {
 			t.Run(tc.name+", "+form, func(t *testing.T) {
 				msg := encode(tc.r)
 				got, err := DecodeReport(msg)
@@ -62,8 +64,14 @@ func TestReportRoundTrip(t *testing.T) {
 
 // encodePlainV1 is what EncodeReport wrote before version 2 (plain JSON), for reports that
 // fit whole.
-func encodePlainV1(r Report) string {
-	w := wireReport{V: 1, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
+func encodePlainV1(r Report) string { return oldWire(r, 1) }
+
+// encodeCompressedV2 is what EncodeReport wrote before the one format: the JSON compressed,
+// with no summary line.
+func encodeCompressedV2(r Report) string { return compressed(oldWire(r, 2)) }
+
+func oldWire(r Report, v int) string {
+	w := wireReport{V: v, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
 		Results: nonZero(r.Results), Ops: nonZero(r.Ops), Namespaces: map[string]json.RawMessage{}}
 	for ns, e := range r.Namespaces {
 		w.Namespaces[ns] = encodeEntry(e)
@@ -177,14 +185,15 @@ func TestReportTooLongEvenCompressedDropsTheLeastNeededFirst(t *testing.T) {
 	}
 }
 
-// compressed is ReportPrefix and Ascii85 of gzip of s, as a hostile or broken pod could write it.
+// compressed is termmsg.Compressed and Ascii85 of gzip of s, as a probe pod of before the one
+// format wrote its report, or a hostile or broken pod could.
 func compressed(s string) string {
 	var z bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
 	_, _ = zw.Write([]byte(s))
 	_ = zw.Close()
 	out := make([]byte, ascii85.MaxEncodedLen(z.Len()))
-	return ReportPrefix + string(out[:ascii85.Encode(out, z.Bytes())])
+	return termmsg.Compressed + string(out[:ascii85.Encode(out, z.Bytes())])
 }
 
 // A compressed report that inflates far past any shard's (a gzip bomb) is refused, not read
@@ -204,21 +213,19 @@ func TestDecodeReportRefusesWhatIsNotAReport(t *testing.T) {
 		"",
 		"invalid probe configuration:\nNAMESPACE: required",
 		"namespace=a probes=1 last=healthy resources: scaled-down=0",
-		`{"v":2,"end":1,"ns":{}}`,
 		`{"v":1,"end":1}`,
 		`{"v":1,"end":1,"ns":{"a":"healthy"}}`,
 		`{"v":1,"end":1,"ns":{"a":["healthy",-1]}}`,
 		`{"v":1,"end":1,"ns":{"a":[]}}`,
 		`{"v":1,"end":1,"results":{"healthy":-1},"ns":{}}`,
 		`{"v":1,"end":1,"ns":{"a":["healthy",1` + strings.Repeat("0", 30) + `]}}`,
-		`{"v":2,"end":1,"ns":{}}`,                   // version 2 is compressed only
-		compressed(`{"v":1,"end":1,"ns":{}}`),       // and version 1 plain only
 		compressed(`{"v":3,"end":1,"ns":{}}`),       // a newer probe's
 		compressed(`{"v":2,"end":1,"ns":{"a":[]}}`), // a bad entry
 		compressed(`not json`),
-		ReportPrefix + "not Ascii85: \x00 ~~~",
-		ReportPrefix + "87cURD]i,\"Ebo80",          // Ascii85 of "Hello World", not gzip
-		compressed(`{"v":2,"end":1,"ns":{}}`)[:20], // cut short
+		termmsg.Compressed + "not Ascii85: \x00 ~~~",
+		"report: " + termmsg.Compressed + "87cURD]i,\"Ebo80", // Ascii85 of "Hello World", not gzip
+		compressed(`{"v":2,"end":1,"ns":{}}`)[:20],           // cut short
+		"Probe run of 1 namespace(s): probes healthy=1.\nreport: " + `{"v":3,"end":1,"ns":{}}`,
 	} {
 		if _, err := DecodeReport(msg); !errors.Is(err, ErrNotAReport) {
 			t.Errorf("DecodeReport(%q) = %v, want ErrNotAReport", msg, err)

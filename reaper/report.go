@@ -2,8 +2,6 @@ package reaper
 
 import (
 	"cmp"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -17,10 +15,6 @@ import (
 // restart saved: the kubelet's back-off doubles from 10 s to 300 s (its default maximum; a
 // node's maxContainerRestartPeriod can lower it to 1 s), so each step has a bucket of its own.
 var SavedBackOffBuckets = []float64{1, 2, 5, 10, 20, 40, 80, 160, 300}
-
-// reportPrefix starts the termination message's second line, the report a coordinator reads;
-// the first line is the summary a person reads in `kubectl describe pod`.
-const reportPrefix = "report: "
 
 // Report is what the coordinator exports from a finished weeder run (a Job's pod is gone
 // before Prometheus would scrape it): written into the termination message by
@@ -69,8 +63,9 @@ func (s Summary) Report() Report {
 	return r
 }
 
-// TerminationMessage is a run's termination message: the summary line, then its report, with
-// as many of its services as fit the kubelet's 4 KiB (those that saved the most first).
+// TerminationMessage is a run's termination message (termmsg.Message): the summary line, then
+// its report, with as many of its services as fit the kubelet's 4 KiB (those that saved the
+// most first).
 func TerminationMessage(s Summary) string {
 	line := s.String()
 	full := s.Report()
@@ -89,33 +84,19 @@ func TerminationMessage(s Summary) string {
 				r.Services[k] = full.Services[k]
 			}
 		}
-		b, err := json.Marshal(r)
-		if err != nil { // strings and numbers: cannot happen
-			return line
-		}
-		return line + "\n" + reportPrefix + string(b)
+		return termmsg.Message(line, r)
 	})
 }
 
-// ErrNoReport: the message has no report line (a run that refused its configuration, an
-// older depwatch, or a container killed before it wrote one).
-var ErrNoReport = errors.New("no weeder report in the termination message")
-
-// ReadReport reads the report out of a termination message written by TerminationMessage.
+// ReadReport reads the report out of a termination message written by TerminationMessage
+// (termmsg.ErrNoReport when it holds none).
 func ReadReport(msg string) (Report, error) {
-	for _, line := range strings.Split(msg, "\n") {
-		data, ok := strings.CutPrefix(strings.TrimSpace(line), reportPrefix)
-		if !ok {
-			continue
-		}
-		var r Report
-		if err := json.Unmarshal([]byte(data), &r); err != nil {
-			return Report{}, fmt.Errorf("reading the weeder report %q: %w", data, err)
-		}
-		if len(r.SavedCounts) != len(SavedBackOffBuckets)+1 {
-			return Report{}, fmt.Errorf("the weeder report has %d saved back-off buckets, want %d", len(r.SavedCounts), len(SavedBackOffBuckets)+1)
-		}
-		return r, nil
+	var r Report
+	if err := termmsg.ReadReport(msg, &r); err != nil {
+		return Report{}, err
 	}
-	return Report{}, ErrNoReport
+	if len(r.SavedCounts) != len(SavedBackOffBuckets)+1 {
+		return Report{}, fmt.Errorf("the weeder report has %d saved back-off buckets, want %d", len(r.SavedCounts), len(SavedBackOffBuckets)+1)
+	}
+	return r, nil
 }

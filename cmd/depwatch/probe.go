@@ -50,7 +50,7 @@ func probeUsage(w io.Writer) {
 	fmt.Fprintln(w, "throttled API server means no decision: nothing is scaled. Every log line names its namespace.")
 	fmt.Fprintln(w, "Exit codes: 0 done (including no decision; with NAMESPACES also when some namespaces failed:")
 	fmt.Fprintln(w, "see their error lines), 1 with NAMESPACE a scale failed or the Secret/kubeconfig is unusable,")
-	fmt.Fprintln(w, "2 invalid configuration (nothing done). The termination message is the run's report: \"gz85:\"")
-	fmt.Fprintln(w, "and the Ascii85 of the gzipped JSON")
-	fmt.Fprintln(w, `{"v":2,"end":<unix>,"results":{...},"ops":{...},"ns":{"<namespace>":["<last result>",<s ago>]}}.`)
+	fmt.Fprintln(w, "2 invalid configuration (nothing done). The termination message is the run's summary line, then")
+	fmt.Fprintln(w, `its report: "report: " and the JSON {"v":2,"end":<unix>,"results":{...},"ops":{...},`)
+	fmt.Fprintln(w, `"ns":{"<namespace>":["<last result>",<s ago>]}}, or "gz85:" and the Ascii85 of it gzipped.`)
 }

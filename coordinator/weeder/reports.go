@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/depwatch/depwatch/internal/termmsg"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -41,7 +42,7 @@ func (c *Controller) onReport(run jobs.Report) bool {
 	}
 	rep, err := reaper.ReadReport(run.Message)
 	switch {
-	case errors.Is(err, reaper.ErrNoReport):
+	case errors.Is(err, termmsg.ErrNoReport):
 		return true // refused its configuration, or killed: its Job's own series say so
 	case err != nil:
 		c.log.WithFields(logrus.Fields{"pod": run.Run, "reason": "unreadable report"}).
