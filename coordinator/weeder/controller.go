@@ -8,7 +8,7 @@
 //
 // The path from an event to a Job, by file:
 //
-//   - handlers.go: onEndpoints folds the event into the service's own view; an edge is
+//   - endpoints.go: onEndpoints folds the event into the service's own view; an edge is
 //     recorded with its time, when it happens, and the service's key is queued.
 //   - sync.go: Reconcile (the sync of one key) takes the last recorded edge, however late:
 //     an outage that began and ended while the key waited gets the weeder its return calls
@@ -23,7 +23,8 @@
 //     name).
 //
 // The pure decisions are in decide.go (Decide, PlanWeeder) and batch.go (PlanLaunch); the
-// informers in source.go (endpoints) and caches.go (dependents, weeder Jobs).
+// endpoints' sources and handler in endpoints.go, the other informers in caches.go
+// (dependents, weeder Jobs).
 package weeder
 
 import (

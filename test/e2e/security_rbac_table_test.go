@@ -47,9 +47,9 @@ const (
 // authenticated client has (discovery, self-reviews).
 var rbacTable = []rbacGrant{
 	{saCoordinator, scopeCluster, "endpointslices.discovery.k8s.io", "", []string{"list", "watch"},
-		"informer on the configured services' EndpointSlices (`coordinator/weeder/source.go`)"},
+		"informer on the configured services' EndpointSlices (`coordinator/weeder/endpoints.go`)"},
 	{saCoordinator, scopeCluster, "endpoints", "", []string{"list", "watch"},
-		"the same on legacy Endpoints with `useEndpoints` (`coordinator/weeder/source.go`)"},
+		"the same on legacy Endpoints with `useEndpoints` (`coordinator/weeder/endpoints.go`)"},
 	{saCoordinator, scopeCluster, "services", "", []string{"get"},
 		"is a service that went down being deleted (`coordinator/weeder/sync.go`: `serviceGoing`)"},
 	{saCoordinator, scopeCluster, "namespaces", "", []string{"get", "list", "watch"},

@@ -1,7 +1,12 @@
 package weeder
 
+// The weeder's readiness path: an endpoints event (the source's informer) is folded into the
+// service's own view (fold, through the source's ApplyEvent), and the edge it makes, if any,
+// is queued (onEndpoints).
+
 import (
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +16,84 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/internal/podstate"
+	"github.com/depwatch/depwatch/jobs"
 )
+
+// onEndpoints folds an endpoints event into the service's state and, when it makes an edge,
+// queues the service. It makes no API call.
+func (c *Controller) onEndpoints(obj any, deleted bool) {
+	key, ok := c.src.KeyOf(obj)
+	if !ok {
+		return
+	}
+	if !c.follows(c.config(), key) {
+		return // legacy Endpoints of every service, and slices of a name in other namespaces
+	}
+	rc, now := c.config(), c.now()
+	c.mu.Lock()
+	edge := c.fold(rc, key, obj, deleted, now)
+	c.mu.Unlock()
+	if edge != nil {
+		c.queue.Add(key)
+	}
+}
+
+// fold applies one event to the service's view and records the edge it makes, if any, with
+// its time; c.mu must be held.
+func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, now time.Time) *recordedEdge {
+	st := c.state(key)
+	prev := st.seen
+	st.seen = c.src.ApplyEvent(&st.view, obj, deleted)
+	st.relevant = c.relevant(rc, key)
+	c.countReady(st)
+	c.reportExclusion(rc, key, st)
+	edge := edgeOf(prev, st.seen, now)
+	if !st.relevant {
+		edge = nil
+	}
+	if edge != nil {
+		if old := st.owed; old != nil && !old.catchUp && old.edge != edge.edge {
+			// The queue had not reached the older edge when this one came: it is over, and
+			// the action for this one is what can still help.
+			c.metrics.EdgesOvertaken.WithLabelValues(old.edge.String()).Inc()
+		}
+		st.owed = edge
+	}
+	if !st.seen.Known && st.owed == nil {
+		c.forget(key, st)
+	}
+	return edge
+}
+
+// edgeOf is the edge owed an action when a service's readiness goes from prev to now (nil:
+// none).
+func edgeOf(prev, now Observation, at time.Time) *recordedEdge {
+	switch edge := Decide(prev, now); {
+	case edge == EdgeReady:
+		return &recordedEdge{edge: EdgeReady, trigger: jobs.TriggerReady, at: at}
+	case edge == EdgeOutage:
+		return &recordedEdge{edge: EdgeOutage, trigger: jobs.TriggerOutage, at: at}
+	case edge == EdgeGone:
+		return &recordedEdge{edge: EdgeGone, trigger: "gone", at: at}
+	case !prev.Known && now.Ready:
+		// A first sighting says nothing of what happened before it: if a dependent is
+		// crash-looping, an outage the coordinator never saw may have just ended.
+		return catchUpEdge(at)
+	}
+	return nil
+}
+
+// countReady keeps the services_ready gauge; c.mu must be held.
+func (c *Controller) countReady(st *serviceState) {
+	if ready := st.relevant && st.seen.Ready; ready != st.inReadyGauge {
+		st.inReadyGauge = ready
+		if ready {
+			c.metrics.ServicesReady.Inc()
+		} else {
+			c.metrics.ServicesReady.Dec()
+		}
+	}
+}
 
 // source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
 type source interface {
