@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
@@ -49,7 +50,7 @@ func (o Options) LoadConfig() (*Config, error) {
 // annotations alone).
 func (o Options) commandProblem(cfg *Config) error {
 	switch {
-	case o.Role != RoleWeeder:
+	case o.Role != roles.Weeder:
 	case cfg.Prober != nil:
 		return errors.New("prober: the weeder command runs no prober (dependency-watchdog's prober reads its own ConfigMap, with the prober command)")
 	case len(cfg.Services()) == 0:
@@ -65,7 +66,7 @@ func (o Options) commandProblem(cfg *Config) error {
 func (o Options) configData() ([]byte, error) {
 	var config []byte
 	proberFlag, proberFile := "--prober-config-file", o.ProberConfigFile
-	if o.Role == RoleProber {
+	if o.Role == roles.Prober {
 		proberFlag, proberFile = "--config-file", o.ConfigFile
 	} else {
 		data, err := os.ReadFile(o.ConfigFile)
@@ -142,8 +143,8 @@ func (o *Options) UseEndpointsInstead(cfg *Config) {
 //     that crash-loops because it cannot reach its service can reach it again as soon as one
 //     endpoint serves, and a three-member etcd serves with two. A service that needs more
 //     says so in its entry (readyWhen: all, or a count).
-func DefaultReadyWhen(role Role, useEndpoints bool) podstate.ReadyWhen {
-	if role == RoleWeeder && !useEndpoints {
+func DefaultReadyWhen(role roles.Role, useEndpoints bool) podstate.ReadyWhen {
+	if role == roles.Weeder && !useEndpoints {
 		return podstate.ReadyAll
 	}
 	return podstate.ReadyAny

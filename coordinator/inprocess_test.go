@@ -21,6 +21,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -76,7 +77,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	runs := &runsSeen{}
 	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: runs.engine})
 	rights := Rights{Slices: true, DeletePods: true} // gardenlet's weeder ClusterRole
-	opts, _, err := ParseDWDFlags(RoleWeeder, []string{"--config-file=x", "--enable-leader-election=true",
+	opts, _, err := ParseDWDFlags(roles.Weeder, []string{"--config-file=x", "--enable-leader-election=true",
 		"--leader-election-namespace=garden", "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:   cfg,
 			Options:  opts,
 			Metrics:  metrics,
@@ -97,7 +98,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 		})
 	}()
 	waitFor(t, "the dwd-weeder-leader-election Lease", func() bool {
-		l, err := client.CoordinationV1().Leases("garden").Get(ctx, WeederLeaseName, metav1.GetOptions{})
+		l, err := client.CoordinationV1().Leases("garden").Get(ctx, roles.WeederLeaseName, metav1.GetOptions{})
 		return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == "dwd-1"
 	})
 	time.Sleep(300 * time.Millisecond) // the first sighting (Ready) is reconciled
@@ -149,7 +150,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts, _, err := ParseDWDFlags(RoleProber, []string{"--config-file=" + file, "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
+	opts, _, err := ParseDWDFlags(roles.Prober, []string{"--config-file=" + file, "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:  cfg,
 			Options: opts,
 			Metrics: metrics,

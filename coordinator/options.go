@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/coordinator/egress"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 )
 
@@ -50,7 +51,7 @@ type Options struct {
 
 	// Role is which half of the work this process does: both (`depwatch coordinator`), or
 	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
-	Role Role
+	Role roles.Role
 	// LeaseName is the leader election's Lease: LeaseName, or dependency-watchdog's own for
 	// its commands (empty: LeaseName).
 	LeaseName string
@@ -58,6 +59,11 @@ type Options struct {
 
 // Lease is the name of the Lease the leader election uses.
 func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
+
+// LeaseNamespace is where the Lease lives: --leader-election-namespace, else roles.HomeNamespace.
+func (o Options) LeaseNamespace(lookup func(string) (string, bool)) string {
+	return cmp.Or(o.LeaderElectionNamespace, roles.HomeNamespace(o.Role, lookup))
+}
 
 // Defaults of the seed (dependency-watchdog).
 const (
@@ -92,7 +98,7 @@ var ErrHelp = flag.ErrHelp
 
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
-	bindFlags(fs, o, RoleCoordinator)
+	bindFlags(fs, o, roles.Coordinator)
 	return fs
 }
 
@@ -119,18 +125,18 @@ const (
 
 // flagSpecs are the flags, bound to o's fields, in the order their problems are reported,
 // each worded and defaulted for role.
-func flagSpecs(o *Options, role Role) []flagSpec {
+func flagSpecs(o *Options, role roles.Role) []flagSpec {
 	qps, burst := defaultLimits(role)
 	// t: the words that differ between the two command lines.
 	t := struct{ config, workers, elect, home, alias string }{
 		"the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections",
 		"workers of each controller: services (weeder) and namespaces or shards (prober)",
-		"elect one active coordinator through a Lease named " + LeaseName, "the coordinator's own namespace, else " + DefaultNamespace, ""}
-	if role != RoleCoordinator {
-		t.config = map[Role]string{RoleWeeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
-			RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
+		"elect one active coordinator through a Lease named " + LeaseName, "the coordinator's own namespace, else " + roles.DefaultNamespace, ""}
+	if role != roles.Coordinator {
+		t.config = map[roles.Role]string{roles.Weeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
+			roles.Prober: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
 		t.workers = "workers: services (weeder) or namespaces and shards (prober)"
-		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+DWDLeaseNamespace
+		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+roles.DWDLeaseNamespace
 		t.alias = "; --%s-bind-address, as dependency-watchdog's help spells it, is the same flag"
 	}
 	bindAddrUsage := func(name, usage string) string {
@@ -177,10 +183,10 @@ func flagSpecs(o *Options, role Role) []flagSpec {
 
 // bindFlags binds role's flags (flagSpecs) into o; under dependency-watchdog's commands the
 // coordinator's own flags only set their fields' defaults.
-func bindFlags(fs *flag.FlagSet, o *Options, role Role) {
+func bindFlags(fs *flag.FlagSet, o *Options, role roles.Role) {
 	defaults := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	for _, s := range flagSpecs(o, role) {
-		if role != RoleCoordinator && s.coordinatorOnly {
+		if role != roles.Coordinator && s.coordinatorOnly {
 			s.bind(defaults, s.name, s.usage)
 		} else {
 			s.bind(fs, s.name, s.usage)
@@ -242,8 +248,8 @@ func bindAddr(addr *string) func() string {
 }
 
 // defaultLimits are --kube-api-qps and --kube-api-burst's defaults, which 0 also means.
-func defaultLimits(role Role) (float64, int) {
-	if role == RoleCoordinator {
+func defaultLimits(role roles.Role) (float64, int) {
+	if role == roles.Coordinator {
 		return DefaultQPS, DefaultBurst
 	}
 	return dwdKubeAPIQPS, dwdKubeAPIBurst

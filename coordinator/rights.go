@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -159,14 +160,14 @@ func (c ExecutorChoice) MarshalText() ([]byte, error) { return []byte(c), nil }
 // dependency-watchdog's commands, which gardenlet starts under RBAC that grants no Jobs, run
 // in-process unless the SelfSubjectAccessReview showed the Job rights depwatch's own install
 // grants. jobNamespace is where Jobs would be created.
-func ChooseExecutor(role Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
+func ChooseExecutor(role roles.Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
 	byRights, may := jobs.ExecutorInProcess, "may not"
 	if canCreateJobs {
 		byRights, may = jobs.ExecutorJob, "may"
 	}
 	rights := fmt.Sprintf("this service account %s create Jobs in namespace %s", may, jobNamespace)
 	switch {
-	case role != RoleCoordinator:
+	case role != roles.Coordinator:
 		rbac := map[bool]string{true: "depwatch's own RBAC", false: "as under gardenlet's RBAC"}[canCreateJobs]
 		return byRights, "dependency-watchdog's " + string(role) + " command, and " + rights + " (" + rbac + ")"
 	case choice == ExecutorChoiceInProcess:

@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -22,24 +23,24 @@ import (
 // --executor.
 func TestChooseExecutor(t *testing.T) {
 	cases := []struct {
-		role    Role
+		role    roles.Role
 		choice  ExecutorChoice
 		canJobs bool
 		want    jobs.ExecutorKind
 		why     string
 	}{
-		{RoleCoordinator, ExecutorChoiceJob, true, jobs.ExecutorJob, "--executor=job"},
-		{RoleCoordinator, ExecutorChoiceJob, false, jobs.ExecutorJob, "--executor=job"}, // asked for: the rights do not change it
-		{RoleCoordinator, "", false, jobs.ExecutorJob, "--executor=job"},
-		{RoleCoordinator, ExecutorChoiceInProcess, true, jobs.ExecutorInProcess, "--executor=in-process"},
-		{RoleCoordinator, ExecutorChoiceInProcess, false, jobs.ExecutorInProcess, "--executor=in-process"},
-		{RoleCoordinator, ExecutorChoiceAuto, true, jobs.ExecutorJob, "may create Jobs"},
-		{RoleCoordinator, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "may not create Jobs"},
-		{RoleWeeder, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
-		{RoleWeeder, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
-		{RoleProber, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
-		{RoleProber, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
-		{RoleProber, ExecutorChoiceJob, false, jobs.ExecutorInProcess, "prober command"}, // the commands always decide by the rights
+		{roles.Coordinator, ExecutorChoiceJob, true, jobs.ExecutorJob, "--executor=job"},
+		{roles.Coordinator, ExecutorChoiceJob, false, jobs.ExecutorJob, "--executor=job"}, // asked for: the rights do not change it
+		{roles.Coordinator, "", false, jobs.ExecutorJob, "--executor=job"},
+		{roles.Coordinator, ExecutorChoiceInProcess, true, jobs.ExecutorInProcess, "--executor=in-process"},
+		{roles.Coordinator, ExecutorChoiceInProcess, false, jobs.ExecutorInProcess, "--executor=in-process"},
+		{roles.Coordinator, ExecutorChoiceAuto, true, jobs.ExecutorJob, "may create Jobs"},
+		{roles.Coordinator, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "may not create Jobs"},
+		{roles.Weeder, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
+		{roles.Weeder, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
+		{roles.Prober, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
+		{roles.Prober, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
+		{roles.Prober, ExecutorChoiceJob, false, jobs.ExecutorInProcess, "prober command"}, // the commands always decide by the rights
 	}
 	for _, tc := range cases {
 		got, why := ChooseExecutor(tc.role, tc.choice, tc.canJobs, "garden")
@@ -108,7 +109,7 @@ func TestCheckRightsUnderGardenletsRBAC(t *testing.T) {
 	if !all.Workloads {
 		t.Errorf("list and watch of all three workload kinds: %+v", all)
 	}
-	if k, _ := ChooseExecutor(RoleWeeder, ExecutorChoiceAuto, w.CreateJobs, "garden"); k != jobs.ExecutorInProcess {
+	if k, _ := ChooseExecutor(roles.Weeder, ExecutorChoiceAuto, w.CreateJobs, "garden"); k != jobs.ExecutorInProcess {
 		t.Errorf("gardenlet's weeder runs as %s", k)
 	}
 }
@@ -134,7 +135,7 @@ func TestWithoutEventRightsOnlyTheLeasesNamespaceGetsEvents(t *testing.T) {
 	r := inNamespace(fr, "garden")
 	r.Event(&corev1.ObjectReference{Kind: "Service", Namespace: "shoot--a", Name: "etcd-main-client"}, corev1.EventTypeNormal, "WeederArmed", "x")
 	r.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--a", Name: "p"}}, corev1.EventTypeNormal, "Reaped", "%s", "x")
-	r.Event(&corev1.ObjectReference{Kind: "Lease", Namespace: "garden", Name: WeederLeaseName}, corev1.EventTypeNormal, "LeaderElection", "became leader")
+	r.Event(&corev1.ObjectReference{Kind: "Lease", Namespace: "garden", Name: roles.WeederLeaseName}, corev1.EventTypeNormal, "LeaderElection", "became leader")
 	r.AnnotatedEventf(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "c"}}, nil, corev1.EventTypeNormal, "X", "y")
 	close(fr.Events)
 	var got []string

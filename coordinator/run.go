@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -36,11 +37,11 @@ var ErrLostLeadership = errors.New("lost leadership")
 var ErrImageRequired = errors.New("jobTemplate.image: required when the coordinator does not run in a pod (POD_NAME and POD_NAMESPACE unset)")
 
 // ResolveTemplate fills what the config's jobTemplate leaves open: the namespace (the
-// process's home, HomeNamespace) and the image and pull policy (those of the coordinator's
+// process's home, roles.HomeNamespace) and the image and pull policy (those of the coordinator's
 // own container, read from its pod named by POD_NAME, so one kustomize `images:` entry sets
 // both). Outside a pod the image must be in the config.
-func ResolveTemplate(ctx context.Context, client kubernetes.Interface, role Role, t jobs.Template, lookup func(string) (string, bool)) (jobs.Template, error) {
-	t.Namespace = RunNamespace(role, t, lookup)
+func ResolveTemplate(ctx context.Context, client kubernetes.Interface, role roles.Role, t jobs.Template, lookup func(string) (string, bool)) (jobs.Template, error) {
+	t.Namespace = roles.RunNamespace(role, t, lookup)
 	if t.Image != "" {
 		return t, nil
 	}
@@ -273,11 +274,11 @@ func leaseIdentity() string {
 const InProcessImage = "in-process"
 
 // InProcessTemplate fills what the config's jobTemplate leaves open for the in-process
-// executor: the namespace (the process's home, HomeNamespace), and an image no pod is made
+// executor: the namespace (the process's home, roles.HomeNamespace), and an image no pod is made
 // from. The runs' Job objects are built from it, so their names, labels and annotations are
 // a Job's.
-func InProcessTemplate(role Role, t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
-	t.Namespace = RunNamespace(role, t, lookup)
+func InProcessTemplate(role roles.Role, t jobs.Template, lookup func(string) (string, bool)) jobs.Template {
+	t.Namespace = roles.RunNamespace(role, t, lookup)
 	if t.Image == "" {
 		t.Image = InProcessImage
 	}

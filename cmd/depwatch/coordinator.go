@@ -17,6 +17,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -78,13 +79,13 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	resolve := sync.OnceValues(func() (jobs.Template, error) {
 		return coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
 	})
-	if opts.Role == coordinator.RoleCoordinator && opts.Executor == coordinator.ExecutorChoiceJob {
+	if opts.Role == roles.Coordinator && opts.Executor == coordinator.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
 		if _, err := resolve(); err != nil {
 			return templateProblem(err, opts, log, stderr)
 		}
 	}
-	jobNS := coordinator.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
+	jobNS := roles.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
 	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
 	if rights.Unreachable() {
 		log.WithField("errors", rights.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
@@ -95,7 +96,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	if kind == jobs.ExecutorJob {
 		tpl, err = resolve()
 		switch {
-		case err != nil && opts.Role != coordinator.RoleCoordinator:
+		case err != nil && opts.Role != roles.Coordinator:
 			// dependency-watchdog's Deployment names no image for Jobs: run in-process.
 			kind, why = jobs.ExecutorInProcess, why+"; but the Jobs' image is not known ("+err.Error()+"), so in-process"
 		case err != nil:
@@ -120,9 +121,9 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	metrics.SetExecutor(kind)
 	fields := startFields(opts, cfg, tpl)
 	fields["executor"], fields["executorReason"] = string(kind), why
-	log.WithFields(fields).Infof("Starting the %s.", map[coordinator.Role]string{
-		coordinator.RoleCoordinator: "coordinator", coordinator.RoleWeeder: "weeder (dependency-watchdog's weeder command)",
-		coordinator.RoleProber: "prober (dependency-watchdog's prober command)"}[opts.Role])
+	log.WithFields(fields).Infof("Starting the %s.", map[roles.Role]string{
+		roles.Coordinator: "coordinator", roles.Weeder: "weeder (dependency-watchdog's weeder command)",
+		roles.Prober: "prober (dependency-watchdog's prober command)"}[opts.Role])
 	sayExecutor(log, kind, why, tpl.Namespace)
 	sayRights(log, rights, kind, cfg, opts)
 	err = coordinator.Run(ctx, coordinator.Deps{

@@ -1,4 +1,8 @@
-package coordinator
+// Package roles is which half of the coordinator's work a process does (Role: both, or
+// dependency-watchdog's weeder or prober command) and what follows from it alone: the Leases
+// dependency-watchdog's commands elect through, and the process's home namespace, where its
+// runs go and its Lease lives unless a setting names another.
+package roles
 
 import (
 	"cmp"
@@ -6,6 +10,35 @@ import (
 	"strings"
 
 	"github.com/depwatch/depwatch/jobs"
+)
+
+// Role is which half of the coordinator's work a process does.
+type Role string
+
+const (
+	// Coordinator: both halves (`depwatch coordinator`).
+	Coordinator Role = ""
+	// Weeder: dependency-watchdog's weeder command; --config-file is its weeder ConfigMap.
+	Weeder Role = "weeder"
+	// Prober: dependency-watchdog's prober command; --config-file is its prober ConfigMap.
+	Prober Role = "prober"
+)
+
+// Command is the subcommand that runs the role, as it names itself in its messages.
+func (r Role) Command() string {
+	if r == Coordinator {
+		return "coordinator"
+	}
+	return string(r)
+}
+
+// The Leases dependency-watchdog's commands elect through; gardenlet's Roles grant these.
+const (
+	WeederLeaseName = "dwd-weeder-leader-election"
+	ProberLeaseName = "dwd-prober-leader-election"
+	// DWDLeaseNamespace is dependency-watchdog's --leader-election-namespace default, taken
+	// when the process does not know its own namespace.
+	DWDLeaseNamespace = "garden"
 )
 
 // DefaultNamespace is depwatch's own install's namespace, the coordinator's home when the
@@ -37,15 +70,10 @@ func homeNamespace(role Role, podNamespace, serviceAccountNamespace string) stri
 	if ns := cmp.Or(strings.TrimSpace(podNamespace), strings.TrimSpace(serviceAccountNamespace)); ns != "" {
 		return ns
 	}
-	if role == RoleCoordinator {
+	if role == Coordinator {
 		return DefaultNamespace
 	}
 	return DWDLeaseNamespace
-}
-
-// LeaseNamespace is where the Lease lives: --leader-election-namespace, else HomeNamespace.
-func (o Options) LeaseNamespace(lookup func(string) (string, bool)) string {
-	return cmp.Or(o.LeaderElectionNamespace, HomeNamespace(o.Role, lookup))
 }
 
 // RunNamespace is where the runs go: jobTemplate.namespace, else HomeNamespace.
