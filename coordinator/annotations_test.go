@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/rights"
 )
 
 // A config that names no service runs a weeder that follows workloads' depends-on annotations
@@ -24,11 +25,11 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 	log.SetOutput(io.Discard)
 	for _, tc := range []struct {
 		name    string
-		rights  Rights
+		rights  rights.Rights
 		refused string // "" : starts with a weeder
 	}{
-		{"depwatch's own rights", AllRights(), ""},
-		{"no right to read workloads", func() Rights { r := AllRights(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
+		{"depwatch's own rights", rights.All(), ""},
+		{"no right to read workloads", func() rights.Rights { r := rights.All(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(Deps{Shared: ctrl.Shared{Client: fake.NewClientset(), Log: log}, Config: cfg, Rights: &tc.rights})

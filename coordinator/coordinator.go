@@ -31,6 +31,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/coordinator/prober"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -46,9 +47,9 @@ type Deps struct {
 	Config  *Config
 	Options Options
 	Metrics *Metrics
-	// Rights are what this service account may do (CheckRights); nil: AllRights, depwatch's
+	// Rights are what this service account may do (rights.Check); nil: rights.All, depwatch's
 	// own install. Without Events, only those in the Lease's namespace are written.
-	Rights *Rights
+	Rights *rights.Rights
 	// EventClient writes Events (a client with a rate limit of its own); nil: Client.
 	EventClient kubernetes.Interface
 	// LeaseClient campaigns for and renews the Lease (nil: Client): a client with a rate limit
@@ -132,10 +133,10 @@ func (c *Coordinator) newControllers() error {
 	return nil
 }
 
-// rights are d.Rights, or AllRights when not given.
-func (d Deps) rights() Rights {
+// rights are d.Rights, or rights.All when not given.
+func (d Deps) rights() rights.Rights {
 	if d.Rights == nil {
-		return AllRights()
+		return rights.All()
 	}
 	return *d.Rights
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
@@ -148,7 +149,7 @@ func ParseDWDFlags(role roles.Role, args []string, lookup func(string) (string, 
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
 	}
 	fs, given := newDWDFlagSet(role, &o)
-	o.Executor = ExecutorChoiceAuto
+	o.Executor = rights.ExecutorChoiceAuto
 	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
 	if l, err := zapLevel(given["zap-log-level"]); given["zap-log-level"] != "" && err == nil {
 		s.LogLevel = &l

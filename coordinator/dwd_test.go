@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/test/upstream"
@@ -62,7 +63,7 @@ func TestDWDCommandsTakeGardenletsFlags(t *testing.T) {
 			}
 			// The coordinator's own settings keep its defaults; the executor is decided by the Job rights.
 			if o.ConfigReloadInterval != DefaultConfigReloadInterval || o.EventsQPS != 100 || o.EventsBurst != 500 ||
-				o.Batching != weeder.DefaultBatching() || o.Executor != ExecutorChoiceAuto || o.UseEndpoints || o.JobEgressPolicy {
+				o.Batching != weeder.DefaultBatching() || o.Executor != rights.ExecutorChoiceAuto || o.UseEndpoints || o.JobEgressPolicy {
 				t.Errorf("the coordinator's own settings %+v, want its defaults and --executor=auto", o)
 			}
 		})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
@@ -76,7 +77,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	log.SetOutput(io.Discard)
 	runs := &runsSeen{}
 	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: runs.engine})
-	rights := Rights{Slices: true, DeletePods: true} // gardenlet's weeder ClusterRole
+	granted := rights.Rights{Slices: true, DeletePods: true} // gardenlet's weeder ClusterRole
 	opts, _, err := ParseDWDFlags(roles.Weeder, []string{"--config-file=x", "--enable-leader-election=true",
 		"--leader-election-namespace=garden", "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
 	if err != nil {
@@ -93,7 +94,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 			Config:   cfg,
 			Options:  opts,
 			Metrics:  metrics,
-			Rights:   &rights,
+			Rights:   &granted,
 			Identity: "dwd-1",
 		})
 	}()
@@ -188,7 +189,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 			Config:  cfg,
 			Options: opts,
 			Metrics: metrics,
-			Rights:  &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
+			Rights:  &rights.Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
 		})
 	}()
 	waitFor(t, "the shard's run to report", func() bool {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/coordinator/egress"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 )
@@ -44,7 +45,7 @@ type Options struct {
 	// CheckConfig: check the flags and config files, say what would run, and exit.
 	CheckConfig bool
 	// Executor is --executor: the runs as Jobs, in-process, or decided by the Job rights.
-	Executor ExecutorChoice
+	Executor rights.ExecutorChoice
 	// JobEgressPolicy: keep the NetworkPolicy that lets the Jobs reach the API server
 	// (coordinator/egress); only with Jobs.
 	JobEgressPolicy bool
@@ -177,7 +178,9 @@ func flagSpecs(o *Options, role roles.Role) []flagSpec {
 		{"use-endpoints", flagOn(&o.UseEndpoints, false), "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)", nil, coordinatorOnly},
 		{checkConfigFlag, flagOn(&o.CheckConfig, false), "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig", nil, coordinatorOnly},
 		{"job-egress-policy", flagOn(&o.JobEgressPolicy, false), "keep the NetworkPolicy " + egress.PolicyName + " in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)", nil, coordinatorOnly},
-		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.TextVar(&o.Executor, name, ExecutorChoiceJob, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
+		{"executor", func(fs *flag.FlagSet, name, usage string) {
+			fs.TextVar(&o.Executor, name, rights.ExecutorChoiceJob, usage)
+		}, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
 	}
 }
 

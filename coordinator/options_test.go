@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -35,7 +36,7 @@ func TestFlagsDefaults(t *testing.T) {
 	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 20, KubeAPIBurst: 100, ConcurrentReconciles: 1,
 		EventsQPS: 100, EventsBurst: 500, Batching: weeder.DefaultBatching(),
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
-		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Executor: ExecutorChoiceJob}
+		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Executor: rights.ExecutorChoiceJob}
 	if o != want {
 		t.Errorf("got %+v\nwant %+v", o, want)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -80,7 +81,7 @@ func Run(ctx context.Context, d Deps) error {
 		d.Recorder, shutdown = eventRecorder(d)
 		defer shutdown()
 		if !d.rights().Events {
-			d.Recorder = inNamespace(d.Recorder, leaseNamespace(d.Options))
+			d.Recorder = rights.InNamespace(d.Recorder, leaseNamespace(d.Options))
 		}
 	}
 	c, err := New(d)

@@ -17,6 +17,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/jobs"
@@ -79,19 +80,19 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	resolve := sync.OnceValues(func() (jobs.Template, error) {
 		return coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
 	})
-	if opts.Role == roles.Coordinator && opts.Executor == coordinator.ExecutorChoiceJob {
+	if opts.Role == roles.Coordinator && opts.Executor == rights.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
 		if _, err := resolve(); err != nil {
 			return templateProblem(err, opts, log, stderr)
 		}
 	}
 	jobNS := roles.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
-	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
-	if rights.Unreachable() {
-		log.WithField("errors", rights.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
+	granted := rights.Check(ctx, clients.kube, jobNS)
+	if granted.Unreachable() {
+		log.WithField("errors", granted.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
 		return exitFailure
 	}
-	kind, why := coordinator.ChooseExecutor(opts.Role, opts.Executor, rights.CreateJobs, jobNS)
+	kind, why := rights.ChooseExecutor(opts.Role, opts.Executor, granted.CreateJobs, jobNS)
 	var tpl jobs.Template
 	if kind == jobs.ExecutorJob {
 		tpl, err = resolve()
@@ -107,9 +108,9 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	if kind == jobs.ExecutorInProcess {
 		tpl = coordinator.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
 		exec = inprocess.New(inprocess.Options{Config: clients.rest, EventsConfig: clients.eventsRest,
-			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !rights.Events, Log: log})
+			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !granted.Events, Log: log})
 	}
-	if len(cfg.Services()) > 0 && !rights.Slices && rights.Endpoints && !opts.UseEndpoints {
+	if len(cfg.Services()) > 0 && !granted.Slices && granted.Endpoints && !opts.UseEndpoints {
 		// dependency-watchdog's weeder before EndpointSlices: gardenlet granted Endpoints.
 		opts.UseEndpointsInstead(cfg)
 	}
@@ -125,7 +126,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		roles.Coordinator: "coordinator", roles.Weeder: "weeder (dependency-watchdog's weeder command)",
 		roles.Prober: "prober (dependency-watchdog's prober command)"}[opts.Role])
 	sayExecutor(log, kind, why, tpl.Namespace)
-	sayRights(log, rights, kind, cfg, opts)
+	sayRights(log, granted, kind, cfg, opts)
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Shared:      ctrl.Shared{Client: clients.kube, Log: log, Template: tpl, Executor: exec},
 		EventClient: clients.events,
@@ -134,7 +135,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		Config:      cfg,
 		Options:     opts,
 		Metrics:     metrics,
-		Rights:      &rights,
+		Rights:      &granted,
 	})
 	if err != nil {
 		log.WithError(err).Error("The coordinator stopped.")
@@ -164,7 +165,7 @@ func sayExecutor(log logrus.FieldLogger, kind jobs.ExecutorKind, why, namespace 
 
 // sayRights says, once, what this service account may not do and what depwatch does
 // instead, so that nothing is found out by a request the API server refuses.
-func sayRights(log logrus.FieldLogger, r coordinator.Rights, kind jobs.ExecutorKind, cfg *coordinator.Config, opts coordinator.Options) {
+func sayRights(log logrus.FieldLogger, r rights.Rights, kind jobs.ExecutorKind, cfg *coordinator.Config, opts coordinator.Options) {
 	if len(r.Unknown) > 0 {
 		log.WithField("reviews", r.Unknown).Warn("Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed.")
 	}

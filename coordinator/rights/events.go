@@ -1,4 +1,4 @@
-package coordinator
+package rights
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -7,11 +7,11 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// inNamespace is a recorder that writes only the Events of objects in namespace, where a
+// InNamespace is a recorder that writes only the Events of objects in namespace, where a
 // service account that may not create Events elsewhere (gardenlet's dependency-watchdog
 // RBAC: Events in garden, for the Lease) may create them; the others are dropped, so no
 // request is refused. What they would have said is in the coordinator's log lines.
-func inNamespace(r record.EventRecorder, namespace string) record.EventRecorder {
+func InNamespace(r record.EventRecorder, namespace string) record.EventRecorder {
 	return namespacedRecorder{r: r, namespace: namespace}
 }
 

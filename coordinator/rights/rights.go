@@ -1,4 +1,8 @@
-package coordinator
+// Package rights asks once, at start, what this process's service account may do among the
+// things depwatch's own install grants and gardenlet's dependency-watchdog RBAC does not
+// (Check), and decides what follows from it then: what carries the runs out (ChooseExecutor)
+// and where Events are written (InNamespace).
+package rights
 
 import (
 	"context"
@@ -46,9 +50,9 @@ type Rights struct {
 // Unreachable: not one review could be made (the API server is out of reach).
 func (r Rights) Unreachable() bool { return r.asked > 0 && len(r.Unknown) == r.asked }
 
-// AllRights is what depwatch's own install grants the coordinator and its runs: what a
+// All is what depwatch's own install grants the coordinator and its runs: what a
 // coordinator assumes when it asks nothing (tests, embedding).
-func AllRights() Rights {
+func All() Rights {
 	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true, Workloads: true,
 		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true, ScaleTargets: true}
 }
@@ -62,11 +66,11 @@ type review struct {
 	granted                    *bool
 }
 
-// CheckRights asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
+// Check asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
 // this service account may do (Rights). jobNamespace is where Jobs would be created. A review
 // that cannot be made counts as denied, and is named in Unknown.
-func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
-	out := AllRights() // each right granted until a review denies it
+func Check(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
+	out := All() // each right granted until a review denies it
 	reviews := []review{
 		{"batch", "jobs", jobNamespace, []string{"create"}, &out.CreateJobs},
 		{"", "events", "", []string{"create"}, &out.Events},
