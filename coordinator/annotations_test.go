@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/rights"
 )
@@ -17,7 +18,7 @@ import (
 // alone; where the service account may not read workloads, such a config has nothing to run
 // and the coordinator refuses to start, saying why.
 func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *testing.T) {
-	cfg, err := ParseConfig([]byte("watchDuration: 5m\n"))
+	cfg, err := config.Parse([]byte("watchDuration: 5m\n"))
 	if err != nil {
 		t.Fatalf("a config that names no service, the annotation on by default: %v", err)
 	}
@@ -49,7 +50,7 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 // coordinator runs once: a second would keep every namespace of a seed twice and watch it
 // twice.
 func TestTheWeederAndTheProberShareOneNamespaceInformer(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`services:
+	cfg, err := config.Parse([]byte(`services:
   - namespace: shoot--a
     name: kube-apiserver
     dependentPods: [{name: kcm, selector: {matchLabels: {app: kcm}}}]

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
 	"github.com/depwatch/depwatch/coordinator/prober"
@@ -44,7 +45,7 @@ type Deps struct {
 	ctrl.Shared
 	// Dynamic reads Gardener's Cluster resources (prober); nil: they are not looked for.
 	Dynamic dynamic.Interface
-	Config  *Config
+	Config  *config.Config
 	Options Options
 	Metrics *Metrics
 	// Rights are what this service account may do (rights.Check); nil: rights.All, depwatch's

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
 	"github.com/depwatch/depwatch/coordinator/rights"
@@ -68,7 +69,7 @@ func (r *runsSeen) seen() ([]string, []reaper.Options, int) {
 // service's gate, CrashLoopBackOff); the return keeps it; the cluster is asked nothing about
 // Jobs, namespaces, Services or Events outside garden; stopping the coordinator stops the run.
 func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
-	cfg, err := ParseConfig([]byte(gardenletWeederConfigMap))
+	cfg, err := config.Parse([]byte(gardenletWeederConfigMap))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
@@ -162,7 +163,7 @@ func TestCheckConfigIsACommandLineFlagOnly(t *testing.T) {
 // Lease, health endpoints, workers) against the fake clientset: a notReady → Ready update
 // produces a weeder Job, and cancelling the context stops everything and releases the Lease.
 func TestRunEndToEndOnFakeClientset(t *testing.T) {
-	cfg, err := ParseConfig([]byte(testConfig))
+	cfg, err := config.Parse([]byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func leaseHolder(l *coordinationv1.Lease) string {
 }
 
 func TestRunRefusesABusyPort(t *testing.T) {
-	cfg, _ := ParseConfig([]byte(testConfig))
+	cfg, _ := config.Parse([]byte(testConfig))
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/roles"
 )
@@ -12,7 +13,7 @@ import (
 // process is dependency-watchdog's prober in its place: there the Lease it would stand aside
 // for is the one it elects through, and it never does.
 func TestProberStandsAsideForDependencyWatchdogsLeaseButNeverItsOwn(t *testing.T) {
-	cfg, err := ParseConfig([]byte("prober:\n" + indentLines(gardenletProberConfig)))
+	cfg, err := config.Parse([]byte("prober:\n" + indentLines(gardenletProberConfig)))
 	if err != nil {
 		t.Fatal(err)
 	}

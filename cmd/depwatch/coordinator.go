@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
 	"github.com/depwatch/depwatch/coordinator/rights"
@@ -25,7 +26,7 @@ import (
 
 // coordinatorConfig reads flags (and their variables), LOG_LEVEL/LOG_FORMAT and the config
 // file, reporting every problem at once.
-func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, *coordinator.Config, *logrus.Logger, error) {
+func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, *config.Config, *logrus.Logger, error) {
 	opts, flagErr := coordinator.ParseFlags(args, lookup, stdout)
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, nil, nil, flagErr
@@ -36,9 +37,9 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 
 // loggerAndConfig reads LOG_LEVEL/LOG_FORMAT and opts' config file (if it names one), and
 // reports their problems with flagErr's, all at once.
-func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*coordinator.Config, *logrus.Logger, error) {
+func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*config.Config, *logrus.Logger, error) {
 	log, logErr := newLogger(lookup)
-	var cfg *coordinator.Config
+	var cfg *config.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
 		cfg, cfgErr = opts.LoadConfig()
@@ -68,7 +69,7 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 // options and config until ctx ends. What carries the runs out, Jobs or this process, is
 // decided here, before anything runs, and said in the first log lines and in
 // depwatch_coordinator_executor.
-func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coordinator.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
+func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *config.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
 	metrics := coordinator.NewMetrics(version)
 	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
 	clients, err := coordinatorClients(opts)
@@ -165,7 +166,7 @@ func sayExecutor(log logrus.FieldLogger, kind jobs.ExecutorKind, why, namespace 
 
 // sayRights says, once, what this service account may not do and what depwatch does
 // instead, so that nothing is found out by a request the API server refuses.
-func sayRights(log logrus.FieldLogger, r rights.Rights, kind jobs.ExecutorKind, cfg *coordinator.Config, opts coordinator.Options) {
+func sayRights(log logrus.FieldLogger, r rights.Rights, kind jobs.ExecutorKind, cfg *config.Config, opts coordinator.Options) {
 	if len(r.Unknown) > 0 {
 		log.WithField("reviews", r.Unknown).Warn("Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed.")
 	}
@@ -244,7 +245,7 @@ func coordinatorClients(opts coordinator.Options) (apiClients, error) {
 }
 
 // startFields are the start log line's: what this coordinator runs with.
-func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Template) logrus.Fields {
+func startFields(opts coordinator.Options, cfg *config.Config, tpl jobs.Template) logrus.Fields {
 	fields := logrus.Fields{
 		"version":        version,
 		"services":       cfg.Services(),
@@ -255,7 +256,7 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"lease":          opts.Lease(),
 		"configCheck":    map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
-		// when a service whose entry names no readyWhen counts as back (DefaultReadyWhen)
+		// when a service whose entry names no readyWhen counts as back (config.DefaultReadyWhen)
 		"readyWhen": cfg.ReadyWhenDefault.String(),
 	}
 	if p := cfg.Prober; p != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
@@ -23,7 +24,7 @@ func proberMain(ctx context.Context, args []string, lookup func(string) (string,
 // dwdConfig reads dependency-watchdog's command line for role, LOG_LEVEL/LOG_FORMAT
 // (--zap-log-level overriding the level) and the config file, reporting every problem at
 // once.
-func dwdConfig(role roles.Role, args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, coordinator.DWDSettings, *coordinator.Config, *logrus.Logger, error) {
+func dwdConfig(role roles.Role, args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, coordinator.DWDSettings, *config.Config, *logrus.Logger, error) {
 	opts, dwd, flagErr := coordinator.ParseDWDFlags(role, args, lookup, stdout)
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, dwd, nil, nil, flagErr
