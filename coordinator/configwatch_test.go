@@ -23,6 +23,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -90,7 +91,7 @@ func newHarness(t *testing.T, cfgYAML string) *harness {
 	c, err := New(Deps{
 		Shared:  ctrl.Shared{Client: h.client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"}, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return h.now }},
 		Config:  cfg,
-		Metrics: NewMetrics("test"),
+		Metrics: metrics.New("test"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func TestRunStopsAndReleasesTheLeaseWhenTheConfigFileChanges(t *testing.T) {
 	client := fake.NewClientset()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	m := NewMetrics("test")
+	m := metrics.New("test")
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Deps{

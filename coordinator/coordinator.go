@@ -31,6 +31,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
@@ -47,7 +48,7 @@ type Deps struct {
 	Dynamic dynamic.Interface
 	Config  *config.Config
 	Options Options
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Rights are what this service account may do (rights.Check); nil: rights.All, depwatch's
 	// own install. Without Events, only those in the Lease's namespace are written.
 	Rights *rights.Rights
@@ -81,7 +82,7 @@ func New(d Deps) (*Coordinator, error) {
 		return nil, errors.New("coordinator: client, config and log are required")
 	}
 	if d.Metrics == nil {
-		d.Metrics = NewMetrics("dev")
+		d.Metrics = metrics.New("dev")
 	}
 	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
 	d.Options.ConcurrentReconciles = max(d.Options.ConcurrentReconciles, 1)

@@ -22,6 +22,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/probe"
@@ -85,8 +86,8 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 2*time.Second, time.Second, 200*time.Millisecond
-	metrics := NewMetrics("test")
-	metrics.SetExecutor(exec.Kind())
+	m := metrics.New("test")
+	m.SetExecutor(exec.Kind())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -94,7 +95,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:   cfg,
 			Options:  opts,
-			Metrics:  metrics,
+			Metrics:  m,
 			Rights:   &granted,
 			Identity: "dwd-1",
 		})
@@ -181,7 +182,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 			Namespaces: map[string]probe.NamespaceResult{"shoot--a": {Last: probe.ResultScaleDown}}})
 	}
 	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: engine})
-	metrics := NewMetrics("test")
+	m := metrics.New("test")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -189,14 +190,14 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:  cfg,
 			Options: opts,
-			Metrics: metrics,
+			Metrics: m,
 			Rights:  &rights.Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
 		})
 	}()
 	waitFor(t, "the shard's run to report", func() bool {
-		return sample(metrics.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&
-			sample(metrics.Prober.ProbeMeltdown.WithLabelValues("shoot--a")) == 1 &&
-			sample(metrics.Prober.ProbeLastProbe.WithLabelValues("shoot--a")) > 0
+		return sample(m.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&
+			sample(m.Prober.ProbeMeltdown.WithLabelValues("shoot--a")) == 1 &&
+			sample(m.Prober.ProbeLastProbe.WithLabelValues("shoot--a")) > 0
 	})
 	mu.Lock()
 	if len(probed) == 0 || probed[0] != "shoot--a" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
@@ -182,7 +183,7 @@ func TestRunEndToEndOnFakeClientset(t *testing.T) {
 			Shared:   ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(100)},
 			Config:   cfg,
 			Options:  opts,
-			Metrics:  NewMetrics("test"),
+			Metrics:  metrics.New("test"),
 			Identity: "test-1",
 		})
 	}()
@@ -237,7 +238,7 @@ func TestRunRefusesABusyPort(t *testing.T) {
 	err = Run(context.Background(), Deps{
 		Shared:  ctrl.Shared{Client: fake.NewClientset(), Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10)},
 		Config:  cfg,
-		Metrics: NewMetrics("t"),
+		Metrics: metrics.New("t"),
 		Options: Options{MetricsBindAddr: addr, HealthBindAddr: "0", ConcurrentReconciles: 1},
 	})
 	if err == nil || !strings.Contains(err.Error(), "--metrics-bind-addr="+addr) {

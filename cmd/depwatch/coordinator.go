@@ -18,6 +18,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/apilimit"
@@ -70,8 +71,8 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 // decided here, before anything runs, and said in the first log lines and in
 // depwatch_coordinator_executor.
 func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *config.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
-	metrics := coordinator.NewMetrics(version)
-	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
+	m := metrics.New(version)
+	metrics.RegisterClient(m) // before the first client: every request counts
 	clients, err := coordinatorClients(opts)
 	if err != nil {
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
@@ -120,7 +121,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *conf
 			Info("The runs are in-process, so there are no Jobs whose egress to keep: --job-egress-policy is ignored.")
 		opts.JobEgressPolicy = false
 	}
-	metrics.SetExecutor(kind)
+	m.SetExecutor(kind)
 	fields := startFields(opts, cfg, tpl)
 	fields["executor"], fields["executorReason"] = string(kind), why
 	log.WithFields(fields).Infof("Starting the %s.", map[roles.Role]string{
@@ -135,7 +136,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *conf
 		Dynamic:     clients.dynamic,
 		Config:      cfg,
 		Options:     opts,
-		Metrics:     metrics,
+		Metrics:     m,
 		Rights:      &granted,
 	})
 	if err != nil {
