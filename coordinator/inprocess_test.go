@@ -92,7 +92,7 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: roles.InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:   cfg,
 			Options:  opts,
 			Metrics:  m,
@@ -187,7 +187,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:  ctrl.Shared{Client: client, Log: log, Template: roles.InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:  cfg,
 			Options: opts,
 			Metrics: m,

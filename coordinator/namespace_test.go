@@ -16,7 +16,7 @@ func TestRunsAndLeaseFollowTheirOwnSettingElseTheHomeNamespace(t *testing.T) {
 	for _, role := range []roles.Role{roles.Coordinator, roles.Weeder, roles.Prober} {
 		o := Options{Role: role}
 		lease, runs := o.LeaseNamespace(env), roles.RunNamespace(role, jobs.Template{}, env)
-		inProcess := InProcessTemplate(role, jobs.Template{}, env).Namespace
+		inProcess := roles.InProcessTemplate(role, jobs.Template{}, env).Namespace
 		if lease != "seed-system" || runs != "seed-system" || inProcess != "seed-system" {
 			t.Errorf("%s: Lease in %q, runs in %q (in-process %q); want all in the pod's namespace", role.Command(), lease, runs, inProcess)
 		}

@@ -80,7 +80,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *conf
 	}
 	// The Jobs' template, completed once, where the runs are Jobs.
 	resolve := sync.OnceValues(func() (jobs.Template, error) {
-		return coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
+		return roles.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
 	})
 	if opts.Role == roles.Coordinator && opts.Executor == rights.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
@@ -108,7 +108,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *conf
 	}
 	var exec jobs.Executor = jobs.InCluster(clients.kube)
 	if kind == jobs.ExecutorInProcess {
-		tpl = coordinator.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
+		tpl = roles.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
 		exec = inprocess.New(inprocess.Options{Config: clients.rest, EventsConfig: clients.eventsRest,
 			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !granted.Events, Log: log})
 	}
@@ -148,7 +148,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *conf
 
 // templateProblem reports a Job template the coordinator cannot complete.
 func templateProblem(err error, opts coordinator.Options, log logrus.FieldLogger, stderr io.Writer) int {
-	if errors.Is(err, coordinator.ErrImageRequired) {
+	if errors.Is(err, roles.ErrImageRequired) {
 		return refuse(stderr, opts.Role.Command(), err)
 	}
 	log.WithError(err).Error("Cannot tell which image the Jobs use.")

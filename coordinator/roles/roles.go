@@ -1,7 +1,8 @@
 // Package roles is which half of the coordinator's work a process does (Role: both, or
 // dependency-watchdog's weeder or prober command) and what follows from it alone: the Leases
-// dependency-watchdog's commands elect through, and the process's home namespace, where its
-// runs go and its Lease lives unless a setting names another.
+// dependency-watchdog's commands elect through, the process's home namespace, where its
+// runs go and its Lease lives unless a setting names another, and the template its runs'
+// Jobs are made from (ResolveTemplate, InProcessTemplate).
 package roles
 
 import (
