@@ -9,14 +9,16 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/rights"
 )
 
 // A config that names no service runs a weeder that follows workloads' depends-on annotations
 // alone; where the service account may not read workloads, such a config has nothing to run
 // and the coordinator refuses to start, saying why.
 func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *testing.T) {
-	cfg, err := ParseConfig([]byte("watchDuration: 5m\n"))
+	cfg, err := config.Parse([]byte("watchDuration: 5m\n"))
 	if err != nil {
 		t.Fatalf("a config that names no service, the annotation on by default: %v", err)
 	}
@@ -24,11 +26,11 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 	log.SetOutput(io.Discard)
 	for _, tc := range []struct {
 		name    string
-		rights  Rights
+		rights  rights.Rights
 		refused string // "" : starts with a weeder
 	}{
-		{"depwatch's own rights", AllRights(), ""},
-		{"no right to read workloads", func() Rights { r := AllRights(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
+		{"depwatch's own rights", rights.All(), ""},
+		{"no right to read workloads", func() rights.Rights { r := rights.All(); r.Workloads = false; return r }(), "may not list and watch Deployments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(Deps{Shared: ctrl.Shared{Client: fake.NewClientset(), Log: log}, Config: cfg, Rights: &tc.rights})
@@ -48,7 +50,7 @@ func TestAConfigWithoutServicesWeedsByAnnotationsWhereWorkloadsMayBeRead(t *test
 // coordinator runs once: a second would keep every namespace of a seed twice and watch it
 // twice.
 func TestTheWeederAndTheProberShareOneNamespaceInformer(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`services:
+	cfg, err := config.Parse([]byte(`services:
   - namespace: shoot--a
     name: kube-apiserver
     dependentPods: [{name: kcm, selector: {matchLabels: {app: kcm}}}]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -23,7 +24,7 @@ func Lines(err error) []string {
 // Summary is one paragraph, for people, of what a coordinator started with these options and
 // this config would watch and launch; only what can be known without a cluster (the Jobs'
 // image, when the config names none, is read from the coordinator's pod at start).
-func (o Options) Summary(cfg *Config) string {
+func (o Options) Summary(cfg *config.Config) string {
 	var s []string
 	add := func(format string, a ...any) { s = append(s, fmt.Sprintf(format, a...)) }
 

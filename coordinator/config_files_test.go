@@ -109,6 +109,10 @@ func TestProberConfigFileFlagAndVariable(t *testing.T) {
 	}
 }
 
+func lookupOf(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -130,6 +134,63 @@ func TestUseEndpointsFlagOrConfigTurnsItOn(t *testing.T) {
 		cfg, err := Options{ConfigFile: writeFile(t, "c.yaml", tc.config), UseEndpoints: tc.flag}.LoadConfig()
 		if err != nil || cfg.UseEndpoints != tc.want {
 			t.Errorf("flag %v, config %q: useEndpoints %v (%v), want %v", tc.flag, tc.config, cfg != nil && cfg.UseEndpoints, err, tc.want)
+		}
+	}
+}
+
+// dwdWeederConfig is dependency-watchdog's weeder ConfigMap data as Gardener ships it.
+const dwdWeederConfig = `
+watchDuration: 2m0s
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors:
+      - matchExpressions:
+          - key: gardener.cloud/role
+            operator: In
+            values:
+              - controlplane
+          - key: role
+            operator: In
+            values:
+              - apiserver
+  kube-apiserver:
+    podSelectors:
+      - matchExpressions:
+          - key: gardener.cloud/role
+            operator: In
+            values:
+              - controlplane
+          - key: role
+            operator: NotIn
+            values:
+              - main
+              - apiserver
+`
+
+func TestLoadConfigNamesTheFile(t *testing.T) {
+	if _, err := (Options{ConfigFile: ""}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "--config-file: required") {
+		t.Errorf("empty path: %v", err)
+	}
+	if _, err := (Options{ConfigFile: "/nonexistent/depwatch.yaml"}).LoadConfig(); err == nil || !strings.Contains(err.Error(), `--config-file="/nonexistent/depwatch.yaml"`) {
+		t.Errorf("missing file: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(dwdWeederConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
+		t.Errorf("valid file: %v", err)
+	}
+}
+
+func TestShippedConfigMapsParse(t *testing.T) {
+	for _, p := range []string{"../manifests/base/config.yaml", "../manifests/components/gardener/config.yaml", "../manifests/overlays/local/config.yaml"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Logf("skip %s: %v", p, err)
+			continue
+		}
+		if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
+			t.Errorf("%s: %v", p, err)
 		}
 	}
 }

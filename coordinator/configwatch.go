@@ -17,16 +17,14 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
-	"maps"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/depwatch/depwatch/coordinator/config"
 )
 
 // DefaultConfigReloadInterval is how often the config file is read again.
@@ -76,7 +74,7 @@ func (c *Coordinator) checkConfig() bool {
 	wasInvalid := c.file.problem != ""
 	c.file.problem = ""
 	c.file.mu.Unlock()
-	changed := ConfigChanges(c.Config, next)
+	changed := config.Changes(c.Config, next)
 	if len(changed) == 0 {
 		if wasInvalid {
 			log.Info("The config file is valid again and the same as the running config: nothing to change.")
@@ -104,28 +102,4 @@ func (c *Coordinator) configInvalid(problems []string, log logrus.FieldLogger) {
 		log.WithField("errors", problems).
 			Error("The config file is invalid: the coordinator keeps running with the config it started with; /readyz fails and depwatch_coordinator_config_valid is 0 until the file is fixed.")
 	}
-}
-
-// ConfigChanges lists the top-level fields that differ between two configs. Values are
-// compared as they take effect, so "5m" and "300s" are the same, and comments or order do
-// not count.
-func ConfigChanges(old, next *Config) []string {
-	a, b := asMap(old), asMap(next)
-	keys := maps.Clone(a)
-	maps.Copy(keys, b)
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if !reflect.DeepEqual(a[k], b[k]) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// asMap is v as its JSON object: the form in which two configs compare as they take effect.
-func asMap(v any) map[string]any {
-	var m map[string]any
-	data, _ := json.Marshal(v) // a decoded config: cannot fail
-	_ = json.Unmarshal(data, &m)
-	return m
 }

@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -79,7 +81,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfgYAML string) *harness {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(cfgYAML))
+	cfg, err := config.Parse([]byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func newHarness(t *testing.T, cfgYAML string) *harness {
 	c, err := New(Deps{
 		Shared:  ctrl.Shared{Client: h.client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "localhost/depwatch:dev"}, Recorder: record.NewFakeRecorder(100), Now: func() time.Time { return h.now }},
 		Config:  cfg,
-		Metrics: NewMetrics("test"),
+		Metrics: metrics.New("test"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +226,7 @@ func TestReadyzWaitsForTheCaches(t *testing.T) {
 // that the Deployment starts the coordinator again with the file. An invalid one before it
 // stops nothing.
 func TestRunStopsAndReleasesTheLeaseWhenTheConfigFileChanges(t *testing.T) {
-	cfg, err := ParseConfig([]byte(testConfig))
+	cfg, err := config.Parse([]byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestRunStopsAndReleasesTheLeaseWhenTheConfigFileChanges(t *testing.T) {
 	client := fake.NewClientset()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	m := NewMetrics("test")
+	m := metrics.New("test")
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(context.Background(), Deps{
@@ -274,7 +276,7 @@ func leaseHeldBy(client *fake.Clientset) string {
 }
 
 func TestStartWarnsOfEachIgnoredFieldByItsPath(t *testing.T) {
-	cfg, err := ParseConfig([]byte(testConfig + "futureField: 1\n" + proberWith("internalProbeEnabled: true") + "\n"))
+	cfg, err := config.Parse([]byte(testConfig + "futureField: 1\n" + proberWith("internalProbeEnabled: true") + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,4 +316,14 @@ func value(m prometheus.Metric) float64 {
 		return d.Counter.GetValue()
 	}
 	return d.Gauge.GetValue()
+}
+
+const hostileRes = "dependentResourceInfos: [{ref: {kind: Deployment, name: kcm, apiVersion: apps/v1}, scaleUp: {level: 0}, scaleDown: {level: 0}}]"
+
+// proberWith builds a prober section with the required fields and extra (a flow-map fragment).
+func proberWith(extra string) string {
+	if extra != "" {
+		extra += ", "
+	}
+	return "prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 40s, " + extra + hostileRes + "}"
 }

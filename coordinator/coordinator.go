@@ -28,9 +28,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/egress"
+	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/prober"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -43,12 +46,12 @@ type Deps struct {
 	ctrl.Shared
 	// Dynamic reads Gardener's Cluster resources (prober); nil: they are not looked for.
 	Dynamic dynamic.Interface
-	Config  *Config
+	Config  *config.Config
 	Options Options
-	Metrics *Metrics
-	// Rights are what this service account may do (CheckRights); nil: AllRights, depwatch's
+	Metrics *metrics.Metrics
+	// Rights are what this service account may do (rights.Check); nil: rights.All, depwatch's
 	// own install. Without Events, only those in the Lease's namespace are written.
-	Rights *Rights
+	Rights *rights.Rights
 	// EventClient writes Events (a client with a rate limit of its own); nil: Client.
 	EventClient kubernetes.Interface
 	// LeaseClient campaigns for and renews the Lease (nil: Client): a client with a rate limit
@@ -79,7 +82,7 @@ func New(d Deps) (*Coordinator, error) {
 		return nil, errors.New("coordinator: client, config and log are required")
 	}
 	if d.Metrics == nil {
-		d.Metrics = NewMetrics("dev")
+		d.Metrics = metrics.New("dev")
 	}
 	// An unset Batching (Options not from ParseFlags: tests, embedding) is the weeder's to default.
 	d.Options.ConcurrentReconciles = max(d.Options.ConcurrentReconciles, 1)
@@ -132,10 +135,10 @@ func (c *Coordinator) newControllers() error {
 	return nil
 }
 
-// rights are d.Rights, or AllRights when not given.
-func (d Deps) rights() Rights {
+// rights are d.Rights, or rights.All when not given.
+func (d Deps) rights() rights.Rights {
 	if d.Rights == nil {
-		return AllRights()
+		return rights.All()
 	}
 	return *d.Rights
 }

@@ -21,35 +21,9 @@ import (
 	"strings"
 
 	"github.com/sirupsen/logrus"
-)
 
-// Role is which half of the coordinator's work a process does.
-type Role string
-
-const (
-	// RoleCoordinator: both halves (`depwatch coordinator`).
-	RoleCoordinator Role = ""
-	// RoleWeeder: dependency-watchdog's weeder command; --config-file is its weeder ConfigMap.
-	RoleWeeder Role = "weeder"
-	// RoleProber: dependency-watchdog's prober command; --config-file is its prober ConfigMap.
-	RoleProber Role = "prober"
-)
-
-// Command is the subcommand that runs the role, as it names itself in its messages.
-func (r Role) Command() string {
-	if r == RoleCoordinator {
-		return "coordinator"
-	}
-	return string(r)
-}
-
-// The Leases dependency-watchdog's commands elect through; gardenlet's Roles grant these.
-const (
-	WeederLeaseName = "dwd-weeder-leader-election"
-	ProberLeaseName = "dwd-prober-leader-election"
-	// DWDLeaseNamespace is dependency-watchdog's --leader-election-namespace default, taken
-	// when the process does not know its own namespace.
-	DWDLeaseNamespace = "garden"
+	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
 // dependency-watchdog's defaults where they differ from the coordinator's.
@@ -110,7 +84,7 @@ func zapLevel(v string) (logrus.Level, error) {
 // newDWDFlagSet binds dependency-watchdog's flags: those depwatch uses into o, the rest
 // (--zap-log-level among them) checked as dependency-watchdog checks them, their values
 // given into the returned map.
-func newDWDFlagSet(role Role, o *Options) (*flag.FlagSet, map[string]string) {
+func newDWDFlagSet(role roles.Role, o *Options) (*flag.FlagSet, map[string]string) {
 	fs := flag.NewFlagSet("dependency-watchdog "+string(role), flag.ContinueOnError)
 	bindFlags(fs, o, role)
 	given := map[string]string{}
@@ -155,27 +129,27 @@ func parseBool(v string) error {
 // the -addr ones): depwatch takes both.
 var dwdAliases = map[string]string{"metrics-bind-address": "metrics-bind-addr", "health-bind-address": "health-bind-addr"}
 
-func dwdLease(role Role) string {
-	if role == RoleProber {
-		return ProberLeaseName
+func dwdLease(role roles.Role) string {
+	if role == roles.Prober {
+		return roles.ProberLeaseName
 	}
-	return WeederLeaseName
+	return roles.WeederLeaseName
 }
 
-// ParseDWDFlags reads dependency-watchdog's command line for role (RoleWeeder or RoleProber):
+// ParseDWDFlags reads dependency-watchdog's command line for role (roles.Weeder or roles.Prober):
 // the variables of the flags depwatch uses (DEPWATCH_ + the flag name, as for the
 // coordinator), then the command line, then validates. Every problem is reported at once,
 // each naming the flag and the value; a flag neither dependency-watchdog nor depwatch knows
 // is refused, as dependency-watchdog refuses it. On --help it writes the usage to help and
 // returns ErrHelp.
-func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
+func ParseDWDFlags(role roles.Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
 	o := Options{Role: role, LeaseName: dwdLease(role)}
 	var s DWDSettings
-	if role != RoleWeeder && role != RoleProber {
+	if role != roles.Weeder && role != roles.Prober {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)
 	}
 	fs, given := newDWDFlagSet(role, &o)
-	o.Executor = ExecutorChoiceAuto
+	o.Executor = rights.ExecutorChoiceAuto
 	err := parse(fs, &o, args, lookup, func() { DWDUsage(role, help) })
 	if l, err := zapLevel(given["zap-log-level"]); given["zap-log-level"] != "" && err == nil {
 		s.LogLevel = &l
@@ -190,15 +164,15 @@ func ParseDWDFlags(role Role, args []string, lookup func(string) (string, bool),
 
 // DWDUsage writes the help of dependency-watchdog's command role: every flag, its default,
 // its variable, and what depwatch does with it.
-func DWDUsage(role Role, w io.Writer) {
+func DWDUsage(role roles.Role, w io.Writer) {
 	var o Options
 	fs, _ := newDWDFlagSet(role, &o)
 	// What the command does, as its ConfigMap says it.
-	does := map[Role]string{RoleWeeder: `dependency-watchdog's weeder, as gardenlet starts it: the coordinator's weeder alone, on
+	does := map[roles.Role]string{roles.Weeder: `dependency-watchdog's weeder, as gardenlet starts it: the coordinator's weeder alone, on
 dependency-watchdog's weeder ConfigMap as it is. When a configured service loses its last
 ready endpoint its weeder is armed; when the service is Ready again the weeder restarts the
 dependents stuck in CrashLoopBackOff, for watchDuration.
-`, RoleProber: `dependency-watchdog's prober, as gardenlet starts it: the coordinator's prober alone, on
+`, roles.Prober: `dependency-watchdog's prober, as gardenlet starts it: the coordinator's prober alone, on
 dependency-watchdog's prober ConfigMap as it is. Every control-plane namespace (Gardener's
 Cluster resources, namespaces labelled gardener.cloud/role=shoot) is probed; when too many
 of a shoot's node leases expired, kube-controller-manager and the other dependents are

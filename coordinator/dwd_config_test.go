@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/internal/decode"
@@ -54,9 +55,9 @@ func TestEveryDependencyWatchdogConfigFieldIsKnownAndRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, load := range map[string]func() (*Config, error){
-		"prober section in the config file": func() (*Config, error) { return Options{ConfigFile: combined}.LoadConfig() },
-		"prober ConfigMap mounted on its own": func() (*Config, error) {
+	for name, load := range map[string]func() (*config.Config, error){
+		"prober section in the config file": func() (*config.Config, error) { return Options{ConfigFile: combined}.LoadConfig() },
+		"prober ConfigMap mounted on its own": func() (*config.Config, error) {
 			return Options{ConfigFile: weederFile, ProberConfigFile: proberFile}.LoadConfig()
 		},
 	} {
@@ -120,7 +121,7 @@ func TestDepwatchsConfigIsDependencyWatchdogsPlusDocumentedAdditions(t *testing.
 		// coordinator's own sections, documented with the file).
 		notAdditions []string
 	}{
-		{"the weeder config (top level)", reflect.TypeFor[Config](), weederDoc, []string{"jobTemplate", "prober"}},
+		{"the weeder config (top level)", reflect.TypeFor[config.Config](), weederDoc, []string{"jobTemplate", "prober"}},
 		{"servicesAndDependantSelectors.<service>", reflect.TypeFor[weeder.DependantSelectors](), service, nil},
 		{"the prober config", reflect.TypeFor[prober.Config](), proberDoc, nil},
 	} {

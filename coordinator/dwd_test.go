@@ -11,6 +11,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/test/upstream"
 )
@@ -18,9 +20,9 @@ import (
 // gardenletArgs are the arguments gardenlet gives dependency-watchdog's container after the
 // binary (gardener v1.149.3, pkg/component/nodemanagement/dependencywatchdog/bootstrap.go,
 // getContainerCommand).
-var gardenletArgs = map[Role][]string{
-	RoleWeeder: {"--config-file=/etc/dependency-watchdog/config/dep-config.yaml", "--enable-leader-election=true"},
-	RoleProber: {"--config-file=/etc/dependency-watchdog/config/dep-config.yaml", "--kube-api-qps=20.0", "--kube-api-burst=100",
+var gardenletArgs = map[roles.Role][]string{
+	roles.Weeder: {"--config-file=/etc/dependency-watchdog/config/dep-config.yaml", "--enable-leader-election=true"},
+	roles.Prober: {"--config-file=/etc/dependency-watchdog/config/dep-config.yaml", "--kube-api-qps=20.0", "--kube-api-burst=100",
 		"--zap-log-level=INFO", "--enable-leader-election=true"},
 }
 
@@ -39,19 +41,19 @@ func TestDWDCommandsTakeGardenletsFlags(t *testing.T) {
 			if len(s.NoEffect) != 0 {
 				t.Errorf("gardenlet's flags all have an effect; warned about %v", s.NoEffect)
 			}
-			wantLease := map[Role]string{RoleWeeder: "dwd-weeder-leader-election", RoleProber: "dwd-prober-leader-election"}[role]
+			wantLease := map[roles.Role]string{roles.Weeder: "dwd-weeder-leader-election", roles.Prober: "dwd-prober-leader-election"}[role]
 			if o.Lease() != wantLease {
-				t.Errorf("Lease %q, want dependency-watchdog's %q (gardenlet's Role grants that name only)", o.Lease(), wantLease)
+				t.Errorf("Lease %q, want dependency-watchdog's %q (gardenlet's roles.Role grants that name only)", o.Lease(), wantLease)
 			}
 			switch role {
-			case RoleProber:
+			case roles.Prober:
 				if o.KubeAPIQPS != 20 || o.KubeAPIBurst != 100 {
 					t.Errorf("qps %v burst %d, want 20 and 100", o.KubeAPIQPS, o.KubeAPIBurst)
 				}
 				if s.LogLevel == nil || *s.LogLevel != logrus.InfoLevel {
 					t.Errorf("--zap-log-level=INFO gave level %v", s.LogLevel)
 				}
-			case RoleWeeder:
+			case roles.Weeder:
 				if o.KubeAPIQPS != 5 || o.KubeAPIBurst != 10 {
 					t.Errorf("qps %v burst %d, want dependency-watchdog's defaults 5 and 10", o.KubeAPIQPS, o.KubeAPIBurst)
 				}
@@ -61,7 +63,7 @@ func TestDWDCommandsTakeGardenletsFlags(t *testing.T) {
 			}
 			// The coordinator's own settings keep its defaults; the executor is decided by the Job rights.
 			if o.ConfigReloadInterval != DefaultConfigReloadInterval || o.EventsQPS != 100 || o.EventsBurst != 500 ||
-				o.Batching != weeder.DefaultBatching() || o.Executor != ExecutorChoiceAuto || o.UseEndpoints || o.JobEgressPolicy {
+				o.Batching != weeder.DefaultBatching() || o.Executor != rights.ExecutorChoiceAuto || o.UseEndpoints || o.JobEgressPolicy {
 				t.Errorf("the coordinator's own settings %+v, want its defaults and --executor=auto", o)
 			}
 		})
@@ -79,7 +81,7 @@ func TestDWDCommandsAcceptEveryDocumentedFlag(t *testing.T) {
 		"--zap-devel=false", "--zap-encoder=console", "--zap-log-level=2", "--zap-stacktrace-level=error",
 		"--zap-time-encoding=rfc3339", "-zap-encoder", "json", // Go's flag syntax: one dash, value apart
 	}
-	o, s, err := ParseDWDFlags(RoleProber, args, noEnv, &bytes.Buffer{})
+	o, s, err := ParseDWDFlags(roles.Prober, args, noEnv, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("refused: %v", err)
 	}
@@ -129,7 +131,7 @@ func TestDWDCommandsRefuseBadValuesNamingFlagAndValue(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
-			_, _, err := ParseDWDFlags(RoleWeeder, tc.args, lookup, &bytes.Buffer{})
+			_, _, err := ParseDWDFlags(roles.Weeder, tc.args, lookup, &bytes.Buffer{})
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -145,7 +147,7 @@ func TestDWDCommandsRefuseBadValuesNamingFlagAndValue(t *testing.T) {
 func TestDWDFlagsTakeTheirVariablesAndTheFlagWins(t *testing.T) {
 	env := map[string]string{"DEPWATCH_METRICS_BIND_ADDR": "127.0.0.1:29643", "DEPWATCH_KUBE_API_QPS": "9"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	o, _, err := ParseDWDFlags(RoleWeeder, []string{"--config-file=c", "--kube-api-qps=11"}, lookup, &bytes.Buffer{})
+	o, _, err := ParseDWDFlags(roles.Weeder, []string{"--config-file=c", "--kube-api-qps=11"}, lookup, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestDWDFlagsTakeTheirVariablesAndTheFlagWins(t *testing.T) {
 
 func TestDWDHelpNamesEveryFlag(t *testing.T) {
 	var out bytes.Buffer
-	_, _, err := ParseDWDFlags(RoleProber, []string{"--help"}, noEnv, &out)
+	_, _, err := ParseDWDFlags(roles.Prober, []string{"--help"}, noEnv, &out)
 	if !errors.Is(err, ErrHelp) {
 		t.Fatalf("err %v, want ErrHelp", err)
 	}
@@ -178,14 +180,14 @@ func TestDWDCommandsReadTheirOwnConfigMaps(t *testing.T) {
 	write(weederFile, gardenletWeederConfigMap)
 	write(proberFile, gardenletProberConfigMap)
 
-	w, err := Options{Role: RoleWeeder, ConfigFile: weederFile}.LoadConfig()
+	w, err := Options{Role: roles.Weeder, ConfigFile: weederFile}.LoadConfig()
 	if err != nil {
 		t.Fatalf("weeder: %v", err)
 	}
 	if w.Prober != nil || len(w.Services()) != 2 || w.Watch() != 5*time.Minute {
 		t.Errorf("weeder config: prober %v services %v watch %s", w.Prober, w.Services(), w.Watch())
 	}
-	p, err := Options{Role: RoleProber, ConfigFile: proberFile}.LoadConfig()
+	p, err := Options{Role: roles.Prober, ConfigFile: proberFile}.LoadConfig()
 	if err != nil {
 		t.Fatalf("prober: %v", err)
 	}
@@ -196,10 +198,10 @@ func TestDWDCommandsReadTheirOwnConfigMaps(t *testing.T) {
 		t.Errorf("gardenlet's ConfigMaps produced warnings: %v %v", w.Warnings(), p.Warnings())
 	}
 	// Each command refuses the other's file, naming why.
-	if _, err := (Options{Role: RoleWeeder, ConfigFile: proberFile}).LoadConfig(); err == nil {
+	if _, err := (Options{Role: roles.Weeder, ConfigFile: proberFile}).LoadConfig(); err == nil {
 		t.Error("the weeder accepted the prober's ConfigMap")
 	}
-	if _, err := (Options{Role: RoleProber, ConfigFile: weederFile}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "prober.") {
+	if _, err := (Options{Role: roles.Prober, ConfigFile: weederFile}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "prober.") {
 		t.Errorf("the prober accepted the weeder's ConfigMap, or did not name its fields: %v", err)
 	}
 }

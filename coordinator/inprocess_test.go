@@ -19,8 +19,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/metrics"
+	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/probe"
 	"github.com/depwatch/depwatch/reaper"
 )
@@ -66,7 +70,7 @@ func (r *runsSeen) seen() ([]string, []reaper.Options, int) {
 // service's gate, CrashLoopBackOff); the return keeps it; the cluster is asked nothing about
 // Jobs, namespaces, Services or Events outside garden; stopping the coordinator stops the run.
 func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
-	cfg, err := ParseConfig([]byte(gardenletWeederConfigMap))
+	cfg, err := config.Parse([]byte(gardenletWeederConfigMap))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,29 +79,29 @@ func TestDWDWeederRunsInProcessUnderGardenletsRights(t *testing.T) {
 	log.SetOutput(io.Discard)
 	runs := &runsSeen{}
 	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: runs.engine})
-	rights := Rights{Slices: true, DeletePods: true} // gardenlet's weeder ClusterRole
-	opts, _, err := ParseDWDFlags(RoleWeeder, []string{"--config-file=x", "--enable-leader-election=true",
+	granted := rights.Rights{Slices: true, DeletePods: true} // gardenlet's weeder ClusterRole
+	opts, _, err := ParseDWDFlags(roles.Weeder, []string{"--config-file=x", "--enable-leader-election=true",
 		"--leader-election-namespace=garden", "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 2*time.Second, time.Second, 200*time.Millisecond
-	metrics := NewMetrics("test")
-	metrics.SetExecutor(exec.Kind())
+	m := metrics.New("test")
+	m.SetExecutor(exec.Kind())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:   ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:   ctrl.Shared{Client: client, Log: log, Template: roles.InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:   cfg,
 			Options:  opts,
-			Metrics:  metrics,
-			Rights:   &rights,
+			Metrics:  m,
+			Rights:   &granted,
 			Identity: "dwd-1",
 		})
 	}()
 	waitFor(t, "the dwd-weeder-leader-election Lease", func() bool {
-		l, err := client.CoordinationV1().Leases("garden").Get(ctx, WeederLeaseName, metav1.GetOptions{})
+		l, err := client.CoordinationV1().Leases("garden").Get(ctx, roles.WeederLeaseName, metav1.GetOptions{})
 		return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == "dwd-1"
 	})
 	time.Sleep(300 * time.Millisecond) // the first sighting (Ready) is reconciled
@@ -149,7 +153,7 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	opts, _, err := ParseDWDFlags(RoleProber, []string{"--config-file=" + file, "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
+	opts, _, err := ParseDWDFlags(roles.Prober, []string{"--config-file=" + file, "--metrics-bind-addr=0", "--health-bind-addr=0"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,22 +182,22 @@ func TestDWDProberReadsItsInProcessRunsReports(t *testing.T) {
 			Namespaces: map[string]probe.NamespaceResult{"shoot--a": {Last: probe.ResultScaleDown}}})
 	}
 	exec := inprocess.New(inprocess.Options{Log: log, NoEvents: true, Engine: engine})
-	metrics := NewMetrics("test")
+	m := metrics.New("test")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Deps{
-			Shared:  ctrl.Shared{Client: client, Log: log, Template: InProcessTemplate(RoleCoordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
+			Shared:  ctrl.Shared{Client: client, Log: log, Template: roles.InProcessTemplate(roles.Coordinator, cfg.JobTemplate, func(string) (string, bool) { return "garden", true }), Executor: exec},
 			Config:  cfg,
 			Options: opts,
-			Metrics: metrics,
-			Rights:  &Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
+			Metrics: m,
+			Rights:  &rights.Rights{Namespaces: true, ReadSecrets: true, ScaleWorkloads: true},
 		})
 	}()
 	waitFor(t, "the shard's run to report", func() bool {
-		return sample(metrics.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&
-			sample(metrics.Prober.ProbeMeltdown.WithLabelValues("shoot--a")) == 1 &&
-			sample(metrics.Prober.ProbeLastProbe.WithLabelValues("shoot--a")) > 0
+		return sample(m.Prober.ProbeDecisions.WithLabelValues("scale-down")) >= 1 &&
+			sample(m.Prober.ProbeMeltdown.WithLabelValues("shoot--a")) == 1 &&
+			sample(m.Prober.ProbeLastProbe.WithLabelValues("shoot--a")) > 0
 	})
 	mu.Lock()
 	if len(probed) == 0 || probed[0] != "shoot--a" {

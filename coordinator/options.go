@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/coordinator/egress"
+	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 )
 
@@ -43,14 +45,14 @@ type Options struct {
 	// CheckConfig: check the flags and config files, say what would run, and exit.
 	CheckConfig bool
 	// Executor is --executor: the runs as Jobs, in-process, or decided by the Job rights.
-	Executor ExecutorChoice
+	Executor rights.ExecutorChoice
 	// JobEgressPolicy: keep the NetworkPolicy that lets the Jobs reach the API server
 	// (coordinator/egress); only with Jobs.
 	JobEgressPolicy bool
 
 	// Role is which half of the work this process does: both (`depwatch coordinator`), or
 	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
-	Role Role
+	Role roles.Role
 	// LeaseName is the leader election's Lease: LeaseName, or dependency-watchdog's own for
 	// its commands (empty: LeaseName).
 	LeaseName string
@@ -58,6 +60,11 @@ type Options struct {
 
 // Lease is the name of the Lease the leader election uses.
 func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
+
+// LeaseNamespace is where the Lease lives: --leader-election-namespace, else roles.HomeNamespace.
+func (o Options) LeaseNamespace(lookup func(string) (string, bool)) string {
+	return cmp.Or(o.LeaderElectionNamespace, roles.HomeNamespace(o.Role, lookup))
+}
 
 // Defaults of the seed (dependency-watchdog).
 const (
@@ -92,7 +99,7 @@ var ErrHelp = flag.ErrHelp
 
 func newFlagSet(o *Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("depwatch coordinator", flag.ContinueOnError)
-	bindFlags(fs, o, RoleCoordinator)
+	bindFlags(fs, o, roles.Coordinator)
 	return fs
 }
 
@@ -119,18 +126,18 @@ const (
 
 // flagSpecs are the flags, bound to o's fields, in the order their problems are reported,
 // each worded and defaulted for role.
-func flagSpecs(o *Options, role Role) []flagSpec {
+func flagSpecs(o *Options, role roles.Role) []flagSpec {
 	qps, burst := defaultLimits(role)
 	// t: the words that differ between the two command lines.
 	t := struct{ config, workers, elect, home, alias string }{
 		"the config file (required): dependency-watchdog's weeder config, optionally with depwatch's sections",
 		"workers of each controller: services (weeder) and namespaces or shards (prober)",
-		"elect one active coordinator through a Lease named " + LeaseName, "the coordinator's own namespace, else " + DefaultNamespace, ""}
-	if role != RoleCoordinator {
-		t.config = map[Role]string{RoleWeeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
-			RoleProber: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
+		"elect one active coordinator through a Lease named " + LeaseName, "the coordinator's own namespace, else " + roles.DefaultNamespace, ""}
+	if role != roles.Coordinator {
+		t.config = map[roles.Role]string{roles.Weeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
+			roles.Prober: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
 		t.workers = "workers: services (weeder) or namespaces and shards (prober)"
-		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+DWDLeaseNamespace
+		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+roles.DWDLeaseNamespace
 		t.alias = "; --%s-bind-address, as dependency-watchdog's help spells it, is the same flag"
 	}
 	bindAddrUsage := func(name, usage string) string {
@@ -171,16 +178,18 @@ func flagSpecs(o *Options, role Role) []flagSpec {
 		{"use-endpoints", flagOn(&o.UseEndpoints, false), "watch legacy v1 Endpoints instead of discovery.k8s.io/v1 EndpointSlices (also config useEndpoints)", nil, coordinatorOnly},
 		{checkConfigFlag, flagOn(&o.CheckConfig, false), "check the flags, the environment and the config files as a start would, print every problem (one a line, exit 2) or \"config is valid\" and what would be watched and launched (exit 0), and exit; contacts no cluster and needs no kubeconfig", nil, coordinatorOnly},
 		{"job-egress-policy", flagOn(&o.JobEgressPolicy, false), "keep the NetworkPolicy " + egress.PolicyName + " in the Jobs' namespace: the weeder and probe Jobs may connect to the API server's addresses (the kubernetes Service's and its endpoints', followed as they change) and to no other address on those ports; set by depwatch's own install, whose policies allow the Jobs nothing else on them (with Jobs only; needs networkpolicies get, create and patch there)", nil, coordinatorOnly},
-		{"executor", func(fs *flag.FlagSet, name, usage string) { fs.TextVar(&o.Executor, name, ExecutorChoiceJob, usage) }, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
+		{"executor", func(fs *flag.FlagSet, name, usage string) {
+			fs.TextVar(&o.Executor, name, rights.ExecutorChoiceJob, usage)
+		}, "what carries the weeder and probe runs out: job (a Job each, under its own service account), in-process (the same engines in this process, for clusters that grant no Jobs; the process then needs the runs' rights) or auto (Jobs where a SelfSubjectAccessReview at start shows this service account may create them, else in-process); said in the first log lines and in depwatch_coordinator_executor", nil, coordinatorOnly},
 	}
 }
 
 // bindFlags binds role's flags (flagSpecs) into o; under dependency-watchdog's commands the
 // coordinator's own flags only set their fields' defaults.
-func bindFlags(fs *flag.FlagSet, o *Options, role Role) {
+func bindFlags(fs *flag.FlagSet, o *Options, role roles.Role) {
 	defaults := flag.NewFlagSet("defaults", flag.ContinueOnError)
 	for _, s := range flagSpecs(o, role) {
-		if role != RoleCoordinator && s.coordinatorOnly {
+		if role != roles.Coordinator && s.coordinatorOnly {
 			s.bind(defaults, s.name, s.usage)
 		} else {
 			s.bind(fs, s.name, s.usage)
@@ -242,8 +251,8 @@ func bindAddr(addr *string) func() string {
 }
 
 // defaultLimits are --kube-api-qps and --kube-api-burst's defaults, which 0 also means.
-func defaultLimits(role Role) (float64, int) {
-	if role == RoleCoordinator {
+func defaultLimits(role roles.Role) (float64, int) {
+	if role == roles.Coordinator {
 		return DefaultQPS, DefaultBurst
 	}
 	return dwdKubeAPIQPS, dwdKubeAPIBurst

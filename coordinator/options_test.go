@@ -18,7 +18,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
+	"github.com/depwatch/depwatch/coordinator/metrics"
+	"github.com/depwatch/depwatch/coordinator/rights"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -35,7 +38,7 @@ func TestFlagsDefaults(t *testing.T) {
 	want := Options{ConfigFile: "c.yaml", ConfigReloadInterval: DefaultConfigReloadInterval, KubeAPIQPS: 20, KubeAPIBurst: 100, ConcurrentReconciles: 1,
 		EventsQPS: 100, EventsBurst: 500, Batching: weeder.DefaultBatching(),
 		MetricsBindAddr: ":9643", HealthBindAddr: ":9644", LeaseDuration: 15 * time.Second,
-		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Executor: ExecutorChoiceJob}
+		RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Executor: rights.ExecutorChoiceJob}
 	if o != want {
 		t.Errorf("got %+v\nwant %+v", o, want)
 	}
@@ -161,7 +164,7 @@ func TestCheckConfigIsACommandLineFlagOnly(t *testing.T) {
 // Lease, health endpoints, workers) against the fake clientset: a notReady → Ready update
 // produces a weeder Job, and cancelling the context stops everything and releases the Lease.
 func TestRunEndToEndOnFakeClientset(t *testing.T) {
-	cfg, err := ParseConfig([]byte(testConfig))
+	cfg, err := config.Parse([]byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +183,7 @@ func TestRunEndToEndOnFakeClientset(t *testing.T) {
 			Shared:   ctrl.Shared{Client: client, Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(100)},
 			Config:   cfg,
 			Options:  opts,
-			Metrics:  NewMetrics("test"),
+			Metrics:  metrics.New("test"),
 			Identity: "test-1",
 		})
 	}()
@@ -223,7 +226,7 @@ func leaseHolder(l *coordinationv1.Lease) string {
 }
 
 func TestRunRefusesABusyPort(t *testing.T) {
-	cfg, _ := ParseConfig([]byte(testConfig))
+	cfg, _ := config.Parse([]byte(testConfig))
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -235,7 +238,7 @@ func TestRunRefusesABusyPort(t *testing.T) {
 	err = Run(context.Background(), Deps{
 		Shared:  ctrl.Shared{Client: fake.NewClientset(), Log: log, Template: jobs.Template{Namespace: "depwatch", Image: "img"}, Recorder: record.NewFakeRecorder(10)},
 		Config:  cfg,
-		Metrics: NewMetrics("t"),
+		Metrics: metrics.New("t"),
 		Options: Options{MetricsBindAddr: addr, HealthBindAddr: "0", ConcurrentReconciles: 1},
 	})
 	if err == nil || !strings.Contains(err.Error(), "--metrics-bind-addr="+addr) {

@@ -8,6 +8,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/test/upstream"
 )
@@ -42,21 +43,21 @@ func TestWhenAServiceCountsAsBackFollowsTheCommandUnlessItsEntrySays(t *testing.
 	oneOfTwo, both := twoEndpoints(true, false), twoEndpoints(true, true)
 	for _, tc := range []struct {
 		name         string
-		role         Role
+		role         roles.Role
 		file         string
 		useEndpoints bool // the cluster grants Endpoints but no EndpointSlices
 		want         podstate.ReadyWhen
 	}{
-		{name: "dependency-watchdog's weeder command on EndpointSlices: all ready", role: RoleWeeder, file: gardenlet, want: podstate.ReadyAll},
-		{name: "dependency-watchdog's weeder command on v1 Endpoints: one ready address", role: RoleWeeder, file: gardenlet, useEndpoints: true, want: podstate.ReadyAny},
-		{name: "depwatch's coordinator: one ready endpoint", role: RoleCoordinator, file: gardenlet, want: podstate.ReadyAny},
-		{name: "a service's own readyWhen wins under dependency-watchdog's command", role: RoleWeeder, file: counted, want: podstate.ReadyAny},
+		{name: "dependency-watchdog's weeder command on EndpointSlices: all ready", role: roles.Weeder, file: gardenlet, want: podstate.ReadyAll},
+		{name: "dependency-watchdog's weeder command on v1 Endpoints: one ready address", role: roles.Weeder, file: gardenlet, useEndpoints: true, want: podstate.ReadyAny},
+		{name: "depwatch's coordinator: one ready endpoint", role: roles.Coordinator, file: gardenlet, want: podstate.ReadyAny},
+		{name: "a service's own readyWhen wins under dependency-watchdog's command", role: roles.Weeder, file: counted, want: podstate.ReadyAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"--config-file=" + tc.file}
 			var opts Options
 			var err error
-			if tc.role == RoleCoordinator {
+			if tc.role == roles.Coordinator {
 				opts, err = ParseFlags(args, noEnv, nil)
 			} else {
 				opts, _, err = ParseDWDFlags(tc.role, args, noEnv, nil)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
@@ -32,7 +33,7 @@ prober:
 
 // effective is every setting that has a default, as the coordinator applies it, by the
 // config path an operator writes.
-func effective(t *testing.T, c *Config) map[string]string {
+func effective(t *testing.T, c *config.Config) map[string]string {
 	t.Helper()
 	p := c.Prober
 	tpl := c.JobTemplate
@@ -78,7 +79,7 @@ func effective(t *testing.T, c *Config) map[string]string {
 	}
 }
 
-func loadShipped(t *testing.T, path string) *Config {
+func loadShipped(t *testing.T, path string) *config.Config {
 	t.Helper()
 	c, err := Options{ConfigFile: filepath.Join("..", path)}.LoadConfig()
 	if err != nil {
@@ -103,7 +104,7 @@ func differing(got, defaults map[string]string) map[string]string {
 // settings as the defaults (a seed install must behave as the code's defaults, which the
 // benchmarks measure), so each of them equals the code's default.
 func TestTheGardenerConfigShipsTheCodesDefaults(t *testing.T) {
-	defaults, err := ParseConfig([]byte(minimalConfig))
+	defaults, err := config.Parse([]byte(minimalConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestTheBaseConfigFollowsAnnotationsEverywhereAndRunsNoProber(t *testing.T) 
 		t.Error("the default config does not follow the depends-on annotation")
 	}
 	gardener := loadShipped(t, "manifests/components/gardener/config.yaml")
-	weederSettings := func(c *Config) string {
+	weederSettings := func(c *config.Config) string {
 		return fmt.Sprint(c.Watch(), c.Arm(""), c.MaxWait(), c.Cooldown(), c.UseEndpoints, c.JobTemplate.Resources, c.JobTemplate.Env)
 	}
 	if got, want := weederSettings(c), weederSettings(gardener); got != want {
@@ -154,7 +155,7 @@ var localOverrides = map[string]string{
 
 // The local overlay departs from the defaults only where it says why (localOverrides).
 func TestTheLocalConfigDepartsFromTheDefaultsOnlyOnPurpose(t *testing.T) {
-	defaults, err := ParseConfig([]byte(minimalConfig))
+	defaults, err := config.Parse([]byte(minimalConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/depwatch/depwatch/coordinator/prober"
+	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
 // proberLeases are what the prober needs to know to stand aside for dependency-watchdog's
@@ -16,7 +17,7 @@ import (
 // Lease this coordinator elects through (never stood aside for: in that command it is the very
 // Lease), and what the prober's Events are about (that Lease; nil without leader election).
 func proberLeases(o Options, lookup func(string) (string, bool)) (dwdNamespace string, own *prober.LeaseRef, self *corev1.ObjectReference) {
-	if o.Role == RoleProber {
+	if o.Role == roles.Prober {
 		dwdNamespace = leaseNamespace(o)
 	}
 	if !o.EnableLeaderElection {

@@ -4,14 +4,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/prober"
+	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
 // The prober stands aside for dependency-watchdog's prober Lease in garden, except where the
 // process is dependency-watchdog's prober in its place: there the Lease it would stand aside
 // for is the one it elects through, and it never does.
 func TestProberStandsAsideForDependencyWatchdogsLeaseButNeverItsOwn(t *testing.T) {
-	cfg, err := ParseConfig([]byte("prober:\n" + indentLines(gardenletProberConfig)))
+	cfg, err := config.Parse([]byte("prober:\n" + indentLines(gardenletProberConfig)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,13 +25,13 @@ func TestProberStandsAsideForDependencyWatchdogsLeaseButNeverItsOwn(t *testing.T
 		says   string
 	}{
 		{name: "the coordinator, elected", opts: Options{EnableLeaderElection: true, LeaderElectionNamespace: "depwatch"},
-			want: prober.LeaseRef{Namespace: "garden", Name: ProberLeaseName}, says: "Probes nothing while dependency-watchdog's prober holds its Lease garden/dwd-prober-leader-election"},
+			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, says: "Probes nothing while dependency-watchdog's prober holds its Lease garden/dwd-prober-leader-election"},
 		{name: "the coordinator, alone", opts: Options{},
-			want: prober.LeaseRef{Namespace: "garden", Name: ProberLeaseName}, says: "Probes nothing while"},
-		{name: "dependency-watchdog prober, as gardenlet starts it", opts: Options{Role: RoleProber, LeaseName: ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "garden"},
-			want: prober.LeaseRef{Namespace: "garden", Name: ProberLeaseName}, itself: true, says: "Elects through dependency-watchdog's prober Lease garden/dwd-prober-leader-election itself"},
-		{name: "dependency-watchdog prober in another namespace", opts: Options{Role: RoleProber, LeaseName: ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "dwd-home"},
-			want: prober.LeaseRef{Namespace: "dwd-home", Name: ProberLeaseName}, itself: true, says: "itself"},
+			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, says: "Probes nothing while"},
+		{name: "dependency-watchdog prober, as gardenlet starts it", opts: Options{Role: roles.Prober, LeaseName: roles.ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "garden"},
+			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, itself: true, says: "Elects through dependency-watchdog's prober Lease garden/dwd-prober-leader-election itself"},
+		{name: "dependency-watchdog prober in another namespace", opts: Options{Role: roles.Prober, LeaseName: roles.ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "dwd-home"},
+			want: prober.LeaseRef{Namespace: "dwd-home", Name: roles.ProberLeaseName}, itself: true, says: "itself"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dwdNS, own, self := proberLeases(tt.opts, func(string) (string, bool) { return "", false })

@@ -9,18 +9,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/jobs"
 )
 
 // renderedConfig renders the chart with args and returns its config file, loaded as the
 // coordinator loads it, and the coordinator's pod spec.
-func renderedConfig(t *testing.T, args ...string) (*coordinator.Config, corev1.PodSpec) {
+func renderedConfig(t *testing.T, args ...string) (*config.Config, corev1.PodSpec) {
 	t.Helper()
 	objs := parseObjects(t, run(t, helmBinary(t), append([]string{"template", "dw", chart, "--namespace", "ops"}, args...)...))
 	data, _ := objs["ConfigMap ops/dw-depwatch-coordinator-config"]["data"].(map[string]any)
 	text, _ := data["config.yaml"].(string)
-	cfg, err := coordinator.ParseConfig([]byte(text))
+	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatalf("the rendered config does not load: %v\n%s", err, text)
 	}
@@ -42,7 +42,7 @@ func renderedConfig(t *testing.T, args ...string) (*coordinator.Config, corev1.P
 }
 
 // weederPod is the pod spec of a weeder Job the coordinator would build from cfg.
-func weederPod(t *testing.T, cfg *coordinator.Config) corev1.PodSpec {
+func weederPod(t *testing.T, cfg *config.Config) corev1.PodSpec {
 	t.Helper()
 	tpl := cfg.JobTemplate
 	tpl.Namespace, tpl.Image = "ops", "registry.example.com/depwatch:v1"
@@ -142,7 +142,7 @@ func TestChartSchemaDescribesTheConfigAsTheCoordinatorReadsIt(t *testing.T) {
 		{services + "armWeedr: false\n", "near miss of one of depwatch's own fields", false},
 		{services + "watchDuration: soon\n", "refuses a field with a wrong value", false},
 	} {
-		cfg, err := coordinator.ParseConfig([]byte(c.config))
+		cfg, err := config.Parse([]byte(c.config))
 		switch {
 		case c.loads && (err != nil || len(cfg.Warnings()) == 0):
 			t.Fatalf("the coordinator: %q: %v; this test expects it loaded with a warning", c.config, err)

@@ -15,15 +15,19 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/inprocess"
+	"github.com/depwatch/depwatch/coordinator/metrics"
+	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/jobs"
 )
 
 // coordinatorConfig reads flags (and their variables), LOG_LEVEL/LOG_FORMAT and the config
 // file, reporting every problem at once.
-func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, *coordinator.Config, *logrus.Logger, error) {
+func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, *config.Config, *logrus.Logger, error) {
 	opts, flagErr := coordinator.ParseFlags(args, lookup, stdout)
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, nil, nil, flagErr
@@ -34,9 +38,9 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 
 // loggerAndConfig reads LOG_LEVEL/LOG_FORMAT and opts' config file (if it names one), and
 // reports their problems with flagErr's, all at once.
-func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*coordinator.Config, *logrus.Logger, error) {
+func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*config.Config, *logrus.Logger, error) {
 	log, logErr := newLogger(lookup)
-	var cfg *coordinator.Config
+	var cfg *config.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
 		cfg, cfgErr = opts.LoadConfig()
@@ -66,9 +70,9 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 // options and config until ctx ends. What carries the runs out, Jobs or this process, is
 // decided here, before anything runs, and said in the first log lines and in
 // depwatch_coordinator_executor.
-func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coordinator.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
-	metrics := coordinator.NewMetrics(version)
-	coordinator.RegisterClientMetrics(metrics) // before the first client: every request counts
+func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *config.Config, log *logrus.Logger, lookup func(string) (string, bool), stderr io.Writer) int {
+	m := metrics.New(version)
+	metrics.RegisterClient(m) // before the first client: every request counts
 	clients, err := coordinatorClients(opts)
 	if err != nil {
 		log.WithError(err).Error("Cannot reach the Kubernetes API server.")
@@ -76,26 +80,26 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	}
 	// The Jobs' template, completed once, where the runs are Jobs.
 	resolve := sync.OnceValues(func() (jobs.Template, error) {
-		return coordinator.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
+		return roles.ResolveTemplate(ctx, clients.kube, opts.Role, cfg.JobTemplate, lookup)
 	})
-	if opts.Role == coordinator.RoleCoordinator && opts.Executor == coordinator.ExecutorChoiceJob {
+	if opts.Role == roles.Coordinator && opts.Executor == rights.ExecutorChoiceJob {
 		// Jobs whatever the rights say: their image is a config problem, said first.
 		if _, err := resolve(); err != nil {
 			return templateProblem(err, opts, log, stderr)
 		}
 	}
-	jobNS := coordinator.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
-	rights := coordinator.CheckRights(ctx, clients.kube, jobNS)
-	if rights.Unreachable() {
-		log.WithField("errors", rights.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
+	jobNS := roles.RunNamespace(opts.Role, cfg.JobTemplate, lookup)
+	granted := rights.Check(ctx, clients.kube, jobNS)
+	if granted.Unreachable() {
+		log.WithField("errors", granted.Unknown).Error("Cannot reach the Kubernetes API server: no SelfSubjectAccessReview could be made.")
 		return exitFailure
 	}
-	kind, why := coordinator.ChooseExecutor(opts.Role, opts.Executor, rights.CreateJobs, jobNS)
+	kind, why := rights.ChooseExecutor(opts.Role, opts.Executor, granted.CreateJobs, jobNS)
 	var tpl jobs.Template
 	if kind == jobs.ExecutorJob {
 		tpl, err = resolve()
 		switch {
-		case err != nil && opts.Role != coordinator.RoleCoordinator:
+		case err != nil && opts.Role != roles.Coordinator:
 			// dependency-watchdog's Deployment names no image for Jobs: run in-process.
 			kind, why = jobs.ExecutorInProcess, why+"; but the Jobs' image is not known ("+err.Error()+"), so in-process"
 		case err != nil:
@@ -104,11 +108,11 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 	}
 	var exec jobs.Executor = jobs.InCluster(clients.kube)
 	if kind == jobs.ExecutorInProcess {
-		tpl = coordinator.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
+		tpl = roles.InProcessTemplate(opts.Role, cfg.JobTemplate, lookup)
 		exec = inprocess.New(inprocess.Options{Config: clients.rest, EventsConfig: clients.eventsRest,
-			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !rights.Events, Log: log})
+			Discovery: memory.NewMemCacheClient(clients.kube.Discovery()), NoEvents: !granted.Events, Log: log})
 	}
-	if len(cfg.Services()) > 0 && !rights.Slices && rights.Endpoints && !opts.UseEndpoints {
+	if len(cfg.Services()) > 0 && !granted.Slices && granted.Endpoints && !opts.UseEndpoints {
 		// dependency-watchdog's weeder before EndpointSlices: gardenlet granted Endpoints.
 		opts.UseEndpointsInstead(cfg)
 	}
@@ -117,14 +121,14 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 			Info("The runs are in-process, so there are no Jobs whose egress to keep: --job-egress-policy is ignored.")
 		opts.JobEgressPolicy = false
 	}
-	metrics.SetExecutor(kind)
+	m.SetExecutor(kind)
 	fields := startFields(opts, cfg, tpl)
 	fields["executor"], fields["executorReason"] = string(kind), why
-	log.WithFields(fields).Infof("Starting the %s.", map[coordinator.Role]string{
-		coordinator.RoleCoordinator: "coordinator", coordinator.RoleWeeder: "weeder (dependency-watchdog's weeder command)",
-		coordinator.RoleProber: "prober (dependency-watchdog's prober command)"}[opts.Role])
+	log.WithFields(fields).Infof("Starting the %s.", map[roles.Role]string{
+		roles.Coordinator: "coordinator", roles.Weeder: "weeder (dependency-watchdog's weeder command)",
+		roles.Prober: "prober (dependency-watchdog's prober command)"}[opts.Role])
 	sayExecutor(log, kind, why, tpl.Namespace)
-	sayRights(log, rights, kind, cfg, opts)
+	sayRights(log, granted, kind, cfg, opts)
 	err = coordinator.Run(ctx, coordinator.Deps{
 		Shared:      ctrl.Shared{Client: clients.kube, Log: log, Template: tpl, Executor: exec},
 		EventClient: clients.events,
@@ -132,8 +136,8 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 		Dynamic:     clients.dynamic,
 		Config:      cfg,
 		Options:     opts,
-		Metrics:     metrics,
-		Rights:      &rights,
+		Metrics:     m,
+		Rights:      &granted,
 	})
 	if err != nil {
 		log.WithError(err).Error("The coordinator stopped.")
@@ -144,7 +148,7 @@ func runCoordinatorWith(ctx context.Context, opts coordinator.Options, cfg *coor
 
 // templateProblem reports a Job template the coordinator cannot complete.
 func templateProblem(err error, opts coordinator.Options, log logrus.FieldLogger, stderr io.Writer) int {
-	if errors.Is(err, coordinator.ErrImageRequired) {
+	if errors.Is(err, roles.ErrImageRequired) {
 		return refuse(stderr, opts.Role.Command(), err)
 	}
 	log.WithError(err).Error("Cannot tell which image the Jobs use.")
@@ -163,7 +167,7 @@ func sayExecutor(log logrus.FieldLogger, kind jobs.ExecutorKind, why, namespace 
 
 // sayRights says, once, what this service account may not do and what depwatch does
 // instead, so that nothing is found out by a request the API server refuses.
-func sayRights(log logrus.FieldLogger, r coordinator.Rights, kind jobs.ExecutorKind, cfg *coordinator.Config, opts coordinator.Options) {
+func sayRights(log logrus.FieldLogger, r rights.Rights, kind jobs.ExecutorKind, cfg *config.Config, opts coordinator.Options) {
 	if len(r.Unknown) > 0 {
 		log.WithField("reviews", r.Unknown).Warn("Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed.")
 	}
@@ -242,7 +246,7 @@ func coordinatorClients(opts coordinator.Options) (apiClients, error) {
 }
 
 // startFields are the start log line's: what this coordinator runs with.
-func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Template) logrus.Fields {
+func startFields(opts coordinator.Options, cfg *config.Config, tpl jobs.Template) logrus.Fields {
 	fields := logrus.Fields{
 		"version":        version,
 		"services":       cfg.Services(),
@@ -253,7 +257,7 @@ func startFields(opts coordinator.Options, cfg *coordinator.Config, tpl jobs.Tem
 		"lease":          opts.Lease(),
 		"configCheck":    map[bool]string{true: "every " + opts.ConfigReloadInterval.String(), false: "off"}[opts.ConfigReloadInterval > 0],
 		"endpoints":      map[bool]string{true: "v1/Endpoints", false: "discovery.k8s.io/v1/EndpointSlice"}[cfg.UseEndpoints],
-		// when a service whose entry names no readyWhen counts as back (DefaultReadyWhen)
+		// when a service whose entry names no readyWhen counts as back (config.DefaultReadyWhen)
 		"readyWhen": cfg.ReadyWhenDefault.String(),
 	}
 	if p := cfg.Prober; p != nil {

@@ -9,20 +9,22 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
+	"github.com/depwatch/depwatch/coordinator/roles"
 )
 
 func weederMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	return dwdMain(ctx, coordinator.RoleWeeder, args, lookup, stdout, stderr)
+	return dwdMain(ctx, roles.Weeder, args, lookup, stdout, stderr)
 }
 
 func proberMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	return dwdMain(ctx, coordinator.RoleProber, args, lookup, stdout, stderr)
+	return dwdMain(ctx, roles.Prober, args, lookup, stdout, stderr)
 }
 
 // dwdConfig reads dependency-watchdog's command line for role, LOG_LEVEL/LOG_FORMAT
 // (--zap-log-level overriding the level) and the config file, reporting every problem at
 // once.
-func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, coordinator.DWDSettings, *coordinator.Config, *logrus.Logger, error) {
+func dwdConfig(role roles.Role, args []string, lookup func(string) (string, bool), stdout io.Writer) (coordinator.Options, coordinator.DWDSettings, *config.Config, *logrus.Logger, error) {
 	opts, dwd, flagErr := coordinator.ParseDWDFlags(role, args, lookup, stdout)
 	if errors.Is(flagErr, coordinator.ErrHelp) {
 		return opts, dwd, nil, nil, flagErr
@@ -40,7 +42,7 @@ func dwdConfig(role coordinator.Role, args []string, lookup func(string) (string
 
 // dwdMain runs dependency-watchdog's command role: one half of the coordinator's work, with
 // dependency-watchdog's flags, Lease and config file.
-func dwdMain(ctx context.Context, role coordinator.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+func dwdMain(ctx context.Context, role roles.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	opts, dwd, cfg, log, err := dwdConfig(role, args, lookup, stdout)
 	if errors.Is(err, coordinator.ErrHelp) {
 		printLoggingSettings(stdout)

@@ -69,7 +69,7 @@ type Config struct {
 	DependsOnAnnotation *bool `json:"dependsOnAnnotation,omitempty"`
 
 	// ReadyWhenDefault is when a service whose entry says no readyWhen counts as back. It is
-	// not read from the file: the command decides it (coordinator.DefaultReadyWhen), since
+	// not read from the file: the command decides it (config.DefaultReadyWhen), since
 	// under dependency-watchdog's weeder command nothing in gardenlet's ConfigMap can say it.
 	ReadyWhenDefault podstate.ReadyWhen `json:"-"`
 }

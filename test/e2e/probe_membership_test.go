@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/depwatch/depwatch/coordinator"
+	"github.com/depwatch/depwatch/coordinator/config"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/jobs"
 	"github.com/depwatch/depwatch/probe"
@@ -98,7 +98,7 @@ type proberTiming struct {
 // with the same).
 func labProberTiming(t *testing.T) proberTiming {
 	t.Helper()
-	cfg, err := coordinator.ParseConfig([]byte(labConfig(t)))
+	cfg, err := config.Parse([]byte(labConfig(t)))
 	if err != nil || cfg.Prober == nil {
 		t.Fatalf("reading the lab's prober config: %v", err)
 	}

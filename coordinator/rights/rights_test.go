@@ -1,4 +1,4 @@
-package coordinator
+package rights
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -22,24 +23,24 @@ import (
 // --executor.
 func TestChooseExecutor(t *testing.T) {
 	cases := []struct {
-		role    Role
+		role    roles.Role
 		choice  ExecutorChoice
 		canJobs bool
 		want    jobs.ExecutorKind
 		why     string
 	}{
-		{RoleCoordinator, ExecutorChoiceJob, true, jobs.ExecutorJob, "--executor=job"},
-		{RoleCoordinator, ExecutorChoiceJob, false, jobs.ExecutorJob, "--executor=job"}, // asked for: the rights do not change it
-		{RoleCoordinator, "", false, jobs.ExecutorJob, "--executor=job"},
-		{RoleCoordinator, ExecutorChoiceInProcess, true, jobs.ExecutorInProcess, "--executor=in-process"},
-		{RoleCoordinator, ExecutorChoiceInProcess, false, jobs.ExecutorInProcess, "--executor=in-process"},
-		{RoleCoordinator, ExecutorChoiceAuto, true, jobs.ExecutorJob, "may create Jobs"},
-		{RoleCoordinator, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "may not create Jobs"},
-		{RoleWeeder, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
-		{RoleWeeder, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
-		{RoleProber, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
-		{RoleProber, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
-		{RoleProber, ExecutorChoiceJob, false, jobs.ExecutorInProcess, "prober command"}, // the commands always decide by the rights
+		{roles.Coordinator, ExecutorChoiceJob, true, jobs.ExecutorJob, "--executor=job"},
+		{roles.Coordinator, ExecutorChoiceJob, false, jobs.ExecutorJob, "--executor=job"}, // asked for: the rights do not change it
+		{roles.Coordinator, "", false, jobs.ExecutorJob, "--executor=job"},
+		{roles.Coordinator, ExecutorChoiceInProcess, true, jobs.ExecutorInProcess, "--executor=in-process"},
+		{roles.Coordinator, ExecutorChoiceInProcess, false, jobs.ExecutorInProcess, "--executor=in-process"},
+		{roles.Coordinator, ExecutorChoiceAuto, true, jobs.ExecutorJob, "may create Jobs"},
+		{roles.Coordinator, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "may not create Jobs"},
+		{roles.Weeder, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
+		{roles.Weeder, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
+		{roles.Prober, ExecutorChoiceAuto, false, jobs.ExecutorInProcess, "gardenlet's RBAC"},
+		{roles.Prober, ExecutorChoiceAuto, true, jobs.ExecutorJob, "depwatch's own RBAC"},
+		{roles.Prober, ExecutorChoiceJob, false, jobs.ExecutorInProcess, "prober command"}, // the commands always decide by the rights
 	}
 	for _, tc := range cases {
 		got, why := ChooseExecutor(tc.role, tc.choice, tc.canJobs, "garden")
@@ -88,27 +89,27 @@ var (
 )
 
 func TestCheckRightsUnderGardenletsRBAC(t *testing.T) {
-	w := CheckRights(context.Background(), grants(gardenletWeederGrants...), "garden")
+	w := Check(context.Background(), grants(gardenletWeederGrants...), "garden")
 	if w.CreateJobs || w.Events || w.Namespaces || w.Services || !w.Slices || w.Endpoints || !w.DeletePods || len(w.Unknown) > 0 {
 		t.Errorf("weeder: %+v", w)
 	}
-	p := CheckRights(context.Background(), grants(gardenletProberGrants...), "garden")
+	p := Check(context.Background(), grants(gardenletProberGrants...), "garden")
 	if p.CreateJobs || p.Events || !p.Namespaces || !p.ScaleWorkloads || !p.ReadSecrets || p.DeletePods {
 		t.Errorf("prober: %+v", p)
 	}
-	own := CheckRights(context.Background(), grants("create batch/jobs in depwatch", "create /events", "list /namespaces", "watch /namespaces"), "depwatch")
+	own := Check(context.Background(), grants("create batch/jobs in depwatch", "create /events", "list /namespaces", "watch /namespaces"), "depwatch")
 	if !own.CreateJobs || !own.Events || !own.Namespaces {
 		t.Errorf("depwatch's coordinator: %+v", own)
 	}
 	if w.Workloads || p.Workloads { // deployments alone, or none: all three kinds must be readable
 		t.Errorf("workloads readable: weeder %v, prober %v", w.Workloads, p.Workloads)
 	}
-	all := CheckRights(context.Background(), grants("list apps/deployments", "watch apps/deployments", "list apps/statefulsets",
+	all := Check(context.Background(), grants("list apps/deployments", "watch apps/deployments", "list apps/statefulsets",
 		"watch apps/statefulsets", "list apps/daemonsets", "watch apps/daemonsets"), "depwatch")
 	if !all.Workloads {
 		t.Errorf("list and watch of all three workload kinds: %+v", all)
 	}
-	if k, _ := ChooseExecutor(RoleWeeder, ExecutorChoiceAuto, w.CreateJobs, "garden"); k != jobs.ExecutorInProcess {
+	if k, _ := ChooseExecutor(roles.Weeder, ExecutorChoiceAuto, w.CreateJobs, "garden"); k != jobs.ExecutorInProcess {
 		t.Errorf("gardenlet's weeder runs as %s", k)
 	}
 }
@@ -118,12 +119,12 @@ func TestCheckRightsCountsAReviewThatFailsAsDenied(t *testing.T) {
 	client.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
-	r := CheckRights(context.Background(), client, "garden")
+	r := Check(context.Background(), client, "garden")
 	if r.CreateJobs || !r.Unreachable() || !strings.Contains(strings.Join(r.Unknown, "\n"), "create batch jobs in namespace garden") {
 		t.Errorf("%+v unreachable=%v", r, r.Unreachable())
 	}
-	if AllRights().Unreachable() {
-		t.Error("AllRights counts as unreachable")
+	if All().Unreachable() {
+		t.Error("rights.All counts as unreachable")
 	}
 }
 
@@ -131,10 +132,10 @@ func TestCheckRightsCountsAReviewThatFailsAsDenied(t *testing.T) {
 // gardenlet's Role allows (in garden, the Lease's) and drops the rest without a request.
 func TestWithoutEventRightsOnlyTheLeasesNamespaceGetsEvents(t *testing.T) {
 	fr := record.NewFakeRecorder(10)
-	r := inNamespace(fr, "garden")
+	r := InNamespace(fr, "garden")
 	r.Event(&corev1.ObjectReference{Kind: "Service", Namespace: "shoot--a", Name: "etcd-main-client"}, corev1.EventTypeNormal, "WeederArmed", "x")
 	r.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--a", Name: "p"}}, corev1.EventTypeNormal, "Reaped", "%s", "x")
-	r.Event(&corev1.ObjectReference{Kind: "Lease", Namespace: "garden", Name: WeederLeaseName}, corev1.EventTypeNormal, "LeaderElection", "became leader")
+	r.Event(&corev1.ObjectReference{Kind: "Lease", Namespace: "garden", Name: roles.WeederLeaseName}, corev1.EventTypeNormal, "LeaderElection", "became leader")
 	r.AnnotatedEventf(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "c"}}, nil, corev1.EventTypeNormal, "X", "y")
 	close(fr.Events)
 	var got []string
@@ -146,13 +147,13 @@ func TestWithoutEventRightsOnlyTheLeasesNamespaceGetsEvents(t *testing.T) {
 	}
 }
 
-// CheckRights starts from AllRights and lets each review take a right away: a right that
-// AllRights leaves out would read as denied whatever the API server says.
+// Check starts from All and lets each review take a right away: a right that
+// All leaves out would read as denied whatever the API server says.
 func TestAllRightsGrantsEveryRight(t *testing.T) {
-	r := reflect.ValueOf(AllRights())
+	r := reflect.ValueOf(All())
 	for i := range r.NumField() {
 		if f := r.Field(i); f.Kind() == reflect.Bool && !f.Bool() {
-			t.Errorf("AllRights leaves %s out", r.Type().Field(i).Name)
+			t.Errorf("rights.All leaves %s out", r.Type().Field(i).Name)
 		}
 	}
 }

@@ -1,11 +1,18 @@
-package coordinator
+// Package config is the coordinator's config file: what it holds (Config), how it is read
+// (Parse: every problem named by its path; unknown fields ignored with a warning), how
+// dependency-watchdog's prober ConfigMap becomes its prober section (ComposeProber), what
+// the command decides in it (DefaultReadyWhen) and how two configs differ (Changes).
+// Reading the files and flags stays in package coordinator (Options.LoadConfig).
+package config
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +23,9 @@ import (
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/coordinator/prober"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
+	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -43,11 +52,11 @@ type Config struct {
 	proberRefused bool
 }
 
-// ParseConfig parses YAML or JSON. A field the config does not know is ignored with a
+// Parse parses YAML or JSON. A field the config does not know is ignored with a
 // warning naming its path (Warnings), anywhere in the file, as ctrl.Decode decides; a
 // known field with a wrong value is an error that names it. Every problem found is reported,
 // one per line.
-func ParseConfig(data []byte) (*Config, error) {
+func Parse(data []byte) (*Config, error) {
 	top, err := decodeDoc(data, "")
 	if err != nil {
 		return nil, err
@@ -161,4 +170,80 @@ func nonFinite(data []byte, path string) []string {
 	}
 	walk(path, doc)
 	return lines
+}
+
+// FlagError names the flag and its value in err; nil when err is.
+func FlagError(flag, value string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s=%q: %w", flag, value, err)
+}
+
+// ComposeProber puts dependency-watchdog's prober config (YAML or JSON, top level as in
+// its ConfigMap; from the file proberFlag names) into the config as its prober section, and
+// returns the result as JSON. A config that has a prober section of its own is refused: two
+// sources for one section would leave the reader guessing which applies.
+func ComposeProber(config, proberConfig []byte, proberFlag, proberFile string) ([]byte, error) {
+	top, err := decodeDoc(config, "")
+	if err != nil {
+		return nil, fmt.Errorf("--config-file: %w", err)
+	}
+	if _, ok := top["prober"]; ok {
+		return nil, errors.New("prober: given in --config-file and in --prober-config-file; keep one (the prober ConfigMap as it is in --prober-config-file, or the section in --config-file)")
+	}
+	prober, err := decodeDoc(proberConfig, "prober")
+	if err == nil && len(prober) == 0 {
+		err = errors.New("empty: it must hold dependency-watchdog's prober config (kubeConfigSecretName, dependentResourceInfos, ...)")
+	}
+	if err != nil {
+		return nil, FlagError(proberFlag, proberFile, err)
+	}
+	if top == nil {
+		top = map[string]any{}
+	}
+	top["prober"] = prober
+	return json.Marshal(top)
+}
+
+// DefaultReadyWhen is when a service whose entry names no readyWhen counts as back:
+//
+//   - under dependency-watchdog's weeder command, as dependency-watchdog decides it, since
+//     gardenlet owns the ConfigMap and nothing there can say otherwise: on EndpointSlices
+//     (dependency-watchdog v1.6+, which gardenlet grants EndpointSlices) when every endpoint
+//     is ready; on v1 Endpoints (dependency-watchdog up to v1.5, whose RBAC granted Endpoints
+//     only) when one address is ready, which is all Endpoints can tell apart here;
+//   - under depwatch's own coordinator, one ready endpoint (podstate.ReadyAny): a dependent
+//     that crash-loops because it cannot reach its service can reach it again as soon as one
+//     endpoint serves, and a three-member etcd serves with two. A service that needs more
+//     says so in its entry (readyWhen: all, or a count).
+func DefaultReadyWhen(role roles.Role, useEndpoints bool) podstate.ReadyWhen {
+	if role == roles.Weeder && !useEndpoints {
+		return podstate.ReadyAll
+	}
+	return podstate.ReadyAny
+}
+
+// Changes lists the top-level fields that differ between two configs. Values are
+// compared as they take effect, so "5m" and "300s" are the same, and comments or order do
+// not count.
+func Changes(old, next *Config) []string {
+	a, b := asMap(old), asMap(next)
+	keys := maps.Clone(a)
+	maps.Copy(keys, b)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if !reflect.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// asMap is v as its JSON object: the form in which two configs compare as they take effect.
+func asMap(v any) map[string]any {
+	var m map[string]any
+	data, _ := json.Marshal(v) // a decoded config: cannot fail
+	_ = json.Unmarshal(data, &m)
+	return m
 }

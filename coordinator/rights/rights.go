@@ -1,4 +1,8 @@
-package coordinator
+// Package rights asks once, at start, what this process's service account may do among the
+// things depwatch's own install grants and gardenlet's dependency-watchdog RBAC does not
+// (Check), and decides what follows from it then: what carries the runs out (ChooseExecutor)
+// and where Events are written (InNamespace).
+package rights
 
 import (
 	"context"
@@ -8,9 +12,14 @@ import (
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -45,9 +54,9 @@ type Rights struct {
 // Unreachable: not one review could be made (the API server is out of reach).
 func (r Rights) Unreachable() bool { return r.asked > 0 && len(r.Unknown) == r.asked }
 
-// AllRights is what depwatch's own install grants the coordinator and its runs: what a
+// All is what depwatch's own install grants the coordinator and its runs: what a
 // coordinator assumes when it asks nothing (tests, embedding).
-func AllRights() Rights {
+func All() Rights {
 	return Rights{CreateJobs: true, Events: true, Namespaces: true, Services: true, Slices: true, Endpoints: true, Workloads: true,
 		DeletePods: true, ScaleWorkloads: true, ReadSecrets: true, ScaleTargets: true}
 }
@@ -61,11 +70,11 @@ type review struct {
 	granted                    *bool
 }
 
-// CheckRights asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
+// Check asks the API server, one SelfSubjectAccessReview per verb, concurrently, what
 // this service account may do (Rights). jobNamespace is where Jobs would be created. A review
 // that cannot be made counts as denied, and is named in Unknown.
-func CheckRights(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
-	out := AllRights() // each right granted until a review denies it
+func Check(ctx context.Context, client kubernetes.Interface, jobNamespace string) Rights {
+	out := All() // each right granted until a review denies it
 	reviews := []review{
 		{"batch", "jobs", jobNamespace, []string{"create"}, &out.CreateJobs},
 		{"", "events", "", []string{"create"}, &out.Events},
@@ -159,14 +168,14 @@ func (c ExecutorChoice) MarshalText() ([]byte, error) { return []byte(c), nil }
 // dependency-watchdog's commands, which gardenlet starts under RBAC that grants no Jobs, run
 // in-process unless the SelfSubjectAccessReview showed the Job rights depwatch's own install
 // grants. jobNamespace is where Jobs would be created.
-func ChooseExecutor(role Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
+func ChooseExecutor(role roles.Role, choice ExecutorChoice, canCreateJobs bool, jobNamespace string) (jobs.ExecutorKind, string) {
 	byRights, may := jobs.ExecutorInProcess, "may not"
 	if canCreateJobs {
 		byRights, may = jobs.ExecutorJob, "may"
 	}
 	rights := fmt.Sprintf("this service account %s create Jobs in namespace %s", may, jobNamespace)
 	switch {
-	case role != RoleCoordinator:
+	case role != roles.Coordinator:
 		rbac := map[bool]string{true: "depwatch's own RBAC", false: "as under gardenlet's RBAC"}[canCreateJobs]
 		return byRights, "dependency-watchdog's " + string(role) + " command, and " + rights + " (" + rbac + ")"
 	case choice == ExecutorChoiceInProcess:
@@ -175,4 +184,43 @@ func ChooseExecutor(role Role, choice ExecutorChoice, canCreateJobs bool, jobNam
 		return byRights, "--executor=auto, and " + rights
 	}
 	return jobs.ExecutorJob, "--executor=job (the default)"
+}
+
+// InNamespace is a recorder that writes only the Events of objects in namespace, where a
+// service account that may not create Events elsewhere (gardenlet's dependency-watchdog
+// RBAC: Events in garden, for the Lease) may create them; the others are dropped, so no
+// request is refused. What they would have said is in the coordinator's log lines.
+func InNamespace(r record.EventRecorder, namespace string) record.EventRecorder {
+	return namespacedRecorder{r: r, namespace: namespace}
+}
+
+type namespacedRecorder struct {
+	r         record.EventRecorder
+	namespace string
+}
+
+func (n namespacedRecorder) allowed(obj runtime.Object) bool {
+	if ref, ok := obj.(*corev1.ObjectReference); ok {
+		return ref.Namespace == n.namespace
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetNamespace() == n.namespace
+}
+
+func (n namespacedRecorder) Event(obj runtime.Object, eventType, reason, message string) {
+	if n.allowed(obj) {
+		n.r.Event(obj, eventType, reason, message)
+	}
+}
+
+func (n namespacedRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
+	if n.allowed(obj) {
+		n.r.Eventf(obj, eventType, reason, format, args...)
+	}
+}
+
+func (n namespacedRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
+	if n.allowed(obj) {
+		n.r.AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
+	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package config
 
 import (
 	"math"
@@ -14,7 +14,7 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// configFields are the prefixes a problem of ParseConfig may start with: every line must name
+// configFields are the prefixes a problem of Parse may start with: every line must name
 // the field it is about (or say the file is not YAML at all).
 var configFields = []string{
 	"not valid YAML", "watchDuration", "servicesAndDependantSelectors", "namespaces", "useEndpoints",
@@ -75,7 +75,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		cfg, err := ParseConfig([]byte(doc))
+		cfg, err := Parse([]byte(doc))
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("a config and an error at once: %v", err)
@@ -102,7 +102,7 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// checkAcceptedConfig asserts what the coordinator relies on in a config ParseConfig accepted.
+// checkAcceptedConfig asserts what the coordinator relies on in a config Parse accepted.
 func checkAcceptedConfig(t *testing.T, cfg *Config) {
 	t.Helper()
 	if cfg.Watch() <= 0 || cfg.MaxWait() <= 0 {
@@ -264,7 +264,7 @@ func FuzzProberConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, section string) {
 		raw, err := yaml.YAMLToJSON([]byte(section))
 		if err != nil {
-			return // not YAML: ParseConfig reports that before the section is looked at
+			return // not YAML: Parse reports that before the section is looked at
 		}
 		p, errs := prober.Parse(raw)
 		if len(errs) > 0 {

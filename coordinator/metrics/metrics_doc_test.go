@@ -1,4 +1,4 @@
-package coordinator
+package metrics
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 // TestEveryMetricIsDocumented keeps docs/coordinator.md's metric table and the registry in
 // step: a metric added without a row, or a row left behind, fails here.
 func TestEveryMetricIsDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../docs/coordinator.md")
+	doc, err := os.ReadFile("../../docs/coordinator.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 // its label names.
 func registeredMetrics(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	m := NewMetrics("test")
+	m := New("test")
 	// Vectors appear in Gather only once a child exists: give each one.
 	for _, v := range []*prometheus.CounterVec{m.Triggers, m.JobsLaunched, m.Prober.ProbeDecisions, m.Prober.ProbeScaleOps, m.Weeder.EdgesOvertaken, m.JobsFailed, m.Weeder.ServiceRestarts, m.Weeder.ServiceBackOffSaved} {
 		v.WithLabelValues(make([]string, labelCount(t, v))...).Inc()
@@ -110,13 +110,13 @@ func TestDocsNameOnlyRegisteredMetricsAndLabels(t *testing.T) {
 		}
 		return "", false
 	}
-	docs, _ := filepath.Glob("../docs/*.md")
-	examples, _ := filepath.Glob("../examples/*.yaml")
+	docs, _ := filepath.Glob("../../docs/*.md")
+	examples, _ := filepath.Glob("../../examples/*.yaml")
 	docs = append(docs, examples...)
-	docs = append(docs, "../README.md", "../CONTRIBUTING.md", "../SECURITY.md", "../manifests/charts/depwatch/README.md",
-		"../manifests/components/monitoring/depwatch.rules.yaml", "../manifests/components/monitoring/prometheusrule.yaml",
-		"../manifests/components/monitoring/depwatch-dashboard.json",
-		"../manifests/charts/depwatch/files/depwatch.rules.yaml", "../manifests/charts/depwatch/files/depwatch-dashboard.json")
+	docs = append(docs, "../../README.md", "../../CONTRIBUTING.md", "../../SECURITY.md", "../../manifests/charts/depwatch/README.md",
+		"../../manifests/components/monitoring/depwatch.rules.yaml", "../../manifests/components/monitoring/prometheusrule.yaml",
+		"../../manifests/components/monitoring/depwatch-dashboard.json",
+		"../../manifests/charts/depwatch/files/depwatch.rules.yaml", "../../manifests/charts/depwatch/files/depwatch-dashboard.json")
 	// A name, a regular expression's alternatives after it (depwatch_(a|b)), then the label
 	// selector or list in braces, if any.
 	name := regexp.MustCompile(`depwatch_(?:\(([a-z0-9_|]+)\)|([a-z0-9_]*[a-z0-9]))(\{[^}]*\})?`)

@@ -1,4 +1,6 @@
-package coordinator
+// Package metrics is the coordinator's Prometheus registry: its own series, the weeder's and
+// the prober's, client-go's requests, the build, Go and process collectors.
+package metrics
 
 import (
 	"context"
@@ -32,8 +34,8 @@ type Metrics struct {
 	ConfigValid prometheus.Gauge
 }
 
-// NewMetrics registers the coordinator's metrics on a fresh registry.
-func NewMetrics(version string) *Metrics {
+// New registers the coordinator's metrics on a fresh registry.
+func New(version string) *Metrics {
 	jm := ctrl.NewJobMetrics()
 	m := &Metrics{
 		Registry:   prometheus.NewRegistry(),
@@ -80,9 +82,9 @@ func (m *Metrics) SetExecutor(kind jobs.ExecutorKind) {
 	}
 }
 
-// RegisterClientMetrics makes client-go count every request of this process in
+// RegisterClient makes client-go count every request of this process in
 // m.APIRequests. client-go takes one registration per process: the first wins.
-func RegisterClientMetrics(m *Metrics) {
+func RegisterClient(m *Metrics) {
 	clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: requestCounter{m.APIRequests}})
 }
 

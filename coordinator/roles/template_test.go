@@ -1,4 +1,4 @@
-package coordinator
+package roles
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestResolveTemplateTakesTheImageFromTheCoordinatorPod(t *testing.T) {
 	}
 	env := map[string]string{"POD_NAME": "coord-1", "POD_NAMESPACE": "depwatch"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	tpl, err := ResolveTemplate(context.Background(), fake.NewClientset(pod), RoleCoordinator, jobs.Template{}, lookup)
+	tpl, err := ResolveTemplate(context.Background(), fake.NewClientset(pod), Coordinator, jobs.Template{}, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +30,10 @@ func TestResolveTemplateTakesTheImageFromTheCoordinatorPod(t *testing.T) {
 	}
 	// Outside a pod the config must name the image.
 	none := func(string) (string, bool) { return "", false }
-	if _, err := ResolveTemplate(context.Background(), fake.NewClientset(), RoleCoordinator, jobs.Template{}, none); err != ErrImageRequired {
+	if _, err := ResolveTemplate(context.Background(), fake.NewClientset(), Coordinator, jobs.Template{}, none); err != ErrImageRequired {
 		t.Errorf("outside a pod: %v", err)
 	}
-	tpl, err = ResolveTemplate(context.Background(), fake.NewClientset(), RoleCoordinator, jobs.Template{Image: "x", Namespace: "ops"}, none)
+	tpl, err = ResolveTemplate(context.Background(), fake.NewClientset(), Coordinator, jobs.Template{Image: "x", Namespace: "ops"}, none)
 	if err != nil || tpl.Image != "x" || tpl.Namespace != "ops" {
 		t.Errorf("explicit: %+v %v", tpl, err)
 	}

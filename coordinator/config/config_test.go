@@ -1,8 +1,6 @@
-package coordinator
+package config
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,9 +41,9 @@ servicesAndDependantSelectors:
 `
 
 func TestConfigAcceptsDependencyWatchdogWeederConfigAsIs(t *testing.T) {
-	cfg, err := ParseConfig([]byte(dwdWeederConfig))
+	cfg, err := Parse([]byte(dwdWeederConfig))
 	if err != nil {
-		t.Fatalf("ParseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	if cfg.Watch() != 2*time.Minute {
 		t.Errorf("watchDuration = %s", cfg.Watch())
@@ -63,7 +61,7 @@ func TestConfigAcceptsDependencyWatchdogWeederConfigAsIs(t *testing.T) {
 }
 
 func TestConfigDefaultsWatchDurationToFiveMinutes(t *testing.T) {
-	cfg, err := ParseConfig([]byte("servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}"))
+	cfg, err := Parse([]byte("servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +71,7 @@ func TestConfigDefaultsWatchDurationToFiveMinutes(t *testing.T) {
 }
 
 func TestConfigReadsDepwatchSections(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`
+	cfg, err := Parse([]byte(`
 servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]}}
 namespaces:
   selector: {matchLabels: {gardener.cloud/role: shoot}}
@@ -134,7 +132,7 @@ prober:
 }
 
 func TestConfigArmDefaults(t *testing.T) {
-	cfg, err := ParseConfig([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{matchLabels: {app: x}}]}, b: {arm: false, podSelectors: [{matchLabels: {app: z}}]}}\n"))
+	cfg, err := Parse([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{matchLabels: {app: x}}]}, b: {arm: false, podSelectors: [{matchLabels: {app: z}}]}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +174,7 @@ func TestConfigRefusesInvalidFieldsNamingThem(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tc.yaml))
+			_, err := Parse([]byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v\nwant it to contain %q", err, tc.want)
 			}
@@ -197,7 +195,7 @@ func TestConfigWarnsOfUnknownFieldsNamingTheirPathAndLoads(t *testing.T) {
 		{"a line break stays on one line", svc + "\"watch\\nDuration\": 1m", `"watch\nDuration": unknown field, ignored`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -212,7 +210,7 @@ func TestConfigWarnsOfUnknownFieldsNamingTheirPathAndLoads(t *testing.T) {
 }
 
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
-	_, err := ParseConfig([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{}]}, b: {podSelectors: []}}\njobTemplate: {imagePullPolicy: x}"))
+	_, err := Parse([]byte("servicesAndDependantSelectors: {a: {podSelectors: [{}]}, b: {podSelectors: []}}\njobTemplate: {imagePullPolicy: x}"))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -241,7 +239,7 @@ func TestConfigReportsDecodeAndValidationProblemsTogether(t *testing.T) {
 			[]string{"servicesAndDependantSelectors.a.podSelectors=3: must be a list"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tc.yaml))
+			_, err := Parse([]byte(tc.yaml))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -255,33 +253,5 @@ func TestConfigReportsDecodeAndValidationProblemsTogether(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestLoadConfigNamesTheFile(t *testing.T) {
-	if _, err := (Options{ConfigFile: ""}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "--config-file: required") {
-		t.Errorf("empty path: %v", err)
-	}
-	if _, err := (Options{ConfigFile: "/nonexistent/depwatch.yaml"}).LoadConfig(); err == nil || !strings.Contains(err.Error(), `--config-file="/nonexistent/depwatch.yaml"`) {
-		t.Errorf("missing file: %v", err)
-	}
-	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte(dwdWeederConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
-		t.Errorf("valid file: %v", err)
-	}
-}
-
-func TestShippedConfigMapsParse(t *testing.T) {
-	for _, p := range []string{"../manifests/base/config.yaml", "../manifests/components/gardener/config.yaml", "../manifests/overlays/local/config.yaml"} {
-		if _, err := os.Stat(p); err != nil {
-			t.Logf("skip %s: %v", p, err)
-			continue
-		}
-		if _, err := (Options{ConfigFile: p}).LoadConfig(); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package config
 
 import (
 	"strings"
@@ -46,7 +46,7 @@ func TestConfigRefusesHostileDurationsNamingFieldAndValue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if err == nil || cfg != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("cfg %v, err = %v\nwant a refusal containing %q", cfg != nil, err, tc.want)
 			}
@@ -73,7 +73,7 @@ func TestConfigRefusesHostileFractionsNamingFieldAndValue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if err == nil || cfg != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("cfg %v, err = %v\nwant a refusal containing %q", cfg != nil, err, tc.want)
 			}
@@ -103,7 +103,7 @@ func TestConfigRefusesEmptySelectorsNamingTheField(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if err == nil || cfg != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("cfg %v, err = %v\nwant a refusal containing %q", cfg != nil, err, tc.want)
 			}
@@ -125,7 +125,7 @@ func TestConfigRefusesGarbageInScaleRefsNamingThePath(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if err == nil || cfg != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("cfg %v, err = %v\nwant a refusal containing %q", cfg != nil, err, tc.want)
 			}
@@ -135,7 +135,7 @@ func TestConfigRefusesGarbageInScaleRefsNamingThePath(t *testing.T) {
 
 // The bounds are inclusive: a year is still accepted, so real configs are far from them.
 func TestConfigAcceptsDurationsUpToTheBound(t *testing.T) {
-	cfg, err := ParseConfig([]byte(hostileSvc + "watchDuration: 8760h\narmedMaxWait: 8760h\ngracePeriod: 8760h\njobTemplate: {deadlineMargin: 8760h}\n" +
+	cfg, err := Parse([]byte(hostileSvc + "watchDuration: 8760h\narmedMaxWait: 8760h\ngracePeriod: 8760h\njobTemplate: {deadlineMargin: 8760h}\n" +
 		"prober: {kubeConfigSecretName: s, kcmNodeMonitorGraceDuration: 8760h, probeInterval: 8760h, initialDelay: 8760h, probeTimeout: 1h, clusterDiscoveryInterval: 8760h, " + hostileRes + "}"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestConfigAcceptsDurationsUpToTheBound(t *testing.T) {
 
 // A refused prober section does not hide the problems of the rest of the file.
 func TestConfigReportsProberAndWeederProblemsAtOnce(t *testing.T) {
-	_, err := ParseConfig([]byte("watchDuration: -1m\nservicesAndDependantSelectors: {svc: {podSelectors: [{}]}}\n" + proberWith("probeTimeout: 0s")))
+	_, err := Parse([]byte("watchDuration: -1m\nservicesAndDependantSelectors: {svc: {podSelectors: [{}]}}\n" + proberWith("probeTimeout: 0s")))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -155,7 +155,7 @@ func TestConfigReportsProberAndWeederProblemsAtOnce(t *testing.T) {
 		}
 	}
 	// A prober-only config whose prober is refused is told about the prober, not about services.
-	_, err = ParseConfig([]byte(proberWith("probeTimeout: 0s")))
+	_, err = Parse([]byte(proberWith("probeTimeout: 0s")))
 	if err == nil || strings.Contains(err.Error(), "servicesAndDependantSelectors") {
 		t.Errorf("err = %v", err)
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package config
 
 import (
 	"strings"
@@ -24,7 +24,7 @@ func TestConfigReapCooldownIsReadAndValidated(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(tc.yaml))
+			cfg, err := Parse([]byte(tc.yaml))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v\nwant it to contain %q", err, tc.wantErr)
