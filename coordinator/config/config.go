@@ -38,8 +38,8 @@ import (
 //	jobTemplate: {...}                      # see jobs.Template
 //	prober: {...}                           # dependency-watchdog's prober config: see prober.Config
 //
-// Loaded with package coordinator's Options.LoadConfig, useEndpoints holds the effective value: the file's or
-// --use-endpoints (Options.applyTo), so that nothing else reads the flag.
+// Loaded with package coordinator's Options.LoadConfig, useEndpoints holds the effective
+// value: the file's or --use-endpoints (Options.applyTo), so that nothing else reads the flag.
 type Config struct {
 	weeder.Config
 	JobTemplate jobs.Template `json:"jobTemplate,omitempty"`
