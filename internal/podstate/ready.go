@@ -84,6 +84,7 @@ func FollowedServices(inf cache.SharedIndexInformer) []string {
 // sees it as it was right after that event; an informer's cache may already hold a later
 // event, and reading it instead could skip a short outage between the two.
 type ServiceSlices map[string]*discoveryv1.EndpointSlice // by slice name
+
 // Apply folds one event in: its slice (or the tombstone of one) was added or updated, or,
 // with deleted, removed. Objects that are not EndpointSlices change nothing.
 func (s *ServiceSlices) Apply(obj any, deleted bool) {
@@ -165,11 +166,11 @@ func ParseReadyWhen(v string) (ReadyWhen, error) {
 // a weeder run), always over the service's slices as ServiceSlices folds them. It is a
 // property of the service, not of one slice: a Service sends traffic to any ready endpoint
 // of any of its slices (a large service's endpoints are spread over several; a dual-stack
-// service has one per address family). A slice without endpoints says nothing is ready. An endpoint listed
-// by several slices (a dual-stack service has a slice per address family; a slice being
-// replaced overlaps its successor) counts once, by its target (its pod) or else its first
-// address, and is ready when any copy is. A ready
-// condition that is not set counts as ready (discovery/v1: "nil should be interpreted as
+// service has one per address family). A slice without endpoints says nothing is ready. An
+// endpoint listed by several slices (a dual-stack service has a slice per address family; a
+// slice being replaced overlaps its successor) counts once, by its target (its pod) or else
+// its first address, and is ready when any copy is. A ready condition that is not set counts
+// as ready (discovery/v1: "nil should be interpreted as
 // true"). Terminating endpoints are never ready and are not among "all": a member that is
 // being replaced does not hold its service back.
 func (w ReadyWhen) Ready(slices []*discoveryv1.EndpointSlice) bool {
