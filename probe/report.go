@@ -107,8 +107,9 @@ func decodeEntry(ns string, raw json.RawMessage) (NamespaceResult, error) {
 
 // EncodeReport writes r as the termination message, at most termmsg.MaxBytes long
 // (termmsg.Message: the summary line, then the JSON, compressed when plain would not fit).
-// When even that does not fit, the namespaces whose last probe needs no follow-up (healthy, skipped, scale-up, not
-// probed) are left out first, largest names first, and counted in "omitted".
+// When even that does not fit, the namespaces whose last probe needs no follow-up (healthy,
+// skipped, scale-up, not probed) are left out first, largest names first, and counted in
+// "omitted".
 func EncodeReport(r Report) string {
 	w := wireReport{V: ReportVersion, End: r.End.Unix(), DryRun: r.DryRun, Omitted: r.Omitted,
 		Results: nonZero(r.Results), Ops: nonZero(r.Ops), Namespaces: map[string]json.RawMessage{}}
@@ -220,8 +221,8 @@ func (r Report) String() string {
 		dry = " (dry run)"
 	}
 	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, counts(nonZero(r.Results)))
-	if len(r.Ops) > 0 {
-		line += "; scale operations " + counts(nonZero(r.Ops))
+	if ops := nonZero(r.Ops); len(ops) > 0 {
+		line += "; scale operations " + counts(ops)
 	}
 	return line + "."
 }

@@ -232,3 +232,27 @@ func TestDecodeReportRefusesWhatIsNotAReport(t *testing.T) {
 		}
 	}
 }
+
+// The summary line a person reads names the run's namespaces, its probes' results and its
+// scale operations, zero counts left out.
+func TestReportSummaryLine(t *testing.T) {
+	for _, tc := range []struct {
+		r    Report
+		want string
+	}{
+		{Report{Results: map[string]int{"healthy": 3, "throttled": 0}, Ops: map[string]int{"unchanged": 0},
+			Namespaces: map[string]NamespaceResult{"a": {}, "b": {}}, Omitted: 1},
+			"Probe run of 3 namespace(s): probes healthy=3."},
+		{Report{DryRun: true, Results: map[string]int{"scale-down": 1, "healthy": 2}, Ops: map[string]int{"would-scale-down": 3},
+			Namespaces: map[string]NamespaceResult{"a": {}}},
+			"Probe run of 1 namespace(s) (dry run): probes healthy=2, scale-down=1; scale operations would-scale-down=3."},
+		{Report{}, "Probe run of 0 namespace(s): probes none."},
+	} {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
+		}
+		if got := strings.SplitN(EncodeReport(tc.r), "\n", 2)[0]; got != tc.want {
+			t.Errorf("the message's first line %q, want the summary %q", got, tc.want)
+		}
+	}
+}
