@@ -138,34 +138,15 @@ func TestUseEndpointsFlagOrConfigTurnsItOn(t *testing.T) {
 	}
 }
 
-// dwdWeederConfig is dependency-watchdog's weeder ConfigMap data as Gardener ships it.
-const dwdWeederConfig = `
-watchDuration: 2m0s
-servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-      - matchExpressions:
-          - key: gardener.cloud/role
-            operator: In
-            values:
-              - controlplane
-          - key: role
-            operator: In
-            values:
-              - apiserver
-  kube-apiserver:
-    podSelectors:
-      - matchExpressions:
-          - key: gardener.cloud/role
-            operator: In
-            values:
-              - controlplane
-          - key: role
-            operator: NotIn
-            values:
-              - main
-              - apiserver
-`
+// dwdWeederConfig is dependency-watchdog's weeder ConfigMap data as Gardener ships it, kept
+// with package config's tests.
+var dwdWeederConfig = func() string {
+	b, err := os.ReadFile("config/testdata/gardener-weeder-config.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func TestLoadConfigNamesTheFile(t *testing.T) {
 	if _, err := (Options{ConfigFile: ""}).LoadConfig(); err == nil || !strings.Contains(err.Error(), "--config-file: required") {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,33 +13,13 @@ import (
 )
 
 // dwdWeederConfig is dependency-watchdog's weeder ConfigMap data as Gardener ships it.
-const dwdWeederConfig = `
-watchDuration: 2m0s
-servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-      - matchExpressions:
-          - key: gardener.cloud/role
-            operator: In
-            values:
-              - controlplane
-          - key: role
-            operator: In
-            values:
-              - apiserver
-  kube-apiserver:
-    podSelectors:
-      - matchExpressions:
-          - key: gardener.cloud/role
-            operator: In
-            values:
-              - controlplane
-          - key: role
-            operator: NotIn
-            values:
-              - main
-              - apiserver
-`
+var dwdWeederConfig = func() string {
+	b, err := os.ReadFile("testdata/gardener-weeder-config.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func TestConfigAcceptsDependencyWatchdogWeederConfigAsIs(t *testing.T) {
 	cfg, err := Parse([]byte(dwdWeederConfig))
