@@ -97,6 +97,9 @@ func (c *Config) Warnings() []string {
 	return slices.Concat(c.warnings, c.Prober.Warnings())
 }
 
+// notAMap is what a document whose top level is not a map of fields is told.
+const notAMap = "not valid YAML: the top level must be a map of fields"
+
 // decodeDoc reads a YAML or JSON document whose top level is a map; nil for an empty one.
 // YAML that JSON cannot hold (.nan, .inf) is named by its path under path, since the YAML
 // to JSON conversion refuses it without saying where.
@@ -112,7 +115,7 @@ func decodeDoc(data []byte, path string) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber() // numbers stay as written until decoded into their field
 	if err := dec.Decode(&top); err != nil {
-		return nil, fmt.Errorf("not valid YAML: the top level must be a map of fields: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return nil, fmt.Errorf("%s: %s", notAMap, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return top, nil
 }
@@ -136,7 +139,7 @@ func nonFinite(data []byte, path string) []string {
 	}
 	if _, ok := doc.(map[any]any); !ok {
 		// A number or a list at the top level is no config, finite or not.
-		return []string{"not valid YAML: the top level must be a map of fields"}
+		return []string{notAMap}
 	}
 	var lines []string
 	var walk func(path string, v any)

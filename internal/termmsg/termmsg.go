@@ -82,7 +82,7 @@ func ReadReport(msg string, into any) error {
 		}
 	}
 	if err := json.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("reading the report %s: %w", shorten(string(b)), err)
+		return fmt.Errorf("reading the report %.120q: %w", b, err)
 	}
 	return nil
 }
@@ -102,14 +102,6 @@ func uncompress(a85 string) ([]byte, error) {
 		return nil, fmt.Errorf("it uncompresses to more than %d bytes", maxReportBytes)
 	}
 	return b, nil
-}
-
-// shorten keeps an error about a report readable.
-func shorten(s string) string {
-	if len(s) > 120 {
-		return fmt.Sprintf("%q…", s[:120])
-	}
-	return fmt.Sprintf("%q", s)
 }
 
 // Fit is encode(k) for the fewest k in [0, total] parts left out (the least needed first, as
