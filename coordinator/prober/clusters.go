@@ -2,11 +2,11 @@ package prober
 
 import (
 	"context"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -20,30 +20,18 @@ type clusterWatch struct {
 	cancel context.CancelFunc
 }
 
-// watchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
+// WatchClusters looks for Gardener's Cluster kind now and every clusterDiscoveryInterval:
 // when it appears the Cluster informer starts, when it goes the informer stops; either way
 // every namespace is reconciled again.
 func (p *Controller) WatchClusters(ctx context.Context) {
-	defer func() {
-		p.mu.Lock()
-		if p.cluster != nil {
-			p.cluster.cancel()
-			p.cluster = nil
-		}
-		p.mu.Unlock()
-		p.clusterW.Wait()
-	}()
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.checkClusterKind(ctx)
-		t.Reset(p.current().cfg.DiscoveryInterval())
+	wait.UntilWithContext(ctx, p.checkClusterKind, p.cfg.DiscoveryInterval())
+	p.mu.Lock()
+	if p.cluster != nil {
+		p.cluster.cancel()
+		p.cluster = nil
 	}
+	p.mu.Unlock()
+	p.clusterW.Wait()
 }
 
 // clusterKindInstalled asks discovery whether extensions.gardener.cloud/v1alpha1 serves clusters.
@@ -51,7 +39,7 @@ func (p *Controller) clusterKindInstalled() (bool, error) {
 	if p.dyn == nil {
 		return false, nil
 	}
-	list, err := p.disco.ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String())
+	list, err := p.client.Discovery().ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -79,17 +67,11 @@ func (p *Controller) checkClusterKind(ctx context.Context) {
 		cctx, cancel := context.WithCancel(ctx)
 		inf := dynamicinformer.NewFilteredDynamicInformer(p.dyn, ClusterGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 		_ = inf.SetTransform(jobs.StripManagedFields)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { p.enqueue(clusterKey(obj)) },
-			UpdateFunc: func(_, obj any) { p.enqueue(clusterKey(obj)) },
-			DeleteFunc: func(obj any) { p.enqueue(clusterKey(obj)) },
-		})
+		// A Cluster is named after its namespace: its key is the namespace's.
+		queue := func(obj any) { p.queueKey(obj, true) }
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue})
 		p.cluster = &clusterWatch{inf: inf, cancel: cancel}
-		p.clusterW.Add(1)
-		go func() {
-			defer p.clusterW.Done()
-			inf.RunWithContext(cctx)
-		}()
+		p.clusterW.Go(func() { inf.RunWithContext(cctx) })
 		p.log.Info("Gardener Cluster resources found: watching them; shoots that are hibernated, waking up, being created, restored, migrated or deleted, or have no workers, are not probed; a shoot's nodeMonitorGracePeriod and per-pool nodeConditions apply to its probes.")
 	case !installed && running:
 		p.cluster.cancel()
@@ -101,17 +83,6 @@ func (p *Controller) checkClusterKind(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	p.enqueueAll()
-}
-
-func clusterKey(obj any) (string, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Key, true
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return "", false
-	}
-	return u.GetName(), true
 }
 
 // clusterFor returns the namespace's Cluster (nil if none or the kind is not installed) and

@@ -6,20 +6,23 @@
 // package probe's, in the Jobs.
 //
 // Files by concern: controller.go (informers, handlers, leading), reconcile.go (a namespace's
-// turn), shardturn.go (a shard's turn and its launch), membership.go (what a running shard
-// Job probes), clusters.go (Gardener's Cluster kind), reports.go (finished probe runs),
-// history.go, stuck.go; the pure decisions in decide.go and shards.go; config.go; metrics.go.
+// turn), shardturn.go (a shard's turn, its launch, its history and a Job that cannot start),
+// membership.go (what a running shard Job probes), clusters.go (Gardener's Cluster kind),
+// reports.go (finished probe runs), standaside.go (dependency-watchdog's prober Lease); the
+// pure decisions in decide.go and shards.go; config.go; metrics.go.
 package prober
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/discovery"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,23 +33,45 @@ import (
 	"github.com/depwatch/depwatch/jobs"
 )
 
+// Deps is what the prober runs with: what it shares with the weeder (of the Namespaces, it
+// reads those its selector matches) and its own.
+type Deps struct {
+	ctrl.Shared
+	// Dynamic reads Gardener's Cluster resources; nil: they are not looked for.
+	Dynamic dynamic.Interface
+	// Config is the running config's prober section.
+	Config  *Config
+	Metrics *Metrics
+	// DWDLeaseNamespace is where dependency-watchdog's prober Lease is when the config names
+	// no namespace ("": garden).
+	DWDLeaseNamespace string
+	// OwnLease is the Lease this coordinator elects through (nil: no leader election): the
+	// prober never stands aside for it.
+	OwnLease *LeaseRef
+	// Self is what the prober's own Events (standing aside) are about: the coordinator's
+	// Lease or pod; nil: they are dropped.
+	Self *corev1.ObjectReference
+	// NoScaleTargets: this service account may not write the probe admission policy's
+	// parameters (gardenlet's, under the image swap), which are then not written.
+	NoScaleTargets bool
+}
+
 // Controller launches probe Jobs: informer event (namespace, Gardener Cluster, probe Job) →
 // handler (queue the namespace) → reconcile (read the caches, DecideProbe) → one action
 // (launch a Job through package jobs, or requeue for when the next probe is due), plus the
 // clean-up of finished probe Jobs beyond the history limits. Finished probe pods' termination
 // messages feed the decision and scale metrics. Only the leader reconciles.
 type Controller struct {
-	client  kubernetes.Interface
-	exec    jobs.Executor
-	dyn     dynamic.Interface
-	disco   discovery.DiscoveryInterface
-	running *runningConfig // the prober section and the launcher of its Jobs
-	log     logrus.FieldLogger
-	metrics *Metrics
-	now     func() time.Time
-	started time.Time
+	client   kubernetes.Interface
+	dyn      dynamic.Interface
+	cfg      *Config        // the running prober section (a changed config restarts the coordinator)
+	launcher *jobs.Launcher // of its Jobs
+	log      logrus.FieldLogger
+	metrics  *Metrics
+	now      func() time.Time
+	started  time.Time
 
-	nsInf cache.SharedIndexInformer // namespaces matching the prober's selector
+	nsInf cache.SharedIndexInformer // namespaces; the prober's are those its selector matches
 	view  *jobs.RunView             // the probe runs in the Jobs' namespace, by target
 	// notStarted says why a run has not started (the view's NotStarted; tests set it).
 	notStarted func(jobs.Run) string
@@ -65,34 +90,95 @@ type Controller struct {
 	clusterW sync.WaitGroup
 }
 
+// probeState is what the prober knows that no API object holds. Everything else it reads
+// from its informers' caches when it needs it.
+type probeState struct {
+	mu sync.Mutex
+	// next: per probed namespace, when its next first probe is due: initialDelay after the
+	// coordinator first saw it probe-able (a time of this replica's own observation), pushed
+	// out by a throttling back-off. Being a key here is what "probed" means.
+	next map[string]time.Time
+	// paused: per selected namespace that is not probed, why (for the metric and the log).
+	paused map[string]string
+	// throttled: per namespace, its throttled probes in a row, across Jobs (from reports).
+	throttled map[string]int
+	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
+	shootNotes map[string]string
+	// reportedProbe: per namespace, the newest probe any report named, probed by this replica
+	// yet or not: a replica that starts (a config change restarts it) reads the reports of
+	// the pods that ended before it before it knows which namespaces it probes, and a
+	// namespace whose probes fail from then on must still have a last-probe series to alert on.
+	reportedProbe map[string]time.Time
+	// shardNext: per shard, no Job is launched before this (one interval after the last).
+	shardNext map[int]time.Time
+	// stuck: per shard, why its active Job has no running pod (reported once per change).
+	stuck map[int]string
+	// shards is the shard count last seen (a change moves namespaces between shards).
+	shards int
+	// starting: the namespaces listed when this replica began to lead that it has not
+	// decided about yet. Until none is left, the members it knows are only part of the truth,
+	// so it does not change the membership of a shard whose Job is running (a new leader
+	// would otherwise take namespaces away from the Jobs the previous one launched).
+	starting map[string]bool
+	settled  bool
+}
+
+// New builds the prober: it takes the cluster's namespaces (shared with the weeder) and
+// follows, in the Jobs' namespace, the executor's probe runs (their changes and reports), the
+// shards' memberships and dependency-watchdog's prober Lease. The coordinator runs them.
 func New(d Deps) (*Controller, error) {
 	if d.Config == nil || d.Client == nil || d.Log == nil || d.Metrics == nil {
 		return nil, errors.New("prober: client, config, log and metrics are required")
 	}
 	d.Shared = d.WithDefaults(true)
-	cfg := d.Config
 	p := &Controller{
-		client:         d.Client,
-		exec:           d.Executor,
-		dyn:            d.Dynamic,
-		disco:          d.Client.Discovery(),
-		log:            d.Log.WithField("component", "prober"),
-		metrics:        d.Metrics,
-		now:            d.Now,
-		started:        d.Now(),
-		probeState:     newProbeState(),
+		client:   d.Client,
+		dyn:      d.Dynamic,
+		cfg:      d.Config,
+		launcher: &jobs.Launcher{Executor: d.Executor, Template: d.Template},
+		log:      d.Log.WithField("component", "prober"),
+		metrics:  d.Metrics,
+		now:      d.Now,
+		started:  d.Now(),
+		nsInf:    d.Namespaces,
+		probeState: probeState{
+			next: map[string]time.Time{}, paused: map[string]string{}, throttled: map[string]int{}, shootNotes: map[string]string{},
+			reportedProbe: map[string]time.Time{}, shardNext: map[int]time.Time{}, stuck: map[int]string{},
+		},
 		recorder:       d.Recorder,
 		noScaleTargets: d.NoScaleTargets,
 		queue:          ctrl.NewQueue("depwatch-prober"),
 	}
-	if err := p.newInformers(d.Namespaces, d.Template.Namespace); err != nil {
+	p.members = d.Executor.Memberships(d.Template.Namespace, p.onLeft)
+	var err error
+	p.view, err = d.Executor.RunView(d.Template.Namespace, jobs.KindProbe, func(r jobs.Run) []string { return []string{r.Facts.Target} }, jobs.RunHandlers{
+		Added: func(r jobs.Run) {
+			if !r.Active() {
+				p.onEnded(r)
+			}
+		},
+		Stopped:  p.onEnded,
+		Reported: p.onReport,
+		Failed: func(jobs.Run) {
+			if p.leading.Load() {
+				p.metrics.JobsFailed.WithLabelValues(string(jobs.KindProbe)).Inc()
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("following the probe runs: %w", err)
+	}
+	p.notStarted = p.view.NotStarted
+	// A namespace is queued for its own events; one whose labels leave the selector is
+	// looked at once more, and let go.
+	if _, err := p.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.queueKey(obj, p.selected(obj)) },
+		UpdateFunc: func(old, obj any) { p.queueKey(obj, p.selected(old) || p.selected(obj)) },
+		DeleteFunc: func(obj any) { p.queueKey(obj, p.selected(obj)) },
+	}); err != nil {
 		return nil, err
 	}
-	p.running = &runningConfig{cfg: cfg, launcher: &jobs.Launcher{Executor: p.exec, Template: d.Template}}
 	p.aside = newStandAsideWatch(d)
-	if err := p.addHandlers(); err != nil {
-		return nil, err
-	}
 	if err := p.addStandAsideHandlers(); err != nil {
 		return nil, err
 	}
@@ -100,20 +186,49 @@ func New(d Deps) (*Controller, error) {
 	return p, nil
 }
 
-// runningConfig is the prober section with the launcher of its Jobs.
-type runningConfig struct {
-	cfg      *Config
-	launcher *jobs.Launcher
+// Config is the running prober section.
+func (p *Controller) Config() *Config { return p.cfg }
+
+// queueKey queues obj's key (a namespace's or a Cluster's: the namespace it is named
+// after) when selected.
+func (p *Controller) queueKey(obj any, selected bool) {
+	if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); selected && err == nil && k != "" {
+		p.queue.Add(k)
+	}
 }
 
-func (p *Controller) current() *runningConfig { return p.running }
+// selected says whether obj, a namespace (or its tombstone), matches the prober's selector:
+// only those are the prober's to look at (input reads the same: Watched).
+func (p *Controller) selected(obj any) bool {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*corev1.Namespace)
+	return ok && p.cfg.Selector().Matches(labels.Set(n.Labels))
+}
 
-// Config is the running prober section.
-func (p *Controller) Config() *Config { return p.current().cfg }
+// selectedKeys are the keys of the cached namespaces the prober's selector matches.
+func (p *Controller) selectedKeys() []string {
+	var keys []string
+	for _, obj := range p.nsInf.GetIndexer().List() {
+		if p.selected(obj) {
+			if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
 
-func (p *Controller) enqueue(key string, ok bool) {
-	if ok && key != "" {
-		p.queue.Add(key)
+// onEnded: a run that ended (or is going) changes the history, or its shard's next run. Its
+// namespaces are looked at again: one that moved to another shard while it ran joins that
+// shard now.
+func (p *Controller) onEnded(r jobs.Run) {
+	if i, isShard := shardOfTarget(r.Facts.Target); isShard && len(r.Facts.Namespaces) > 0 {
+		p.queue.Add(shardKey(i))
+	}
+	for _, ns := range p.covers(r) {
+		p.queue.Add(ns)
 	}
 }
 
@@ -136,10 +251,10 @@ func (p *Controller) enqueueAll() {
 // GiveUp is told by the worker loop that a key failed ctrl.MaxRetries times in a row.
 func (p *Controller) GiveUp(key string, err error) {
 	p.log.WithError(err).WithField("key", key).Error("Giving up on this probe turn; trying again in one interval.")
-	p.queue.AddAfter(key, p.current().cfg.Interval())
+	p.queue.AddAfter(key, p.cfg.Interval())
 }
 
-// lead runs the prober's workers until ctx ends.
+// Lead runs the prober's workers until ctx ends.
 func (p *Controller) Lead(ctx context.Context, workers int) {
 	p.leading.Store(true)
 	defer p.leading.Store(false)
@@ -163,9 +278,8 @@ func (p *Controller) Lead(ctx context.Context, workers int) {
 			wg.Go(func() { p.writeScaleTargets(ctx) })
 		}
 	}
-	cfg := p.current().cfg
-	p.log.WithFields(logrus.Fields{"selector": cfg.Selector().String(), "interval": cfg.Interval().String(),
-		"initialDelay": cfg.Delay().String(), "jobRunDuration": cfg.RunDuration().String(), "namespacesPerJob": cfg.PerJob()}).Info("Active: probing the selected namespaces.")
+	p.log.WithFields(logrus.Fields{"selector": p.cfg.Selector().String(), "interval": p.cfg.Interval().String(),
+		"initialDelay": p.cfg.Delay().String(), "jobRunDuration": p.cfg.RunDuration().String(), "namespacesPerJob": p.cfg.PerJob()}).Info("Active: probing the selected namespaces.")
 	p.enqueueAll()
 	ctrl.Work(ctx, p.queue, workers, p)
 }

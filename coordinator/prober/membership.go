@@ -88,7 +88,7 @@ func (p *Controller) onLeft(namespaces []string) {
 // memberSettings are each namespace's own probe settings as its Cluster says now (its shoot's
 // nodeMonitorGracePeriod and node conditions), noted in the log when they change.
 func (p *Controller) memberSettings(namespaces []string) map[string]probe.NamespaceSettings {
-	cfg := p.current().cfg
+	cfg := p.cfg
 	out := make(map[string]probe.NamespaceSettings, len(namespaces))
 	for _, ns := range namespaces {
 		cluster, _ := p.clusterFor(ns)

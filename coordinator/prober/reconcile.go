@@ -19,7 +19,7 @@ func (p *Controller) input(ns string) (ProbeInput, error) {
 	if exists {
 		n, ok := obj.(*corev1.Namespace)
 		in.Watched = ok && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
-			p.current().cfg.Selector().Matches(labels.Set(n.Labels))
+			p.cfg.Selector().Matches(labels.Set(n.Labels))
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
 	in.StandAside = p.standingAside()
@@ -104,7 +104,7 @@ func (p *Controller) forget(ns string, watched bool, why string, log logrus.Fiel
 // startProbing schedules the first probe of a namespace that became probe-able, initialDelay
 // after now.
 func (p *Controller) startProbing(ns string, now time.Time, why string, log logrus.FieldLogger) {
-	delay := p.current().cfg.Delay()
+	delay := p.cfg.Delay()
 	p.mu.Lock()
 	p.next[ns] = now.Add(delay)
 	if at, ok := p.reportedProbe[ns]; ok { // a report read before it was probed: see reportedProbe

@@ -26,7 +26,7 @@ const scaleTargetsTimeout = 10 * time.Second
 // the policy then keeps the bound without the names
 // (manifests/gardener/dependency-watchdog-admission.yaml).
 func (p *Controller) writeScaleTargets(ctx context.Context) bool {
-	return KeepScaleTargets(ctx, p.client, p.current().launcher.Template.ScaleTargets(p.current().cfg.Resources()), p.log)
+	return KeepScaleTargets(ctx, p.client, p.launcher.Template.ScaleTargets(p.cfg.Resources()), p.log)
 }
 
 // KeepScaleTargets adds cm's dependents to the probe policy's parameters at once and, while

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -15,7 +19,7 @@ import (
 func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	count := ShardCount(len(p.next), p.current().cfg.PerJob())
+	count := ShardCount(len(p.next), p.cfg.PerJob())
 	if i >= count {
 		return nil, nil, false
 	}
@@ -78,7 +82,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
 	}
-	cfg := p.current().cfg
+	cfg := p.cfg
 	now := p.now()
 	members, notBefore, exists := p.shardMembers(i)
 	active := p.activeJob(target)
@@ -136,7 +140,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 // follow their membership, for all of them (each from its own notBefore on) once the
 // membership ConfigMap holds them. The shard's next Job is no earlier than one interval on.
 func (p *Controller) launchShard(ctx context.Context, i int, target string, due, mine []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cfg := p.current().cfg
+	cfg := p.cfg
 	if cfg.RunDuration() > 0 {
 		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
 			return err
@@ -157,8 +161,7 @@ func (p *Controller) launchShard(ctx context.Context, i int, target string, due,
 // launch launches shard i's probe Job for its due namespaces with each shoot's own settings
 // as they are now; a Job that follows its membership ConfigMap picks up later changes.
 func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	run := p.current()
-	cfg := run.cfg
+	cfg := p.cfg
 	settings := p.memberSettings(namespaces)
 	for ns, s := range settings {
 		if at := notBefore[ns]; at.After(now) {
@@ -170,7 +173,7 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	// membership has room for the namespaces that join while it runs.
 	concurrency, membershipIn := len(namespaces), ""
 	if cfg.RunDuration() > 0 {
-		concurrency, membershipIn = MaxNamespacesPerProbeJob, run.launcher.Template.Namespace
+		concurrency, membershipIn = MaxNamespacesPerProbeJob, p.launcher.Template.Namespace
 	}
 	ps := cfg.ProbeSpec("", now)
 	ps.Namespaces, ps.NamespaceSettings, ps.Concurrency = namespaces, settings, concurrency
@@ -179,7 +182,7 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	if err != nil {
 		return err // validated at load
 	}
-	out, err := run.launcher.Launch(ctx, spec, p.view.Active(spec.Target()))
+	out, err := p.launcher.Launch(ctx, spec, p.view.Active(spec.Target()))
 	p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).Error("Could not launch the shard's probe Job; will retry. The other shards are not affected.")
@@ -214,13 +217,13 @@ func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Du
 
 // shardName is shard i's Job target under the running config's namespace selector.
 func (p *Controller) shardName(i int) string {
-	return ShardName(i, p.current().cfg.Selector().String())
+	return ShardName(i, p.cfg.Selector().String())
 }
 
 // noteShardCount returns the shard count for the probed namespaces now; when it changed,
 // namespaces move between shards, so every shard looks at its members again.
 func (p *Controller) noteShardCount() int {
-	per := p.current().cfg.PerJob()
+	per := p.cfg.PerJob()
 	p.mu.Lock()
 	count := ShardCount(len(p.next), per)
 	before := p.shards
@@ -235,4 +238,71 @@ func (p *Controller) noteShardCount() int {
 		}
 	}
 	return count
+}
+
+// cleanHistory deletes the target's (a shard's, or one namespace's) finished probe Jobs
+// beyond the history limits (the Job executor's: an in-process run is gone once it ends).
+func (p *Controller) cleanHistory(ctx context.Context, target string) error {
+	all := func(jobs.Run) bool { return true }
+	excess := jobs.ExcessHistory(p.view.ForTarget(target, all), p.cfg.SuccessfulHistory(), p.cfg.FailedHistory())
+	if len(excess) == 0 {
+		return nil
+	}
+	deleted, err := p.launcher.Delete(ctx, excess)
+	p.metrics.ProbeJobsCleaned.Add(float64(len(deleted)))
+	if len(deleted) > 0 {
+		p.log.WithFields(logrus.Fields{"target": target, "jobs": deleted}).Debug("Removed finished probe Jobs beyond the history limits.")
+	}
+	if err != nil {
+		return fmt.Errorf("history clean-up: %w", err)
+	}
+	return nil
+}
+
+// stuckAfter is how long a shard's probe Job may go without a running pod before the shard
+// counts as stuck: a pod normally runs seconds after its Job is created.
+func stuckAfter(cfg *Config) time.Duration { return max(time.Minute, cfg.Interval()) }
+
+// checkStuck notes whether shard i's active Job cannot start (no pod, or a pod that stays
+// Pending: no node fits, quota, admission): its namespaces are then not probed. It is made
+// visible, once per Job, as a Warning log line and Event on the Job, in the metric
+// depwatch_coordinator_probe_shards{state="stuck"} and in /readyz's detail. The other shards
+// carry on: each has its own Job.
+func (p *Controller) checkStuck(i int, active *jobs.Run, now time.Time) {
+	why := ""
+	if active != nil && now.Sub(active.Created) >= stuckAfter(p.cfg) {
+		why = p.notStarted(*active)
+	}
+	p.mu.Lock()
+	before := p.stuck[i]
+	if why == "" {
+		delete(p.stuck, i)
+	} else {
+		p.stuck[i] = why
+	}
+	n := len(p.stuck)
+	p.mu.Unlock()
+	p.metrics.ProbeShards.WithLabelValues("stuck").Set(float64(n))
+	if why == "" || why == before {
+		return
+	}
+	msg := fmt.Sprintf("The probe Job of %s has no running pod after %s: %s. Its namespaces (%s) are not probed until it starts; the other shards are not affected.",
+		p.shardName(i), now.Sub(active.Created).Round(time.Second), why, strings.Join(active.Facts.Namespaces, ","))
+	p.log.WithFields(logrus.Fields{"shard": p.shardName(i), "job": active.Namespace + "/" + active.Name, "action": "none", "reason": why}).Warn(msg)
+	if p.recorder != nil {
+		ref := batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: active.Namespace, Name: active.Name, UID: active.UID}}
+		p.recorder.Event(&ref, corev1.EventTypeWarning, "ProbeShardNotRunning", msg)
+	}
+}
+
+// stuckShards is /readyz's detail: one line per shard whose Job cannot start.
+func (p *Controller) StuckShards() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for i, why := range p.stuck {
+		out = append(out, fmt.Sprintf("probe %s: its Job has no running pod: %s", p.shardName(i), why))
+	}
+	slices.Sort(out)
+	return out
 }
