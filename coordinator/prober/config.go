@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/decode"
@@ -124,38 +125,24 @@ func durOr(d *metav1.Duration, def time.Duration) time.Duration {
 	return d.Duration
 }
 
-func floatOr(f *float64, def float64) float64 {
-	if f == nil {
-		return def
-	}
-	return *f
-}
-
-func intOr(i *int32, def int) int {
-	if i == nil {
-		return def
-	}
-	return int(*i)
-}
-
 // Effective values, defaults applied.
 func (p *Config) Interval() time.Duration { return durOr(p.ProbeInterval, DefaultProbeInterval) }
 func (p *Config) Delay() time.Duration    { return durOr(p.InitialDelay, DefaultProbeInitialDelay) }
 func (p *Config) Timeout() time.Duration  { return durOr(p.ProbeTimeout, DefaultProbeTimeout) }
 func (p *Config) Jitter() float64 {
-	return floatOr(p.BackoffJitterFactor, DefaultBackoffJitterFactor)
+	return ptr.Deref(p.BackoffJitterFactor, DefaultBackoffJitterFactor)
 }
 func (p *Config) LeaseFailure() float64 {
-	return floatOr(p.NodeLeaseFailureFraction, DefaultNodeLeaseFailureFraction)
+	return ptr.Deref(p.NodeLeaseFailureFraction, DefaultNodeLeaseFailureFraction)
 }
 func (p *Config) ExpiryBuffer() float64 {
-	return floatOr(p.LeaseExpiryBufferFraction, DefaultLeaseExpiryBufferFraction)
+	return ptr.Deref(p.LeaseExpiryBufferFraction, DefaultLeaseExpiryBufferFraction)
 }
 func (p *Config) SuccessfulHistory() int {
-	return intOr(p.SuccessfulJobsHistoryLimit, DefaultSuccessfulJobsHistory)
+	return int(ptr.Deref(p.SuccessfulJobsHistoryLimit, DefaultSuccessfulJobsHistory))
 }
 func (p *Config) FailedHistory() int {
-	return intOr(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory)
+	return int(ptr.Deref(p.FailedJobsHistoryLimit, DefaultFailedJobsHistory))
 }
 
 // RunDuration is probeJobRunDuration; unset: DefaultProbeJobRunDuration, or 0 (one probe per
@@ -171,27 +158,14 @@ func (p *Config) RunDuration() time.Duration {
 // PerJob is namespacesPerProbeJob (default 125): the shard count is the probed namespaces
 // divided by it, rounded up.
 func (p *Config) PerJob() int {
-	return intOr(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob)
+	return int(ptr.Deref(p.NamespacesPerProbeJob, DefaultNamespacesPerProbeJob))
 }
 func (p *Config) DiscoveryInterval() time.Duration {
 	return durOr(p.ClusterDiscoveryInterval, DefaultClusterDiscoveryInterval)
 }
 
 // Selector of the probed namespaces (default gardener.cloud/role=shoot).
-func (p *Config) Selector() labels.Selector {
-	if p.selector != nil {
-		return p.selector
-	}
-	if p.NamespaceSelector == nil {
-		s, _ := labels.Parse(DefaultProbeNamespaceSelector)
-		return s
-	}
-	s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
-	if err != nil {
-		return labels.Nothing()
-	}
-	return s
-}
+func (p *Config) Selector() labels.Selector { return p.selector }
 
 // Resources are the parsed dependentResourceInfos; ResourcesJSON their compact JSON (the
 // probe Job's DEPENDENT_RESOURCES).
@@ -217,27 +191,19 @@ func (p *Config) ProbeSpec(namespace string, now time.Time) jobs.ProbeSpec {
 // ScaleChain is the longest the scaling of one probe can take: per direction, the sum over
 // the levels of the largest initialDelay + timeout in the level; the slower direction.
 func (p *Config) ScaleChain() time.Duration {
-	return ScaleChain(p.resources)
-}
-
-// ScaleChain: see Config.ScaleChain.
-func ScaleChain(res []probe.DependentResource) time.Duration {
-	chain := func(info func(probe.DependentResource) probe.ScaleInfo) time.Duration {
-		perLevel := map[int]time.Duration{}
-		for _, r := range res {
-			si := info(r)
-			if d := addSat(si.InitialDelay, si.Timeout); d > perLevel[si.Level] {
-				perLevel[si.Level] = d
-			}
+	perLevel := [2]map[int]time.Duration{{}, {}} // down, up
+	for _, r := range p.resources {
+		for dir, si := range []probe.ScaleInfo{r.ScaleDown, r.ScaleUp} {
+			perLevel[dir][si.Level] = max(perLevel[dir][si.Level], addSat(si.InitialDelay, si.Timeout))
 		}
-		var sum time.Duration
-		for _, d := range perLevel {
-			sum = addSat(sum, d)
-		}
-		return sum
 	}
-	return max(chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleDown }),
-		chain(func(r probe.DependentResource) probe.ScaleInfo { return r.ScaleUp }))
+	var chain [2]time.Duration
+	for dir, levels := range perLevel {
+		for _, d := range levels {
+			chain[dir] = addSat(chain[dir], d)
+		}
+	}
+	return max(chain[0], chain[1])
 }
 
 // addSat adds two non-negative durations, saturating instead of overflowing: a scale chain
@@ -286,6 +252,7 @@ func (p *Config) validate() []error {
 	p.validateDurations(add)
 	p.validateNumbers(add)
 	p.validateStandAside(add)
+	p.selector, _ = labels.Parse(DefaultProbeNamespaceSelector)
 	if p.NamespaceSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)
 		switch {
