@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -103,4 +104,26 @@ func (p *Controller) memberSettings(namespaces []string) map[string]probe.Namesp
 		out[ns] = s
 	}
 	return out
+}
+
+// noteShootSettings logs a namespace's shoot-specific settings when they change (not on every
+// probe: a seed has up to a thousand namespaces probed every few seconds).
+func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
+	note := fmt.Sprintf("grace=%s conditions=%s problems=%v", grace, s.NodeConditionsJSON(), s.Problems)
+	p.mu.Lock()
+	changed := p.shootNotes[ns] != note
+	p.shootNotes[ns] = note
+	p.mu.Unlock()
+	if !changed {
+		return
+	}
+	fields := logrus.Fields{"nodeMonitorGrace": grace.String(), "nodeConditions": s.NodeConditionsJSON(), "reason": "shoot settings"}
+	if s.NodeMonitorGrace > 0 {
+		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from now on.")
+	} else {
+		log.WithFields(fields).Debug("Probe settings of this namespace from now on.")
+	}
+	for _, pr := range s.Problems {
+		log.WithFields(logrus.Fields{"reason": pr}).Warnf("The shoot's Cluster has a probe setting depwatch cannot use; the default applies: %s.", pr)
+	}
 }

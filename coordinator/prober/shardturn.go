@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/depwatch/depwatch/jobs"
 )
 
@@ -35,23 +37,18 @@ func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) 
 	return members, notBefore, true
 }
 
-// coveredElsewhere: the namespaces of list that an active probe Job of another target probes
+// notCoveredElsewhere is members without those an active probe Job of another target probes
 // (their shard changed while it runs, or a Job of one namespace alone): they join their new
 // shard once that Job no longer probes them (its membership let them go, or it ended), so no
 // namespace is ever probed by two Jobs at once.
-func (p *Controller) coveredElsewhere(target string, list []string) map[string]bool {
-	out := map[string]bool{}
+func (p *Controller) notCoveredElsewhere(target string, members []string) []string {
+	elsewhere := sets.New[string]()
 	for _, r := range p.view.AllActive() {
-		if r.Facts.Target == target {
-			continue
-		}
-		for _, ns := range p.covers(r) {
-			if slices.Contains(list, ns) {
-				out[ns] = true
-			}
+		if r.Facts.Target != target {
+			elsewhere.Insert(p.covers(r)...)
 		}
 	}
-	return out
+	return slices.DeleteFunc(members, elsewhere.Has)
 }
 
 // dissolve ends a shard that has no members any more: its running Job's membership is emptied
@@ -92,13 +89,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 		// Job lets them go; with no Job left, its ConfigMap goes.
 		return p.dissolve(ctx, target, active, now)
 	}
-	elsewhere := p.coveredElsewhere(target, members)
-	var mine []string // the members no other shard's Job probes
-	for _, ns := range members {
-		if !elsewhere[ns] {
-			mine = append(mine, ns)
-		}
-	}
+	mine := p.notCoveredElsewhere(target, members)
 	p.mu.Lock()
 	nextAt := p.shardNext[i]
 	p.mu.Unlock()
@@ -147,22 +138,9 @@ func (p *Controller) launchShard(ctx context.Context, i int, target string, due,
 		}
 		due = mine
 	}
-	if err := p.launch(ctx, i, due, notBefore, now, log); err != nil {
-		return err
-	}
-	d := Jittered(cfg.Interval(), cfg.Jitter())
-	p.mu.Lock()
-	p.shardNext[i] = now.Add(d)
-	p.mu.Unlock()
-	p.queue.AddAfter(shardKey(i), d)
-	return nil
-}
-
-// launch launches shard i's probe Job for its due namespaces with each shoot's own settings
-// as they are now; a Job that follows its membership ConfigMap picks up later changes.
-func (p *Controller) launch(ctx context.Context, i int, namespaces []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cfg := p.cfg
-	settings := p.memberSettings(namespaces)
+	// Each shoot's own settings as they are now; a Job that follows its membership ConfigMap
+	// picks up later changes.
+	settings := p.memberSettings(due)
 	for ns, s := range settings {
 		if at := notBefore[ns]; at.After(now) {
 			s.NotBefore = at
@@ -171,13 +149,13 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 	}
 	// Each namespace its own slot, so a hanging one delays no other; a Job that follows its
 	// membership has room for the namespaces that join while it runs.
-	concurrency, membershipIn := len(namespaces), ""
+	concurrency, membershipIn := len(due), ""
 	if cfg.RunDuration() > 0 {
 		concurrency, membershipIn = MaxNamespacesPerProbeJob, p.launcher.Template.Namespace
 	}
 	ps := cfg.ProbeSpec("", now)
-	ps.Namespaces, ps.NamespaceSettings, ps.Concurrency = namespaces, settings, concurrency
-	ps.Shard, ps.MembershipIn = p.shardName(i), membershipIn
+	ps.Namespaces, ps.NamespaceSettings, ps.Concurrency = due, settings, concurrency
+	ps.Shard, ps.MembershipIn = target, membershipIn
 	spec, err := jobs.Probe(ps)
 	if err != nil {
 		return err // validated at load
@@ -189,30 +167,13 @@ func (p *Controller) launch(ctx context.Context, i int, namespaces []string, not
 		return err
 	}
 	log.WithFields(logrus.Fields{"job": out.Run.Namespace + "/" + out.Run.Name, "result": string(out.Result)}).
-		Debugf("Launched a probe Job for %d namespace(s).", len(namespaces))
-	return nil
-}
-
-// noteShootSettings logs a namespace's shoot-specific settings when they change (not on every
-// probe: a seed has up to a thousand namespaces probed every few seconds).
-func (p *Controller) noteShootSettings(ns string, s ShootSettings, grace time.Duration, log logrus.FieldLogger) {
-	note := fmt.Sprintf("grace=%s conditions=%s problems=%v", grace, s.NodeConditionsJSON(), s.Problems)
+		Debugf("Launched a probe Job for %d namespace(s).", len(due))
+	d := Jittered(cfg.Interval(), cfg.Jitter())
 	p.mu.Lock()
-	changed := p.shootNotes[ns] != note
-	p.shootNotes[ns] = note
+	p.shardNext[i] = now.Add(d)
 	p.mu.Unlock()
-	if !changed {
-		return
-	}
-	fields := logrus.Fields{"nodeMonitorGrace": grace.String(), "nodeConditions": s.NodeConditionsJSON(), "reason": "shoot settings"}
-	if s.NodeMonitorGrace > 0 {
-		log.WithFields(fields).Info("The shoot sets its own nodeMonitorGracePeriod: its probes use it from now on.")
-	} else {
-		log.WithFields(fields).Debug("Probe settings of this namespace from now on.")
-	}
-	for _, pr := range s.Problems {
-		log.WithFields(logrus.Fields{"reason": pr}).Warnf("The shoot's Cluster has a probe setting depwatch cannot use; the default applies: %s.", pr)
-	}
+	p.queue.AddAfter(shardKey(i), d)
+	return nil
 }
 
 // shardName is shard i's Job target under the running config's namespace selector.
