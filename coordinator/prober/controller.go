@@ -23,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -98,8 +99,8 @@ type probeState struct {
 	// coordinator first saw it probe-able (a time of this replica's own observation), pushed
 	// out by a throttling back-off. Being a key here is what "probed" means.
 	next map[string]time.Time
-	// paused: per selected namespace that is not probed, why (for the metric and the log).
-	paused map[string]string
+	// paused: the selected namespaces that are not probed (for the metric).
+	paused sets.Set[string]
 	// throttled: per namespace, its throttled probes in a row, across Jobs (from reports).
 	throttled map[string]int
 	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
@@ -142,7 +143,7 @@ func New(d Deps) (*Controller, error) {
 		started:  d.Now(),
 		nsInf:    d.Namespaces,
 		probeState: probeState{
-			next: map[string]time.Time{}, paused: map[string]string{}, throttled: map[string]int{}, shootNotes: map[string]string{},
+			next: map[string]time.Time{}, paused: sets.New[string](), throttled: map[string]int{}, shootNotes: map[string]string{},
 			reportedProbe: map[string]time.Time{}, shardNext: map[int]time.Time{}, stuck: map[int]string{},
 		},
 		recorder:       d.Recorder,

@@ -72,7 +72,7 @@ func (p *Controller) reconcileNamespace(ctx context.Context, ns string) error {
 }
 
 // forget stops probing ns: its schedule and series go; a namespace still watched (it only
-// stopped being probe-able) is counted as paused, with why.
+// stopped being probe-able) is counted as paused.
 func (p *Controller) forget(ns string, watched bool, why string, log logrus.FieldLogger) {
 	p.mu.Lock()
 	_, had := p.next[ns]
@@ -82,18 +82,15 @@ func (p *Controller) forget(ns string, watched bool, why string, log logrus.Fiel
 	delete(p.reportedProbe, ns)
 	p.metrics.ProbeLastProbe.DeleteLabelValues(ns)
 	p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
-	_, wasPaused := p.paused[ns]
-	if watched && !wasPaused {
-		p.paused[ns] = why
-		p.metrics.ProbeNamespaces.WithLabelValues("paused").Inc()
-	} else if !watched && wasPaused {
-		delete(p.paused, ns)
-		p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
+	if watched {
+		p.paused.Insert(ns)
+	} else {
+		p.paused.Delete(ns)
 	}
+	p.countNamespaces()
 	p.mu.Unlock()
 	p.decided(ns)
 	if had {
-		p.metrics.ProbeNamespaces.WithLabelValues("probed").Dec()
 		log.WithField("reason", why).Info("Not probing this namespace any more: its shard's running probe Job stops probing it at once.")
 		// Its shard takes it out of the running Job's membership (every shard looks again
 		// when the count changed).
@@ -110,13 +107,16 @@ func (p *Controller) startProbing(ns string, now time.Time, why string, log logr
 	if at, ok := p.reportedProbe[ns]; ok { // a report read before it was probed: see reportedProbe
 		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
 	}
-	if _, wasPaused := p.paused[ns]; wasPaused {
-		delete(p.paused, ns)
-		p.metrics.ProbeNamespaces.WithLabelValues("paused").Dec()
-	}
+	p.paused.Delete(ns)
+	p.countNamespaces()
 	p.mu.Unlock()
-	p.metrics.ProbeNamespaces.WithLabelValues("probed").Inc()
 	log.WithFields(logrus.Fields{"reason": why, "firstProbeIn": delay.String()}).Info("Probing this namespace.")
+}
+
+// countNamespaces sets the probed and paused namespaces' gauges (p.mu held).
+func (p *Controller) countNamespaces() {
+	p.metrics.ProbeNamespaces.WithLabelValues("probed").Set(float64(len(p.next)))
+	p.metrics.ProbeNamespaces.WithLabelValues("paused").Set(float64(p.paused.Len()))
 }
 
 // decided notes that ns was decided about since this replica began to lead; when every
