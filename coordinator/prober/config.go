@@ -244,14 +244,20 @@ func Parse(raw json.RawMessage) (*Config, []error) {
 func (p *Config) validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	name := func(field, v string, check func(string) []string) {
+		if m := check(v); v != "" && len(m) > 0 {
+			add("prober.%s: %q: %s", field, v, strings.Join(m, "; "))
+		}
+	}
 	if p.KubeConfigSecretName == "" {
 		add("prober.kubeConfigSecretName: required: the Secret (key \"kubeconfig\") in each probed namespace that reaches its API server")
-	} else if m := validation.IsDNS1123Subdomain(p.KubeConfigSecretName); len(m) > 0 {
-		add("prober.kubeConfigSecretName: %q: %s", p.KubeConfigSecretName, strings.Join(m, "; "))
 	}
+	name("kubeConfigSecretName", p.KubeConfigSecretName, validation.IsDNS1123Subdomain)
+	aside := ptr.Deref(p.StandAsideForDependencyWatchdog, StandAside{})
+	name("standAsideForDependencyWatchdog.namespace", aside.Namespace, validation.IsDNS1123Label)
+	name("standAsideForDependencyWatchdog.leaseName", aside.LeaseName, validation.IsDNS1123Subdomain)
 	p.validateDurations(add)
 	p.validateNumbers(add)
-	p.validateStandAside(add)
 	p.selector, _ = labels.Parse(DefaultProbeNamespaceSelector)
 	if p.NamespaceSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.NamespaceSelector)

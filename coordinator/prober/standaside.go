@@ -1,9 +1,9 @@
 package prober
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/validation"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -61,54 +60,21 @@ func (r LeaseRef) String() string { return r.Namespace + "/" + r.Name }
 // StandAsideLease is the Lease the prober stands aside for, and whether it does at all.
 // defaultNamespace is the namespace when the config names none ("": garden).
 func (p *Config) StandAsideLease(defaultNamespace string) (LeaseRef, bool) {
-	s := p.StandAsideForDependencyWatchdog
-	if s == nil {
-		s = &StandAside{}
-	}
-	ref := LeaseRef{Namespace: s.Namespace, Name: s.LeaseName}
-	if ref.Namespace == "" {
-		ref.Namespace = defaultNamespace
-	}
-	if ref.Namespace == "" {
-		ref.Namespace = DefaultDWDLeaseNamespace
-	}
-	if ref.Name == "" {
-		ref.Name = DefaultDWDLeaseName
-	}
-	return ref, s.Enabled == nil || *s.Enabled
-}
-
-// validateStandAside checks the Lease's namespace and name.
-func (p *Config) validateStandAside(add func(string, ...any)) {
-	s := p.StandAsideForDependencyWatchdog
-	if s == nil {
-		return
-	}
-	if s.Namespace != "" {
-		if m := validation.IsDNS1123Label(s.Namespace); len(m) > 0 {
-			add("prober.standAsideForDependencyWatchdog.namespace: %q: %s", s.Namespace, strings.Join(m, "; "))
-		}
-	}
-	if s.LeaseName != "" {
-		if m := validation.IsDNS1123Subdomain(s.LeaseName); len(m) > 0 {
-			add("prober.standAsideForDependencyWatchdog.leaseName: %q: %s", s.LeaseName, strings.Join(m, "; "))
-		}
-	}
+	s := ptr.Deref(p.StandAsideForDependencyWatchdog, StandAside{})
+	return LeaseRef{Namespace: cmp.Or(s.Namespace, defaultNamespace, DefaultDWDLeaseNamespace), Name: cmp.Or(s.LeaseName, DefaultDWDLeaseName)},
+		ptr.Deref(s.Enabled, true)
 }
 
 // StandAsideInput is everything the decision to stand aside depends on.
 type StandAsideInput struct {
 	Lease LeaseRef
-	// Off: the setting is disabled, or the Lease is the coordinator's own (it elects through
-	// it as dependency-watchdog's replacement): OffWhy says which.
-	Off    bool
+	// OffWhy: why it never stands aside ("": it may): the setting is disabled, or the Lease
+	// is the coordinator's own (it elects through it as dependency-watchdog's replacement).
 	OffWhy string
 	// Synced: the Lease's cache has synced (Found and Object are known).
 	Synced bool
 	Object *coordinationv1.Lease // nil: no such Lease
-	// Own is this coordinator's identity in its own leader election ("": none).
-	Own string
-	Now time.Time
+	Now    time.Time
 }
 
 // StandAsideVerdict is DecideStandAside's answer.
@@ -123,12 +89,12 @@ type StandAsideVerdict struct {
 }
 
 // DecideStandAside: the prober stands aside while dependency-watchdog's prober holds its
-// Lease: a holder is set, it is not this coordinator, and renewTime + leaseDurationSeconds
+// Lease: a holder is set and renewTime + leaseDurationSeconds
 // + StandAsideGrace is still ahead. A Lease that cannot be read yet counts as held: the
 // prober does not act on what it cannot see.
 func DecideStandAside(in StandAsideInput) StandAsideVerdict {
 	switch {
-	case in.Off:
+	case in.OffWhy != "":
 		return StandAsideVerdict{Why: in.OffWhy}
 	case !in.Synced:
 		return StandAsideVerdict{Aside: true, Why: fmt.Sprintf("the Lease %s of dependency-watchdog's prober cannot be read yet (the coordinator needs get, list and watch on it)", in.Lease)}
@@ -142,8 +108,6 @@ func DecideStandAside(in StandAsideInput) StandAsideVerdict {
 	switch {
 	case holder == "":
 		return StandAsideVerdict{Why: fmt.Sprintf("the Lease %s has no holder: dependency-watchdog's prober released it", in.Lease)}
-	case in.Own != "" && holder == in.Own:
-		return StandAsideVerdict{Holder: holder, Why: fmt.Sprintf("the Lease %s is held by this coordinator itself", in.Lease)}
 	case renewed.IsZero():
 		return StandAsideVerdict{Holder: holder, Why: fmt.Sprintf("the Lease %s held by %s was never renewed", in.Lease, holder)}
 	case !in.Now.Before(until):
@@ -237,7 +201,7 @@ func (p *Controller) WatchStandAside(ctx context.Context) {
 
 // decide reads the cache and decides.
 func (w *standAsideWatch) decide(now time.Time) StandAsideVerdict {
-	in := StandAsideInput{Lease: w.lease, Off: w.off != "", OffWhy: w.off, Synced: w.synced(), Now: now}
+	in := StandAsideInput{Lease: w.lease, OffWhy: w.off, Synced: w.synced(), Now: now}
 	if w.inf != nil {
 		if obj, ok, err := w.inf.GetIndexer().GetByKey(w.lease.String()); err == nil && ok {
 			in.Object, _ = obj.(*coordinationv1.Lease)

@@ -42,7 +42,7 @@ func TestDecideStandAside(t *testing.T) {
 		until  time.Duration // after standAsideNow; 0: none
 		why    string
 	}{
-		{name: "off: never aside", in: StandAsideInput{Off: true, OffWhy: "enabled is false", Object: lease("dwd-0", 0, 15)}, why: "enabled is false"},
+		{name: "off: never aside", in: StandAsideInput{OffWhy: "enabled is false", Object: lease("dwd-0", 0, 15)}, why: "enabled is false"},
 		{name: "the cache has not synced: aside, nothing is acted on unseen", in: StandAsideInput{}, aside: true, why: "cannot be read yet"},
 		{name: "no Lease: dependency-watchdog does not run", in: StandAsideInput{Synced: true}, why: "no Lease garden/dwd-prober-leader-election"},
 		{name: "renewed just now: aside until renewTime + duration + grace", in: StandAsideInput{Synced: true, Object: lease("dwd-0", 0, 15)},
@@ -53,9 +53,6 @@ func TestDecideStandAside(t *testing.T) {
 			holder: "dwd-0", why: "has not been renewed since"},
 		{name: "long expired", in: StandAsideInput{Synced: true, Object: lease("dwd-0", time.Hour, 15)}, holder: "dwd-0", why: "has not been renewed"},
 		{name: "released (no holder)", in: StandAsideInput{Synced: true, Object: lease("", 0, 15)}, why: "has no holder"},
-		{name: "held by this coordinator itself", in: StandAsideInput{Synced: true, Own: "me_1", Object: lease("me_1", 0, 15)}, holder: "me_1", why: "this coordinator itself"},
-		{name: "held by another than this coordinator", in: StandAsideInput{Synced: true, Own: "me_1", Object: lease("dwd-0", 0, 15)},
-			aside: true, holder: "dwd-0", until: 15*time.Second + StandAsideGrace},
 		{name: "held but never renewed", in: StandAsideInput{Synced: true, Object: lease("dwd-0", -1, 15)}, holder: "dwd-0", why: "never renewed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
