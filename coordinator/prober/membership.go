@@ -89,18 +89,16 @@ func (p *Controller) onLeft(namespaces []string) {
 // memberSettings are each namespace's own probe settings as its Cluster says now (its shoot's
 // nodeMonitorGracePeriod and node conditions), noted in the log when they change.
 func (p *Controller) memberSettings(namespaces []string) map[string]probe.NamespaceSettings {
-	cfg := p.cfg
 	out := make(map[string]probe.NamespaceSettings, len(namespaces))
 	for _, ns := range namespaces {
 		cluster, _ := p.clusterFor(ns)
 		shoot := ShootSettingsOf(cluster)
-		grace := shoot.Grace(cfg.KCMGrace())
+		grace := shoot.Grace(p.cfg.KCMGrace())
 		p.noteShootSettings(ns, shoot, grace, p.log.WithField("namespace", ns))
-		var s probe.NamespaceSettings
-		if grace != cfg.KCMGrace() {
+		s := probe.NamespaceSettings{NodeConditions: shoot.NodeConditions}
+		if grace != p.cfg.KCMGrace() {
 			s.NodeMonitorGrace = grace
 		}
-		s.NodeConditions = shoot.NodeConditions
 		out[ns] = s
 	}
 	return out

@@ -6,20 +6,17 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // input reads the caches for one namespace.
 func (p *Controller) input(ns string) (ProbeInput, error) {
 	in := ProbeInput{Now: p.now()}
-	obj, exists, err := p.nsInf.GetIndexer().GetByKey(ns)
+	obj, _, err := p.nsInf.GetIndexer().GetByKey(ns)
 	if err != nil {
 		return in, err
 	}
-	if exists {
-		n, ok := obj.(*corev1.Namespace)
-		in.Watched = ok && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
-			p.cfg.Selector().Matches(labels.Set(n.Labels))
+	if n, ok := obj.(*corev1.Namespace); ok {
+		in.Watched = n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating && p.selected(n)
 	}
 	in.Cluster, in.ClusterPending = p.clusterFor(ns)
 	in.StandAside = p.standingAside()

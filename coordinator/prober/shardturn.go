@@ -3,6 +3,7 @@ package prober
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -11,30 +12,24 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/depwatch/depwatch/jobs"
 )
 
-// shardMembers are the probed namespaces of shard i (sorted), and whether the shard exists.
-func (p *Controller) shardMembers(i int) ([]string, map[string]time.Time, bool) {
+// shardMembers are the probed namespaces of shard i with their notBefore, and whether the
+// shard exists.
+func (p *Controller) shardMembers(i int) (map[string]time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	count := ShardCount(len(p.next), p.cfg.PerJob())
-	if i >= count {
-		return nil, nil, false
-	}
-	var members []string
 	notBefore := map[string]time.Time{}
 	for ns, at := range p.next {
 		if ShardOf(ns, count) == i {
-			members = append(members, ns)
 			notBefore[ns] = at
 		}
 	}
-	slices.Sort(members)
-	return members, notBefore, true
+	return notBefore, i < count
 }
 
 // notCoveredElsewhere is members without those an active probe Job of another target probes
@@ -51,27 +46,6 @@ func (p *Controller) notCoveredElsewhere(target string, members []string) []stri
 	return slices.DeleteFunc(members, elsewhere.Has)
 }
 
-// dissolve ends a shard that has no members any more: its running Job's membership is emptied
-// (its namespaces are free for their new shards at once), and the ConfigMap goes with the
-// last Job.
-func (p *Controller) dissolve(ctx context.Context, target string, active *jobs.Run, now time.Time) error {
-	if active == nil {
-		return p.members.Delete(ctx, target)
-	}
-	if follows(active) && p.membershipsComplete() {
-		return p.syncMembership(ctx, target, nil, nil, now, p.log.WithField("shard", target))
-	}
-	return nil
-}
-
-// activeJob is the shard target's probe Job that has not finished (nil: none).
-func (p *Controller) activeJob(target string) *jobs.Run {
-	if active := p.view.Active(target); len(active) > 0 {
-		return &active[0]
-	}
-	return nil
-}
-
 // reconcileShard: history clean-up, the membership of its running Job, DecideShard and its
 // one action. A shard is a key of the queue, so no two workers run one shard's turn at once.
 func (p *Controller) reconcileShard(ctx context.Context, i int) error {
@@ -79,21 +53,30 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 	if err := p.cleanHistory(ctx, target); err != nil {
 		p.log.WithError(err).WithField("shard", target).Warn("Could not remove old probe Jobs; will retry.")
 	}
-	cfg := p.cfg
 	now := p.now()
-	members, notBefore, exists := p.shardMembers(i)
-	active := p.activeJob(target)
+	notBefore, exists := p.shardMembers(i)
+	var active *jobs.Run // the shard's probe Job that has not finished
+	if runs := p.view.Active(target); len(runs) > 0 {
+		active = &runs[0]
+	}
 	p.checkStuck(i, active, now)
 	if !exists {
 		// The shard count went down: its members belong to other shards now. Its running
-		// Job lets them go; with no Job left, its ConfigMap goes.
-		return p.dissolve(ctx, target, active, now)
+		// Job's membership is emptied (its namespaces are free for their new shards at once);
+		// with no Job left, its ConfigMap goes.
+		switch {
+		case active == nil:
+			return p.members.Delete(ctx, target)
+		case follows(active) && p.membershipsComplete():
+			return p.syncMembership(ctx, target, nil, nil, now, p.log.WithField("shard", target))
+		}
+		return nil
 	}
-	mine := p.notCoveredElsewhere(target, members)
+	mine := p.notCoveredElsewhere(target, slices.Sorted(maps.Keys(notBefore)))
 	p.mu.Lock()
 	nextAt := p.shardNext[i]
 	p.mu.Unlock()
-	in, due := ShardInputOf(mine, notBefore, active != nil, nextAt, cfg.RunDuration(), now)
+	in, due := ShardInputOf(mine, notBefore, active != nil, nextAt, p.cfg.RunDuration(), now)
 	action, why := DecideShard(in)
 	log := p.log.WithFields(logrus.Fields{"shard": target, "action": string(action), "reason": why, "namespaces": in.Members})
 	if follows(active) && p.membershipsComplete() {
@@ -111,7 +94,7 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 		p.metrics.JobsLaunched.WithLabelValues(string(jobs.KindProbe), string(jobs.ResultKept)).Inc()
 		// Looked at again when the Job ends (its informer event), and meanwhile for a Job that
 		// cannot start.
-		p.queue.AddAfter(shardKey(i), stuckAfter(cfg))
+		p.queue.AddAfter(shardKey(i), stuckAfter(p.cfg))
 		return nil
 	case ShardWait:
 		at := in.NextAt
@@ -131,12 +114,14 @@ func (p *Controller) reconcileShard(ctx context.Context, i int) error {
 // follow their membership, for all of them (each from its own notBefore on) once the
 // membership ConfigMap holds them. The shard's next Job is no earlier than one interval on.
 func (p *Controller) launchShard(ctx context.Context, i int, target string, due, mine []string, notBefore map[string]time.Time, now time.Time, log logrus.FieldLogger) error {
-	cfg := p.cfg
-	if cfg.RunDuration() > 0 {
+	// Each namespace its own slot, so a hanging one delays no other; a Job that follows its
+	// membership has room for the namespaces that join while it runs.
+	concurrency, membershipIn := len(due), ""
+	if p.cfg.RunDuration() > 0 {
 		if err := p.syncMembership(ctx, target, mine, notBefore, now, log); err != nil {
 			return err
 		}
-		due = mine
+		due, concurrency, membershipIn = mine, MaxNamespacesPerProbeJob, p.launcher.Template.Namespace
 	}
 	// Each shoot's own settings as they are now; a Job that follows its membership ConfigMap
 	// picks up later changes.
@@ -147,13 +132,7 @@ func (p *Controller) launchShard(ctx context.Context, i int, target string, due,
 			settings[ns] = s
 		}
 	}
-	// Each namespace its own slot, so a hanging one delays no other; a Job that follows its
-	// membership has room for the namespaces that join while it runs.
-	concurrency, membershipIn := len(due), ""
-	if cfg.RunDuration() > 0 {
-		concurrency, membershipIn = MaxNamespacesPerProbeJob, p.launcher.Template.Namespace
-	}
-	ps := cfg.ProbeSpec("", now)
+	ps := p.cfg.ProbeSpec("", now)
 	ps.Namespaces, ps.NamespaceSettings, ps.Concurrency = due, settings, concurrency
 	ps.Shard, ps.MembershipIn = target, membershipIn
 	spec, err := jobs.Probe(ps)
@@ -168,7 +147,7 @@ func (p *Controller) launchShard(ctx context.Context, i int, target string, due,
 	}
 	log.WithFields(logrus.Fields{"job": out.Run.Namespace + "/" + out.Run.Name, "result": string(out.Result)}).
 		Debugf("Launched a probe Job for %d namespace(s).", len(due))
-	d := Jittered(cfg.Interval(), cfg.Jitter())
+	d := Jittered(p.cfg.Interval(), p.cfg.Jitter())
 	p.mu.Lock()
 	p.shardNext[i] = now.Add(d)
 	p.mu.Unlock()
