@@ -113,11 +113,6 @@ type Config struct {
 // Warnings name the fields that were ignored (dependency-watchdog would ignore them too).
 func (p *Config) Warnings() []string { return p.warnings }
 
-// KCMGrace is kcmNodeMonitorGraceDuration, default 40s.
-func (p *Config) KCMGrace() time.Duration {
-	return durOr(p.KCMNodeMonitorGraceDuration, DefaultKCMNodeMonitorGraceDuration)
-}
-
 func durOr(d *metav1.Duration, def time.Duration) time.Duration {
 	if d == nil {
 		return def
@@ -129,6 +124,9 @@ func durOr(d *metav1.Duration, def time.Duration) time.Duration {
 func (p *Config) Interval() time.Duration { return durOr(p.ProbeInterval, DefaultProbeInterval) }
 func (p *Config) Delay() time.Duration    { return durOr(p.InitialDelay, DefaultProbeInitialDelay) }
 func (p *Config) Timeout() time.Duration  { return durOr(p.ProbeTimeout, DefaultProbeTimeout) }
+func (p *Config) KCMGrace() time.Duration {
+	return durOr(p.KCMNodeMonitorGraceDuration, DefaultKCMNodeMonitorGraceDuration)
+}
 func (p *Config) Jitter() float64 {
 	return ptr.Deref(p.BackoffJitterFactor, DefaultBackoffJitterFactor)
 }

@@ -39,45 +39,33 @@ func (p *Controller) onReport(run jobs.Report) bool {
 			continue
 		}
 		at := rep.End.Add(-e.Ago)
-		p.noteLastProbe(ns, at)
-		if old {
-			continue
+		p.noteProbe(ns, at, e.Last, !old && !rep.DryRun)
+		if !old {
+			p.noteThrottling(ns, e, at)
 		}
-		if !rep.DryRun {
-			p.noteMeltdown(ns, e.Last)
-		}
-		p.noteThrottling(ns, e, at)
 	}
 	return true
 }
 
-// noteLastProbe keeps the namespace's newest reported probe and, while it is probed, its
-// last-probe series (a forgotten namespace's series is gone for good).
-func (p *Controller) noteLastProbe(ns string, at time.Time) {
+// noteProbe keeps the namespace's newest reported probe and, while it is probed, its
+// last-probe series (a forgotten namespace's series is gone for good) and, with meltdown, its
+// meltdown series as its last decision left it: set by a scale-down, gone after a scale-up (or
+// a probe that found everything up); a probe without a decision changes nothing.
+func (p *Controller) noteProbe(ns string, at time.Time, last probe.Result, meltdown bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !at.After(p.reportedProbe[ns]) {
-		return
+	_, probed := p.next[ns]
+	if at.After(p.reportedProbe[ns]) {
+		p.reportedProbe[ns] = at
+		if probed {
+			p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
+		}
 	}
-	p.reportedProbe[ns] = at
-	if _, probed := p.next[ns]; probed {
-		p.metrics.ProbeLastProbe.WithLabelValues(ns).Set(float64(at.Unix()))
-	}
-}
-
-// noteMeltdown keeps the namespace's meltdown series as its last decision left it: set by a
-// scale-down, gone after a scale-up (or a probe that found everything up); a probe without
-// a decision changes nothing.
-func (p *Controller) noteMeltdown(ns string, last probe.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, probed := p.next[ns]; !probed {
-		return
-	}
-	switch last {
-	case probe.ResultScaleDown:
+	switch {
+	case !probed || !meltdown:
+	case last == probe.ResultScaleDown:
 		p.metrics.ProbeMeltdown.WithLabelValues(ns).Set(1)
-	case probe.ResultScaleUp, probe.ResultHealthy:
+	case last == probe.ResultScaleUp || last == probe.ResultHealthy:
 		p.metrics.ProbeMeltdown.DeleteLabelValues(ns)
 	}
 }

@@ -73,25 +73,17 @@ func ShardName(i int, selector string) string {
 
 func shardKey(i int) string { return shardKeyPrefix + strconv.Itoa(i) }
 
-// parseShardKey reads a queue key made by shardKey.
-func parseShardKey(key string) (int, bool) {
-	rest, ok := strings.CutPrefix(key, shardKeyPrefix)
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.Atoi(rest)
-	return i, err == nil && i >= 0
-}
+// parseShardKey reads a queue key made by shardKey; shardOfTarget a shard Job's target
+// (ShardName).
+func parseShardKey(key string) (int, bool)    { return shardIndex(key, shardKeyPrefix) }
+func shardOfTarget(target string) (int, bool) { return shardIndex(target, "shard-") }
 
-// shardOfTarget reads a shard Job's target (ShardName) back.
-func shardOfTarget(target string) (int, bool) {
-	rest, ok := strings.CutPrefix(target, "shard-")
-	if !ok {
-		return 0, false
-	}
+// shardIndex reads the shard's number between prefix and the next "-", if any.
+func shardIndex(s, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(s, prefix)
 	num, _, _ := strings.Cut(rest, "-")
 	i, err := strconv.Atoi(num)
-	return i, err == nil && i >= 0
+	return i, ok && err == nil && i >= 0
 }
 
 // ShardInput is everything the decision for one shard depends on.

@@ -242,7 +242,8 @@ func (p *Controller) endStandAside() {
 	p.metrics.ProbeStandingAside.Set(0)
 }
 
-// reconcileStandAside decides again; on a change it says so (log line, Event, metric) and
+// reconcileStandAside decides again; on a change it says so (log line, Event on a change of a
+// decision made before, metric) and
 // looks at every namespace again: standing aside, each leaves its shard (its running Job
 // stops probing it at once) and no Job is launched; no longer, each is probed as a newly
 // selected one, from its initialDelay on.
@@ -262,25 +263,19 @@ func (p *Controller) reconcileStandAside() {
 	if known && prev.Aside == v.Aside {
 		return
 	}
-	p.sayStandAside(v, known)
-	if known {
-		p.enqueueAll()
-	}
-}
-
-// sayStandAside logs the decision (and records an Event on a change).
-func (p *Controller) sayStandAside(v StandAsideVerdict, changed bool) {
-	w := p.aside
 	log := p.log.WithFields(logrus.Fields{"lease": w.lease.String(), "holder": v.Holder, "reason": v.Why, "action": "stand-aside"})
 	switch {
 	case v.Aside:
 		log.Warn("Standing aside: dependency-watchdog's prober holds its Lease, so this prober probes and scales nothing until that Lease is no longer renewed (prober.standAsideForDependencyWatchdog.enabled: false probes regardless).")
 		p.event(corev1.EventTypeWarning, "ProberStandingAside", "The prober probes and scales nothing: "+v.Why+".")
-	case changed:
+	case known:
 		log.Info("No longer standing aside: dependency-watchdog's prober does not hold its Lease; probing as usual, each namespace from its initialDelay on.")
 		p.event(corev1.EventTypeNormal, "ProberResumed", "The prober probes again: "+v.Why+".")
 	default:
 		log.Info("Not standing aside for dependency-watchdog's prober: probing as usual.")
+	}
+	if known {
+		p.enqueueAll()
 	}
 }
 
