@@ -179,8 +179,7 @@ func New(d Deps) (*Controller, error) {
 	}); err != nil {
 		return nil, err
 	}
-	p.aside = newStandAsideWatch(d)
-	if err := p.addStandAsideHandlers(); err != nil {
+	if p.aside, err = p.newStandAsideWatch(d); err != nil {
 		return nil, err
 	}
 	p.metrics.initProbe()

@@ -142,8 +142,10 @@ type standAsideWatch struct {
 }
 
 // newStandAsideWatch follows the Lease the config names, unless the setting is off or the
-// Lease is the one this coordinator elects through (dependency-watchdog's replacement).
-func newStandAsideWatch(d Deps) *standAsideWatch {
+// Lease is the one this coordinator elects through (dependency-watchdog's replacement): it
+// queues the decision on every change of the Lease, and says why the Lease cannot be read
+// when it cannot.
+func (p *Controller) newStandAsideWatch(d Deps) (*standAsideWatch, error) {
 	ref, on := d.Config.StandAsideLease(d.DWDLeaseNamespace)
 	w := &standAsideWatch{lease: ref, self: d.Self, synced: func() bool { return true }}
 	switch {
@@ -158,29 +160,20 @@ func newStandAsideWatch(d Deps) *standAsideWatch {
 			})
 		_ = w.inf.SetTransform(jobs.StripManagedFields)
 		w.synced = w.inf.HasSynced
-	}
-	return w
-}
-
-// addStandAsideHandlers queues the decision on every change of the Lease, and says why the
-// Lease cannot be read when it cannot.
-func (p *Controller) addStandAsideHandlers() error {
-	w := p.aside
-	if w.inf == nil {
-		return nil
-	}
-	queue := func(any) { p.queue.Add(standAsideKey) }
-	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, o any) { queue(o) }, DeleteFunc: queue}); err != nil {
-		return fmt.Errorf("prober: the Lease %s's handler: %w", w.lease, err)
-	}
-	return w.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		log := p.log.WithError(err).WithField("lease", w.lease.String())
-		if apierrors.IsForbidden(err) {
-			log.Warn("Cannot read dependency-watchdog's prober Lease: the coordinator needs get, list and watch on it (or set prober.standAsideForDependencyWatchdog.enabled: false). Until it can, the prober stands aside.")
-			return
+		queue := func(any) { p.queue.Add(standAsideKey) }
+		if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, o any) { queue(o) }, DeleteFunc: queue}); err != nil {
+			return nil, fmt.Errorf("prober: the Lease %s's handler: %w", w.lease, err)
 		}
-		log.Warn("Cannot watch dependency-watchdog's prober Lease; retrying.")
-	})
+		return w, w.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			log := p.log.WithError(err).WithField("lease", w.lease.String())
+			if apierrors.IsForbidden(err) {
+				log.Warn("Cannot read dependency-watchdog's prober Lease: the coordinator needs get, list and watch on it (or set prober.standAsideForDependencyWatchdog.enabled: false). Until it can, the prober stands aside.")
+				return
+			}
+			log.Warn("Cannot watch dependency-watchdog's prober Lease; retrying.")
+		})
+	}
+	return w, nil
 }
 
 // WatchStandAside runs the Lease's informer until ctx ends (at once when there is none). It
@@ -215,7 +208,7 @@ func (p *Controller) standingAside() string {
 	w := p.aside
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.known && w.verdict.Aside {
+	if w.verdict.Aside { // endStandAside resets it
 		return w.verdict.Why
 	}
 	return ""

@@ -186,7 +186,7 @@ func TestProberNeverStandsAsideForItsOwnLeaseOrWhenTurnedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := LeaseRef{Namespace: "dwd-home", Name: DefaultDWDLeaseName}
-	w := newStandAsideWatch(Deps{Config: cfg.Prober, DWDLeaseNamespace: "dwd-home", OwnLease: &own})
+	w, _ := (&Controller{}).newStandAsideWatch(Deps{Config: cfg.Prober, DWDLeaseNamespace: "dwd-home", OwnLease: &own})
 	if w.inf != nil || !strings.Contains(w.off, "this coordinator's own") {
 		t.Errorf("dependency-watchdog's replacement follows its own Lease: informer %v, off %q", w.inf != nil, w.off)
 	}
@@ -197,7 +197,7 @@ func TestProberNeverStandsAsideForItsOwnLeaseOrWhenTurnedOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w = newStandAsideWatch(Deps{Config: off.Prober})
+	w, _ = (&Controller{}).newStandAsideWatch(Deps{Config: off.Prober})
 	if w.inf != nil || w.decide(standAsideNow).Aside {
 		t.Errorf("turned off, it still follows the Lease (%v) or stands aside", w.inf != nil)
 	}
