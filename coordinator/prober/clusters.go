@@ -3,10 +3,10 @@ package prober
 import (
 	"context"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
@@ -34,28 +34,14 @@ func (p *Controller) WatchClusters(ctx context.Context) {
 	p.clusterW.Wait()
 }
 
-// clusterKindInstalled asks discovery whether extensions.gardener.cloud/v1alpha1 serves clusters.
-func (p *Controller) clusterKindInstalled() (bool, error) {
-	if p.dyn == nil {
-		return false, nil
-	}
-	list, err := p.client.Discovery().ServerResourcesForGroupVersion(ClusterGVR.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, r := range list.APIResources {
-		if r.Name == ClusterGVR.Resource {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
+// checkClusterKind asks discovery whether extensions.gardener.cloud/v1alpha1 serves clusters
+// (never without a dynamic client to read them), and starts or stops the Cluster informer.
 func (p *Controller) checkClusterKind(ctx context.Context) {
-	installed, err := p.clusterKindInstalled()
+	var installed bool
+	var err error
+	if p.dyn != nil {
+		installed, err = discovery.IsResourceEnabled(p.client.Discovery(), ClusterGVR)
+	}
 	if err != nil {
 		p.log.WithError(err).Warn("Cannot tell whether Gardener's Cluster resources exist; keeping the current view.")
 		return
