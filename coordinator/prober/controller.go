@@ -186,9 +186,6 @@ func New(d Deps) (*Controller, error) {
 	return p, nil
 }
 
-// Config is the running prober section.
-func (p *Controller) Config() *Config { return p.cfg }
-
 // queueKey queues obj's key (a namespace's or a Cluster's: the namespace it is named
 // after) when selected.
 func (p *Controller) queueKey(obj any, selected bool) {

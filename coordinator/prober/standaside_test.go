@@ -158,7 +158,7 @@ func TestProberStandsAsideWhileDependencyWatchdogHoldsItsLease(t *testing.T) {
 		t.Errorf("standing aside = %g after the Lease expired, want 0", got)
 	}
 	h.wantEvent("ProberResumed")
-	h.now = h.now.Add(h.c.Config().Delay())
+	h.now = h.now.Add(h.c.cfg.Delay())
 	h.reconcile("shoot--p--a")
 	if n := len(h.jobs()); n != 1 {
 		t.Fatalf("%d probe Jobs an initialDelay after the Lease expired, want 1", n)
@@ -221,7 +221,7 @@ func TestProberStandingAsideTakesTheNamespacesOutOfTheRunningJob(t *testing.T) {
 	h.c.reconcileStandAside() // no Lease: probing
 	h.namespace("shoot--p--a", map[string]string{"gardener.cloud/role": "shoot"})
 	h.reconcile("shoot--p--a")
-	h.now = h.now.Add(h.c.Config().Delay())
+	h.now = h.now.Add(h.c.cfg.Delay())
 	h.reconcile("shoot--p--a")
 	list := h.jobs()
 	if len(list) != 1 {
