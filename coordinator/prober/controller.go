@@ -5,11 +5,12 @@
 // and the metrics read from the probe runs' reports. The probing and scaling themselves are
 // package probe's, in the Jobs.
 //
-// Files by concern: controller.go (informers, handlers, leading), reconcile.go (a namespace's
-// turn), shardturn.go (a shard's turn, its launch, its history and a Job that cannot start),
-// membership.go (what a running shard Job probes), clusters.go (Gardener's Cluster kind),
-// reports.go (finished probe runs), standaside.go (dependency-watchdog's prober Lease); the
-// pure decisions in decide.go and shards.go; config.go; metrics.go.
+// Files by concern: controller.go (informers, leading), handlers.go, state.go, reconcile.go (a
+// namespace's turn), shardturn.go (a shard's turn, its launch, its history and a Job that
+// cannot start), membership.go (what a running shard Job probes), clusters.go (Gardener's
+// Cluster kind), reports.go (finished probe runs), standaside_watch.go (dependency-watchdog's
+// prober Lease); the pure decisions in decide.go, shards.go and standaside.go; config.go;
+// metrics.go.
 package prober
 
 import (
@@ -22,7 +23,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -91,39 +91,6 @@ type Controller struct {
 	clusterW sync.WaitGroup
 }
 
-// probeState is what the prober knows that no API object holds. Everything else it reads
-// from its informers' caches when it needs it.
-type probeState struct {
-	mu sync.Mutex
-	// next: per probed namespace, when its next first probe is due: initialDelay after the
-	// coordinator first saw it probe-able (a time of this replica's own observation), pushed
-	// out by a throttling back-off. Being a key here is what "probed" means.
-	next map[string]time.Time
-	// paused: the selected namespaces that are not probed (for the metric).
-	paused sets.Set[string]
-	// throttled: per namespace, its throttled probes in a row, across Jobs (from reports).
-	throttled map[string]int
-	// shootNotes: per namespace, the shoot settings last logged (logged again on change).
-	shootNotes map[string]string
-	// reportedProbe: per namespace, the newest probe any report named, probed by this replica
-	// yet or not: a replica that starts (a config change restarts it) reads the reports of
-	// the pods that ended before it before it knows which namespaces it probes, and a
-	// namespace whose probes fail from then on must still have a last-probe series to alert on.
-	reportedProbe map[string]time.Time
-	// shardNext: per shard, no Job is launched before this (one interval after the last).
-	shardNext map[int]time.Time
-	// stuck: per shard, why its active Job has no running pod (reported once per change).
-	stuck map[int]string
-	// shards is the shard count last seen (a change moves namespaces between shards).
-	shards int
-	// starting: the namespaces listed when this replica began to lead that it has not
-	// decided about yet. Until none is left, the members it knows are only part of the truth,
-	// so it does not change the membership of a shard whose Job is running (a new leader
-	// would otherwise take namespaces away from the Jobs the previous one launched).
-	starting map[string]bool
-	settled  bool
-}
-
 // New builds the prober: it takes the cluster's namespaces (shared with the weeder) and
 // follows, in the Jobs' namespace, the executor's probe runs (their changes and reports), the
 // shards' memberships and dependency-watchdog's prober Lease. The coordinator runs them.
@@ -184,49 +151,6 @@ func New(d Deps) (*Controller, error) {
 	}
 	p.metrics.initProbe()
 	return p, nil
-}
-
-// queueKey queues obj's key (a namespace's or a Cluster's: the namespace it is named
-// after) when selected.
-func (p *Controller) queueKey(obj any, selected bool) {
-	if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); selected && err == nil && k != "" {
-		p.queue.Add(k)
-	}
-}
-
-// selected says whether obj, a namespace (or its tombstone), matches the prober's selector:
-// only those are the prober's to look at (input reads the same: Watched).
-func (p *Controller) selected(obj any) bool {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	n, ok := obj.(*corev1.Namespace)
-	return ok && p.cfg.Selector().Matches(labels.Set(n.Labels))
-}
-
-// selectedKeys are the keys of the cached namespaces the prober's selector matches.
-func (p *Controller) selectedKeys() []string {
-	var keys []string
-	for _, obj := range p.nsInf.GetIndexer().List() {
-		if p.selected(obj) {
-			if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-				keys = append(keys, k)
-			}
-		}
-	}
-	return keys
-}
-
-// onEnded: a run that ended (or is going) changes the history, or its shard's next run. Its
-// namespaces are looked at again: one that moved to another shard while it ran joins that
-// shard now.
-func (p *Controller) onEnded(r jobs.Run) {
-	if i, isShard := shardOfTarget(r.Facts.Target); isShard && len(r.Facts.Namespaces) > 0 {
-		p.queue.Add(shardKey(i))
-	}
-	for _, ns := range p.covers(r) {
-		p.queue.Add(ns)
-	}
 }
 
 // Informers the prober runs: its namespaces, and its caches of the executor's runs.
