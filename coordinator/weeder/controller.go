@@ -18,9 +18,9 @@
 //     record the Service's Event, count it.
 //   - batch.go, batchlaunch.go: in a storm, the services wait a moment and share batch Jobs.
 //   - state.go: what no API object holds (the recorded edges, the Jobs just created).
-//   - dependson*.go: the services workloads name with AnnotationDependsOn, followed like
-//     the configured ones (their selectors from the index, their slices from a watch per
-//     name).
+//   - dependson.go: the services workloads name with AnnotationDependsOn, followed like
+//     the configured ones (their selectors from the workloads' cache, indexed by the services
+//     they declare; their slices from a watch per name).
 //
 // The pure decisions are in decide.go (Decide, PlanWeeder) and batch.go (PlanLaunch); the
 // endpoints' sources and handler in endpoints.go, the other informers in caches.go

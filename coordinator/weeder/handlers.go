@@ -62,12 +62,17 @@ func (c *Controller) addHandlers() error {
 			return err
 		}
 	}
-	_, err := c.src.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := c.src.Informer().AddEventHandler(c.endpointsHandler())
+	return err
+}
+
+// endpointsHandler folds a source's events (onEndpoints), the config's and the annotations'.
+func (c *Controller) endpointsHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onEndpoints(obj, false) },
 		UpdateFunc: func(_, obj any) { c.onEndpoints(obj, false) },
 		DeleteFunc: func(obj any) { c.onEndpoints(obj, true) },
-	})
-	return err
+	}
 }
 
 // onJobAdded: the view shows the run, so it is no longer only expected.
