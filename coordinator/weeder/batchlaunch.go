@@ -65,7 +65,7 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 	if !c.roomForBatch() {
 		return false, nil
 	}
-	rc := c.config()
+	rc := c.running
 	b := c.newBatch(rc, items)
 	if len(b.items) == 0 {
 		c.batch.done(items)

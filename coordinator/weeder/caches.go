@@ -2,10 +2,12 @@ package weeder
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -42,30 +44,19 @@ func newDependents(client kubernetes.Interface, cfg *Config) (*dependents, error
 
 // selectorSet is every distinct dependant selector of the config, sorted.
 func selectorSet(cfg *Config) ([]string, error) {
-	seen := map[string]bool{}
+	seen := sets.New[string]()
 	for _, svc := range cfg.Services() {
 		sels, err := jobs.SelectorStrings(cfg.Selectors(svc))
 		if err != nil {
 			return nil, fmt.Errorf("servicesAndDependantSelectors.%s: %w", svc, err)
 		}
-		for _, s := range sels {
-			seen[s] = true
-		}
+		seen.Insert(sels...)
 	}
-	out := make([]string, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out, nil
+	return sets.List(seen), nil
 }
 
 func (d *dependents) informers() []cache.SharedIndexInformer {
-	out := make([]cache.SharedIndexInformer, 0, len(d.infs))
-	for _, inf := range d.infs {
-		out = append(out, inf)
-	}
-	return out
+	return slices.Collect(maps.Values(d.infs))
 }
 
 // crashLooping names a crash-looping pod of namespace ns that one of sels matches ("" if none).

@@ -2,7 +2,8 @@ package weeder
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,12 +164,7 @@ func (c *Config) Watch() time.Duration {
 
 // Services returns the configured service names, sorted.
 func (c *Config) Services() []string {
-	out := make([]string, 0, len(c.ServicesAndDependantSelectors))
-	for s := range c.ServicesAndDependantSelectors {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(c.ServicesAndDependantSelectors))
 }
 
 // Selectors returns a service's pod selectors as values.

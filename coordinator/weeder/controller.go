@@ -103,16 +103,15 @@ type Controller struct {
 	// batch under each of its services), so an edge reads what covers its service without an
 	// API call.
 	runs *jobs.RunView
-	// reports: the weeder runs' reports, which say what each run saved.
-	reports *runReports
 	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
 	dependsOn *dependsOn
 	nsInf     cache.SharedIndexInformer
 	nsLister  corelisters.NamespaceLister // is a namespace going away, does it match
 	// nsSelect: namespaces are chosen by their labels (namespaces.selector).
 	nsSelect bool
-	// leading: only the leader counts failed Jobs, so replicas do not count each one twice.
-	leading atomic.Bool
+	// leadingSince is when this replica took the lead (nil or zero: it does not lead). Only
+	// the leader counts failed Jobs and runs' reports, so replicas do not count each one twice.
+	leadingSince atomic.Pointer[time.Time]
 	// exclusionsReady: the caches have synced (ReportExclusions), so a followed service in a
 	// namespace the config leaves out is reported as such.
 	exclusionsReady atomic.Bool
@@ -177,8 +176,14 @@ func withDefaults(d Deps) (Deps, error) {
 	return d, nil
 }
 
-// config returns the running config.
-func (c *Controller) config() *runningConfig { return c.running }
+func (c *Controller) lead(since time.Time) { c.leadingSince.Store(&since) }
+
+func (c *Controller) leadSince() time.Time {
+	if p := c.leadingSince.Load(); p != nil {
+		return *p
+	}
+	return time.Time{}
+}
 
 // Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
 func (c *Controller) Keys() []string { return c.src.Keys() }
@@ -203,12 +208,8 @@ func (c *Controller) Informers() []jobs.Follower {
 // Lead runs the batch launcher, the catch-up and the workers until ctx ends, then waits for
 // them.
 func (c *Controller) Lead(ctx context.Context) {
-	c.leading.Store(true)
-	c.reports.lead(c.now())
-	defer func() {
-		c.reports.lead(time.Time{})
-		c.leading.Store(false)
-	}()
+	c.lead(c.now())
+	defer c.lead(time.Time{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runBatches(ctx) })
 	n := c.CatchUp()

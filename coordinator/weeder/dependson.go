@@ -353,7 +353,7 @@ func (d *dependsOn) run(w *nameWatch) {
 // first sighting; a Ready service is checked for crash-looping dependents).
 func (c *Controller) follow(key string, log logrus.FieldLogger) {
 	_, name, _ := strings.Cut(key, "/")
-	if c.config().cfg.Configured(name) {
+	if c.running.cfg.Configured(name) {
 		log.WithField("service", key).Info("The service is also in the config, whose dependents' selectors are used for it.")
 		return
 	}
@@ -361,7 +361,7 @@ func (c *Controller) follow(key string, log logrus.FieldLogger) {
 	d.mu.Lock()
 	w, running := d.watches[name]
 	if !running {
-		src, err := newSliceSource(c.client, []string{name}, c.config().cfg.ReadyWhenOf)
+		src, err := newSliceSource(c.client, []string{name}, c.running.cfg.ReadyWhenOf)
 		if err != nil {
 			d.mu.Unlock()
 			log.WithError(err).Error("Could not watch the EndpointSlices of a service an annotation names.")
@@ -390,7 +390,7 @@ func (c *Controller) follow(key string, log logrus.FieldLogger) {
 // name is named.
 func (c *Controller) unfollow(key string, log logrus.FieldLogger) {
 	_, name, _ := strings.Cut(key, "/")
-	if c.config().cfg.Configured(name) {
+	if c.running.cfg.Configured(name) {
 		return
 	}
 	c.mu.Lock()

@@ -92,7 +92,7 @@ func TestDeclaredByRefusesAWorkloadWithoutASelector(t *testing.T) {
 // followed and their dependents' selectors, ordered by workload, another namespace's apart.
 func TestAServiceIsFollowedWhileAWorkloadNamesIt(t *testing.T) {
 	h := newHarness(t, "watchDuration: 3m\n")
-	rc := h.c.config()
+	rc := h.c.running
 	h.workload(annotated("app", "web", "db"), false)
 	h.workload(annotated("app", "api", "db, other/cache"), false)
 	if sels := h.c.selectorsOf(rc, "app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
@@ -176,7 +176,7 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	}
 	h.set(up("app", "postgres"))
 	h.workload(annotated("app", "web", ""), false)
-	if h.c.follows(h.c.config(), "app/postgres") {
+	if h.c.follows(h.c.running, "app/postgres") {
 		t.Fatal("still followed without its annotation")
 	}
 	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
@@ -191,7 +191,7 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	if countWith(evs, EventInvalidDependsOn) != 1 || !strings.Contains(strings.Join(evs, "\n"), `"Redis"`) {
 		t.Errorf("events %q, want one InvalidDependsOn naming \"Redis\"", evs)
 	}
-	if h.c.follows(h.c.config(), "app/postgres") {
+	if h.c.follows(h.c.running, "app/postgres") {
 		t.Error("a malformed annotation is followed in part")
 	}
 }

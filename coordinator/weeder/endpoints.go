@@ -26,10 +26,10 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	if !c.follows(c.config(), key) {
+	if !c.follows(c.running, key) {
 		return // legacy Endpoints of every service, and slices of a name in other namespaces
 	}
-	rc, now := c.config(), c.now()
+	rc, now := c.running, c.now()
 	c.mu.Lock()
 	edge := c.fold(rc, key, obj, deleted, now)
 	c.mu.Unlock()

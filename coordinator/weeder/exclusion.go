@@ -100,7 +100,7 @@ func (c *Controller) forget(key string, st *serviceState) {
 // leaves out, then names each followed service it leaves out (and keeps saying so as
 // services and namespaces change), so that no dependency is dropped without a word.
 func (c *Controller) ReportExclusions() {
-	rc := c.config()
+	rc := c.running
 	if !rc.cfg.Excludes() {
 		return
 	}
@@ -121,7 +121,7 @@ func (c *Controller) onNamespace(obj any) {
 	if !ok || !c.exclusionsReady.Load() {
 		return
 	}
-	rc := c.config()
+	rc := c.running
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, st := range c.services {

@@ -18,26 +18,25 @@ func (c *Controller) newInformers(d Deps) error {
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
 	if d.Config.UseEndpoints {
-		c.src = newEndpointsSource(client, c.config().cfg.Services())
+		c.src = newEndpointsSource(client, c.running.cfg.Services())
 	} else {
-		src, err := newSliceSource(client, c.config().cfg.Services(), c.config().cfg.ReadyWhenOf)
+		src, err := newSliceSource(client, c.running.cfg.Services(), c.running.cfg.ReadyWhenOf)
 		if err != nil {
 			return err
 		}
 		c.src = src
 	}
-	deps, err := newDependents(client, c.config().cfg)
+	deps, err := newDependents(client, c.running.cfg)
 	if err != nil {
 		return err
 	}
 	c.deps = deps
-	c.reports = &runReports{}
 	runs, err := c.exec.RunView(jobNamespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, jobs.RunHandlers{
 		Added:    c.onJobAdded,
 		Stopped:  func(jobs.Run) { c.batch.poke() },
 		Reported: c.onReport,
 		Failed: func(jobs.Run) {
-			if c.leading.Load() {
+			if !c.leadSince().IsZero() {
 				c.metrics.JobsFailed.WithLabelValues(string(jobs.KindWeeder)).Inc()
 			}
 		},

@@ -28,7 +28,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if owed == nil {
 		return nil
 	}
-	rc := c.config()
+	rc := c.running
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
 	worth, err := c.worthActing(ctx, rc, key, st, owed, seen, log)
