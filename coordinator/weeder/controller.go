@@ -16,7 +16,7 @@
 //     decide, and acts once.
 //   - launch.go: the one action: launch, arm or stop a weeder Job through package jobs,
 //     record the Service's Event, count it.
-//   - batch.go, batchlaunch.go: in a storm, the services wait a moment and share batch Jobs.
+//   - batch.go: in a storm, the services wait a moment and share batch Jobs.
 //   - state.go: what no API object holds (the recorded edges, the Jobs just created).
 //   - dependson.go: the services workloads name with AnnotationDependsOn, followed like
 //     the configured ones (their selectors from the workloads' cache, indexed by the services

@@ -275,6 +275,7 @@ func newTestMetrics() *Metrics {
 // weederSpec is the service's weeder Job spec for an edge from config rc, its dependents its
 // own selectors (no dependsOn).
 func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
-	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return weederSpecWith(rc, key, dependentSelectors{own: rc.cfg.Selectors(svc)}, e, armed)
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	t := jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: rc.cfg.Selectors(svc), ReadyWhen: rc.cfg.ReadyWhenOf(svc)}
+	return jobs.Weeder(weederSettings(rc, e, armed, t))
 }

@@ -36,7 +36,7 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 			return nil
 		}
 	}
-	spec, err := weederSpecWith(rc, key, c.selectorsOf(rc, key), e, armed)
+	spec, err := jobs.Weeder(weederSettings(rc, e, armed, c.target(rc, key)))
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
@@ -165,27 +165,21 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 	return nil
 }
 
-// weederSpecWith builds the service's weeder Job spec for an edge from config rc, with the
-// service's dependents (selectorsOf); armed adds the gate.
-func weederSpecWith(rc *runningConfig, key string, deps dependentSelectors, e *recordedEdge, armed bool) (jobs.Spec, error) {
+// target is the service key and its dependents (selectorsOf), as a weeder Job covers it.
+func (c *Controller) target(rc *runningConfig, key string) jobs.WeederTarget {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors, w.Elsewhere, w.ReadyWhen = ns, svc, deps.own, deps.elsewhere, rc.cfg.ReadyWhenOf(svc)
-	return jobs.Weeder(w)
+	deps := c.selectorsOf(rc, key)
+	return jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: rc.cfg.ReadyWhenOf(svc)}
 }
 
-// weederSettings is what every weeder Job of config rc shares, one service's or a batch's.
-func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederSpec {
+// weederSettings is a weeder Job's spec of config rc for an edge: one service's (t; armed
+// adds its gate), or what a batch's targets share (t zero).
+func weederSettings(rc *runningConfig, e *recordedEdge, armed bool, t jobs.WeederTarget) jobs.WeederSpec {
 	cfg := rc.cfg
 	return jobs.WeederSpec{
-		WatchDuration: cfg.Watch(),
-		GracePeriod:   cfg.Grace(),
-		Trigger:       e.trigger,
-		TriggerTime:   e.at,
-		Armed:         armed,
-		MaxWait:       cfg.MaxWait(),
-		ReapCooldown:  cfg.Cooldown(),
-		BackOffFloor:  cfg.Floor(),
+		Namespace: t.Namespace, Service: t.Service, Selectors: t.Selectors, Elsewhere: t.Elsewhere, ReadyWhen: t.ReadyWhen,
+		WatchDuration: cfg.Watch(), GracePeriod: cfg.Grace(), Trigger: e.trigger, TriggerTime: e.at,
+		Armed: armed, MaxWait: cfg.MaxWait(), ReapCooldown: cfg.Cooldown(), BackOffFloor: cfg.Floor(),
 	}
 }
 
