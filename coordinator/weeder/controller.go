@@ -97,8 +97,8 @@ type Controller struct {
 
 	running *runningConfig // the config and what the decisions derive from it
 
-	src  source      // the configured services' endpoints
-	deps *dependents // the configured dependents' pods
+	src  cache.SharedIndexInformer // the configured services' endpoints (newSource)
+	deps *dependents               // the configured dependents' pods
 	// runs are the weeder runs in the Jobs' namespace, indexed by the services they cover (a
 	// batch under each of its services), so an edge reads what covers its service without an
 	// API call.
@@ -185,12 +185,9 @@ func (c *Controller) leadSince() time.Time {
 	return time.Time{}
 }
 
-// Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
-func (c *Controller) Keys() []string { return c.src.Keys() }
-
 // Informers the weeder runs: its own, and its caches of the executor's runs.
 func (c *Controller) Informers() []jobs.Follower {
-	infs := []jobs.Follower{c.src.Informer(), c.runs}
+	infs := []jobs.Follower{c.src, c.runs}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}

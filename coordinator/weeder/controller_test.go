@@ -225,7 +225,7 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.set(down("n", "etcd-main-client"))
 	h.c.running.launcher.Template.Image = "" // Build fails
-	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
+	if err := h.c.src.GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
 	h.c.onEndpoints(up("n", "etcd-main-client"), false)

@@ -361,13 +361,13 @@ func (c *Controller) follow(key string, log logrus.FieldLogger) {
 	d.mu.Lock()
 	w, running := d.watches[name]
 	if !running {
-		src, err := newSliceSource(c.client, []string{name}, c.running.cfg.ReadyWhenOf)
+		_, inf, _, err := podstate.SliceFollower(c.client, metav1.NamespaceAll, []string{name})
 		if err != nil {
 			d.mu.Unlock()
 			log.WithError(err).Error("Could not watch the EndpointSlices of a service an annotation names.")
 			return
 		}
-		w = &nameWatch{inf: src.Informer()}
+		w = &nameWatch{inf: inf}
 		d.watches[name] = w
 		_, _ = w.inf.AddEventHandler(c.endpointsHandler())
 		if d.ctx != nil {

@@ -1,16 +1,17 @@
 package weeder
 
 // The weeder's readiness path: an endpoints event (the source's informer) is folded into the
-// service's own view (fold, through the source's ApplyEvent), and the edge it makes, if any,
-// is queued (onEndpoints).
+// service's own view (fold, through apply), and the edge it makes, if any, is queued
+// (onEndpoints).
 
 import (
-	"sort"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -22,7 +23,7 @@ import (
 // onEndpoints folds an endpoints event into the service's state and, when it makes an edge,
 // queues the service. It makes no API call.
 func (c *Controller) onEndpoints(obj any, deleted bool) {
-	key, ok := c.src.KeyOf(obj)
+	key, ok := c.keyOf(obj)
 	if !ok {
 		return
 	}
@@ -43,7 +44,7 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, now time.Time) *recordedEdge {
 	st := c.state(key)
 	prev := st.seen
-	st.seen = c.src.ApplyEvent(&st.view, obj, deleted)
+	st.seen = c.apply(&st.view, key, obj, deleted)
 	st.relevant = c.relevant(rc, key)
 	c.countReady(st)
 	c.reportExclusion(rc, key, st)
@@ -95,18 +96,6 @@ func (c *Controller) countReady(st *serviceState) {
 	}
 }
 
-// source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
-type source interface {
-	Informer() cache.SharedIndexInformer
-	// KeyOf maps an informer object (or tombstone) to its service key <namespace>/<name>.
-	KeyOf(obj any) (string, bool)
-	// Keys lists the services present in the cache.
-	Keys() []string
-	// ApplyEvent applies one event's object (added or updated; deleted: removed) to the
-	// event handler's own view of its service and returns the service's readiness after it.
-	ApplyEvent(v *view, obj any, deleted bool) Observation
-}
-
 // view is the event handler's own picture of one service's endpoints objects, built from the
 // events in the order they arrive. The informer's cache may already be ahead of the event
 // being handled; reading it instead could skip a short outage between two events.
@@ -135,27 +124,12 @@ func unwrap(obj any) any {
 	return obj
 }
 
-// sliceSource watches discovery/v1 EndpointSlices of the configured service names only, in
-// every namespace (podstate.SliceFollower: filtered server-side, slim, indexed by service).
-// readyWhen says when a service (its name) counts as back. A weeder whose config names no
-// service follows only the services workloads' annotations name (each with a follower of its
-// own); its own lists and watches nothing.
-type sliceSource struct {
-	inf       cache.SharedIndexInformer
-	readyWhen func(service string) podstate.ReadyWhen
-}
-
-func newSliceSource(client kubernetes.Interface, services []string, readyWhen func(string) podstate.ReadyWhen) (*sliceSource, error) {
-	_, inf, _, err := podstate.SliceFollower(client, metav1.NamespaceAll, services)
-	if err != nil {
-		return nil, err
+// keyOf is the service key <namespace>/<name> of an endpoints object (or tombstone).
+func (c *Controller) keyOf(obj any) (string, bool) {
+	if c.running.cfg.UseEndpoints {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		return key, err == nil
 	}
-	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
-}
-
-func (s *sliceSource) Informer() cache.SharedIndexInformer { return s.inf }
-
-func (s *sliceSource) KeyOf(obj any) (string, bool) {
 	keys, _ := podstate.ServiceKeys(obj)
 	if len(keys) == 0 {
 		return "", false
@@ -163,48 +137,14 @@ func (s *sliceSource) KeyOf(obj any) (string, bool) {
 	return keys[0], true
 }
 
-func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
-	v.slices.Apply(obj, deleted)
-	key, _ := s.KeyOf(obj) // the service the event is for: the view's
-	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(s.readyWhen(svc))}
-}
-
-func (s *sliceSource) Keys() []string { return podstate.FollowedServices(s.inf) }
-
-// endpointsSource watches legacy v1 Endpoints (--use-endpoints, for clusters without
-// EndpointSlices). Endpoints cannot be filtered by name server-side, so objects of other
-// services are cut down to their metadata before they are cached.
-type endpointsSource struct{ inf cache.SharedIndexInformer }
-
-func newEndpointsSource(client kubernetes.Interface, services []string) *endpointsSource {
-	wanted := map[string]bool{}
-	for _, s := range services {
-		wanted[s] = true
+// apply applies one event's object (added or updated; deleted: removed) to the event
+// handler's own view of its service key and returns the service's readiness after it.
+func (c *Controller) apply(v *view, key string, obj any, deleted bool) Observation {
+	if !c.running.cfg.UseEndpoints {
+		v.slices.Apply(obj, deleted)
+		_, svc, _ := cache.SplitMetaNamespaceKey(key)
+		return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(c.running.cfg.ReadyWhenOf(svc))}
 	}
-	inf := coreinformers.NewEndpointsInformer(client, metav1.NamespaceAll, 0, cache.Indexers{})
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		ep, ok := obj.(*corev1.Endpoints)
-		if !ok {
-			return obj, nil
-		}
-		if !wanted[ep.Name] {
-			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, ResourceVersion: ep.ResourceVersion}}, nil
-		}
-		ep.ManagedFields = nil
-		return ep, nil
-	})
-	return &endpointsSource{inf: inf}
-}
-
-func (s *endpointsSource) Informer() cache.SharedIndexInformer { return s.inf }
-
-func (s *endpointsSource) KeyOf(obj any) (string, bool) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	return key, err == nil
-}
-
-func (s *endpointsSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	if ep, ok := unwrap(obj).(*corev1.Endpoints); ok {
 		v.ep = ep
 		if deleted {
@@ -214,8 +154,40 @@ func (s *endpointsSource) ApplyEvent(v *view, obj any, deleted bool) Observation
 	return EndpointsObservation(v.ep)
 }
 
-func (s *endpointsSource) Keys() []string {
-	keys := s.inf.GetIndexer().ListKeys()
-	sort.Strings(keys)
+// Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
+func (c *Controller) Keys() []string {
+	if !c.running.cfg.UseEndpoints {
+		return podstate.FollowedServices(c.src)
+	}
+	keys := c.src.GetIndexer().ListKeys()
+	slices.Sort(keys)
 	return keys
+}
+
+// newSource is the informer of where readiness comes from. By default the EndpointSlices of
+// the configured service names only, in every namespace (podstate.SliceFollower: filtered
+// server-side, slim, indexed by service); a weeder whose config names no service follows only
+// the services workloads' annotations name (each with a follower of its own), and this one
+// lists and watches nothing. With useEndpoints (clusters without EndpointSlices) legacy v1
+// Endpoints, which cannot be filtered by name server-side, so objects of other services are
+// cut down to their metadata before they are cached.
+func newSource(client kubernetes.Interface, cfg *Config) (cache.SharedIndexInformer, error) {
+	if !cfg.UseEndpoints {
+		_, inf, _, err := podstate.SliceFollower(client, metav1.NamespaceAll, cfg.Services())
+		return inf, err
+	}
+	wanted := sets.New(cfg.Services()...)
+	inf := coreinformers.NewEndpointsInformer(client, metav1.NamespaceAll, 0, cache.Indexers{})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		ep, ok := obj.(*corev1.Endpoints)
+		if !ok {
+			return obj, nil
+		}
+		if !wanted.Has(ep.Name) {
+			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, ResourceVersion: ep.ResourceVersion}}, nil
+		}
+		ep.ManagedFields = nil
+		return ep, nil
+	})
+	return inf, nil
 }

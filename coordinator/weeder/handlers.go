@@ -17,15 +17,11 @@ func (c *Controller) newInformers(d Deps) error {
 		c.nsInf = d.Namespaces
 		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
 	}
-	if d.Config.UseEndpoints {
-		c.src = newEndpointsSource(client, c.running.cfg.Services())
-	} else {
-		src, err := newSliceSource(client, c.running.cfg.Services(), c.running.cfg.ReadyWhenOf)
-		if err != nil {
-			return err
-		}
-		c.src = src
+	src, err := newSource(client, d.Config)
+	if err != nil {
+		return err
 	}
+	c.src = src
 	deps, err := newDependents(client, c.running.cfg)
 	if err != nil {
 		return err
@@ -61,7 +57,7 @@ func (c *Controller) addHandlers() error {
 			return err
 		}
 	}
-	_, err := c.src.Informer().AddEventHandler(c.endpointsHandler())
+	_, err := c.src.AddEventHandler(c.endpointsHandler())
 	return err
 }
 

@@ -87,7 +87,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 	_, _ = h.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}, metav1.CreateOptions{})
 	svc := s.Labels[discoveryv1.LabelServiceName]
 	_, _ = h.client.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: svc}}, metav1.CreateOptions{})
-	if err := h.c.src.Informer().GetIndexer().Update(s); err != nil {
+	if err := h.c.src.GetIndexer().Update(s); err != nil {
 		h.t.Fatal(err)
 	}
 	h.c.onEndpoints(s, false)
@@ -96,7 +96,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 
 func (h *harness) remove(s *discoveryv1.EndpointSlice) {
 	h.t.Helper()
-	if err := h.c.src.Informer().GetIndexer().Delete(s); err != nil {
+	if err := h.c.src.GetIndexer().Delete(s); err != nil {
 		h.t.Fatal(err)
 	}
 	h.c.onEndpoints(s, true)

@@ -211,7 +211,7 @@ func (c *Controller) recordEvent(ns, svc, typ, reason, msg string) {
 		ref.UID = st.view.serviceUID()
 	}
 	c.mu.Unlock()
-	if _, legacy := c.src.(*endpointsSource); ref.UID == "" && legacy && !c.opts.NoServiceReads {
+	if ref.UID == "" && c.running.cfg.UseEndpoints && !c.opts.NoServiceReads {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
