@@ -307,15 +307,15 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 	// The Job covers the due services the running config still covers (a namespace may have
 	// stopped matching since); it takes over from their own unarmed Jobs, and its trigger
 	// time is the oldest edge's.
-	rc, armed, first := c.running, items[0].armed, items[0].edge
+	armed, first := items[0].armed, items[0].edge
 	var covers []*batchItem
 	var targets []jobs.WeederTarget
 	var replace []jobs.Run
 	for _, it := range items {
-		if !c.relevant(rc, it.key) {
+		if !c.relevant(it.key) {
 			continue
 		}
-		covers, targets = append(covers, it), append(targets, c.target(rc, it.key))
+		covers, targets = append(covers, it), append(targets, c.target(it.key))
 		for _, r := range c.runs.Active(it.key) {
 			if len(r.Facts.Covers()) == 1 && !r.Armed {
 				replace = append(replace, r)
@@ -329,14 +329,14 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 		c.batch.done(items)
 		return true, nil
 	}
-	w := weederSettings(rc, first, armed, jobs.WeederTarget{})
+	w := c.cfg.weederSpec(first, armed, jobs.WeederTarget{})
 	w.Client = BatchClientLimits(len(targets), c.opts.Batching)
 	spec, err := jobs.WeederBatch(w, targets)
 	if err != nil {
 		c.batch.done(items) // validated at load; cannot happen
 		return true, err
 	}
-	out, err := rc.launcher.Launch(ctx, spec, replace)
+	out, err := c.launcher.Launch(ctx, spec, replace)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		c.log.WithError(err).WithField("services", len(covers)).Error("Could not launch a batch weeder Job; will retry.")
@@ -349,7 +349,7 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 	for _, it := range covers {
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
 		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-		c.covered(rc, it.key, it.edge, launched{run: out.Run, armed: armed, batch: len(covers)}, log)
+		c.covered(it.key, it.edge, launched{run: out.Run, armed: armed, batch: len(covers)}, log)
 	}
 	return true, nil
 }

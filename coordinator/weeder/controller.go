@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -95,7 +96,11 @@ type Controller struct {
 	recorder record.EventRecorder
 	now      func() time.Time
 
-	running *runningConfig // the config and what the decisions derive from it
+	cfg      *Config
+	launcher *jobs.Launcher // the jobTemplate resolved (namespace, image)
+	// nsNames and nsSel are the config's namespaces section (Exclusion).
+	nsNames map[string]bool
+	nsSel   labels.Selector
 
 	src  cache.SharedIndexInformer // the configured services' endpoints (newSource)
 	deps *dependents               // the configured dependents' pods
@@ -141,7 +146,15 @@ func New(d Deps) (*Controller, error) {
 		queue:       ctrl.NewQueue("depwatch-coordinator"),
 		batch:       newBatcher(),
 		weederState: newWeederState(),
-		running:     newRunningConfig(d.Executor, d.Config, d.Template),
+		cfg:         d.Config,
+		launcher:    &jobs.Launcher{Executor: d.Executor, Template: d.Template},
+		nsNames:     map[string]bool{},
+		nsSel:       d.Config.NamespaceSelector(),
+	}
+	if ns := d.Config.Namespaces; ns != nil {
+		for _, n := range ns.Names {
+			c.nsNames[n] = true
+		}
 	}
 	if err := c.newInformers(d); err != nil {
 		return nil, err

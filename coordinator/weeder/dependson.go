@@ -353,7 +353,7 @@ func (d *dependsOn) run(w *nameWatch) {
 // first sighting; a Ready service is checked for crash-looping dependents).
 func (c *Controller) follow(key string, log logrus.FieldLogger) {
 	_, name, _ := strings.Cut(key, "/")
-	if c.running.cfg.Configured(name) {
+	if c.cfg.Configured(name) {
 		log.WithField("service", key).Info("The service is also in the config, whose dependents' selectors are used for it.")
 		return
 	}
@@ -390,7 +390,7 @@ func (c *Controller) follow(key string, log logrus.FieldLogger) {
 // name is named.
 func (c *Controller) unfollow(key string, log logrus.FieldLogger) {
 	_, name, _ := strings.Cut(key, "/")
-	if c.running.cfg.Configured(name) {
+	if c.cfg.Configured(name) {
 		return
 	}
 	c.mu.Lock()
@@ -415,8 +415,8 @@ func (c *Controller) unfollow(key string, log logrus.FieldLogger) {
 }
 
 // follows: the service key is the config's (its name is configured) or an annotation's.
-func (c *Controller) follows(rc *runningConfig, key string) bool {
-	if _, svc, _ := cache.SplitMetaNamespaceKey(key); rc.cfg.Configured(svc) {
+func (c *Controller) follows(key string) bool {
+	if _, svc, _ := cache.SplitMetaNamespaceKey(key); c.cfg.Configured(svc) {
 		return true
 	}
 	if c.dependsOn == nil {
@@ -439,10 +439,10 @@ func (d dependentSelectors) none() bool { return len(d.own) == 0 && len(d.elsewh
 // selectorsOf are the service's dependents' pod selectors: the config's where it names the
 // service (it wins: annotations add nothing to a configured service), else those of the
 // workloads whose annotation names it, in its namespace and in others, ordered by workload.
-func (c *Controller) selectorsOf(rc *runningConfig, key string) dependentSelectors {
+func (c *Controller) selectorsOf(key string) dependentSelectors {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	if rc.cfg.Configured(svc) || c.dependsOn == nil {
-		return dependentSelectors{own: rc.cfg.Selectors(svc)}
+	if c.cfg.Configured(svc) || c.dependsOn == nil {
+		return dependentSelectors{own: c.cfg.Selectors(svc)}
 	}
 	var out dependentSelectors
 	for _, w := range c.dependsOn.declarers(key) {
@@ -460,14 +460,14 @@ func (c *Controller) selectorsOf(rc *runningConfig, key string) dependentSelecto
 
 // crashLoopingDependent names a crash-looping dependent of the service ("" if none): from the
 // informers for the config's selectors, from a pod list per namespace for an annotation's.
-func (c *Controller) crashLoopingDependent(ctx context.Context, rc *runningConfig, key string) (string, error) {
+func (c *Controller) crashLoopingDependent(ctx context.Context, key string) (string, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	deps := c.selectorsOf(rc, key)
+	deps := c.selectorsOf(key)
 	sels, err := jobs.SelectorStrings(deps.own)
 	if err != nil {
 		return "", err // validated at load or when the annotation was read
 	}
-	if rc.cfg.Configured(svc) {
+	if c.cfg.Configured(svc) {
 		return c.deps.crashLooping(ns, sels)
 	}
 	if pod, err := c.crashLoopingIn(ctx, ns, sels); pod != "" || err != nil {

@@ -92,23 +92,22 @@ func TestDeclaredByRefusesAWorkloadWithoutASelector(t *testing.T) {
 // followed and their dependents' selectors, ordered by workload, another namespace's apart.
 func TestAServiceIsFollowedWhileAWorkloadNamesIt(t *testing.T) {
 	h := newHarness(t, "watchDuration: 3m\n")
-	rc := h.c.running
 	h.workload(annotated("app", "web", "db"), false)
 	h.workload(annotated("app", "api", "db, other/cache"), false)
-	if sels := h.c.selectorsOf(rc, "app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
+	if sels := h.c.selectorsOf("app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
 		t.Errorf("app/db's selectors %+v, want api's then web's, all in app", sels)
 	}
 	// api in app depends on other/cache: its pods are the service's dependents in app.
-	if sels := h.c.selectorsOf(rc, "other/cache"); len(sels.own) != 0 || len(sels.elsewhere) != 1 || len(sels.elsewhere["app"]) != 1 ||
+	if sels := h.c.selectorsOf("other/cache"); len(sels.own) != 0 || len(sels.elsewhere) != 1 || len(sels.elsewhere["app"]) != 1 ||
 		sels.elsewhere["app"][0].MatchLabels["app"] != "api" {
 		t.Errorf("other/cache's selectors %+v, want api's, in namespace app", sels)
 	}
 	h.workload(annotated("app", "web", ""), false)
-	if !h.c.follows(rc, "app/db") || !h.c.follows(rc, "other/cache") {
+	if !h.c.follows("app/db") || !h.c.follows("other/cache") {
 		t.Error("app/db or other/cache unfollowed while api still names it")
 	}
 	h.workload(annotated("app", "api", ""), true)
-	if h.c.follows(rc, "app/db") || h.c.follows(rc, "other/cache") || len(h.c.dependsOn.watches) != 0 {
+	if h.c.follows("app/db") || h.c.follows("other/cache") || len(h.c.dependsOn.watches) != 0 {
 		t.Errorf("still followed: %v", h.c.dependsOn.followed)
 	}
 }
@@ -176,7 +175,7 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	}
 	h.set(up("app", "postgres"))
 	h.workload(annotated("app", "web", ""), false)
-	if h.c.follows(h.c.running, "app/postgres") {
+	if h.c.follows("app/postgres") {
 		t.Fatal("still followed without its annotation")
 	}
 	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
@@ -191,7 +190,7 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	if countWith(evs, EventInvalidDependsOn) != 1 || !strings.Contains(strings.Join(evs, "\n"), `"Redis"`) {
 		t.Errorf("events %q, want one InvalidDependsOn naming \"Redis\"", evs)
 	}
-	if h.c.follows(h.c.running, "app/postgres") {
+	if h.c.follows("app/postgres") {
 		t.Error("a malformed annotation is followed in part")
 	}
 }

@@ -27,12 +27,12 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	if !c.follows(c.running, key) {
+	if !c.follows(key) {
 		return // legacy Endpoints of every service, and slices of a name in other namespaces
 	}
-	rc, now := c.running, c.now()
+	now := c.now()
 	c.mu.Lock()
-	edge := c.fold(rc, key, obj, deleted, now)
+	edge := c.fold(key, obj, deleted, now)
 	c.mu.Unlock()
 	if edge != nil {
 		c.queue.Add(key)
@@ -41,13 +41,13 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 
 // fold applies one event to the service's view and records the edge it makes, if any, with
 // its time; c.mu must be held.
-func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, now time.Time) *recordedEdge {
+func (c *Controller) fold(key string, obj any, deleted bool, now time.Time) *recordedEdge {
 	st := c.state(key)
 	prev := st.seen
 	st.seen = c.apply(&st.view, key, obj, deleted)
-	st.relevant = c.relevant(rc, key)
+	st.relevant = c.relevant(key)
 	c.countReady(st)
-	c.reportExclusion(rc, key, st)
+	c.reportExclusion(key, st)
 	edge := edgeOf(prev, st.seen, now)
 	if !st.relevant {
 		edge = nil
@@ -126,7 +126,7 @@ func unwrap(obj any) any {
 
 // keyOf is the service key <namespace>/<name> of an endpoints object (or tombstone).
 func (c *Controller) keyOf(obj any) (string, bool) {
-	if c.running.cfg.UseEndpoints {
+	if c.cfg.UseEndpoints {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		return key, err == nil
 	}
@@ -140,10 +140,10 @@ func (c *Controller) keyOf(obj any) (string, bool) {
 // apply applies one event's object (added or updated; deleted: removed) to the event
 // handler's own view of its service key and returns the service's readiness after it.
 func (c *Controller) apply(v *view, key string, obj any, deleted bool) Observation {
-	if !c.running.cfg.UseEndpoints {
+	if !c.cfg.UseEndpoints {
 		v.slices.Apply(obj, deleted)
 		_, svc, _ := cache.SplitMetaNamespaceKey(key)
-		return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(c.running.cfg.ReadyWhenOf(svc))}
+		return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(c.cfg.ReadyWhenOf(svc))}
 	}
 	if ep, ok := unwrap(obj).(*corev1.Endpoints); ok {
 		v.ep = ep
@@ -156,7 +156,7 @@ func (c *Controller) apply(v *view, key string, obj any, deleted bool) Observati
 
 // Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
 func (c *Controller) Keys() []string {
-	if !c.running.cfg.UseEndpoints {
+	if !c.cfg.UseEndpoints {
 		return podstate.FollowedServices(c.src)
 	}
 	keys := c.src.GetIndexer().ListKeys()

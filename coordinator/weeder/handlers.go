@@ -22,7 +22,7 @@ func (c *Controller) newInformers(d Deps) error {
 		return err
 	}
 	c.src = src
-	deps, err := newDependents(client, c.running.cfg)
+	deps, err := newDependents(client, c.cfg)
 	if err != nil {
 		return err
 	}
@@ -87,14 +87,14 @@ func (c *Controller) state(key string) *serviceState {
 	return st
 }
 
-// relevant: a service configured in rc or named by an annotation, in a namespace rc watches.
-func (c *Controller) relevant(rc *runningConfig, key string) bool {
+// relevant: a service configured or named by an annotation, in a namespace the config watches.
+func (c *Controller) relevant(key string) bool {
 	ns, _, _ := cache.SplitMetaNamespaceKey(key)
-	return c.follows(rc, key) && c.watched(rc, ns)
+	return c.follows(key) && c.watched(ns)
 }
 
 // watched: the config leaves the namespace in (Exclusion), and it is known.
-func (c *Controller) watched(rc *runningConfig, ns string) bool {
-	why, known := c.exclusion(rc, ns)
+func (c *Controller) watched(ns string) bool {
+	why, known := c.exclusion(ns)
 	return known && why == ""
 }

@@ -272,10 +272,10 @@ func newTestMetrics() *Metrics {
 	return m
 }
 
-// weederSpec is the service's weeder Job spec for an edge from config rc, its dependents its
-// own selectors (no dependsOn).
-func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
+// weederSpec is the service's weeder Job spec for an edge from cfg, its dependents its own
+// selectors (no dependsOn).
+func weederSpec(cfg *Config, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	t := jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: rc.cfg.Selectors(svc), ReadyWhen: rc.cfg.ReadyWhenOf(svc)}
-	return jobs.Weeder(weederSettings(rc, e, armed, t))
+	t := jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: cfg.Selectors(svc), ReadyWhen: cfg.ReadyWhenOf(svc)}
+	return jobs.Weeder(cfg.weederSpec(e, armed, t))
 }

@@ -15,7 +15,7 @@ import (
 
 // launchWeeder covers the service with a weeder: a Job of its own while launches are rare
 // (replacing its own unarmed Job, if one runs), else a place in the batch being formed.
-func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, armed bool, own []jobs.Run, log logrus.FieldLogger) error {
+func (c *Controller) launchWeeder(ctx context.Context, key string, e *recordedEdge, armed bool, own []jobs.Run, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
 	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
@@ -36,18 +36,18 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 			return nil
 		}
 	}
-	spec, err := jobs.Weeder(weederSettings(rc, e, armed, c.target(rc, key)))
+	spec, err := jobs.Weeder(c.cfg.weederSpec(e, armed, c.target(key)))
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := rc.launcher.Launch(ctx, spec, own)
+	out, err := c.launcher.Launch(ctx, spec, own)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", e.trigger).Error("Could not launch the weeder Job; will retry.")
 		return err
 	}
 	c.batch.ownLaunched(c.now())
-	c.covered(rc, key, e, launched{run: out.Run, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
+	c.covered(key, e, launched{run: out.Run, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
 	return nil
 }
 
@@ -64,7 +64,7 @@ type launched struct {
 
 // covered notes that the service is covered by a Job just created (see expectedLaunch),
 // measures the edge's latency, logs it and records the Service's Event.
-func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l launched, log logrus.FieldLogger) {
+func (c *Controller) covered(key string, e *recordedEdge, l launched, log logrus.FieldLogger) {
 	c.noteLaunch(key, l)
 	latency := c.now().Sub(e.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
@@ -85,12 +85,12 @@ func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l l
 	log = log.WithFields(fields)
 	if l.armed {
 		if l.own {
-			log.WithField("maxWait", rc.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
+			log.WithField("maxWait", c.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
 		} else {
 			log.Info("The service went down: covered by an armed batch weeder Job; it starts reaping the service's dependents the moment it is Ready again.")
 		}
 		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederArmed,
-			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, rc.cfg.MaxWait(), rc.cfg.Watch()))
+			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, c.cfg.MaxWait(), c.cfg.Watch()))
 		return
 	}
 	if l.own {
@@ -98,7 +98,7 @@ func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l l
 	} else {
 		log.Info("Covered by a batch weeder Job.")
 	}
-	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, rc.cfg.Watch()))
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, c.cfg.Watch()))
 }
 
 // noteLaunch remembers the weeder Job just created for key and expects it in the Job cache,
@@ -124,10 +124,10 @@ func (c *Controller) activeWeederJobs() int {
 }
 
 // keepWeeder: an active weeder already covers the edge; it is only said.
-func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage, log logrus.FieldLogger) {
+func (c *Controller) keepWeeder(e *recordedEdge, cov coverage, log logrus.FieldLogger) {
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
 	c.observeEdge(e)
-	log = log.WithFields(logrus.Fields{"job": rc.launcher.Template.Namespace + "/" + cov.by, "trigger": e.trigger, "result": string(jobs.ResultKept)})
+	log = log.WithFields(logrus.Fields{"job": c.launcher.Template.Namespace + "/" + cov.by, "trigger": e.trigger, "result": string(jobs.ResultKept)})
 	switch {
 	case cov.active != ArmedWeeder:
 		log.Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
@@ -140,9 +140,9 @@ func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage
 
 // stopWeeder deletes the service's own running weeder Job, if any: the service went down
 // again and arming is off, or (going says why) it is going away.
-func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, own []jobs.Run, going string, log logrus.FieldLogger) error {
+func (c *Controller) stopWeeder(ctx context.Context, key string, e *recordedEdge, own []jobs.Run, going string, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	stopped, err := rc.launcher.Delete(ctx, own)
+	stopped, err := c.launcher.Delete(ctx, own)
 	if err != nil {
 		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
 		return err
@@ -166,16 +166,15 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 }
 
 // target is the service key and its dependents (selectorsOf), as a weeder Job covers it.
-func (c *Controller) target(rc *runningConfig, key string) jobs.WeederTarget {
+func (c *Controller) target(key string) jobs.WeederTarget {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	deps := c.selectorsOf(rc, key)
-	return jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: rc.cfg.ReadyWhenOf(svc)}
+	deps := c.selectorsOf(key)
+	return jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: c.cfg.ReadyWhenOf(svc)}
 }
 
-// weederSettings is a weeder Job's spec of config rc for an edge: one service's (t; armed
-// adds its gate), or what a batch's targets share (t zero).
-func weederSettings(rc *runningConfig, e *recordedEdge, armed bool, t jobs.WeederTarget) jobs.WeederSpec {
-	cfg := rc.cfg
+// weederSpec is a weeder Job's spec of the config for an edge: one service's (t; armed adds
+// its gate), or what a batch's targets share (t zero).
+func (cfg *Config) weederSpec(e *recordedEdge, armed bool, t jobs.WeederTarget) jobs.WeederSpec {
 	return jobs.WeederSpec{
 		Namespace: t.Namespace, Service: t.Service, Selectors: t.Selectors, Elsewhere: t.Elsewhere, ReadyWhen: t.ReadyWhen,
 		WatchDuration: cfg.Watch(), GracePeriod: cfg.Grace(), Trigger: e.trigger, TriggerTime: e.at,
@@ -211,7 +210,7 @@ func (c *Controller) recordEvent(ns, svc, typ, reason, msg string) {
 		ref.UID = st.view.serviceUID()
 	}
 	c.mu.Unlock()
-	if ref.UID == "" && c.running.cfg.UseEndpoints && !c.opts.NoServiceReads {
+	if ref.UID == "" && c.cfg.UseEndpoints && !c.opts.NoServiceReads {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {
