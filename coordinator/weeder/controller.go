@@ -23,7 +23,7 @@
 //     they declare; their slices from a watch per name).
 //
 // The pure decisions are in decide.go (Decide, PlanWeeder) and batch.go (PlanLaunch); the
-// endpoints' sources and handler in endpoints.go, the other informers in caches.go
+// endpoints' sources and handler in endpoints.go, the other informers in New and caches.go
 // (dependents, weeder Jobs).
 package weeder
 
@@ -89,7 +89,6 @@ type Deps struct {
 // Controller watches the configured services and launches weeder Jobs.
 type Controller struct {
 	client   kubernetes.Interface
-	exec     jobs.Executor
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
@@ -127,8 +126,12 @@ type Controller struct {
 	weederState
 }
 
-// New builds the weeder and its informers (not started). The config must name at least one
-// service or let the weeder follow workloads' depends-on annotations (Config.Weeds).
+// New builds the weeder and its informers (not started; the coordinator runs them): the
+// configured services' endpoints (newSource), the configured dependents' pods, the weeder
+// Jobs (the executor's runs) and their reports in the Jobs' namespace, and the workloads
+// (newDependsOnWatch); the namespaces are d's, shared with the prober. The config must name
+// at least one service or let the weeder follow workloads' depends-on annotations
+// (Config.Weeds).
 func New(d Deps) (*Controller, error) {
 	d, err := withDefaults(d)
 	if err != nil {
@@ -136,7 +139,6 @@ func New(d Deps) (*Controller, error) {
 	}
 	c := &Controller{
 		client:      d.Client,
-		exec:        d.Executor,
 		opts:        d.Options,
 		log:         d.Log,
 		metrics:     d.Metrics,
@@ -156,16 +158,54 @@ func New(d Deps) (*Controller, error) {
 			c.nsNames[n] = true
 		}
 	}
-	if err := c.newInformers(d); err != nil {
+	if !c.opts.NoNamespaceReads {
+		c.nsInf = d.Namespaces
+		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	}
+	if c.deps, err = newDependents(d.Client, c.cfg); err != nil {
 		return nil, err
 	}
-	if err := c.addHandlers(); err != nil {
+	// A run's add observes its expectation, and a run that stops frees a place under
+	// --max-weeder-jobs, so the batches waiting for one look again.
+	c.runs, err = d.Executor.RunView(d.Template.Namespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, jobs.RunHandlers{
+		Added:    c.onJobAdded,
+		Stopped:  func(jobs.Run) { c.batch.poke() },
+		Reported: c.onReport,
+		Failed: func(jobs.Run) {
+			if !c.leadSince().IsZero() {
+				c.metrics.JobsFailed.WithLabelValues(string(jobs.KindWeeder)).Inc()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// An endpoints event may make an edge (onEndpoints); a namespace's new labels may leave
+	// its services out of the config's namespaces, or in again (onNamespace).
+	if c.nsSelect {
+		if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { c.onNamespace(obj) }}); err != nil {
+			return nil, err
+		}
+	}
+	if c.src, err = newSource(d.Client, c.cfg); err != nil {
+		return nil, err
+	}
+	if _, err := c.src.AddEventHandler(c.endpointsHandler()); err != nil {
 		return nil, err
 	}
 	if err := c.newDependsOnWatch(d); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// endpointsHandler folds a source's events (onEndpoints), the config's and the annotations'.
+func (c *Controller) endpointsHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onEndpoints(obj, false) },
+		UpdateFunc: func(_, obj any) { c.onEndpoints(obj, false) },
+		DeleteFunc: func(obj any) { c.onEndpoints(obj, true) },
+	}
 }
 
 // withDefaults checks what New needs and fills in what it may leave out.

@@ -41,6 +41,17 @@ func (c *Config) NamespacesText() string {
 // Excludes reports whether the config's namespaces section leaves any namespace out.
 func (c *Config) Excludes() bool { return c.NamespacesText() != "every namespace" }
 
+// relevant: a service configured or named by an annotation, in a namespace the config watches:
+// the config leaves the namespace in (Exclusion), and it is known.
+func (c *Controller) relevant(key string) bool {
+	if !c.follows(key) {
+		return false
+	}
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
+	why, known := c.exclusion(ns)
+	return known && why == ""
+}
+
 // exclusion is why the config leaves namespace ns out ("" when it is watched); known is false when
 // the namespace's labels are needed and the cache does not have it (deleted, or not listed
 // yet): it is then neither watched nor reported.

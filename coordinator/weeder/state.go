@@ -52,6 +52,23 @@ type serviceState struct {
 	launched *launchedJob
 }
 
+// onJobAdded: the view shows the run, so it is no longer only expected.
+func (c *Controller) onJobAdded(r jobs.Run) {
+	c.mu.Lock()
+	c.expectations.observe(r.Name, c.now())
+	c.mu.Unlock()
+}
+
+// state returns (creating) the state of key; c.mu must be held.
+func (c *Controller) state(key string) *serviceState {
+	st, ok := c.services[key]
+	if !ok {
+		st = &serviceState{}
+		c.services[key] = st
+	}
+	return st
+}
+
 // recordedEdge is an edge owed an action.
 type recordedEdge struct {
 	edge Edge
