@@ -177,15 +177,10 @@ type coverage struct {
 // batch being formed. It makes no API call.
 func (c *Controller) coverage(key string, st *serviceState) coverage {
 	var cov coverage
-	active := c.runs.Active(key)
-	for _, r := range active {
-		if r.Armed {
-			cov.active, cov.by = ArmedWeeder, r.Name
-			break
+	for _, r := range c.runs.Active(key) {
+		if cov.active != ArmedWeeder {
+			cov.active, cov.by = weederKind(r.Armed), r.Name
 		}
-		cov.active, cov.by = UnarmedWeeder, r.Name
-	}
-	for _, r := range active {
 		if len(r.Facts.Covers()) == 1 {
 			cov.own = append(cov.own, r)
 		}
