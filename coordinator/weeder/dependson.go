@@ -303,22 +303,20 @@ func (c *Controller) onWorkload(old, obj any) {
 	}
 }
 
-// declarers are the cached workloads that declare the service key, ordered by kind,
-// namespace and name.
+// declarers are the cached workloads that declare the service key, ordered by
+// <kind>/<namespace>/<name>.
 func (d *dependsOn) declarers(key string) []*cachedWorkload {
-	byKey := map[string]*cachedWorkload{}
+	var out []*cachedWorkload
 	for _, inf := range d.workloads {
 		objs, _ := inf.GetIndexer().ByIndex(declaredIndex, key)
 		for _, o := range objs {
 			if w, ok := o.(*cachedWorkload); ok {
-				byKey[w.kind+"/"+w.Namespace+"/"+w.Name] = w
+				out = append(out, w)
 			}
 		}
 	}
-	out := make([]*cachedWorkload, 0, len(byKey))
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		out = append(out, byKey[k])
-	}
+	id := func(w *cachedWorkload) string { return w.kind + "/" + w.Namespace + "/" + w.Name }
+	slices.SortFunc(out, func(a, b *cachedWorkload) int { return strings.Compare(id(a), id(b)) })
 	return out
 }
 
@@ -463,27 +461,27 @@ func (c *Controller) selectorsOf(key string) dependentSelectors {
 func (c *Controller) crashLoopingDependent(ctx context.Context, key string) (string, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	deps := c.selectorsOf(key)
-	sels, err := jobs.SelectorStrings(deps.own)
-	if err != nil {
-		return "", err // validated at load or when the annotation was read
-	}
-	if c.cfg.Configured(svc) {
-		return c.deps.crashLooping(ns, sels)
-	}
-	if pod, err := c.crashLoopingIn(ctx, ns, sels); pod != "" || err != nil {
-		return pod, err
-	}
-	for _, other := range slices.Sorted(maps.Keys(deps.elsewhere)) {
-		sels, err := jobs.SelectorStrings(deps.elsewhere[other])
-		if err != nil {
-			return "", err
+	for _, in := range append([]string{ns}, slices.Sorted(maps.Keys(deps.elsewhere))...) {
+		sels, err := jobs.SelectorStrings(deps.own)
+		if in != ns {
+			sels, err = jobs.SelectorStrings(deps.elsewhere[in])
 		}
-		pod, err := c.crashLoopingIn(ctx, other, sels)
 		if err != nil {
-			return "", err
+			return "", err // validated at load or when the annotation was read
 		}
-		if pod != "" {
-			return other + "/" + pod, nil
+		var pod string
+		if c.cfg.Configured(svc) {
+			pod, err = c.deps.crashLooping(ns, sels)
+		} else {
+			pod, err = c.crashLoopingIn(ctx, in, sels)
+		}
+		switch {
+		case err != nil:
+			return "", err
+		case pod != "" && in != ns:
+			return in + "/" + pod, nil
+		case pod != "":
+			return pod, nil
 		}
 	}
 	return "", nil
