@@ -123,7 +123,15 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string] // services' keys
 	batch *batcher
 
-	weederState
+	// What the weeder knows that no API object holds; everything else (the endpoints, the
+	// weeder Jobs, the namespaces, the dependents) it reads from its informers' caches when
+	// it acts.
+	mu sync.Mutex
+	// services: per followed <namespace>/<service> with endpoints objects (or an edge still
+	// owed an action), what the event handler saw of it.
+	services map[string]*serviceState
+	// expectations: the weeder Jobs created that the Job cache has not shown yet.
+	expectations jobExpectations
 }
 
 // New builds the weeder and its informers (not started; the coordinator runs them): the
@@ -138,20 +146,21 @@ func New(d Deps) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		client:      d.Client,
-		opts:        d.Options,
-		log:         d.Log,
-		metrics:     d.Metrics,
-		recorder:    d.Recorder,
-		now:         d.Now,
-		nsSelect:    d.Config.NeedsNamespaceInformer(),
-		queue:       ctrl.NewQueue("depwatch-coordinator"),
-		batch:       newBatcher(),
-		weederState: newWeederState(),
-		cfg:         d.Config,
-		launcher:    &jobs.Launcher{Executor: d.Executor, Template: d.Template},
-		nsNames:     map[string]bool{},
-		nsSel:       d.Config.NamespaceSelector(),
+		client:       d.Client,
+		opts:         d.Options,
+		log:          d.Log,
+		metrics:      d.Metrics,
+		recorder:     d.Recorder,
+		now:          d.Now,
+		nsSelect:     d.Config.NeedsNamespaceInformer(),
+		queue:        ctrl.NewQueue("depwatch-coordinator"),
+		batch:        newBatcher(),
+		services:     map[string]*serviceState{},
+		expectations: jobExpectations{},
+		cfg:          d.Config,
+		launcher:     &jobs.Launcher{Executor: d.Executor, Template: d.Template},
+		nsNames:      map[string]bool{},
+		nsSel:        d.Config.NamespaceSelector(),
 	}
 	if ns := d.Config.Namespaces; ns != nil {
 		for _, n := range ns.Names {

@@ -1,29 +1,12 @@
 package weeder
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/depwatch/depwatch/jobs"
 )
-
-// weederState is what the weeder knows that no API object holds. Everything else (the
-// endpoints, the weeder Jobs, the namespaces, the dependents) it reads from its informers'
-// caches when it acts.
-type weederState struct {
-	mu sync.Mutex
-	// services: per configured <namespace>/<service> with endpoints objects (or an edge
-	// still owed an action), what the event handler saw of it.
-	services map[string]*serviceState
-	// expectations: the weeder Jobs created that the Job cache has not shown yet.
-	expectations jobExpectations
-}
-
-func newWeederState() weederState {
-	return weederState{services: map[string]*serviceState{}, expectations: jobExpectations{}}
-}
 
 // serviceState is what the weeder knows of one service besides the caches.
 type serviceState struct {
@@ -109,7 +92,7 @@ const expectationTTL = 2 * time.Minute
 // is covered and that the Job counts under --max-weeder-jobs. The informer may show a Job
 // before its creator expects it, and it may be gone from the cache by then (an in-process run
 // that ends at once): that sighting is kept, and the expectation it answers is never made.
-// The caller holds weederState.mu.
+// The caller holds Controller.mu.
 type jobExpectations map[string]expectation
 
 type expectation struct {
