@@ -9,7 +9,8 @@
 // The path from an event to a Job, by file:
 //
 //   - endpoints.go: onEndpoints folds the event into the service's own view; an edge is
-//     recorded with its time, when it happens, and the service's key is queued.
+//     recorded with its time, when it happens, and the service's key is queued. Its state
+//     is what no API object holds (the recorded edges, the Jobs just created).
 //   - sync.go: Reconcile (the sync of one key) takes the last recorded edge, however late:
 //     an outage that began and ended while the key waited gets the weeder its return calls
 //     for. It reads what covers the service from the caches (coverage), lets PlanWeeder
@@ -17,7 +18,6 @@
 //   - launch.go: the one action: launch, arm or stop a weeder Job through package jobs,
 //     record the Service's Event, count it.
 //   - batch.go: in a storm, the services wait a moment and share batch Jobs.
-//   - state.go: what no API object holds (the recorded edges, the Jobs just created).
 //   - dependson.go: the services workloads name with AnnotationDependsOn, followed like
 //     the configured ones (their selectors from the workloads' cache, indexed by the services
 //     they declare; their slices from a watch per name).
