@@ -349,7 +349,7 @@ func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool,
 	for _, it := range covers {
 		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
 		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-		c.covered(it.key, it.edge, launched{run: out.Run, armed: armed, batch: len(covers)}, log)
+		c.covered(it.key, it.edge, out, armed, len(covers), log)
 	}
 	return true, nil
 }

@@ -47,44 +47,42 @@ func (c *Controller) launchWeeder(ctx context.Context, key string, e *recordedEd
 		return err
 	}
 	c.batch.ownLaunched(c.now())
-	c.covered(key, e, launched{run: out.Run, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
+	c.covered(key, e, out, armed, 0, log)
 	return nil
 }
 
-// launched is a weeder Job just created, as one of the services it covers is told of it.
-type launched struct {
-	run   jobs.Run
-	armed bool
-	// own: the Job covers this service alone; else batch is how many services it covers.
-	own      bool
-	batch    int
-	replaced []string
-	result   jobs.Result
-}
-
-// covered notes that the service is covered by a Job just created (see expectedLaunch),
-// measures the edge's latency, logs it and records the Service's Event.
-func (c *Controller) covered(key string, e *recordedEdge, l launched, log logrus.FieldLogger) {
-	c.noteLaunch(key, l)
+// covered notes that the service is covered by the Job just created (see expectedLaunch): its
+// own, or (batch > 0) a batch Job for that many services. It measures the edge's latency,
+// logs it and records the Service's Event.
+func (c *Controller) covered(key string, e *recordedEdge, out jobs.Outcome, armed bool, batch int, log logrus.FieldLogger) {
+	own := batch == 0
+	c.mu.Lock()
+	if !c.runs.Has(out.Run.Namespace, out.Run.Name) {
+		c.expectations.expect(out.Run.Name, c.now())
+	}
+	if st, ok := c.services[key]; ok {
+		st.launched = &launchedJob{name: out.Run.Name, uid: out.Run.UID, armed: armed, own: own}
+	}
+	c.mu.Unlock()
 	latency := c.now().Sub(e.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
 	c.observeEdge(e)
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	job := l.run.Namespace + "/" + l.run.Name
-	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": l.armed}
+	job := out.Run.Namespace + "/" + out.Run.Name
+	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": armed}
 	// What the Event calls the Job, the service's dependents, and the service.
 	what, deps, when := "", "crash-looping dependents", "the service is"
-	if l.own {
-		fields["result"], fields["replaced"], fields["latencyMs"] = string(l.result), l.replaced, latency.Milliseconds()
-		what = fmt.Sprintf("weeder Job %s (trigger %s%s)", job, e.trigger, replacedNote(l.replaced))
+	if own {
+		fields["result"], fields["replaced"], fields["latencyMs"] = string(out.Result), out.Replaced, latency.Milliseconds()
+		what = fmt.Sprintf("weeder Job %s (trigger %s%s)", job, e.trigger, replacedNote(out.Replaced))
 	} else {
-		fields["batch"] = l.batch
-		what = fmt.Sprintf("batch weeder Job %s (trigger %s, %d services)", job, e.trigger, l.batch)
+		fields["batch"] = batch
+		what = fmt.Sprintf("batch weeder Job %s (trigger %s, %d services)", job, e.trigger, batch)
 		deps, when = "this service's crash-looping dependents", "it is"
 	}
 	log = log.WithFields(fields)
-	if l.armed {
-		if l.own {
+	if armed {
+		if own {
 			log.WithField("maxWait", c.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
 		} else {
 			log.Info("The service went down: covered by an armed batch weeder Job; it starts reaping the service's dependents the moment it is Ready again.")
@@ -93,25 +91,12 @@ func (c *Controller) covered(key string, e *recordedEdge, l launched, log logrus
 			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, c.cfg.MaxWait(), c.cfg.Watch()))
 		return
 	}
-	if l.own {
+	if own {
 		log.Info("Launched a weeder Job.")
 	} else {
 		log.Info("Covered by a batch weeder Job.")
 	}
 	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, c.cfg.Watch()))
-}
-
-// noteLaunch remembers the weeder Job just created for key and expects it in the Job cache,
-// unless the cache shows it already.
-func (c *Controller) noteLaunch(key string, l launched) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.runs.Has(l.run.Namespace, l.run.Name) {
-		c.expectations.expect(l.run.Name, c.now())
-	}
-	if st, ok := c.services[key]; ok {
-		st.launched = &launchedJob{name: l.run.Name, uid: l.run.UID, armed: l.armed, own: l.own}
-	}
 }
 
 // activeWeederJobs counts the weeder Jobs active now (the --max-weeder-jobs cap's measure):
