@@ -3,6 +3,7 @@ package weeder
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -153,13 +154,7 @@ func (b *batcher) ownLaunched(at time.Time) {
 func (b *batcher) input(now time.Time, window time.Duration) (recent, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	keep := b.recent[:0]
-	for _, t := range b.recent {
-		if now.Sub(t) < window {
-			keep = append(keep, t)
-		}
-	}
-	b.recent = keep
+	b.recent = slices.DeleteFunc(b.recent, func(t time.Time) bool { return now.Sub(t) >= window })
 	return len(b.recent), len(b.waiting)
 }
 
@@ -205,10 +200,7 @@ func (b *batcher) due(now time.Time, size int, linger time.Duration) ([]*batchIt
 	if len(b.waiting) == 0 {
 		return nil, -1
 	}
-	items := make([]*batchItem, 0, len(b.waiting))
-	for _, it := range b.waiting {
-		items = append(items, it)
-	}
+	items := slices.Collect(maps.Values(b.waiting))
 	slices.SortFunc(items, func(x, y *batchItem) int {
 		return cmp.Or(x.since.Compare(y.since), strings.Compare(x.key, y.key))
 	})

@@ -1,6 +1,8 @@
 package weeder
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -154,11 +156,5 @@ func EndpointsObservation(ep *corev1.Endpoints) Observation {
 	if ep == nil {
 		return Observation{}
 	}
-	obs := Observation{Known: true}
-	for _, s := range ep.Subsets {
-		if len(s.Addresses) > 0 {
-			obs.Ready = true
-		}
-	}
-	return obs
+	return Observation{Known: true, Ready: slices.ContainsFunc(ep.Subsets, func(s corev1.EndpointSubset) bool { return len(s.Addresses) > 0 })}
 }
