@@ -285,8 +285,8 @@ func (c *Controller) onWorkload(old, obj any) {
 	}
 	d := c.dependsOn
 	for _, key := range sets.List(sets.New(was...).Insert(keys...)) {
+		d.mu.Lock() // the three kinds' handlers run at once: reading and recording is one step
 		declared := len(d.declarers(key)) > 0
-		d.mu.Lock()
 		changed := d.followed.Has(key) != declared
 		if declared {
 			d.followed.Insert(key)
