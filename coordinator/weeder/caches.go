@@ -1,6 +1,7 @@
 package weeder
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -59,28 +60,68 @@ func (d *dependents) informers() []cache.SharedIndexInformer {
 	return slices.Collect(maps.Values(d.infs))
 }
 
-// crashLooping names a crash-looping pod of namespace ns that one of sels matches ("" if none).
-// Every selector of the config has its watch from the start (a changed config restarts the
-// coordinator), so the informers' stores answer alone.
-func (d *dependents) crashLooping(ns string, sels []string) (string, error) {
-	for _, sel := range sels {
-		inf, ok := d.infs[sel]
-		if !ok {
-			return "", fmt.Errorf("the dependents %q have no watch (the config was not resolved at start)", sel)
+// crashLoopingDependent names a crash-looping dependent of the service ("" if none), in its
+// own namespace first, then in each other one an annotation's workloads run in (as
+// <namespace>/<pod>). The weeder Job's own test (CONTAINER_STATUSES=CrashLoopBackOff), so
+// catch-up and the Job agree on which pods count.
+func (c *Controller) crashLoopingDependent(ctx context.Context, key string) (string, error) {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	deps := c.selectorsOf(key)
+	for _, in := range append([]string{ns}, slices.Sorted(maps.Keys(deps.elsewhere))...) {
+		sels, err := jobs.SelectorStrings(deps.own)
+		if in != ns {
+			sels, err = jobs.SelectorStrings(deps.elsewhere[in])
 		}
-		objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
 		if err != nil {
-			return "", fmt.Errorf("reading the dependents %q of %s from their cache: %w", sel, ns, err)
+			return "", err // validated at load or when the annotation was read
 		}
-		for _, o := range objs {
-			// The weeder Job's own test (CONTAINER_STATUSES=CrashLoopBackOff), so catch-up and
-			// the Job agree on which pods count.
-			if p, ok := o.(*corev1.Pod); ok {
+		for _, sel := range sels {
+			pods, err := c.dependentsOf(ctx, in, sel, c.cfg.Configured(svc))
+			if err != nil {
+				return "", err
+			}
+			for _, p := range pods {
 				if _, crashing := podstate.CrashLoopBackOff(p); crashing {
+					if in != ns {
+						return in + "/" + p.Name, nil
+					}
 					return p.Name, nil
 				}
 			}
 		}
 	}
 	return "", nil
+}
+
+// dependentsOf are the pods of namespace ns that sel matches. A configured selector has its
+// informer from the start (a changed config restarts the coordinator), so its store answers
+// alone; the dependents an annotation declares appear at run time, so they have no informer
+// of their own: they are listed, which only a catch-up edge does.
+func (c *Controller) dependentsOf(ctx context.Context, ns, sel string, configured bool) ([]*corev1.Pod, error) {
+	if !configured {
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: "0"})
+		if err != nil {
+			return nil, fmt.Errorf("listing the dependents %q of %s: %w", sel, ns, err)
+		}
+		out := make([]*corev1.Pod, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
+	inf, ok := c.deps.infs[sel]
+	if !ok {
+		return nil, fmt.Errorf("the dependents %q have no watch (the config was not resolved at start)", sel)
+	}
+	objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dependents %q of %s from their cache: %w", sel, ns, err)
+	}
+	var out []*corev1.Pod
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

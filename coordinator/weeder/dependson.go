@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/internal/podstate"
-	"github.com/depwatch/depwatch/jobs"
 )
 
 // AnnotationDependsOn on a Deployment, StatefulSet or DaemonSet names the Services its pods
@@ -454,53 +453,4 @@ func (c *Controller) selectorsOf(key string) dependentSelectors {
 		out.elsewhere[w.Namespace] = append(out.elsewhere[w.Namespace], *w.selector.DeepCopy())
 	}
 	return out
-}
-
-// crashLoopingDependent names a crash-looping dependent of the service ("" if none): from the
-// informers for the config's selectors, from a pod list per namespace for an annotation's.
-func (c *Controller) crashLoopingDependent(ctx context.Context, key string) (string, error) {
-	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	deps := c.selectorsOf(key)
-	for _, in := range append([]string{ns}, slices.Sorted(maps.Keys(deps.elsewhere))...) {
-		sels, err := jobs.SelectorStrings(deps.own)
-		if in != ns {
-			sels, err = jobs.SelectorStrings(deps.elsewhere[in])
-		}
-		if err != nil {
-			return "", err // validated at load or when the annotation was read
-		}
-		var pod string
-		if c.cfg.Configured(svc) {
-			pod, err = c.deps.crashLooping(ns, sels)
-		} else {
-			pod, err = c.crashLoopingIn(ctx, in, sels)
-		}
-		switch {
-		case err != nil:
-			return "", err
-		case pod != "" && in != ns:
-			return in + "/" + pod, nil
-		case pod != "":
-			return pod, nil
-		}
-	}
-	return "", nil
-}
-
-// crashLoopingIn names a crash-looping pod in namespace ns that one of sels matches ("" if
-// none), listing the pods: the dependents an annotation declares appear at run time, so they
-// have no informer of their own; this list is made only on a catch-up edge.
-func (c *Controller) crashLoopingIn(ctx context.Context, ns string, sels []string) (string, error) {
-	for _, sel := range sels {
-		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: "0"})
-		if err != nil {
-			return "", fmt.Errorf("listing the dependents %q of %s: %w", sel, ns, err)
-		}
-		for i := range pods.Items {
-			if _, crashing := podstate.CrashLoopBackOff(&pods.Items[i]); crashing {
-				return pods.Items[i].Name, nil
-			}
-		}
-	}
-	return "", nil
 }
