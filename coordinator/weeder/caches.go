@@ -66,11 +66,11 @@ func (d *dependents) informers() []cache.SharedIndexInformer {
 // catch-up and the Job agree on which pods count.
 func (c *Controller) crashLoopingDependent(ctx context.Context, key string) (string, error) {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	deps := c.selectorsOf(key)
-	for _, in := range append([]string{ns}, slices.Sorted(maps.Keys(deps.elsewhere))...) {
-		sels, err := jobs.SelectorStrings(deps.own)
+	t := c.target(key)
+	for _, in := range append([]string{ns}, slices.Sorted(maps.Keys(t.Elsewhere))...) {
+		sels, err := jobs.SelectorStrings(t.Selectors)
 		if in != ns {
-			sels, err = jobs.SelectorStrings(deps.elsewhere[in])
+			sels, err = jobs.SelectorStrings(t.Elsewhere[in])
 		}
 		if err != nil {
 			return "", err // validated at load or when the annotation was read

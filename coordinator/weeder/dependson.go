@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/depwatch/depwatch/internal/podstate"
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // AnnotationDependsOn on a Deployment, StatefulSet or DaemonSet names the Services its pods
@@ -424,33 +425,27 @@ func (c *Controller) follows(key string) bool {
 	return c.dependsOn.followed.Has(key)
 }
 
-// dependentSelectors are a service's dependents: the pod selectors of those in its own namespace,
-// and of those in each other namespace (an annotation may name another namespace's Service).
-type dependentSelectors struct {
-	own       []metav1.LabelSelector
-	elsewhere map[string][]metav1.LabelSelector
-}
-
-func (d dependentSelectors) none() bool { return len(d.own) == 0 && len(d.elsewhere) == 0 }
-
-// selectorsOf are the service's dependents' pod selectors: the config's where it names the
-// service (it wins: annotations add nothing to a configured service), else those of the
-// workloads whose annotation names it, in its namespace and in others, ordered by workload.
-func (c *Controller) selectorsOf(key string) dependentSelectors {
+// target is the service key as a weeder Job covers it, with its dependents' pod selectors:
+// the config's where it names the service (it wins: annotations add nothing to a configured
+// service), else those of the workloads whose annotation names it, ordered by workload: in
+// its namespace (Selectors) and in each other one (Elsewhere: an annotation may name another
+// namespace's Service).
+func (c *Controller) target(key string) jobs.WeederTarget {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	t := jobs.WeederTarget{Namespace: ns, Service: svc, ReadyWhen: c.cfg.ReadyWhenOf(svc)}
 	if c.cfg.Configured(svc) || c.dependsOn == nil {
-		return dependentSelectors{own: c.cfg.Selectors(svc)}
+		t.Selectors = c.cfg.Selectors(svc)
+		return t
 	}
-	var out dependentSelectors
 	for _, w := range c.dependsOn.declarers(key) {
 		if w.Namespace == ns {
-			out.own = append(out.own, *w.selector.DeepCopy())
+			t.Selectors = append(t.Selectors, *w.selector.DeepCopy())
 			continue
 		}
-		if out.elsewhere == nil {
-			out.elsewhere = map[string][]metav1.LabelSelector{}
+		if t.Elsewhere == nil {
+			t.Elsewhere = map[string][]metav1.LabelSelector{}
 		}
-		out.elsewhere[w.Namespace] = append(out.elsewhere[w.Namespace], *w.selector.DeepCopy())
+		t.Elsewhere[w.Namespace] = append(t.Elsewhere[w.Namespace], *w.selector.DeepCopy())
 	}
-	return out
+	return t
 }

@@ -94,12 +94,12 @@ func TestAServiceIsFollowedWhileAWorkloadNamesIt(t *testing.T) {
 	h := newHarness(t, "watchDuration: 3m\n")
 	h.workload(annotated("app", "web", "db"), false)
 	h.workload(annotated("app", "api", "db, other/cache"), false)
-	if sels := h.c.selectorsOf("app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
+	if sels := h.c.target("app/db"); len(sels.Selectors) != 2 || sels.Selectors[0].MatchLabels["app"] != "api" || len(sels.Elsewhere) != 0 {
 		t.Errorf("app/db's selectors %+v, want api's then web's, all in app", sels)
 	}
 	// api in app depends on other/cache: its pods are the service's dependents in app.
-	if sels := h.c.selectorsOf("other/cache"); len(sels.own) != 0 || len(sels.elsewhere) != 1 || len(sels.elsewhere["app"]) != 1 ||
-		sels.elsewhere["app"][0].MatchLabels["app"] != "api" {
+	if sels := h.c.target("other/cache"); len(sels.Selectors) != 0 || len(sels.Elsewhere) != 1 || len(sels.Elsewhere["app"]) != 1 ||
+		sels.Elsewhere["app"][0].MatchLabels["app"] != "api" {
 		t.Errorf("other/cache's selectors %+v, want api's, in namespace app", sels)
 	}
 	h.workload(annotated("app", "web", ""), false)

@@ -150,13 +150,6 @@ func (c *Controller) stopWeeder(ctx context.Context, key string, e *recordedEdge
 	return nil
 }
 
-// target is the service key and its dependents (selectorsOf), as a weeder Job covers it.
-func (c *Controller) target(key string) jobs.WeederTarget {
-	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	deps := c.selectorsOf(key)
-	return jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: deps.own, Elsewhere: deps.elsewhere, ReadyWhen: c.cfg.ReadyWhenOf(svc)}
-}
-
 // weederSpec is a weeder Job's spec of the config for an edge: one service's (t; armed adds
 // its gate), or what a batch's targets share (t zero).
 func (cfg *Config) weederSpec(e *recordedEdge, armed bool, t jobs.WeederTarget) jobs.WeederSpec {

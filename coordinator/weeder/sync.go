@@ -81,7 +81,7 @@ func (c *Controller) worthActing(ctx context.Context, key string, st *serviceSta
 	if !c.relevant(key) {
 		return false, nil
 	}
-	if c.selectorsOf(key).none() {
+	if t := c.target(key); len(t.Selectors) == 0 && len(t.Elsewhere) == 0 {
 		log.Debug("Service has no dependent: nothing to do.")
 		return false, nil // an annotation's workloads changed since the edge
 	}
