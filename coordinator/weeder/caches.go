@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -19,41 +18,32 @@ import (
 
 // dependents caches the pods the configured dependant selectors match, one informer per
 // distinct selector (server-side filtered), cut down to what the crash-loop test reads
-// (podstate.Slim). The
-// weeder asks it whether a Ready service has a crash-looping dependent (on a first sighting,
-// on start and on winning leadership) without an API call: on a seed that question comes
-// for thousands of services at once.
+// (podstate.Slim). The weeder asks it whether a Ready service has a crash-looping dependent
+// (on a first sighting, on start and on winning leadership) without an API call: on a seed
+// that question comes for thousands of services at once.
 type dependents struct {
 	infs map[string]cache.SharedIndexInformer // by selector string
 }
 
 func newDependents(client kubernetes.Interface, cfg *Config) (*dependents, error) {
-	sels, err := selectorSet(cfg)
-	if err != nil {
-		return nil, err
-	}
 	d := &dependents{infs: map[string]cache.SharedIndexInformer{}}
-	for _, sel := range sels {
-		inf := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-			func(o *metav1.ListOptions) { o.LabelSelector = sel })
-		_ = inf.SetTransform(podstate.Transform) // a seed runs many dependents; their specs are most of their size
-		d.infs[sel] = inf
-	}
-	return d, nil
-}
-
-// selectorSet is every distinct dependant selector of the config, sorted.
-func selectorSet(cfg *Config) ([]string, error) {
-	seen := sets.New[string]()
 	for _, svc := range cfg.Services() {
 		sels, err := jobs.SelectorStrings(cfg.Selectors(svc))
 		if err != nil {
 			return nil, fmt.Errorf("servicesAndDependantSelectors.%s: %w", svc, err)
 		}
-		seen.Insert(sels...)
+		for _, sel := range sels {
+			if d.infs[sel] != nil {
+				continue
+			}
+			inf := coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+				func(o *metav1.ListOptions) { o.LabelSelector = sel })
+			_ = inf.SetTransform(podstate.Transform) // a seed runs many dependents; their specs are most of their size
+			d.infs[sel] = inf
+		}
 	}
-	return sets.List(seen), nil
+	return d, nil
 }
 
 func (d *dependents) informers() []cache.SharedIndexInformer {
