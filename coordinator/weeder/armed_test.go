@@ -216,7 +216,7 @@ func TestNoArmedWeederForAServiceGoingAway(t *testing.T) {
 	if err := h.client.CoreV1().Services("c").Delete(ctx, "etcd-main-client", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.c.src.Informer().GetIndexer().Update(down("c", "etcd-main-client")); err != nil {
+	if err := h.c.src.GetIndexer().Update(down("c", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
 	h.c.onEndpoints(down("c", "etcd-main-client"), false)

@@ -2,12 +2,18 @@ package weeder
 
 import (
 	"cmp"
+	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/depwatch/depwatch/jobs"
 )
 
 // Storms: a zone or node failure takes many services down at once. A Job per service would
@@ -148,13 +154,7 @@ func (b *batcher) ownLaunched(at time.Time) {
 func (b *batcher) input(now time.Time, window time.Duration) (recent, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	keep := b.recent[:0]
-	for _, t := range b.recent {
-		if now.Sub(t) < window {
-			keep = append(keep, t)
-		}
-	}
-	b.recent = keep
+	b.recent = slices.DeleteFunc(b.recent, func(t time.Time) bool { return now.Sub(t) >= window })
 	return len(b.recent), len(b.waiting)
 }
 
@@ -200,10 +200,7 @@ func (b *batcher) due(now time.Time, size int, linger time.Duration) ([]*batchIt
 	if len(b.waiting) == 0 {
 		return nil, -1
 	}
-	items := make([]*batchItem, 0, len(b.waiting))
-	for _, it := range b.waiting {
-		items = append(items, it)
-	}
+	items := slices.Collect(maps.Values(b.waiting))
 	slices.SortFunc(items, func(x, y *batchItem) int {
 		return cmp.Or(x.since.Compare(y.since), strings.Compare(x.key, y.key))
 	})
@@ -242,4 +239,127 @@ func (b *batcher) done(items []*batchItem) {
 		}
 	}
 	b.mu.Unlock()
+}
+
+// runBatches is the batch launcher's worker until ctx ends: each time its key comes out of
+// the queue it launches the batches that are due (launchDueBatches).
+func (c *Controller) runBatches(ctx context.Context) {
+	q := c.batch.queue
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
+	for {
+		key, shutdown := q.Get()
+		if shutdown || ctx.Err() != nil {
+			return // a shut-down queue still hands out what it holds: no launch after ctx
+		}
+		c.launchDueBatches(ctx)
+		q.Done(key)
+	}
+}
+
+// launchDueBatches launches batch Jobs while one is due and the cap leaves room, then has its
+// key come back when it must look again: when the oldest waiting service has lingered long
+// enough, after 5 s at the cap (a Job that finishes pokes it sooner), or, after a failed
+// launch, with back-off (its services keep waiting).
+func (c *Controller) launchDueBatches(ctx context.Context) {
+	b := c.batch
+	defer func() { c.metrics.WeederWaiting.Set(float64(b.count())) }()
+	if until := b.retryAt.Sub(c.now()); until > 0 {
+		b.queue.AddAfter(batchKey, until)
+		return
+	}
+	for {
+		items, wait := b.due(c.now(), c.opts.Batching.Size, c.opts.Batching.Linger)
+		if len(items) == 0 {
+			if wait >= 0 {
+				b.queue.AddAfter(batchKey, wait)
+			}
+			return
+		}
+		switch launched, err := c.launchBatch(ctx, items); {
+		case err != nil:
+			backoff := b.retries.When(batchKey)
+			b.retryAt = c.now().Add(backoff)
+			b.queue.AddAfter(batchKey, backoff)
+			return
+		case !launched:
+			b.queue.AddAfter(batchKey, 5*time.Second)
+			return
+		}
+		b.retries.Forget(batchKey)
+	}
+}
+
+// launchBatch creates one batch Job for items, if the cap leaves room (launched false
+// otherwise), then tells each service it covers.
+func (c *Controller) launchBatch(ctx context.Context, items []*batchItem) (bool, error) {
+	if !c.roomForBatch() {
+		return false, nil
+	}
+	// The Job covers the due services the running config still covers (a namespace may have
+	// stopped matching since); it takes over from their own unarmed Jobs, and its trigger
+	// time is the oldest edge's.
+	armed, first := items[0].armed, items[0].edge
+	var covers []*batchItem
+	var targets []jobs.WeederTarget
+	var replace []jobs.Run
+	for _, it := range items {
+		if !c.relevant(it.key) {
+			continue
+		}
+		covers, targets = append(covers, it), append(targets, c.target(it.key))
+		for _, r := range c.runs.Active(it.key) {
+			if len(r.Facts.Covers()) == 1 && !r.Armed {
+				replace = append(replace, r)
+			}
+		}
+		if it.edge.at.Before(first.at) {
+			first = it.edge
+		}
+	}
+	if len(covers) == 0 {
+		c.batch.done(items)
+		return true, nil
+	}
+	w := c.cfg.weederSpec(first, armed, jobs.WeederTarget{})
+	w.Client = BatchClientLimits(len(targets), c.opts.Batching)
+	spec, err := jobs.WeederBatch(w, targets)
+	if err != nil {
+		c.batch.done(items) // validated at load; cannot happen
+		return true, err
+	}
+	out, err := c.launcher.Launch(ctx, spec, replace)
+	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
+	if err != nil {
+		c.log.WithError(err).WithField("services", len(covers)).Error("Could not launch a batch weeder Job; will retry.")
+		return false, err
+	}
+	c.batch.done(items)
+	c.metrics.WeederBatched.Add(float64(len(covers)))
+	c.log.WithFields(logrus.Fields{"job": out.Run.Namespace + "/" + out.Run.Name, "services": len(covers), "armed": armed, "result": string(out.Result)}).
+		Infof("Many services need a weeder at once: launched one batch weeder Job for %d of them; each is followed on its own (kubectl logs shows a target field per line).", len(covers))
+	for _, it := range covers {
+		ns, svc, _ := cache.SplitMetaNamespaceKey(it.key)
+		log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
+		c.covered(it.key, it.edge, out, armed, len(covers), log)
+	}
+	return true, nil
+}
+
+// roomForBatch: the --max-weeder-jobs cap leaves room for one more weeder Job. Reaching the
+// cap and leaving it are each said once, not on every Job update.
+func (c *Controller) roomForBatch() bool {
+	if max := c.opts.Batching.MaxJobs; max > 0 && c.activeWeederJobs() >= max {
+		if !c.batch.atCap {
+			c.batch.atCap = true
+			c.log.WithFields(logrus.Fields{"waiting": c.batch.count(), "maxWeederJobs": max}).
+				Warn("Services wait for a weeder Job: --max-weeder-jobs weeder Jobs are active; they are covered as soon as one finishes.")
+		}
+		return false
+	}
+	if c.batch.atCap {
+		c.batch.atCap = false
+		c.log.WithField("waiting", c.batch.count()).Info("A weeder Job finished: services that waited at --max-weeder-jobs are being covered.")
+	}
+	return true
 }

@@ -1,14 +1,17 @@
 package weeder
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/coordinator/ctrl"
 	"github.com/depwatch/depwatch/internal/podstate"
@@ -104,11 +107,14 @@ func (d DependantSelectors) readyWhen() (podstate.ReadyWhen, error) {
 }
 
 // Floor returns the weeder's BACKOFF_FLOOR (default reaper.DefaultBackOffFloor; 0 = off).
-func (c *Config) Floor() time.Duration {
-	if c.BackOffFloor == nil {
-		return reaper.DefaultBackOffFloor
+func (c *Config) Floor() time.Duration { return orDefault(c.BackOffFloor, reaper.DefaultBackOffFloor) }
+
+// orDefault is d's duration, def when d is unset.
+func orDefault(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
 	}
-	return c.BackOffFloor.Duration
+	return d.Duration
 }
 
 // Arm reports whether the service's weeder is launched armed when an outage begins.
@@ -119,21 +125,15 @@ func (c *Config) Arm(service string) bool {
 	return c.ArmWeeder == nil || *c.ArmWeeder
 }
 
-// MaxWait returns an armed weeder's MAX_WAIT (default 6h).
+// MaxWait returns an armed weeder's MAX_WAIT (default 6h, also for 0s).
 func (c *Config) MaxWait() time.Duration {
-	if c.ArmedMaxWait == nil || c.ArmedMaxWait.Duration == 0 {
-		return jobs.DefaultArmedMaxWait
-	}
-	return c.ArmedMaxWait.Duration
+	return cmp.Or(orDefault(c.ArmedMaxWait, 0), jobs.DefaultArmedMaxWait)
 }
 
 // Cooldown returns the weeder's REAP_COOLDOWN (default jobs.DefaultWeederReapCooldown; 0 =
 // off).
 func (c *Config) Cooldown() time.Duration {
-	if c.ReapCooldown == nil {
-		return jobs.DefaultWeederReapCooldown
-	}
-	return c.ReapCooldown.Duration
+	return orDefault(c.ReapCooldown, jobs.DefaultWeederReapCooldown)
 }
 
 // Grace returns the weeder's GRACE_PERIOD: nil when unset (each pod's own).
@@ -141,8 +141,7 @@ func (c *Config) Grace() *time.Duration {
 	if c.GracePeriod == nil {
 		return nil
 	}
-	d := c.GracePeriod.Duration
-	return &d
+	return ptr.To(c.GracePeriod.Duration)
 }
 
 // NamespaceSelection chooses the namespaces whose services are watched.
@@ -153,22 +152,14 @@ type NamespaceSelection struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// Watch returns the effective watch duration (default 5m0s).
+// Watch returns the effective watch duration (default 5m0s, also for 0s).
 func (c *Config) Watch() time.Duration {
-	if c.WatchDuration == nil || c.WatchDuration.Duration == 0 {
-		return DefaultWatchDuration
-	}
-	return c.WatchDuration.Duration
+	return cmp.Or(orDefault(c.WatchDuration, 0), DefaultWatchDuration)
 }
 
 // Services returns the configured service names, sorted.
 func (c *Config) Services() []string {
-	out := make([]string, 0, len(c.ServicesAndDependantSelectors))
-	for s := range c.ServicesAndDependantSelectors {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(c.ServicesAndDependantSelectors))
 }
 
 // Selectors returns a service's pod selectors as values.

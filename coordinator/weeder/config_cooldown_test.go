@@ -19,9 +19,9 @@ func TestConfigReapCooldownReachesTheWeederJob(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := &runningConfig{cfg: parseConfig(t, tc.yaml)}
+			cfg := parseConfig(t, tc.yaml)
 			for _, armed := range []bool{false, true} {
-				spec, err := weederSpec(rc, "ns/svc", &recordedEdge{trigger: jobs.TriggerReady, at: time.Now()}, armed)
+				spec, err := weederSpec(cfg, "ns/svc", &recordedEdge{trigger: jobs.TriggerReady, at: time.Now()}, armed)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -47,8 +47,8 @@ func TestConfigReadyWhenAndFloorReachTheWeederJob(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			yaml := "servicesAndDependantSelectors: {svc: {podSelectors: [{matchLabels: {app: x}}]" + tc.entry + "}}\n" + tc.top
-			rc := &runningConfig{cfg: parseConfig(t, yaml)}
-			spec, err := weederSpec(rc, "ns/svc", &recordedEdge{trigger: jobs.TriggerReady, at: time.Now()}, true)
+			cfg := parseConfig(t, yaml)
+			spec, err := weederSpec(cfg, "ns/svc", &recordedEdge{trigger: jobs.TriggerReady, at: time.Now()}, true)
 			if err != nil {
 				t.Fatal(err)
 			}

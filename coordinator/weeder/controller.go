@@ -9,21 +9,21 @@
 // The path from an event to a Job, by file:
 //
 //   - endpoints.go: onEndpoints folds the event into the service's own view; an edge is
-//     recorded with its time, when it happens, and the service's key is queued.
+//     recorded with its time, when it happens, and the service's key is queued. Its state
+//     is what no API object holds (the recorded edges, the Jobs just created).
 //   - sync.go: Reconcile (the sync of one key) takes the last recorded edge, however late:
 //     an outage that began and ended while the key waited gets the weeder its return calls
 //     for. It reads what covers the service from the caches (coverage), lets PlanWeeder
 //     decide, and acts once.
 //   - launch.go: the one action: launch, arm or stop a weeder Job through package jobs,
 //     record the Service's Event, count it.
-//   - batch.go, batchlaunch.go: in a storm, the services wait a moment and share batch Jobs.
-//   - state.go: what no API object holds (the recorded edges, the Jobs just created).
-//   - dependson*.go: the services workloads name with AnnotationDependsOn, followed like
-//     the configured ones (their selectors from the index, their slices from a watch per
-//     name).
+//   - batch.go: in a storm, the services wait a moment and share batch Jobs.
+//   - dependson.go: the services workloads name with AnnotationDependsOn, followed like
+//     the configured ones (their selectors from the workloads' cache, indexed by the services
+//     they declare; their slices from a watch per name).
 //
 // The pure decisions are in decide.go (Decide, PlanWeeder) and batch.go (PlanLaunch); the
-// endpoints' sources and handler in endpoints.go, the other informers in caches.go
+// endpoints' sources and handler in endpoints.go, the other informers in New and caches.go
 // (dependents, weeder Jobs).
 package weeder
 
@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -88,31 +89,33 @@ type Deps struct {
 // Controller watches the configured services and launches weeder Jobs.
 type Controller struct {
 	client   kubernetes.Interface
-	exec     jobs.Executor
 	opts     Options
 	log      logrus.FieldLogger
 	metrics  *Metrics
 	recorder record.EventRecorder
 	now      func() time.Time
 
-	running *runningConfig // the config and what the decisions derive from it
+	cfg      *Config
+	launcher *jobs.Launcher // the jobTemplate resolved (namespace, image)
+	// nsNames and nsSel are the config's namespaces section (Exclusion).
+	nsNames map[string]bool
+	nsSel   labels.Selector
 
-	src  source      // the configured services' endpoints
-	deps *dependents // the configured dependents' pods
+	src  cache.SharedIndexInformer // the configured services' endpoints (newSource)
+	deps *dependents               // the configured dependents' pods
 	// runs are the weeder runs in the Jobs' namespace, indexed by the services they cover (a
 	// batch under each of its services), so an edge reads what covers its service without an
 	// API call.
 	runs *jobs.RunView
-	// reports: the weeder runs' reports, which say what each run saved.
-	reports *runReports
 	// dependsOn: the workloads' depends-on annotations; nil when they are not followed.
 	dependsOn *dependsOn
 	nsInf     cache.SharedIndexInformer
 	nsLister  corelisters.NamespaceLister // is a namespace going away, does it match
 	// nsSelect: namespaces are chosen by their labels (namespaces.selector).
 	nsSelect bool
-	// leading: only the leader counts failed Jobs, so replicas do not count each one twice.
-	leading atomic.Bool
+	// leadingSince is when this replica took the lead (nil or zero: it does not lead). Only
+	// the leader counts failed Jobs and runs' reports, so replicas do not count each one twice.
+	leadingSince atomic.Pointer[time.Time]
 	// exclusionsReady: the caches have synced (ReportExclusions), so a followed service in a
 	// namespace the config leaves out is reported as such.
 	exclusionsReady atomic.Bool
@@ -120,40 +123,98 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[string] // services' keys
 	batch *batcher
 
-	weederState
+	// What the weeder knows that no API object holds; everything else (the endpoints, the
+	// weeder Jobs, the namespaces, the dependents) it reads from its informers' caches when
+	// it acts.
+	mu sync.Mutex
+	// services: per followed <namespace>/<service> with endpoints objects (or an edge still
+	// owed an action), what the event handler saw of it.
+	services map[string]*serviceState
+	// expectations: the weeder Jobs created that the Job cache has not shown yet.
+	expectations jobExpectations
 }
 
-// New builds the weeder and its informers (not started). The config must name at least one
-// service or let the weeder follow workloads' depends-on annotations (Config.Weeds).
+// New builds the weeder and its informers (not started; the coordinator runs them): the
+// configured services' endpoints (newSource), the configured dependents' pods, the weeder
+// Jobs (the executor's runs) and their reports in the Jobs' namespace, and the workloads
+// (newDependsOnWatch); the namespaces are d's, shared with the prober. The config must name
+// at least one service or let the weeder follow workloads' depends-on annotations
+// (Config.Weeds).
 func New(d Deps) (*Controller, error) {
 	d, err := withDefaults(d)
 	if err != nil {
 		return nil, err
 	}
 	c := &Controller{
-		client:      d.Client,
-		exec:        d.Executor,
-		opts:        d.Options,
-		log:         d.Log,
-		metrics:     d.Metrics,
-		recorder:    d.Recorder,
-		now:         d.Now,
-		nsSelect:    d.Config.NeedsNamespaceInformer(),
-		queue:       ctrl.NewQueue("depwatch-coordinator"),
-		batch:       newBatcher(),
-		weederState: newWeederState(),
-		running:     newRunningConfig(d.Executor, d.Config, d.Template),
+		client:       d.Client,
+		opts:         d.Options,
+		log:          d.Log,
+		metrics:      d.Metrics,
+		recorder:     d.Recorder,
+		now:          d.Now,
+		nsSelect:     d.Config.NeedsNamespaceInformer(),
+		queue:        ctrl.NewQueue("depwatch-coordinator"),
+		batch:        newBatcher(),
+		services:     map[string]*serviceState{},
+		expectations: jobExpectations{},
+		cfg:          d.Config,
+		launcher:     &jobs.Launcher{Executor: d.Executor, Template: d.Template},
+		nsNames:      map[string]bool{},
+		nsSel:        d.Config.NamespaceSelector(),
 	}
-	if err := c.newInformers(d); err != nil {
+	if ns := d.Config.Namespaces; ns != nil {
+		for _, n := range ns.Names {
+			c.nsNames[n] = true
+		}
+	}
+	if !c.opts.NoNamespaceReads {
+		c.nsInf = d.Namespaces
+		c.nsLister = corelisters.NewNamespaceLister(c.nsInf.GetIndexer())
+	}
+	if c.deps, err = newDependents(d.Client, c.cfg); err != nil {
 		return nil, err
 	}
-	if err := c.addHandlers(); err != nil {
+	// A run's add observes its expectation, and a run that stops frees a place under
+	// --max-weeder-jobs, so the batches waiting for one look again.
+	c.runs, err = d.Executor.RunView(d.Template.Namespace, jobs.KindWeeder, func(r jobs.Run) []string { return r.Facts.Covers() }, jobs.RunHandlers{
+		Added:    c.onJobAdded,
+		Stopped:  func(jobs.Run) { c.batch.poke() },
+		Reported: c.onReport,
+		Failed: func(jobs.Run) {
+			if !c.leadSince().IsZero() {
+				c.metrics.JobsFailed.WithLabelValues(string(jobs.KindWeeder)).Inc()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// An endpoints event may make an edge (onEndpoints); a namespace's new labels may leave
+	// its services out of the config's namespaces, or in again (onNamespace).
+	if c.nsSelect {
+		if _, err := c.nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { c.onNamespace(obj) }}); err != nil {
+			return nil, err
+		}
+	}
+	if c.src, err = newSource(d.Client, c.cfg); err != nil {
+		return nil, err
+	}
+	if _, err := c.src.AddEventHandler(c.endpointsHandler()); err != nil {
 		return nil, err
 	}
 	if err := c.newDependsOnWatch(d); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// endpointsHandler folds a source's events (onEndpoints), the config's and the annotations'.
+func (c *Controller) endpointsHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onEndpoints(obj, false) },
+		UpdateFunc: func(_, obj any) { c.onEndpoints(obj, false) },
+		DeleteFunc: func(obj any) { c.onEndpoints(obj, true) },
+	}
 }
 
 // withDefaults checks what New needs and fills in what it may leave out.
@@ -177,15 +238,18 @@ func withDefaults(d Deps) (Deps, error) {
 	return d, nil
 }
 
-// config returns the running config.
-func (c *Controller) config() *runningConfig { return c.running }
+func (c *Controller) lead(since time.Time) { c.leadingSince.Store(&since) }
 
-// Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
-func (c *Controller) Keys() []string { return c.src.Keys() }
+func (c *Controller) leadSince() time.Time {
+	if p := c.leadingSince.Load(); p != nil {
+		return *p
+	}
+	return time.Time{}
+}
 
 // Informers the weeder runs: its own, and its caches of the executor's runs.
 func (c *Controller) Informers() []jobs.Follower {
-	infs := []jobs.Follower{c.src.Informer(), c.runs}
+	infs := []jobs.Follower{c.src, c.runs}
 	if c.nsInf != nil {
 		infs = append(infs, c.nsInf)
 	}
@@ -203,12 +267,8 @@ func (c *Controller) Informers() []jobs.Follower {
 // Lead runs the batch launcher, the catch-up and the workers until ctx ends, then waits for
 // them.
 func (c *Controller) Lead(ctx context.Context) {
-	c.leading.Store(true)
-	c.reports.lead(c.now())
-	defer func() {
-		c.reports.lead(time.Time{})
-		c.leading.Store(false)
-	}()
+	c.lead(c.now())
+	defer c.lead(time.Time{})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.runBatches(ctx) })
 	n := c.CatchUp()

@@ -136,7 +136,7 @@ func TestLaunchReplacesAWeederThatIsStillActive(t *testing.T) {
 	// A second launch for the same service while the first runs (e.g. catch-up racing a
 	// transition) replaces it: never two weeders for one service.
 	h.now = h.now.Add(30 * time.Second)
-	if err := h.c.launchWeeder(context.Background(), h.c.config(), "n/kube-apiserver", &recordedEdge{trigger: "catch-up", at: h.now}, false, []jobs.Run{jobs.RunOf(&first[0])}, h.c.log); err != nil {
+	if err := h.c.launchWeeder(context.Background(), "n/kube-apiserver", &recordedEdge{trigger: "catch-up", at: h.now}, false, []jobs.Run{jobs.RunOf(&first[0])}, h.c.log); err != nil {
 		t.Fatal(err)
 	}
 	second := h.weederJobs()
@@ -224,8 +224,8 @@ func TestFirstSightingOfAReadyServiceWithCrashLoopingDependentsCatchesUp(t *test
 func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	h := newHarness(t, testConfig)
 	h.set(down("n", "etcd-main-client"))
-	h.c.config().launcher.Template.Image = "" // Build fails
-	if err := h.c.src.Informer().GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
+	h.c.launcher.Template.Image = "" // Build fails
+	if err := h.c.src.GetIndexer().Update(up("n", "etcd-main-client")); err != nil {
 		t.Fatal(err)
 	}
 	h.c.onEndpoints(up("n", "etcd-main-client"), false)
@@ -235,7 +235,7 @@ func TestFailedLaunchIsRetriedWhileStillReady(t *testing.T) {
 	if got := value(h.c.metrics.JobsLaunched.WithLabelValues("weeder", "error")); got != 1 {
 		t.Errorf("error launches = %v", got)
 	}
-	h.c.config().launcher.Template.Image = "img"
+	h.c.launcher.Template.Image = "img"
 	if err := h.c.Reconcile(context.Background(), "n/etcd-main-client"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package weeder
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -28,17 +30,14 @@ const (
 	EdgeGone
 )
 
-func (e Edge) String() string {
-	switch e {
-	case EdgeReady:
-		return "ready"
-	case EdgeOutage:
-		return "outage"
-	case EdgeGone:
-		return "gone"
-	default:
-		return "none"
+func (e Edge) String() string { return nameOf(e, "none", "ready", "outage", "gone") }
+
+// nameOf is names[i], or names[0] for a value without a name.
+func nameOf[T ~int](i T, names ...string) string {
+	if i < 0 || int(i) >= len(names) {
+		return names[0]
 	}
+	return names[i]
 }
 
 // Decide is the whole transition rule: only a known notReady service becoming Ready is a
@@ -93,18 +92,7 @@ const (
 )
 
 func (a Action) String() string {
-	switch a {
-	case ActionLaunchWeeder:
-		return "launch-weeder"
-	case ActionArmWeeder:
-		return "arm-weeder"
-	case ActionKeepWeeder:
-		return "keep-weeder"
-	case ActionStopWeeder:
-		return "stop-weeder"
-	default:
-		return "none"
-	}
+	return nameOf(a, "none", "launch-weeder", "arm-weeder", "keep-weeder", "stop-weeder")
 }
 
 // WeederInput is everything PlanWeeder decides on.
@@ -168,11 +156,5 @@ func EndpointsObservation(ep *corev1.Endpoints) Observation {
 	if ep == nil {
 		return Observation{}
 	}
-	obs := Observation{Known: true}
-	for _, s := range ep.Subsets {
-		if len(s.Addresses) > 0 {
-			obs.Ready = true
-		}
-	}
-	return obs
+	return Observation{Known: true, Ready: slices.ContainsFunc(ep.Subsets, func(s corev1.EndpointSubset) bool { return len(s.Addresses) > 0 })}
 }

@@ -88,39 +88,46 @@ func TestDeclaredByRefusesAWorkloadWithoutASelector(t *testing.T) {
 	}
 }
 
-func TestDependsOnIndexFollowsAServiceWhileAWorkloadNamesIt(t *testing.T) {
-	x := newDependsOnIndex()
-	web := declared{value: "db", services: []string{"app/db"}, dep: dependent{workload: "Deployment/app/web", namespace: "app",
-		selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	api := declared{value: "db, other/cache", services: []string{"app/db", "other/cache"}, dep: dependent{workload: "Deployment/app/api", namespace: "app",
-		selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}}}
-	check := func(step string, followed, unfollowed, wantF, wantU []string) {
-		t.Helper()
-		if !reflect.DeepEqual(followed, wantF) || !reflect.DeepEqual(unfollowed, wantU) {
-			t.Errorf("%s: followed %q unfollowed %q, want %q %q", step, followed, unfollowed, wantF, wantU)
-		}
-	}
-	f, u := x.set("Deployment/app/web", web)
-	check("web", f, u, []string{"app/db"}, nil)
-	f, u = x.set("Deployment/app/api", api)
-	check("api", f, u, []string{"other/cache"}, nil)
-	if sels := x.selectors("app/db"); len(sels.own) != 2 || sels.own[0].MatchLabels["app"] != "api" || len(sels.elsewhere) != 0 {
+// TestAServiceIsFollowedWhileAWorkloadNamesIt: the workloads' cache says which services are
+// followed and their dependents' selectors, ordered by workload, another namespace's apart.
+func TestAServiceIsFollowedWhileAWorkloadNamesIt(t *testing.T) {
+	h := newHarness(t, "watchDuration: 3m\n")
+	h.workload(annotated("app", "web", "db"), false)
+	h.workload(annotated("app", "api", "db, other/cache"), false)
+	if sels := h.c.target("app/db"); len(sels.Selectors) != 2 || sels.Selectors[0].MatchLabels["app"] != "api" || len(sels.Elsewhere) != 0 {
 		t.Errorf("app/db's selectors %+v, want api's then web's, all in app", sels)
 	}
 	// api in app depends on other/cache: its pods are the service's dependents in app.
-	if sels := x.selectors("other/cache"); len(sels.own) != 0 || len(sels.elsewhere) != 1 || len(sels.elsewhere["app"]) != 1 ||
-		sels.elsewhere["app"][0].MatchLabels["app"] != "api" {
+	if sels := h.c.target("other/cache"); len(sels.Selectors) != 0 || len(sels.Elsewhere) != 1 || len(sels.Elsewhere["app"]) != 1 ||
+		sels.Elsewhere["app"][0].MatchLabels["app"] != "api" {
 		t.Errorf("other/cache's selectors %+v, want api's, in namespace app", sels)
 	}
-	f, u = x.set("Deployment/app/web", web) // unchanged
-	check("web again", f, u, nil, nil)
-	f, u = x.set("Deployment/app/web", declared{})
-	check("web's annotation removed", f, u, nil, nil)
-	f, u = x.set("Deployment/app/api", declared{})
-	check("api's annotation removed", f, u, nil, []string{"app/db", "other/cache"})
-	if x.follows("app/db") || x.nameInUse("db") || len(x.byWorkload) != 0 {
-		t.Errorf("the index still holds %v", x.byService)
+	h.workload(annotated("app", "web", ""), false)
+	if !h.c.follows("app/db") || !h.c.follows("other/cache") {
+		t.Error("app/db or other/cache unfollowed while api still names it")
 	}
+	h.workload(annotated("app", "api", ""), true)
+	if h.c.follows("app/db") || h.c.follows("other/cache") || len(h.c.dependsOn.watches) != 0 {
+		t.Errorf("still followed: %v", h.c.dependsOn.followed)
+	}
+}
+
+// workload puts a Deployment into the workloads' cache (deleted: takes it out) and delivers
+// the event as the informer would.
+func (h *harness) workload(d *appsv1.Deployment, deleted bool) {
+	h.t.Helper()
+	store := h.c.dependsOn.workloads[0].GetIndexer()
+	obj, _ := slimWorkload(d)
+	old, _, _ := store.Get(obj)
+	if deleted { // the informer tells the last state it held
+		_ = store.Delete(obj)
+		h.c.onWorkload(old, nil)
+		return
+	}
+	if err := store.Update(obj); err != nil {
+		h.t.Fatal(err)
+	}
+	h.c.onWorkload(old, obj)
 }
 
 func annotated(ns, name, value string) *appsv1.Deployment {
@@ -155,7 +162,7 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 	if c := slim.(*cachedWorkload).DeepCopyObject(); !reflect.DeepEqual(c, slim) {
 		t.Fatalf("a cached workload's deep copy %+v differs from it", c)
 	}
-	h.c.onWorkload(slim, false)
+	h.workload(annotated("app", "web", "postgres"), false)
 	h.set(up("app", "postgres"))
 	h.now = h.now.Add(time.Minute)
 	h.set(down("app", "postgres"))
@@ -167,8 +174,8 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 		t.Error("no WeederArmed Event on the Service")
 	}
 	h.set(up("app", "postgres"))
-	h.c.onWorkload(annotated("app", "web", ""), false)
-	if h.c.follows(h.c.config(), "app/postgres") {
+	h.workload(annotated("app", "web", ""), false)
+	if h.c.follows("app/postgres") {
 		t.Fatal("still followed without its annotation")
 	}
 	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
@@ -177,13 +184,13 @@ func annotatedWorkloadIsWeeded(t *testing.T, config string) {
 		t.Errorf("jobs %v after the annotation was removed", names(js))
 	}
 	bad := annotated("app", "web", "postgres, Redis")
-	h.c.onWorkload(bad, false)
-	h.c.onWorkload(bad, false) // a status update: told once
+	h.workload(bad, false)
+	h.workload(bad, false) // a status update: told once
 	evs := h.events()
 	if countWith(evs, EventInvalidDependsOn) != 1 || !strings.Contains(strings.Join(evs, "\n"), `"Redis"`) {
 		t.Errorf("events %q, want one InvalidDependsOn naming \"Redis\"", evs)
 	}
-	if h.c.follows(h.c.config(), "app/postgres") {
+	if h.c.follows("app/postgres") {
 		t.Error("a malformed annotation is followed in part")
 	}
 }
@@ -198,14 +205,15 @@ func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
 	defer cancel()
 	h.c.StartDependsOn(ctx)
 	d := h.c.dependsOn
-	h.c.onWorkload(annotated("a", "web", "db, etcd-main-client"), false)
+	h.workload(annotated("a", "web", "db, etcd-main-client"), false)
 	d.mu.Lock()
-	inf, running := d.watch["db"]
-	_, configured := d.watch["etcd-main-client"]
+	w, running := d.watches["db"]
+	_, configured := d.watches["etcd-main-client"]
 	d.mu.Unlock()
-	if !running || configured || d.names["db"] == nil {
-		t.Fatalf("watches %v: want one for db only, running", d.watch)
+	if !running || configured || w.stop == nil {
+		t.Fatalf("watches %v: want one for db only, running", d.watches)
 	}
+	inf := w.inf
 	// The watch's informer runs: its first list (empty, from the fake API) replaces its store,
 	// so the slice goes in after that, or the list would drop it.
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -214,22 +222,22 @@ func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
 	if err := inf.GetIndexer().Add(up("b", "db")); err != nil {
 		t.Fatal(err)
 	}
-	h.c.onWorkload(annotated("b", "api", "db"), false)
+	h.workload(annotated("b", "api", "db"), false)
 	h.c.mu.Lock()
 	st, ok := h.c.services["b/db"]
 	h.c.mu.Unlock()
 	if !ok || !st.seen.Ready || st.owed == nil || !st.owed.catchUp || h.c.queue.Len() != 1 {
 		t.Fatalf("b/db not read from the running watch: state %+v, queue %d", st, h.c.queue.Len())
 	}
-	h.c.onWorkload(annotated("a", "web", ""), false)
-	if d.watch["db"] == nil {
+	h.workload(annotated("a", "web", ""), false)
+	if d.watches["db"] == nil {
 		t.Fatal("the watch stopped while b/db is still named")
 	}
-	h.c.onWorkload(annotated("b", "api", ""), true)
+	h.workload(annotated("b", "api", ""), true)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.watch) != 0 || len(d.names) != 0 {
-		t.Errorf("watches left: %v", d.watch)
+	if len(d.watches) != 0 {
+		t.Errorf("watches left: %v", d.watches)
 	}
 	if _, ok := h.c.services["b/db"]; ok {
 		t.Error("b/db's state outlived its last dependent")
@@ -241,7 +249,7 @@ func TestAnnotatedNamesShareOneWatchWhileNamed(t *testing.T) {
 // data/postgres. A service with dependents in both namespaces has a target for each.
 func TestAWorkloadDependingOnAnotherNamespacesServiceIsRestartedForIt(t *testing.T) {
 	h := newHarness(t, "watchDuration: 3m\n")
-	h.c.onWorkload(annotated("shop", "web", "data/postgres"), false)
+	h.workload(annotated("shop", "web", "data/postgres"), false)
 	h.set(up("data", "postgres"))
 	h.now = h.now.Add(time.Minute)
 	h.set(down("data", "postgres"))
@@ -258,7 +266,7 @@ func TestAWorkloadDependingOnAnotherNamespacesServiceIsRestartedForIt(t *testing
 		t.Fatalf("TARGETS %+v (%v), NAMESPACE %q; want %+v", got, err, env["NAMESPACE"], want)
 	}
 
-	h.c.onWorkload(annotated("data", "reports", "postgres"), false)
+	h.workload(annotated("data", "reports", "postgres"), false)
 	_ = h.client.BatchV1().Jobs("depwatch").Delete(context.Background(), js[0].Name, metav1.DeleteOptions{})
 	h.set(up("data", "postgres"))
 	h.now = h.now.Add(time.Minute)

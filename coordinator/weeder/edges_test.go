@@ -16,7 +16,7 @@ import (
 // the queue, as it does behind a backlog.
 func (h *harness) queueOnly(s *discoveryv1.EndpointSlice, deleted bool) {
 	h.t.Helper()
-	idx := h.c.src.Informer().GetIndexer()
+	idx := h.c.src.GetIndexer()
 	var err error
 	if deleted {
 		err = idx.Delete(s)

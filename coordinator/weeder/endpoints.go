@@ -1,16 +1,17 @@
 package weeder
 
 // The weeder's readiness path: an endpoints event (the source's informer) is folded into the
-// service's own view (fold, through the source's ApplyEvent), and the edge it makes, if any,
-// is queued (onEndpoints).
+// service's own view (fold, through apply), and the edge it makes, if any, is queued
+// (onEndpoints).
 
 import (
-	"sort"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -22,16 +23,16 @@ import (
 // onEndpoints folds an endpoints event into the service's state and, when it makes an edge,
 // queues the service. It makes no API call.
 func (c *Controller) onEndpoints(obj any, deleted bool) {
-	key, ok := c.src.KeyOf(obj)
+	key, ok := c.keyOf(obj)
 	if !ok {
 		return
 	}
-	if !c.follows(c.config(), key) {
+	if !c.follows(key) {
 		return // legacy Endpoints of every service, and slices of a name in other namespaces
 	}
-	rc, now := c.config(), c.now()
+	now := c.now()
 	c.mu.Lock()
-	edge := c.fold(rc, key, obj, deleted, now)
+	edge := c.fold(key, obj, deleted, now)
 	c.mu.Unlock()
 	if edge != nil {
 		c.queue.Add(key)
@@ -40,13 +41,13 @@ func (c *Controller) onEndpoints(obj any, deleted bool) {
 
 // fold applies one event to the service's view and records the edge it makes, if any, with
 // its time; c.mu must be held.
-func (c *Controller) fold(rc *runningConfig, key string, obj any, deleted bool, now time.Time) *recordedEdge {
+func (c *Controller) fold(key string, obj any, deleted bool, now time.Time) *recordedEdge {
 	st := c.state(key)
 	prev := st.seen
-	st.seen = c.src.ApplyEvent(&st.view, obj, deleted)
-	st.relevant = c.relevant(rc, key)
+	st.seen = c.apply(&st.view, key, obj, deleted)
+	st.relevant = c.relevant(key)
 	c.countReady(st)
-	c.reportExclusion(rc, key, st)
+	c.reportExclusion(key, st)
 	edge := edgeOf(prev, st.seen, now)
 	if !st.relevant {
 		edge = nil
@@ -95,18 +96,6 @@ func (c *Controller) countReady(st *serviceState) {
 	}
 }
 
-// source is where readiness comes from: EndpointSlices (default) or legacy Endpoints.
-type source interface {
-	Informer() cache.SharedIndexInformer
-	// KeyOf maps an informer object (or tombstone) to its service key <namespace>/<name>.
-	KeyOf(obj any) (string, bool)
-	// Keys lists the services present in the cache.
-	Keys() []string
-	// ApplyEvent applies one event's object (added or updated; deleted: removed) to the
-	// event handler's own view of its service and returns the service's readiness after it.
-	ApplyEvent(v *view, obj any, deleted bool) Observation
-}
-
 // view is the event handler's own picture of one service's endpoints objects, built from the
 // events in the order they arrive. The informer's cache may already be ahead of the event
 // being handled; reading it instead could skip a short outage between two events.
@@ -135,27 +124,12 @@ func unwrap(obj any) any {
 	return obj
 }
 
-// sliceSource watches discovery/v1 EndpointSlices of the configured service names only, in
-// every namespace (podstate.SliceFollower: filtered server-side, slim, indexed by service).
-// readyWhen says when a service (its name) counts as back. A weeder whose config names no
-// service follows only the services workloads' annotations name (each with a follower of its
-// own); its own lists and watches nothing.
-type sliceSource struct {
-	inf       cache.SharedIndexInformer
-	readyWhen func(service string) podstate.ReadyWhen
-}
-
-func newSliceSource(client kubernetes.Interface, services []string, readyWhen func(string) podstate.ReadyWhen) (*sliceSource, error) {
-	_, inf, _, err := podstate.SliceFollower(client, metav1.NamespaceAll, services)
-	if err != nil {
-		return nil, err
+// keyOf is the service key <namespace>/<name> of an endpoints object (or tombstone).
+func (c *Controller) keyOf(obj any) (string, bool) {
+	if c.cfg.UseEndpoints {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		return key, err == nil
 	}
-	return &sliceSource{inf: inf, readyWhen: readyWhen}, nil
-}
-
-func (s *sliceSource) Informer() cache.SharedIndexInformer { return s.inf }
-
-func (s *sliceSource) KeyOf(obj any) (string, bool) {
 	keys, _ := podstate.ServiceKeys(obj)
 	if len(keys) == 0 {
 		return "", false
@@ -163,48 +137,14 @@ func (s *sliceSource) KeyOf(obj any) (string, bool) {
 	return keys[0], true
 }
 
-func (s *sliceSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
-	v.slices.Apply(obj, deleted)
-	key, _ := s.KeyOf(obj) // the service the event is for: the view's
-	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(s.readyWhen(svc))}
-}
-
-func (s *sliceSource) Keys() []string { return podstate.FollowedServices(s.inf) }
-
-// endpointsSource watches legacy v1 Endpoints (--use-endpoints, for clusters without
-// EndpointSlices). Endpoints cannot be filtered by name server-side, so objects of other
-// services are cut down to their metadata before they are cached.
-type endpointsSource struct{ inf cache.SharedIndexInformer }
-
-func newEndpointsSource(client kubernetes.Interface, services []string) *endpointsSource {
-	wanted := map[string]bool{}
-	for _, s := range services {
-		wanted[s] = true
+// apply applies one event's object (added or updated; deleted: removed) to the event
+// handler's own view of its service key and returns the service's readiness after it.
+func (c *Controller) apply(v *view, key string, obj any, deleted bool) Observation {
+	if !c.cfg.UseEndpoints {
+		v.slices.Apply(obj, deleted)
+		_, svc, _ := cache.SplitMetaNamespaceKey(key)
+		return Observation{Known: v.slices.Known(), Ready: v.slices.Ready(c.cfg.ReadyWhenOf(svc))}
 	}
-	inf := coreinformers.NewEndpointsInformer(client, metav1.NamespaceAll, 0, cache.Indexers{})
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		ep, ok := obj.(*corev1.Endpoints)
-		if !ok {
-			return obj, nil
-		}
-		if !wanted[ep.Name] {
-			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, ResourceVersion: ep.ResourceVersion}}, nil
-		}
-		ep.ManagedFields = nil
-		return ep, nil
-	})
-	return &endpointsSource{inf: inf}
-}
-
-func (s *endpointsSource) Informer() cache.SharedIndexInformer { return s.inf }
-
-func (s *endpointsSource) KeyOf(obj any) (string, bool) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	return key, err == nil
-}
-
-func (s *endpointsSource) ApplyEvent(v *view, obj any, deleted bool) Observation {
 	if ep, ok := unwrap(obj).(*corev1.Endpoints); ok {
 		v.ep = ep
 		if deleted {
@@ -214,8 +154,169 @@ func (s *endpointsSource) ApplyEvent(v *view, obj any, deleted bool) Observation
 	return EndpointsObservation(v.ep)
 }
 
-func (s *endpointsSource) Keys() []string {
-	keys := s.inf.GetIndexer().ListKeys()
-	sort.Strings(keys)
+// Keys is the configured services whose endpoints the cache holds (<namespace>/<service>).
+func (c *Controller) Keys() []string {
+	if !c.cfg.UseEndpoints {
+		return podstate.FollowedServices(c.src)
+	}
+	keys := c.src.GetIndexer().ListKeys()
+	slices.Sort(keys)
 	return keys
+}
+
+// newSource is the informer of where readiness comes from. By default the EndpointSlices of
+// the configured service names only, in every namespace (podstate.SliceFollower: filtered
+// server-side, slim, indexed by service); a weeder whose config names no service follows only
+// the services workloads' annotations name (each with a follower of its own), and this one
+// lists and watches nothing. With useEndpoints (clusters without EndpointSlices) legacy v1
+// Endpoints, which cannot be filtered by name server-side, so objects of other services are
+// cut down to their metadata before they are cached.
+func newSource(client kubernetes.Interface, cfg *Config) (cache.SharedIndexInformer, error) {
+	if !cfg.UseEndpoints {
+		_, inf, _, err := podstate.SliceFollower(client, metav1.NamespaceAll, cfg.Services())
+		return inf, err
+	}
+	wanted := sets.New(cfg.Services()...)
+	inf := coreinformers.NewEndpointsInformer(client, metav1.NamespaceAll, 0, cache.Indexers{})
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		ep, ok := obj.(*corev1.Endpoints)
+		if !ok {
+			return obj, nil
+		}
+		if !wanted.Has(ep.Name) {
+			return &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ep.Namespace, ResourceVersion: ep.ResourceVersion}}, nil
+		}
+		ep.ManagedFields = nil
+		return ep, nil
+	})
+	return inf, nil
+}
+
+// serviceState is what the weeder knows of one service besides the caches.
+type serviceState struct {
+	// view is the handler's own picture of the service's endpoints objects, folded event by
+	// event: the informer's cache may already be past the event being handled, and reading
+	// it instead could skip an outage shorter than the gap between two events.
+	view view
+	// seen is the readiness after the last event folded: the "before" of the next edge.
+	seen Observation
+	// relevant: configured and in a watched namespace when last looked at. A namespace's
+	// labels change it, and a service that becomes relevant counts as first seen.
+	relevant bool
+	// inReadyGauge: the service is counted in services_ready, so it is taken out once.
+	inReadyGauge bool
+	// excluded: followed, but in a namespace the config leaves out; counted in
+	// weeder_services_excluded and warned about once (exclusion.go).
+	excluded bool
+	// owed is the edge owed an action: the last one the handler recorded, with the time it
+	// happened. The sync acts on it however late the queue reaches the key, which is why no
+	// outage is lost: the cache, read later, would show only where the service ended up. A
+	// newer edge replaces it, because the older one is over (its outage ended, or its return
+	// was followed by a new outage): the action for the newer one is what can still help.
+	owed *recordedEdge
+	// launched is the last weeder Job this coordinator created for the service. While the
+	// Job cache has not shown it (jobExpectations), it covers the service all the same.
+	launched *launchedJob
+}
+
+// onJobAdded: the view shows the run, so it is no longer only expected.
+func (c *Controller) onJobAdded(r jobs.Run) {
+	c.mu.Lock()
+	c.expectations.observe(r.Name, c.now())
+	c.mu.Unlock()
+}
+
+// state returns (creating) the state of key; c.mu must be held.
+func (c *Controller) state(key string) *serviceState {
+	st, ok := c.services[key]
+	if !ok {
+		st = &serviceState{}
+		c.services[key] = st
+	}
+	return st
+}
+
+// recordedEdge is an edge owed an action.
+type recordedEdge struct {
+	edge Edge
+	// trigger is the Job's trigger: ready, outage or catch-up ("gone" for EdgeGone).
+	trigger string
+	// at is when the handler saw the edge: the weeder's latency counts from it.
+	at time.Time
+	// catchUp: a Ready service first seen, or found Ready on taking the lead: act only if a
+	// dependent is crash-looping, and keep any weeder already active.
+	catchUp bool
+	// triggerCounted: in triggers_total already (a retry does not count it again).
+	triggerCounted bool
+}
+
+// catchUpEdge is the edge of a Ready service the weeder has no history of: it says nothing
+// of what happened before, so a crash-looping dependent may be owed a weeder.
+func catchUpEdge(at time.Time) *recordedEdge {
+	return &recordedEdge{edge: EdgeReady, trigger: jobs.TriggerCatchUp, at: at, catchUp: true}
+}
+
+// launchedJob is a weeder Job this coordinator created for a service.
+type launchedJob struct {
+	name  string
+	uid   types.UID
+	armed bool
+	// own: the Job covers this service alone, so it may be replaced or stopped for it.
+	own bool
+}
+
+// expectationTTL is how long a created Job is expected before the Job cache shows it, as
+// kube-controller-manager's ControllerExpectations do with their timeout: a Job deleted
+// before the cache ever saw it would otherwise count as active for ever.
+const expectationTTL = 2 * time.Minute
+
+// jobExpectations are the weeder Jobs created (name → when) that the Job cache has not
+// shown yet: expected on create, observed when the Job informer adds the Job, dropped after
+// expectationTTL. Between the create and the informer's add, only they say that the service
+// is covered and that the Job counts under --max-weeder-jobs. The informer may show a Job
+// before its creator expects it, and it may be gone from the cache by then (an in-process run
+// that ends at once): that sighting is kept, and the expectation it answers is never made.
+// The caller holds Controller.mu.
+type jobExpectations map[string]expectation
+
+type expectation struct {
+	at   time.Time
+	seen bool // the informer showed the Job first
+}
+
+func (e jobExpectations) expect(name string, now time.Time) {
+	if x, ok := e[name]; ok && x.seen {
+		delete(e, name)
+		return
+	}
+	e[name] = expectation{at: now}
+}
+
+func (e jobExpectations) observe(name string, now time.Time) {
+	if x, ok := e[name]; ok && !x.seen {
+		delete(e, name)
+		return
+	}
+	e[name] = expectation{at: now, seen: true}
+}
+
+// pending: name was created, and neither observed nor expired.
+func (e jobExpectations) pending(name string, now time.Time) bool {
+	x, ok := e[name]
+	return ok && !x.seen && now.Sub(x.at) < expectationTTL
+}
+
+// count is the number of pending expectations; expired ones (and sightings) are dropped.
+func (e jobExpectations) count(now time.Time) int {
+	n := 0
+	for name, x := range e {
+		if now.Sub(x.at) >= expectationTTL {
+			delete(e, name)
+			continue
+		}
+		if !x.seen {
+			n++
+		}
+	}
+	return n
 }

@@ -41,18 +41,29 @@ func (c *Config) NamespacesText() string {
 // Excludes reports whether the config's namespaces section leaves any namespace out.
 func (c *Config) Excludes() bool { return c.NamespacesText() != "every namespace" }
 
-// exclusion is why rc leaves namespace ns out ("" when it is watched); known is false when
+// relevant: a service configured or named by an annotation, in a namespace the config watches:
+// the config leaves the namespace in (Exclusion), and it is known.
+func (c *Controller) relevant(key string) bool {
+	if !c.follows(key) {
+		return false
+	}
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
+	why, known := c.exclusion(ns)
+	return known && why == ""
+}
+
+// exclusion is why the config leaves namespace ns out ("" when it is watched); known is false when
 // the namespace's labels are needed and the cache does not have it (deleted, or not listed
 // yet): it is then neither watched nor reported.
-func (c *Controller) exclusion(rc *runningConfig, ns string) (why string, known bool) {
+func (c *Controller) exclusion(ns string) (why string, known bool) {
 	if !c.nsSelect {
-		return Exclusion(ns, rc.names, nil, nil), true
+		return Exclusion(ns, c.nsNames, nil, nil), true
 	}
 	n, err := c.nsLister.Get(ns)
 	if err != nil {
 		return "", false
 	}
-	return Exclusion(ns, rc.names, rc.nsSel, n.Labels), true
+	return Exclusion(ns, c.nsNames, c.nsSel, n.Labels), true
 }
 
 // reportExclusion keeps what the weeder says of a followed service (configured, or named by
@@ -60,11 +71,11 @@ func (c *Controller) exclusion(rc *runningConfig, ns string) (why string, known 
 // out, a line when it is watched again, and the services_excluded gauge. Nothing is said
 // before the namespaces are listed (exclusionsReady), so a namespace not yet in the cache is
 // not mistaken for one left out. c.mu must be held.
-func (c *Controller) reportExclusion(rc *runningConfig, key string, st *serviceState) {
+func (c *Controller) reportExclusion(key string, st *serviceState) {
 	why := ""
-	if c.exclusionsReady.Load() && c.follows(rc, key) {
+	if c.exclusionsReady.Load() && c.follows(key) {
 		ns, _, _ := cache.SplitMetaNamespaceKey(key)
-		why, _ = c.exclusion(rc, ns)
+		why, _ = c.exclusion(ns)
 	}
 	c.setExcluded(key, st, why)
 }
@@ -100,17 +111,16 @@ func (c *Controller) forget(key string, st *serviceState) {
 // leaves out, then names each followed service it leaves out (and keeps saying so as
 // services and namespaces change), so that no dependency is dropped without a word.
 func (c *Controller) ReportExclusions() {
-	rc := c.config()
-	if !rc.cfg.Excludes() {
+	if !c.cfg.Excludes() {
 		return
 	}
-	c.log.WithField("namespaces", rc.cfg.NamespacesText()).
-		Infof("The weeder watches only %s (the config's namespaces section): a Service with dependents in another namespace is not weeded; each one found is named in a warning and counted in depwatch_coordinator_weeder_services_excluded.", rc.cfg.NamespacesText())
+	c.log.WithField("namespaces", c.cfg.NamespacesText()).
+		Infof("The weeder watches only %s (the config's namespaces section): a Service with dependents in another namespace is not weeded; each one found is named in a warning and counted in depwatch_coordinator_weeder_services_excluded.", c.cfg.NamespacesText())
 	c.exclusionsReady.Store(true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, st := range c.services {
-		c.reportExclusion(rc, key, st)
+		c.reportExclusion(key, st)
 	}
 }
 
@@ -121,12 +131,11 @@ func (c *Controller) onNamespace(obj any) {
 	if !ok || !c.exclusionsReady.Load() {
 		return
 	}
-	rc := c.config()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, st := range c.services {
 		if ns, _, _ := cache.SplitMetaNamespaceKey(key); ns == n.Name {
-			c.reportExclusion(rc, key, st)
+			c.reportExclusion(key, st)
 		}
 	}
 }

@@ -70,8 +70,8 @@ func TestAServiceInANamespaceTheConfigLeavesOutIsReported(t *testing.T) {
 		}
 	}
 	h.syncCaches()
-	h.c.onWorkload(annotated("app", "web", "postgres"), false)
-	h.c.onWorkload(annotated("shoot--a", "web", "postgres"), false)
+	h.workload(annotated("app", "web", "postgres"), false)
+	h.workload(annotated("shoot--a", "web", "postgres"), false)
 	h.set(up("app", "postgres"))
 	h.set(up("shoot--a", "postgres"))
 	h.set(up("app", "unrelated")) // no workload names it: not followed, not reported
@@ -118,7 +118,7 @@ func TestAServiceInANamespaceTheConfigLeavesOutIsReported(t *testing.T) {
 	app.Labels = nil
 	_ = h.c.nsInf.GetIndexer().Update(app)
 	h.c.onNamespace(app)
-	h.c.onWorkload(annotated("app", "web", ""), false) // no workload depends on it any more
+	h.workload(annotated("app", "web", ""), false) // no workload depends on it any more
 	if got := excluded(); got != 0 {
 		t.Errorf("services_excluded = %v once no workload depends on the service; want 0", got)
 	}
@@ -131,7 +131,7 @@ func TestEveryNamespaceIsWatchedByDefaultAndNothingIsReported(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(&logs)
 	h.c.log = log
-	h.c.onWorkload(annotated("app", "web", "postgres"), false)
+	h.workload(annotated("app", "web", "postgres"), false)
 	h.set(up("app", "postgres"))
 	h.c.ReportExclusions()
 	if got := value(h.c.metrics.ServicesExcluded); got != 0 || strings.Contains(logs.String(), "watches only") {

@@ -87,7 +87,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 	_, _ = h.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}, metav1.CreateOptions{})
 	svc := s.Labels[discoveryv1.LabelServiceName]
 	_, _ = h.client.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: svc}}, metav1.CreateOptions{})
-	if err := h.c.src.Informer().GetIndexer().Update(s); err != nil {
+	if err := h.c.src.GetIndexer().Update(s); err != nil {
 		h.t.Fatal(err)
 	}
 	h.c.onEndpoints(s, false)
@@ -96,7 +96,7 @@ func (h *harness) set(s *discoveryv1.EndpointSlice) {
 
 func (h *harness) remove(s *discoveryv1.EndpointSlice) {
 	h.t.Helper()
-	if err := h.c.src.Informer().GetIndexer().Delete(s); err != nil {
+	if err := h.c.src.GetIndexer().Delete(s); err != nil {
 		h.t.Fatal(err)
 	}
 	h.c.onEndpoints(s, true)
@@ -272,9 +272,10 @@ func newTestMetrics() *Metrics {
 	return m
 }
 
-// weederSpec is the service's weeder Job spec for an edge from config rc, its dependents its
-// own selectors (no dependsOn).
-func weederSpec(rc *runningConfig, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
-	_, svc, _ := cache.SplitMetaNamespaceKey(key)
-	return weederSpecWith(rc, key, dependentSelectors{own: rc.cfg.Selectors(svc)}, e, armed)
+// weederSpec is the service's weeder Job spec for an edge from cfg, its dependents its own
+// selectors (no dependsOn).
+func weederSpec(cfg *Config, key string, e *recordedEdge, armed bool) (jobs.Spec, error) {
+	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
+	t := jobs.WeederTarget{Namespace: ns, Service: svc, Selectors: cfg.Selectors(svc), ReadyWhen: cfg.ReadyWhenOf(svc)}
+	return jobs.Weeder(cfg.weederSpec(e, armed, t))
 }

@@ -15,7 +15,7 @@ import (
 
 // launchWeeder covers the service with a weeder: a Job of its own while launches are rare
 // (replacing its own unarmed Job, if one runs), else a place in the batch being formed.
-func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, armed bool, own []jobs.Run, log logrus.FieldLogger) error {
+func (c *Controller) launchWeeder(ctx context.Context, key string, e *recordedEdge, armed bool, own []jobs.Run, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	recent, waiting := c.batch.input(c.now(), c.opts.Batching.Window)
 	if PlanLaunch(c.opts.Batching, LaunchInput{RecentOwn: recent, Waiting: waiting, Active: c.activeWeederJobs()}) == LaunchInBatch {
@@ -36,82 +36,67 @@ func (c *Controller) launchWeeder(ctx context.Context, rc *runningConfig, key st
 			return nil
 		}
 	}
-	spec, err := weederSpecWith(rc, key, c.selectorsOf(rc, key), e, armed)
+	spec, err := jobs.Weeder(c.cfg.weederSpec(e, armed, c.target(key)))
 	if err != nil {
 		return err // validated at load; cannot happen
 	}
-	out, err := rc.launcher.Launch(ctx, spec, own)
+	out, err := c.launcher.Launch(ctx, spec, own)
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(out.Result)).Inc()
 	if err != nil {
 		log.WithError(err).WithField("trigger", e.trigger).Error("Could not launch the weeder Job; will retry.")
 		return err
 	}
 	c.batch.ownLaunched(c.now())
-	c.covered(rc, key, e, launched{run: out.Run, armed: armed, own: true, replaced: out.Replaced, result: out.Result}, log)
+	c.covered(key, e, out, armed, 0, log)
 	return nil
 }
 
-// launched is a weeder Job just created, as one of the services it covers is told of it.
-type launched struct {
-	run   jobs.Run
-	armed bool
-	// own: the Job covers this service alone; else batch is how many services it covers.
-	own      bool
-	batch    int
-	replaced []string
-	result   jobs.Result
-}
-
-// covered notes that the service is covered by a Job just created (see expectedLaunch),
-// measures the edge's latency, logs it and records the Service's Event.
-func (c *Controller) covered(rc *runningConfig, key string, e *recordedEdge, l launched, log logrus.FieldLogger) {
-	c.noteLaunch(key, l)
+// covered notes that the service is covered by the Job just created (see expectedLaunch): its
+// own, or (batch > 0) a batch Job for that many services. It measures the edge's latency,
+// logs it and records the Service's Event.
+func (c *Controller) covered(key string, e *recordedEdge, out jobs.Outcome, armed bool, batch int, log logrus.FieldLogger) {
+	own := batch == 0
+	c.mu.Lock()
+	if !c.runs.Has(out.Run.Namespace, out.Run.Name) {
+		c.expectations.expect(out.Run.Name, c.now())
+	}
+	if st, ok := c.services[key]; ok {
+		st.launched = &launchedJob{name: out.Run.Name, uid: out.Run.UID, armed: armed, own: own}
+	}
+	c.mu.Unlock()
 	latency := c.now().Sub(e.at)
 	c.metrics.TriggerToJob.WithLabelValues(string(jobs.KindWeeder)).Observe(latency.Seconds())
 	c.observeEdge(e)
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	job := l.run.Namespace + "/" + l.run.Name
-	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": l.armed}
+	job := out.Run.Namespace + "/" + out.Run.Name
+	fields := logrus.Fields{"job": job, "trigger": e.trigger, "armed": armed}
 	// What the Event calls the Job, the service's dependents, and the service.
 	what, deps, when := "", "crash-looping dependents", "the service is"
-	if l.own {
-		fields["result"], fields["replaced"], fields["latencyMs"] = string(l.result), l.replaced, latency.Milliseconds()
-		what = fmt.Sprintf("weeder Job %s (trigger %s%s)", job, e.trigger, replacedNote(l.replaced))
+	if own {
+		fields["result"], fields["replaced"], fields["latencyMs"] = string(out.Result), out.Replaced, latency.Milliseconds()
+		what = fmt.Sprintf("weeder Job %s (trigger %s%s)", job, e.trigger, replacedNote(out.Replaced))
 	} else {
-		fields["batch"] = l.batch
-		what = fmt.Sprintf("batch weeder Job %s (trigger %s, %d services)", job, e.trigger, l.batch)
+		fields["batch"] = batch
+		what = fmt.Sprintf("batch weeder Job %s (trigger %s, %d services)", job, e.trigger, batch)
 		deps, when = "this service's crash-looping dependents", "it is"
 	}
 	log = log.WithFields(fields)
-	if l.armed {
-		if l.own {
-			log.WithField("maxWait", rc.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
+	if armed {
+		if own {
+			log.WithField("maxWait", c.cfg.MaxWait().String()).Info("The service went down: launched its weeder Job armed; it starts reaping the moment the service is Ready again.")
 		} else {
 			log.Info("The service went down: covered by an armed batch weeder Job; it starts reaping the service's dependents the moment it is Ready again.")
 		}
 		c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederArmed,
-			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, rc.cfg.MaxWait(), rc.cfg.Watch()))
+			fmt.Sprintf("Armed %s: it restarts %s from the moment %s Ready again (waiting at most %s), for %s", what, deps, when, c.cfg.MaxWait(), c.cfg.Watch()))
 		return
 	}
-	if l.own {
+	if own {
 		log.Info("Launched a weeder Job.")
 	} else {
 		log.Info("Covered by a batch weeder Job.")
 	}
-	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, rc.cfg.Watch()))
-}
-
-// noteLaunch remembers the weeder Job just created for key and expects it in the Job cache,
-// unless the cache shows it already.
-func (c *Controller) noteLaunch(key string, l launched) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.runs.Has(l.run.Namespace, l.run.Name) {
-		c.expectations.expect(l.run.Name, c.now())
-	}
-	if st, ok := c.services[key]; ok {
-		st.launched = &launchedJob{name: l.run.Name, uid: l.run.UID, armed: l.armed, own: l.own}
-	}
+	c.recordEvent(ns, svc, corev1.EventTypeNormal, EventWeederStarted, fmt.Sprintf("Started %s: restarting %s for %s", what, deps, c.cfg.Watch()))
 }
 
 // activeWeederJobs counts the weeder Jobs active now (the --max-weeder-jobs cap's measure):
@@ -124,10 +109,10 @@ func (c *Controller) activeWeederJobs() int {
 }
 
 // keepWeeder: an active weeder already covers the edge; it is only said.
-func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage, log logrus.FieldLogger) {
+func (c *Controller) keepWeeder(e *recordedEdge, cov coverage, log logrus.FieldLogger) {
 	c.metrics.JobsLaunched.WithLabelValues(string(jobs.KindWeeder), string(jobs.ResultKept)).Inc()
 	c.observeEdge(e)
-	log = log.WithFields(logrus.Fields{"job": rc.launcher.Template.Namespace + "/" + cov.by, "trigger": e.trigger, "result": string(jobs.ResultKept)})
+	log = log.WithFields(logrus.Fields{"job": c.launcher.Template.Namespace + "/" + cov.by, "trigger": e.trigger, "result": string(jobs.ResultKept)})
 	switch {
 	case cov.active != ArmedWeeder:
 		log.Info("A weeder Job is already restarting the service's crash-looping dependents: no new Job.")
@@ -140,9 +125,9 @@ func (c *Controller) keepWeeder(rc *runningConfig, e *recordedEdge, cov coverage
 
 // stopWeeder deletes the service's own running weeder Job, if any: the service went down
 // again and arming is off, or (going says why) it is going away.
-func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key string, e *recordedEdge, own []jobs.Run, going string, log logrus.FieldLogger) error {
+func (c *Controller) stopWeeder(ctx context.Context, key string, e *recordedEdge, own []jobs.Run, going string, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	stopped, err := rc.launcher.Delete(ctx, own)
+	stopped, err := c.launcher.Delete(ctx, own)
 	if err != nil {
 		log.WithError(err).Error("The service went down but its running weeder Job could not be stopped; will retry.")
 		return err
@@ -165,27 +150,13 @@ func (c *Controller) stopWeeder(ctx context.Context, rc *runningConfig, key stri
 	return nil
 }
 
-// weederSpecWith builds the service's weeder Job spec for an edge from config rc, with the
-// service's dependents (selectorsOf); armed adds the gate.
-func weederSpecWith(rc *runningConfig, key string, deps dependentSelectors, e *recordedEdge, armed bool) (jobs.Spec, error) {
-	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	w := weederSettings(rc, e, armed)
-	w.Namespace, w.Service, w.Selectors, w.Elsewhere, w.ReadyWhen = ns, svc, deps.own, deps.elsewhere, rc.cfg.ReadyWhenOf(svc)
-	return jobs.Weeder(w)
-}
-
-// weederSettings is what every weeder Job of config rc shares, one service's or a batch's.
-func weederSettings(rc *runningConfig, e *recordedEdge, armed bool) jobs.WeederSpec {
-	cfg := rc.cfg
+// weederSpec is a weeder Job's spec of the config for an edge: one service's (t; armed adds
+// its gate), or what a batch's targets share (t zero).
+func (cfg *Config) weederSpec(e *recordedEdge, armed bool, t jobs.WeederTarget) jobs.WeederSpec {
 	return jobs.WeederSpec{
-		WatchDuration: cfg.Watch(),
-		GracePeriod:   cfg.Grace(),
-		Trigger:       e.trigger,
-		TriggerTime:   e.at,
-		Armed:         armed,
-		MaxWait:       cfg.MaxWait(),
-		ReapCooldown:  cfg.Cooldown(),
-		BackOffFloor:  cfg.Floor(),
+		Namespace: t.Namespace, Service: t.Service, Selectors: t.Selectors, Elsewhere: t.Elsewhere, ReadyWhen: t.ReadyWhen,
+		WatchDuration: cfg.Watch(), GracePeriod: cfg.Grace(), Trigger: e.trigger, TriggerTime: e.at,
+		Armed: armed, MaxWait: cfg.MaxWait(), ReapCooldown: cfg.Cooldown(), BackOffFloor: cfg.Floor(),
 	}
 }
 
@@ -217,7 +188,7 @@ func (c *Controller) recordEvent(ns, svc, typ, reason, msg string) {
 		ref.UID = st.view.serviceUID()
 	}
 	c.mu.Unlock()
-	if _, legacy := c.src.(*endpointsSource); ref.UID == "" && legacy && !c.opts.NoServiceReads {
+	if ref.UID == "" && c.cfg.UseEndpoints && !c.opts.NoServiceReads {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if s, err := c.client.CoreV1().Services(ns).Get(ctx, svc, metav1.GetOptions{}); err == nil {

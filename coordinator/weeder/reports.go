@@ -14,29 +14,12 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// runReports reads what each finished weeder run saved from its report (reaper.ReadReport)
-// into the saved back-off series: a Job's pod is gone long before Prometheus would scrape
-// it. Each run is counted once, by the leader, and only if it ended after this replica took
-// the lead (what ended before was the previous leader's to count).
-type runReports struct {
-	mu           sync.Mutex
-	leadingSince time.Time // zero: not leading
-}
-
-// lead marks this replica the leader from now (or no longer, with the zero time).
-func (r *runReports) lead(since time.Time) {
-	r.mu.Lock()
-	r.leadingSince = since
-	r.mu.Unlock()
-}
-
-// onReport counts a finished weeder run's report; false while not leading, or for a run that
-// ended before this replica led (another replica's to count).
+// onReport reads what a finished weeder run saved from its report (reaper.ReadReport) into
+// the saved back-off series: a Job's pod is gone long before Prometheus would scrape it. Each
+// run is counted once, by the leader, and only if it ended after this replica took the lead
+// (what ended before was the previous leader's to count); false when it is not counted here.
 func (c *Controller) onReport(run jobs.Report) bool {
-	r := c.reports
-	r.mu.Lock()
-	since := r.leadingSince
-	r.mu.Unlock()
+	since := c.leadSince()
 	if since.IsZero() || run.FinishedAt.Before(since.Truncate(time.Second)) {
 		return false
 	}

@@ -29,7 +29,7 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 	if h.c.onReport(weederRun("standby", h.now, run)) {
 		t.Error("a report was taken while not leading")
 	}
-	h.c.reports.lead(h.now)
+	h.c.lead(h.now)
 	for _, r := range []struct {
 		jobs.Report
 		taken bool
@@ -72,7 +72,7 @@ func TestTheLeaderExportsEachFinishedWeederRunsSavedBackOffOnce(t *testing.T) {
 // counts them once per run, so depwatch's own policy refusing depwatch's weeder is seen.
 func TestTheLeaderCountsAWeederRunsAdmissionRefusals(t *testing.T) {
 	h := newHarness(t, testConfig)
-	h.c.reports.lead(h.now)
+	h.c.lead(h.now)
 	refused := reaper.TerminationMessage(reaper.Summary{Errors: 3, AdmissionRefused: 2})
 	for _, r := range []jobs.Report{
 		weederRun("refused", h.now.Add(time.Second), refused),

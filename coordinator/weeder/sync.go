@@ -28,12 +28,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if owed == nil {
 		return nil
 	}
-	rc := c.config()
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
 	log := c.log.WithFields(logrus.Fields{"namespace": ns, "service": svc})
-	worth, err := c.worthActing(ctx, rc, key, st, owed, seen, log)
+	worth, err := c.worthActing(ctx, key, st, owed, seen, log)
 	if err == nil && worth {
-		err = c.actOnEdge(ctx, rc, key, st, owed, log)
+		err = c.actOnEdge(ctx, key, st, owed, log)
 	}
 	if err != nil {
 		return &attemptError{err: err, tried: owed}
@@ -78,17 +77,17 @@ func (c *Controller) GiveUp(key string, err error) {
 // worthActing: the edge still calls for PlanWeeder. Not when its namespace stopped matching
 // since, nor for a gone service without a weeder or a catch-up without a crash-looping
 // dependent: those read only the caches.
-func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key string, st *serviceState, e *recordedEdge, seen Observation, log logrus.FieldLogger) (bool, error) {
-	if !c.relevant(rc, key) {
+func (c *Controller) worthActing(ctx context.Context, key string, st *serviceState, e *recordedEdge, seen Observation, log logrus.FieldLogger) (bool, error) {
+	if !c.relevant(key) {
 		return false, nil
 	}
-	if c.selectorsOf(rc, key).none() {
+	if t := c.target(key); len(t.Selectors) == 0 && len(t.Elsewhere) == 0 {
 		log.Debug("Service has no dependent: nothing to do.")
 		return false, nil // an annotation's workloads changed since the edge
 	}
 	switch {
 	case e.edge == EdgeGone:
-		if c.coverage(rc, key, st).active == NoWeeder {
+		if c.coverage(key, st).active == NoWeeder {
 			log.Debug("The service's endpoints are gone and it has no weeder Job: nothing to do.")
 			return false, nil
 		}
@@ -96,7 +95,7 @@ func (c *Controller) worthActing(ctx context.Context, rc *runningConfig, key str
 		if !seen.Ready {
 			return false, nil // down again: its outage edge is owed, or nothing is to do
 		}
-		pod, err := c.crashLoopingDependent(ctx, rc, key)
+		pod, err := c.crashLoopingDependent(ctx, key)
 		if err != nil {
 			return false, err
 		}
@@ -122,10 +121,10 @@ func (c *Controller) countTrigger(e *recordedEdge) {
 // actOnEdge reads what covers the service and, on an outage or when it is gone, whether its
 // namespace is going away; lets PlanWeeder decide, and does it. A decision that needs no
 // action costs no API call.
-func (c *Controller) actOnEdge(ctx context.Context, rc *runningConfig, key string, st *serviceState, e *recordedEdge, log logrus.FieldLogger) error {
+func (c *Controller) actOnEdge(ctx context.Context, key string, st *serviceState, e *recordedEdge, log logrus.FieldLogger) error {
 	ns, svc, _ := cache.SplitMetaNamespaceKey(key)
-	cov := c.coverage(rc, key, st)
-	in := WeederInput{Edge: e.edge, Arm: rc.cfg.Arm(svc), Active: cov.active, CatchUp: e.catchUp}
+	cov := c.coverage(key, st)
+	in := WeederInput{Edge: e.edge, Arm: c.cfg.Arm(svc), Active: cov.active, CatchUp: e.catchUp}
 	going := ""
 	if e.edge == EdgeOutage || e.edge == EdgeGone {
 		var err error
@@ -146,12 +145,12 @@ func (c *Controller) actOnEdge(ctx context.Context, rc *runningConfig, key strin
 	}
 	switch action := PlanWeeder(in); action {
 	case ActionKeepWeeder:
-		c.keepWeeder(rc, e, cov, log)
+		c.keepWeeder(e, cov, log)
 	case ActionStopWeeder:
 		c.batch.drop(key)
-		return c.stopWeeder(ctx, rc, key, e, cov.own, going, log)
+		return c.stopWeeder(ctx, key, e, cov.own, going, log)
 	case ActionArmWeeder, ActionLaunchWeeder:
-		return c.launchWeeder(ctx, rc, key, e, action == ActionArmWeeder, cov.own, log)
+		return c.launchWeeder(ctx, key, e, action == ActionArmWeeder, cov.own, log)
 	case ActionNone:
 		if in.Going {
 			c.batch.drop(key)
@@ -176,17 +175,12 @@ type coverage struct {
 // coverage reads what covers the service: its active weeder Jobs from the cache (an armed
 // one first), else a Job just created that the cache has not shown yet, else a place in a
 // batch being formed. It makes no API call.
-func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) coverage {
+func (c *Controller) coverage(key string, st *serviceState) coverage {
 	var cov coverage
-	active := c.runs.Active(key)
-	for _, r := range active {
-		if r.Armed {
-			cov.active, cov.by = ArmedWeeder, r.Name
-			break
+	for _, r := range c.runs.Active(key) {
+		if cov.active != ArmedWeeder {
+			cov.active, cov.by = weederKind(r.Armed), r.Name
 		}
-		cov.active, cov.by = UnarmedWeeder, r.Name
-	}
-	for _, r := range active {
 		if len(r.Facts.Covers()) == 1 {
 			cov.own = append(cov.own, r)
 		}
@@ -197,7 +191,7 @@ func (c *Controller) coverage(rc *runningConfig, key string, st *serviceState) c
 	if l, ok := c.expectedLaunch(st); ok {
 		cov.active, cov.by = weederKind(l.armed), l.name
 		if l.own { // not in the cache yet, but replaced or stopped like one that is
-			cov.own = append(cov.own, jobs.Run{Namespace: rc.launcher.Template.Namespace, Name: l.name, UID: l.uid})
+			cov.own = append(cov.own, jobs.Run{Namespace: c.launcher.Template.Namespace, Name: l.name, UID: l.uid})
 		}
 	}
 	if cov.active == ArmedWeeder {
