@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/depwatch/depwatch/internal/apilimit"
-	"github.com/depwatch/depwatch/internal/envconf"
 )
 
 // The client-side rate limit of the run's requests to the cluster it runs in (Secrets, the
@@ -19,16 +18,6 @@ const (
 
 // DefaultClientLimit is the run's limit where KUBE_API_* are unset: client-go's default.
 var DefaultClientLimit = apilimit.Default
-
-// loadClientLimit reads KUBE_API_QPS and KUBE_API_BURST as they are set (unset stays zero, so
-// a Job's environment reads back as written; the run applies DefaultClientLimit).
-func loadClientLimit(e *envconf.Reader) apilimit.Limit {
-	return apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst)
-}
-
-func writeClientLimit(w *envconf.Writer, l apilimit.Limit) {
-	l.Write(w, envKubeAPIQPS, envKubeAPIBurst)
-}
 
 // A probe reads two objects of the cluster it runs in, the kubeconfig Secret (the typed
 // client) and the Machines (the dynamic client), each client with a bucket of the run's

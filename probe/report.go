@@ -67,15 +67,14 @@ type wireReport struct {
 }
 
 func encodeEntry(r NamespaceResult) json.RawMessage {
-	var b []byte
-	switch {
-	case r.Last == ResultNotProbed || r.Last == "":
-		b, _ = json.Marshal([]any{string(ResultNotProbed)})
-	case r.Throttled > 0:
-		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second), r.Throttled})
-	default:
-		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second)})
+	e := []any{string(ResultNotProbed)}
+	if r.Last != ResultNotProbed && r.Last != "" {
+		e = []any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second)}
+		if r.Throttled > 0 {
+			e = append(e, r.Throttled)
+		}
 	}
+	b, _ := json.Marshal(e)
 	return b
 }
 
@@ -151,15 +150,13 @@ func dropPriority(r Result) int {
 	return 2 // throttled (carries the back-off), scale-down, error
 }
 
+// nonZero is m without its zero counts (never nil).
 func nonZero(m map[string]int) map[string]int {
 	out := map[string]int{}
 	for k, v := range m {
 		if v > 0 {
 			out[k] = v
 		}
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }
@@ -186,23 +183,16 @@ func DecodeReport(msg string) (Report, error) {
 		return Report{}, fmt.Errorf("%w: no \"ns\" field", ErrNotAReport)
 	}
 	r := Report{End: time.Unix(w.End, 0), DryRun: w.DryRun, Omitted: w.Omitted,
-		Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
-	for k, v := range w.Results {
-		if v < 0 {
-			return Report{}, fmt.Errorf("%w: results[%q] = %d is negative", ErrNotAReport, k, v)
-		}
-		if v > 0 {
-			r.Results[k] = v
-		}
-	}
-	for k, v := range w.Ops {
-		if v < 0 {
-			return Report{}, fmt.Errorf("%w: ops[%q] = %d is negative", ErrNotAReport, k, v)
-		}
-		if v > 0 {
-			r.Ops[k] = v
+		Namespaces: map[string]NamespaceResult{}}
+	counted := map[string]map[string]int{"results": w.Results, "ops": w.Ops}
+	for _, name := range []string{"results", "ops"} {
+		for k, v := range counted[name] {
+			if v < 0 {
+				return Report{}, fmt.Errorf("%w: %s[%q] = %d is negative", ErrNotAReport, name, k, v)
+			}
 		}
 	}
+	r.Results, r.Ops = nonZero(w.Results), nonZero(w.Ops)
 	for ns, raw := range w.Namespaces {
 		e, err := decodeEntry(ns, raw)
 		if err != nil {

@@ -54,20 +54,11 @@ func (d Deps) now() time.Time {
 
 func (d Deps) validate() error {
 	var missing []string
-	if d.Seed == nil {
-		missing = append(missing, "Seed")
-	}
-	if d.Dynamic == nil {
-		missing = append(missing, "Dynamic")
-	}
-	if d.Scales == nil {
-		missing = append(missing, "Scales")
-	}
-	if d.Mapper == nil {
-		missing = append(missing, "Mapper")
-	}
-	if d.NewShootClient == nil {
-		missing = append(missing, "NewShootClient")
+	names := []string{"Seed", "Dynamic", "Scales", "Mapper", "NewShootClient"}
+	for i, set := range []bool{d.Seed != nil, d.Dynamic != nil, d.Scales != nil, d.Mapper != nil, d.NewShootClient != nil} {
+		if !set {
+			missing = append(missing, names[i])
+		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("probe deps: missing %v", missing)
