@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -26,14 +27,8 @@ func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []
 		lv := s.info(r).Level
 		byLevel[lv] = append(byLevel[lv], i)
 	}
-	levels := make([]int, 0, len(byLevel))
-	for lv := range byLevel {
-		levels = append(levels, lv)
-	}
-	slices.Sort(levels)
-
 	failedAt, failed := 0, false
-	for _, lv := range levels {
+	for _, lv := range slices.Sorted(maps.Keys(byLevel)) {
 		idx := byLevel[lv]
 		if failed {
 			for _, i := range idx {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,13 +120,7 @@ func EncodeReport(r Report) string {
 	// shrinks (near enough) steadily with each entry dropped.
 	names := slices.Collect(maps.Keys(r.Namespaces))
 	slices.SortFunc(names, func(a, b string) int {
-		if pa, pb := dropPriority(r.Namespaces[a].Last), dropPriority(r.Namespaces[b].Last); pa != pb {
-			return pa - pb
-		}
-		if len(a) != len(b) {
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
+		return cmp.Or(dropPriority(r.Namespaces[a].Last)-dropPriority(r.Namespaces[b].Last), len(b)-len(a), strings.Compare(a, b))
 	})
 	without := func(n int) string {
 		d := w

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -172,20 +171,16 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	if opts.MembershipName != "" {
 		// The membership is followed until the schedule ends; then no runner starts any more
 		// and the fleet's runners are waited for.
-		var following sync.WaitGroup
-		following.Go(func() {
-			follow := deps.FollowMembership
-			if follow == nil {
-				follow = func(ctx context.Context, ns, name string, apply func(Membership), log logrus.FieldLogger) error {
-					return followMembership(ctx, deps.Seed, ns, name, apply, log)
-				}
+		follow := deps.FollowMembership
+		if follow == nil {
+			follow = func(ctx context.Context, ns, name string, apply func(Membership), log logrus.FieldLogger) error {
+				return followMembership(ctx, deps.Seed, ns, name, apply, log)
 			}
-			if err := follow(stop, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
-				log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
-			}
-		})
+		}
+		if err := follow(stop, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
+			log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
+		}
 		<-stop.Done()
-		following.Wait()
 	}
 	members := f.close()
 

@@ -41,33 +41,18 @@ type Summary struct {
 	Blocked                 int // not started: an earlier level failed
 }
 
+// add counts o in each counter it belongs to.
 func (s *Summary) add(o Outcome) {
-	switch o {
-	case OutcomeScaledDown, OutcomeWouldScaleDown:
-		s.ScaledDown++
-	case OutcomeScaledUp, OutcomeWouldScaleUp:
-		s.ScaledUp++
-	case OutcomeAnnotationsRemoved:
-		s.AnnotationsRemoved++
-	case OutcomeAlreadyDown, OutcomeAlreadyUp:
-		s.Unchanged++
-	case OutcomeIgnored:
-		s.Ignored++
-	case OutcomeOptionalMissing:
-		s.OptionalMissing++
-	case OutcomeMissing:
-		s.Missing++
-	case OutcomeFailed:
-		s.Failed++
-	case OutcomeAdmissionRefused:
-		s.Failed++
-		s.AdmissionRefused++
-	case OutcomeNotStarted:
-		s.NotStarted++
-	case OutcomeInterrupted:
-		s.Interrupted++
-	case OutcomeBlocked:
-		s.Blocked++
+	for _, n := range map[Outcome][]*int{
+		OutcomeScaledDown: {&s.ScaledDown}, OutcomeWouldScaleDown: {&s.ScaledDown},
+		OutcomeScaledUp: {&s.ScaledUp}, OutcomeWouldScaleUp: {&s.ScaledUp},
+		OutcomeAnnotationsRemoved: {&s.AnnotationsRemoved},
+		OutcomeAlreadyDown:        {&s.Unchanged}, OutcomeAlreadyUp: {&s.Unchanged},
+		OutcomeIgnored: {&s.Ignored}, OutcomeOptionalMissing: {&s.OptionalMissing}, OutcomeMissing: {&s.Missing},
+		OutcomeFailed: {&s.Failed}, OutcomeAdmissionRefused: {&s.Failed, &s.AdmissionRefused},
+		OutcomeNotStarted: {&s.NotStarted}, OutcomeInterrupted: {&s.Interrupted}, OutcomeBlocked: {&s.Blocked},
+	}[o] {
+		*n++
 	}
 }
 
@@ -111,9 +96,6 @@ func ThrottleBackoff(n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
-	d := baseThrottleBackoff
-	for i := 1; i < n && d < maxThrottleBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxThrottleBackoff)
+	return min(baseThrottleBackoff<<min(n-1, 5), maxThrottleBackoff) // 10s<<5 is past the cap
+
 }
