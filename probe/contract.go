@@ -86,24 +86,19 @@ type JobSettings struct {
 // Env is the environment that LoadOptions reads back as s.
 func (s JobSettings) Env() []corev1.EnvVar {
 	var w envconf.Writer
-	if s.Namespace != "" {
-		w.Set(envNamespace, s.Namespace)
+	// set writes name only when the setting says something (when); the rest is always written.
+	set := func(name, value string, when bool) {
+		if when {
+			w.Set(name, value)
+		}
 	}
-	if len(s.Namespaces) > 0 {
-		w.Set(envNamespaces, NamespacesEnv(s.Namespaces))
-	}
-	if v := NamespaceSettingsEnv(s.NamespaceSettings); v != "" {
-		w.Set(envNamespaceSettings, v)
-	}
-	if s.Membership != "" {
-		w.Set(envNamespacesConfigMap, s.Membership)
-	}
-	if s.Concurrency > 0 {
-		w.Set(envConcurrency, envconf.FormatInt(s.Concurrency))
-	}
-	if s.Jitter > 0 {
-		w.Set(envJitter, envconf.FormatFloat(s.Jitter))
-	}
+	set(envNamespace, s.Namespace, s.Namespace != "")
+	set(envNamespaces, NamespacesEnv(s.Namespaces), len(s.Namespaces) > 0)
+	nsSettings := NamespaceSettingsEnv(s.NamespaceSettings)
+	set(envNamespaceSettings, nsSettings, nsSettings != "")
+	set(envNamespacesConfigMap, s.Membership, s.Membership != "")
+	set(envConcurrency, envconf.FormatInt(s.Concurrency), s.Concurrency > 0)
+	set(envJitter, envconf.FormatFloat(s.Jitter), s.Jitter > 0)
 	w.Set(envKubeconfigSecret, s.KubeconfigSecretName)
 	w.Set(envProbeTimeout, envconf.FormatDuration(s.ProbeTimeout))
 	w.Set(envNodeMonitorGrace, envconf.FormatDuration(s.NodeMonitorGrace))
@@ -111,13 +106,9 @@ func (s JobSettings) Env() []corev1.EnvVar {
 	w.Set(envLeaseExpiryBuffer, envconf.FormatFloat(s.LeaseExpiryBufferFraction))
 	w.Set(envDependentResources, s.DependentResources)
 	w.Set(envDryRun, envconf.FormatBool(s.DryRun))
-	if len(s.NodeConditions) > 0 {
-		w.Set(envNodeConditions, NodeConditionsEnv(s.NodeConditions))
-	}
-	if s.RunDuration > 0 {
-		w.Set(envSchedule, everyPrefix+envconf.FormatDuration(s.Interval))
-		w.Set(envRunDuration, envconf.FormatDuration(s.RunDuration))
-	}
+	set(envNodeConditions, NodeConditionsEnv(s.NodeConditions), len(s.NodeConditions) > 0)
+	set(envSchedule, everyPrefix+envconf.FormatDuration(s.Interval), s.RunDuration > 0)
+	set(envRunDuration, envconf.FormatDuration(s.RunDuration), s.RunDuration > 0)
 	s.Client.Write(&w, envKubeAPIQPS, envKubeAPIBurst)
 	return w.Env()
 }

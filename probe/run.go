@@ -44,13 +44,6 @@ type Deps struct {
 	PollInterval time.Duration    // readiness polling; default 1s
 }
 
-func (d Deps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
 func (d Deps) validate() error {
 	var missing []string
 	names := []string{"Seed", "Dynamic", "Scales", "Mapper", "NewShootClient"}
@@ -153,6 +146,9 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	if deps.PollInterval <= 0 {
 		deps.PollInterval = time.Second
 	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
 	conc := max(opts.Concurrency, 1)
 	multi := len(opts.Namespaces) > 0
 	log.WithFields(startFields(opts, conc, multi)).Info("Probe run starting.")
@@ -253,17 +249,15 @@ func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time
 			r.log.WithFields(logrus.Fields{"action": "wait", "reason": "initial delay or back-off", "first_probe": notBefore.UTC().Format(time.RFC3339)}).
 				Infof("The first probe of this namespace waits until %s.", notBefore.UTC().Format(time.RFC3339))
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-stop.Done():
-			t.Stop()
 			if r.left.Load() {
 				return nil // said when it left
 			}
 			r.log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended before the first probe was due"}).
 				Info("Not probed in this run: its first probe was not due yet; the next probe Job of its shard probes it.")
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 	lastErr := r.probe(ctx)
@@ -395,7 +389,7 @@ func (r *runner) readShoot(readCtx context.Context) (LeaseInput, Result, *probeE
 		return LeaseInput{}, resultFor(pe), pe
 	}
 	return LeaseInput{
-		Leases: leases, Nodes: nodes, Now: r.deps.now(),
+		Leases: leases, Nodes: nodes, Now: r.deps.Now(),
 		Filter:                    CandidateFilter{Machines: machines, NodeConditions: r.opts.NodeConditions},
 		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
 		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,

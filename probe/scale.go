@@ -101,7 +101,6 @@ func (s *scaler) info(r DependentResource) ScaleInfo {
 // target is one resolved dependent resource.
 type target struct {
 	res     DependentResource
-	level   int
 	mapping *meta.RESTMapping
 	log     logrus.FieldLogger
 }
@@ -113,17 +112,15 @@ func (t *target) gr() schema.GroupResource { return t.mapping.Resource.GroupReso
 // only the wait for readiness is abandoned on cancellation.
 func (s *scaler) one(ctx context.Context, r DependentResource) Outcome {
 	info := s.info(r)
-	t := &target{res: r, level: info.Level}
+	t := &target{res: r}
 	t.log = s.log.WithFields(logrus.Fields{
 		"namespace": s.namespace, "kind": r.Ref.Kind, "name": r.Ref.Name, "api_version": r.Ref.APIVersion,
 		"scale_level": info.Level, "decision": string(s.direction), "dry_run": s.dryRun,
 	})
 	if info.InitialDelay > 0 {
-		timer := time.NewTimer(info.InitialDelay)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
+		case <-time.After(info.InitialDelay):
 		}
 	}
 	if ctx.Err() != nil {
