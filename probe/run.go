@@ -332,9 +332,9 @@ func (r *runner) probe(ctx context.Context) error {
 // probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx:
 // read the shoot, decide, scale.
 func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
-	in, res, pe := r.readShoot(readCtx)
+	in, pe := r.readShoot(readCtx)
 	if pe != nil {
-		return r.noDecision(ctx, readCtx, log, res, pe)
+		return r.noDecision(ctx, readCtx, log, pe)
 	}
 	d := Decide(in)
 	excluded := 0
@@ -365,28 +365,28 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 
 // readShoot reads what a decision needs: the kubeconfig Secret, the shoot's API server, its
 // node leases and nodes, and the seed's Machines. A failed read is the probe's result.
-func (r *runner) readShoot(readCtx context.Context) (LeaseInput, Result, *probeError) {
+func (r *runner) readShoot(readCtx context.Context) (LeaseInput, *probeError) {
 	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
 	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
 	cancel()
 	if pe != nil {
-		return LeaseInput{}, ResultError, pe
+		return LeaseInput{}, pe
 	}
 	shoot, err := r.deps.NewShootClient(kc, r.opts.ProbeTimeout)
 	clear(kc)
 	if err != nil {
-		return LeaseInput{}, ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error()))
+		return LeaseInput{}, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error()))
 	}
 	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
 	if pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
 	if pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	return LeaseInput{
 		Leases: leases, Nodes: nodes, Now: r.deps.Now(),
@@ -394,13 +394,13 @@ func (r *runner) readShoot(readCtx context.Context) (LeaseInput, Result, *probeE
 		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
 		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,
 		NodeLeaseFailureFraction:  r.opts.NodeLeaseFailureFraction,
-	}, "", nil
+	}, nil
 }
 
 // noDecision logs why a probe made no decision and returns its result. A probe abandoned
 // because its namespace left the shard, or because the run ended during its reads, changed
 // nothing and is not a failure.
-func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger, res Result, pe *probeError) (Result, string, error) {
+func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger, pe *probeError) (Result, string, error) {
 	if r.left.Load() {
 		log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "left the shard's membership during the probe"}).
 			Info("This namespace left the shard while its probe was still reading; the probe is abandoned and nothing was changed.")
@@ -411,13 +411,13 @@ func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger
 			Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
 		return ResultNotProbed, "", nil
 	}
-	fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
-	if pe.kind == errBroken {
+	fields := logrus.Fields{"action": string(ActionNone), "result": string(pe.result), "reason": pe.Error()}
+	if pe.result == ResultError {
 		log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
-		return res, pe.Error(), pe
+		return pe.result, pe.Error(), pe
 	}
 	log.WithFields(fields).Warnf("No scaling decision: %v. Nothing was scaled.", pe)
-	return res, pe.Error(), nil
+	return pe.result, pe.Error(), nil
 }
 
 // scale carries out a scale-down or scale-up decision, level by level, and counts each
@@ -445,16 +445,6 @@ func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) 
 		return result, d.Reason, fmt.Errorf("%w: %v", ErrScaleFailed, failed)
 	}
 	return result, d.Reason, nil
-}
-
-func resultFor(pe *probeError) Result {
-	switch {
-	case pe.kind == errBroken:
-		return ResultError
-	case pe.throttled:
-		return ResultThrottled
-	}
-	return ResultAPIUnreachable
 }
 
 // resultForDecision: a scale-up decision that found everything up is "healthy".

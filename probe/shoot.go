@@ -88,34 +88,37 @@ func redact(s string) string {
 	return shorten(s)
 }
 
-// errKind classifies why a probe reached no decision.
-type errKind int
-
-const (
-	errUnreachable errKind = iota // timed out, throttled, network or server error: no decision, not a failure
-	errBroken                     // missing Secret, bad kubeconfig, rejected credentials: a failure
-)
-
+// probeError is why a probe reached no decision, with the probe's result: ResultError for a
+// missing Secret, a bad kubeconfig or rejected credentials (a failure); ResultAPIUnreachable
+// for a timeout, a network or server error, and ResultThrottled for a 429 (no decision, not a
+// failure; the next probe backs off after a 429).
 type probeError struct {
-	kind      errKind
-	err       error
-	throttled bool // an API server answered 429: the next probe backs off
+	result Result
+	err    error
 }
 
 func (e *probeError) Error() string { return e.err.Error() }
 func (e *probeError) Unwrap() error { return e.err }
 
 func broken(format string, args ...any) *probeError {
-	return &probeError{kind: errBroken, err: fmt.Errorf(format, args...)}
+	return &probeError{result: ResultError, err: fmt.Errorf(format, args...)}
+}
+
+// unreachable: no answer, or one that is not about the probe's setup.
+func unreachable(err error) *probeError {
+	if apierrors.IsTooManyRequests(err) {
+		return &probeError{result: ResultThrottled, err: err}
+	}
+	return &probeError{result: ResultAPIUnreachable, err: err}
 }
 
 // classify: the API server answered but refused the credentials → broken; anything else
 // (timeouts, 429, 5xx, connection refused) → unreachable.
 func classify(what string, err error) *probeError {
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		return &probeError{kind: errBroken, err: fmt.Errorf("%s: the API server rejected the kubeconfig's credentials: %w", what, err)}
+		return broken("%s: the API server rejected the kubeconfig's credentials: %w", what, err)
 	}
-	return &probeError{kind: errUnreachable, err: fmt.Errorf("%s: %w", what, err), throttled: apierrors.IsTooManyRequests(err)}
+	return unreachable(fmt.Errorf("%s: %w", what, err))
 }
 
 // listMachines lists MCM's Machines in the control-plane namespace of the seed. nil (no
@@ -141,7 +144,7 @@ func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, 
 		return nil, broken("listing Machines (%s) in %s of the seed: the probe's service account may not: %v", MachineGVR.GroupResource(), namespace, err)
 	case err != nil:
 		err = deadline(ctx, err, timeout)
-		return nil, &probeError{kind: errUnreachable, err: fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err), throttled: apierrors.IsTooManyRequests(err)}
+		return nil, unreachable(fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err))
 	}
 	return out, nil
 }
@@ -185,7 +188,7 @@ func probeAPIServer(ctx context.Context, shoot kubernetes.Interface, timeout tim
 		}
 		return nil
 	case <-ctx.Done():
-		return &probeError{kind: errUnreachable, err: fmt.Errorf("API-server probe (server version): no answer within %s", timeout)}
+		return unreachable(fmt.Errorf("API-server probe (server version): no answer within %s", timeout))
 	}
 }
 
