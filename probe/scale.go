@@ -263,12 +263,29 @@ func (s *scaler) storeAndZero(ctx context.Context, t *target, obj *unstructured.
 // carries the annotations (an earlier probe stopped after scaling up) gets the same ending.
 func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
 	current, want, why, err := s.restoreReplicas(opCtx, t, obj)
-	if err != nil {
-		return s.scaleFailed(t, obj, err)
-	}
 	annotated := hasAnnotations(obj)
-	if out, done := s.reportUp(t, obj, current, want, why, annotated); done {
-		return out
+	switch {
+	case err != nil:
+		return s.scaleFailed(t, obj, err)
+	case current > 0 && !annotated:
+		t.at(OutcomeAlreadyUp, "replicas > 0").WithFields(logrus.Fields{"replicas": current}).
+			Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
+		return OutcomeAlreadyUp
+	case current > 0 && s.dryRun:
+		t.at(OutcomeWouldScaleUp, "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
+			Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
+		return OutcomeWouldScaleUp
+	case current > 0:
+		t.at("resume", "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
+			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
+	case s.dryRun:
+		t.at(OutcomeWouldScaleUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).
+			Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
+		return OutcomeWouldScaleUp
+	default:
+		msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
+		t.at(OutcomeScaledUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).Info(msg)
+		s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
 	}
 
 	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n >= 1 })
@@ -308,35 +325,6 @@ func (s *scaler) restoreReplicas(ctx context.Context, t *target, obj *unstructur
 		return nil
 	})
 	return current, want, why, err
-}
-
-// reportUp logs (and records as an Event) what the scale-up did or, in a dry run, would do;
-// done: the outcome is final, there is nothing to wait for.
-func (s *scaler) reportUp(t *target, obj *unstructured.Unstructured, current, want int32, why string, annotated bool) (Outcome, bool) {
-	if current > 0 {
-		if !annotated {
-			t.at(OutcomeAlreadyUp, "replicas > 0").WithFields(logrus.Fields{"replicas": current}).
-				Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
-			return OutcomeAlreadyUp, true
-		}
-		if s.dryRun {
-			t.at(OutcomeWouldScaleUp, "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
-				Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
-			return OutcomeWouldScaleUp, true
-		}
-		t.at("resume", "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
-			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
-		return "", false
-	}
-	if s.dryRun {
-		t.at(OutcomeWouldScaleUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).
-			Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
-		return OutcomeWouldScaleUp, true
-	}
-	msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
-	t.at(OutcomeScaledUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).Info(msg)
-	s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
-	return "", false
 }
 
 // setReplicas merge-patches spec.replicas, with the resourceVersion the decision was based on
@@ -487,15 +475,13 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 	if denial, ok := admission.Message(err); ok {
 		return s.refused(t, obj, denial, err)
 	}
-	t.at(OutcomeFailed, err.Error()).WithFields(logrus.Fields{"error": err.Error()}).
-		Errorf("Scaling %s %s failed: %v", t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), err)
-	if obj != nil && !s.dryRun {
-		reason := ReasonScaleUpError
-		if s.direction == ActionScaleDown {
-			reason = ReasonScaleDownError
-		}
-		s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", strings.TrimPrefix(string(s.direction), "scale-"), err))
+	verb := strings.TrimPrefix(string(s.direction), "scale-")
+	t.at(OutcomeFailed, err.Error()).WithFields(logrus.Fields{"error": err.Error()}).Errorf("Scaling %s %s failed: %v", t.res.Ref, verb, err)
+	reason := ReasonScaleUpError
+	if s.direction == ActionScaleDown {
+		reason = ReasonScaleDownError
 	}
+	s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", verb, err))
 	return OutcomeFailed
 }
 
@@ -505,11 +491,8 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 func (s *scaler) refused(t *target, obj *unstructured.Unstructured, denial string, err error) Outcome {
 	msg := fmt.Sprintf("Scaling %s %s was refused by an admission policy (%s). If this is depwatch's own policy, the policy and the probe disagree on what may be scaled: report it.",
 		t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), denial)
-	t.at(OutcomeAdmissionRefused, "admission-refused").WithFields(logrus.Fields{"policy": admission.Policy(err), "error": err.Error()}).
-		Error(msg)
-	if obj != nil && !s.dryRun {
-		s.event(obj, corev1.EventTypeWarning, ReasonScaleRefused, msg)
-	}
+	t.at(OutcomeAdmissionRefused, "admission-refused").WithFields(logrus.Fields{"policy": admission.Policy(err), "error": err.Error()}).Error(msg)
+	s.event(obj, corev1.EventTypeWarning, ReasonScaleRefused, msg)
 	return OutcomeAdmissionRefused
 }
 
