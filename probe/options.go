@@ -316,18 +316,8 @@ func (o Options) names() []string {
 	return o.Namespaces
 }
 
-// targets are the per-namespace options of the run, in the order given, with each
-// namespace's own settings applied.
-func (o Options) targets() []nsTarget {
-	out := make([]nsTarget, 0, len(o.Namespaces)+1)
-	for _, ns := range o.names() {
-		out = append(out, o.target(ns, o.Settings[ns]))
-	}
-	return out
-}
-
 // target is the options of namespace ns of the run, with its own settings s applied.
-func (o Options) target(ns string, s NamespaceSettings) nsTarget {
+func (o Options) target(ns string, s NamespaceSettings) Options {
 	t := o
 	t.Namespace, t.Namespaces, t.Settings = ns, nil, nil
 	t.MembershipNamespace, t.MembershipName = "", ""
@@ -337,11 +327,5 @@ func (o Options) target(ns string, s NamespaceSettings) nsTarget {
 	if len(s.NodeConditions) > 0 {
 		t.NodeConditions = s.NodeConditions
 	}
-	return nsTarget{opts: t, notBefore: s.NotBefore, settings: s}
-}
-
-type nsTarget struct {
-	opts      Options
-	notBefore time.Time
-	settings  NamespaceSettings // as given, to tell a change of them (membership)
+	return t
 }

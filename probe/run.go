@@ -162,8 +162,8 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	defer cancel()
 
 	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: make(chan struct{}, conc), multi: multi, live: map[string]*member{}}
-	for _, t := range opts.targets() {
-		f.start(t)
+	for _, ns := range opts.names() {
+		f.start(ns, opts.Settings[ns])
 	}
 	if opts.MembershipName != "" {
 		// The membership is followed until the schedule ends; then no runner starts any more
@@ -487,17 +487,18 @@ type member struct {
 	err      error
 }
 
-// start starts namespace t's runner; the caller holds f.mu or is the only user of f.
-func (f *fleet) start(t nsTarget) {
+// start starts namespace ns's runner with its own settings s; the caller holds f.mu or is the
+// only user of f.
+func (f *fleet) start(ns string, s NamespaceSettings) {
 	if f.closed {
 		return
 	}
 	ctx, cancelCtx := context.WithCancel(f.ctx)
 	stop, cancelStop := context.WithCancel(f.stop)
-	r := &runner{deps: f.deps, opts: t.opts, log: f.log.WithField("namespace", t.opts.Namespace), slots: f.slots, stop: stop,
-		sum: Summary{Namespace: t.opts.Namespace, DryRun: f.opts.DryRun, Results: map[Result]int{}}}
-	m := &member{r: r, settings: t.settings, cancel: func() { cancelCtx(); cancelStop() }}
-	f.live[t.opts.Namespace] = m
+	r := &runner{deps: f.deps, opts: f.opts.target(ns, s), log: f.log.WithField("namespace", ns), slots: f.slots, stop: stop,
+		sum: Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}}}
+	m := &member{r: r, settings: s, cancel: func() { cancelCtx(); cancelStop() }}
+	f.live[ns] = m
 	f.all = append(f.all, m)
 	var spread time.Duration
 	if f.multi && f.opts.Schedule != nil && f.opts.Jitter > 0 {
@@ -507,7 +508,7 @@ func (f *fleet) start(t nsTarget) {
 	}
 	f.wg.Go(func() {
 		defer m.cancel()
-		m.err = r.run(ctx, stop, t.notBefore, spread)
+		m.err = r.run(ctx, stop, s.NotBefore, spread)
 	})
 }
 
@@ -535,8 +536,7 @@ func (f *fleet) follow(m Membership) {
 			Info("Not probing this namespace any more: the coordinator took it out of this shard (it is not probed, or another shard probes it). Nothing more is probed or scaled here.")
 	}
 	for _, ns := range start {
-		t := f.opts.target(ns, m.Settings[ns])
-		f.start(t)
+		f.start(ns, m.Settings[ns])
 		f.live[ns].r.log.WithFields(logrus.Fields{"action": "start", "reason": "joined the shard's membership"}).
 			Info("Probing this namespace from now on: the coordinator added it to this shard.")
 	}
