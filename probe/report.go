@@ -14,10 +14,6 @@ import (
 	"github.com/depwatch/depwatch/internal/termmsg"
 )
 
-// ResultNotProbed is a namespace the run did not probe at all: its first probe was not due
-// before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
-const ResultNotProbed Result = "not-probed"
-
 // ReportVersion is written into every report; DecodeReport reads it and version 1 (the same
 // JSON, which probe pods wrote without a summary line before the one format of
 // internal/termmsg) and refuses any other, so a coordinator never misreads a report of a
@@ -249,6 +245,9 @@ const (
 	ResultScaleUp        Result = "scale-up"        // scale-up decided and something was (or would be) scaled up
 	ResultHealthy        Result = "healthy"         // scale-up decided, everything was up already
 	ResultError          Result = "error"           // the probe could not run: Secret, kubeconfig, credentials
+	// ResultNotProbed is a namespace the run did not probe at all: its first probe was not
+	// due before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
+	ResultNotProbed Result = "not-probed"
 )
 
 // Summary is what a run did; the counts add up over every probe of the run.

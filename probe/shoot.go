@@ -129,14 +129,9 @@ func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := []MachineInfo{}
-	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err := eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return dyn.Resource(MachineGVR).Namespace(namespace).List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			out = append(out, MachineInfoOf(u))
-		}
-		return nil
-	})
+	}, func(u *unstructured.Unstructured) { out = append(out, MachineInfoOf(u)) })
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		return nil, nil
@@ -197,30 +192,30 @@ func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout tim
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var leases []coordinationv1.Lease
-	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err := eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return shoot.CoordinationV1().Leases(NodeLeaseNamespace).List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			leases = append(leases, *l)
-		}
-		return nil
-	})
+	}, func(l *coordinationv1.Lease) { leases = append(leases, *l) })
 	if err != nil {
 		return nil, nil, classify("lease probe (listing Leases in "+NodeLeaseNamespace+")", deadline(ctx, err, timeout))
 	}
 	nodes := map[string]NodeInfo{}
-	err = pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err = eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return shoot.CoreV1().Nodes().List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if n, ok := obj.(*corev1.Node); ok {
-			nodes[n.Name] = NodeInfoOf(n)
-		}
-		return nil
-	})
+	}, func(n *corev1.Node) { nodes[n.Name] = NodeInfoOf(n) })
 	if err != nil {
 		return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
 	}
 	return leases, nodes, nil
+}
+
+// eachItem pages through a list, calling each with every item of type T.
+func eachItem[T runtime.Object](ctx context.Context, list pager.ListPageFunc, each func(T)) error {
+	return pager.New(list).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if item, ok := obj.(T); ok {
+			each(item)
+		}
+		return nil
+	})
 }
 
 func deadline(ctx context.Context, err error, timeout time.Duration) error {
