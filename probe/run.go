@@ -265,15 +265,13 @@ func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time
 	if r.opts.Schedule == nil || ctx.Err() != nil {
 		return lastErr
 	}
-	timer := time.NewTimer(time.Until(r.nextProbe()))
-	defer timer.Stop()
 	for stop.Err() == nil {
+		// The next tick is taken after the probe: ticks that fell inside it are skipped, not
+		// queued.
 		select {
 		case <-stop.Done():
-		case <-timer.C:
+		case <-time.After(time.Until(r.nextProbe())):
 			lastErr = r.probe(ctx)
-			// After the probe: ticks that fell inside it are skipped, not queued.
-			timer.Reset(time.Until(r.nextProbe()))
 		}
 	}
 	return lastErr
@@ -309,9 +307,7 @@ func (r *runner) probe(ctx context.Context) error {
 	log := r.log.WithFields(logrus.Fields{"namespace": r.opts.Namespace, "probe": r.sum.Probes})
 	readCtx, cancelRead := context.WithCancel(ctx)
 	defer cancelRead()
-	if r.stop != nil {
-		defer context.AfterFunc(r.stop, cancelRead)()
-	}
+	defer context.AfterFunc(r.stop, cancelRead)()
 	res, reason, err := r.probeOnce(ctx, readCtx, log)
 	if res == ResultNotProbed {
 		r.sum.Probes-- // abandoned at the run's end: not a probe
