@@ -40,10 +40,7 @@ func NewShootClient(kubeconfig []byte, timeout time.Duration) (kubernetes.Interf
 		return nil, fmt.Errorf("not a valid kubeconfig: %s", redact(err.Error()))
 	}
 	for name, a := range raw.AuthInfos {
-		if a == nil {
-			continue
-		}
-		if a.Exec != nil || a.AuthProvider != nil {
+		if a != nil && (a.Exec != nil || a.AuthProvider != nil) {
 			return nil, fmt.Errorf("the kubeconfig's user %q uses a credential plugin (exec or auth-provider), which a probe does not run", name)
 		}
 	}
@@ -155,9 +152,7 @@ func readKubeconfig(ctx context.Context, seed kubernetes.Interface, namespace, n
 	}
 	kc := s.Data[KubeconfigKey]
 	if len(kc) == 0 {
-		if v, ok := s.StringData[KubeconfigKey]; ok {
-			kc = []byte(v)
-		}
+		kc = []byte(s.StringData[KubeconfigKey])
 	}
 	if len(kc) == 0 {
 		return nil, broken("kubeconfig Secret %s/%s has no (or an empty) key %q", namespace, name, KubeconfigKey)
