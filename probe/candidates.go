@@ -3,8 +3,8 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -170,13 +170,8 @@ func FormatExclusions(excluded map[string]int) string {
 	if len(excluded) == 0 {
 		return "none"
 	}
-	keys := make([]string, 0, len(excluded))
-	for k := range excluded {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(excluded))
+	for _, k := range slices.Sorted(maps.Keys(excluded)) {
 		parts = append(parts, fmt.Sprintf("%d %s", excluded[k], k))
 	}
 	return strings.Join(parts, ", ")

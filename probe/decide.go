@@ -75,13 +75,12 @@ func Decide(in LeaseInput) Decision {
 		d.Action, d.Reason = ActionNone, fmt.Sprintf("only one node lease counts (%d expired): a single node cannot tell its own failure from the API server's%s", d.Expired, left)
 	default:
 		frac := float64(d.Expired) / float64(d.Candidates)
-		if frac >= in.NodeLeaseFailureFraction {
-			d.Action = ActionScaleDown
-			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f >= NODE_LEASE_FAILURE_FRACTION %g)%s", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction, left)
-		} else {
-			d.Action = ActionScaleUp
-			d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f < NODE_LEASE_FAILURE_FRACTION %g)%s", d.Expired, d.Candidates, frac, in.NodeLeaseFailureFraction, left)
+		d.Action = ActionScaleDown
+		cmp := ">="
+		if frac < in.NodeLeaseFailureFraction {
+			d.Action, cmp = ActionScaleUp, "<"
 		}
+		d.Reason = fmt.Sprintf("%d of %d node leases expired (%.2f %s NODE_LEASE_FAILURE_FRACTION %g)%s", d.Expired, d.Candidates, frac, cmp, in.NodeLeaseFailureFraction, left)
 	}
 	return d
 }

@@ -29,5 +29,5 @@
 //   - With SCHEDULE (and RUN_DURATION), one Job probes repeatedly; probes never overlap.
 //
 // The decision is pure (decide.go); the Kubernetes I/O lives in shoot.go (reading the Secret,
-// the probes) and scale.go / levels.go (the dependents).
+// the probes) and scale.go (the dependents).
 package probe

@@ -48,12 +48,8 @@ func ParseMembership(data map[string]string) (Membership, error) {
 	if v := strings.TrimSpace(data[envNamespaces]); v != "" {
 		m.Namespaces = parseNamespaces(e, v)
 	}
-	known := map[string]bool{}
-	for _, ns := range m.Namespaces {
-		known[ns] = true
-	}
 	if v, ok := e.Get(envNamespaceSettings); ok {
-		m.Settings = parseNamespaceSettings(e, v, known)
+		m.Settings = parseNamespaceSettings(e, v, m.Namespaces)
 	}
 	if len(e.Problems) > 0 {
 		return Membership{}, &envconf.ConfigError{Problems: e.Problems}

@@ -84,7 +84,7 @@ func (o *Options) loadTargets(e *envconf.Reader) {
 		e.Add("NAMESPACE: required (or NAMESPACES), not set")
 	}
 	if v, ok := e.Get(envNamespaceSettings); ok {
-		o.Settings = parseNamespaceSettings(e, v, o.targetNames())
+		o.Settings = parseNamespaceSettings(e, v, o.names())
 	}
 }
 
@@ -128,7 +128,7 @@ func (o *Options) loadProbing(e *envconf.Reader) {
 		o.Resources = res
 	}
 	o.DryRun = e.Bool(envDryRun)
-	o.Client = loadClientLimit(e)
+	o.Client = apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst)
 	if v, ok := e.Get(envNodeConditions); ok {
 		m, err := ParseNodeConditions(v)
 		if err != nil {
@@ -165,32 +165,23 @@ func (o *Options) loadSchedule(e *envconf.Reader) {
 // validate guards Run against an Options that did not come from LoadOptions.
 func (o Options) validate() error {
 	var problems []string
-	if (o.Namespace == "") == (len(o.Namespaces) == 0) {
-		problems = append(problems, "exactly one of a namespace or a list of namespaces is needed")
-	}
-	if o.Concurrency < 0 || o.Jitter < 0 || o.Jitter >= 1 {
-		problems = append(problems, "concurrency must not be negative, jitter in [0,1)")
-	}
-	if o.KubeconfigSecretName == "" {
-		problems = append(problems, "no kubeconfig Secret name")
-	}
-	if o.ProbeTimeout <= 0 {
-		problems = append(problems, "probe timeout must be > 0")
-	}
-	if o.NodeMonitorGrace <= 0 {
-		problems = append(problems, "node monitor grace duration must be > 0")
-	}
-	if !(o.NodeLeaseFailureFraction > 0 && o.NodeLeaseFailureFraction <= 1) {
-		problems = append(problems, "node lease failure fraction must be in (0,1]")
-	}
-	if !(o.LeaseExpiryBufferFraction > 0 && o.LeaseExpiryBufferFraction <= 1) {
-		problems = append(problems, "lease expiry buffer fraction must be in (0,1]")
-	}
-	if len(o.Resources) == 0 {
-		problems = append(problems, "no dependent resources")
-	}
-	if (o.Schedule == nil) != (o.RunDuration <= 0) {
-		problems = append(problems, "a schedule needs a run duration > 0 and vice versa")
+	for _, c := range []struct {
+		bad     bool
+		problem string
+	}{
+		{(o.Namespace == "") == (len(o.Namespaces) == 0), "exactly one of a namespace or a list of namespaces is needed"},
+		{o.Concurrency < 0 || o.Jitter < 0 || o.Jitter >= 1, "concurrency must not be negative, jitter in [0,1)"},
+		{o.KubeconfigSecretName == "", "no kubeconfig Secret name"},
+		{o.ProbeTimeout <= 0, "probe timeout must be > 0"},
+		{o.NodeMonitorGrace <= 0, "node monitor grace duration must be > 0"},
+		{!(o.NodeLeaseFailureFraction > 0 && o.NodeLeaseFailureFraction <= 1), "node lease failure fraction must be in (0,1]"},
+		{!(o.LeaseExpiryBufferFraction > 0 && o.LeaseExpiryBufferFraction <= 1), "lease expiry buffer fraction must be in (0,1]"},
+		{len(o.Resources) == 0, "no dependent resources"},
+		{(o.Schedule == nil) != (o.RunDuration <= 0), "a schedule needs a run duration > 0 and vice versa"},
+	} {
+		if c.bad {
+			problems = append(problems, c.problem)
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("probe options: %w", &envconf.ConfigError{Problems: problems})
@@ -273,7 +264,7 @@ func parseNamespaces(e *envconf.Reader, v string) []string {
 	return list
 }
 
-func parseNamespaceSettings(e *envconf.Reader, v string, known map[string]bool) map[string]NamespaceSettings {
+func parseNamespaceSettings(e *envconf.Reader, v string, known []string) map[string]NamespaceSettings {
 	var w map[string]namespaceSettingsWire
 	dec := json.NewDecoder(strings.NewReader(v))
 	dec.DisallowUnknownFields()
@@ -283,7 +274,7 @@ func parseNamespaceSettings(e *envconf.Reader, v string, known map[string]bool) 
 	}
 	out := map[string]NamespaceSettings{}
 	for ns, s := range w {
-		if !known[ns] {
+		if !slices.Contains(known, ns) {
 			e.Fail(envNamespaceSettings, v, "namespace %q is not one of NAMESPACE / NAMESPACES", ns)
 			continue
 		}
@@ -316,34 +307,17 @@ func parseNamespaceSettings(e *envconf.Reader, v string, known map[string]bool) 
 	return out
 }
 
-// targetNames is the set of namespaces the run probes.
-func (o Options) targetNames() map[string]bool {
-	m := map[string]bool{}
+// names are the namespaces the run probes, in the order given (validate lets only one of
+// Namespace and Namespaces be set; a configuration with both names each).
+func (o Options) names() []string {
 	if o.Namespace != "" {
-		m[o.Namespace] = true
+		return append([]string{o.Namespace}, o.Namespaces...)
 	}
-	for _, ns := range o.Namespaces {
-		m[ns] = true
-	}
-	return m
-}
-
-// targets are the per-namespace options of the run, in the order given, with each
-// namespace's own settings applied.
-func (o Options) targets() []nsTarget {
-	names := o.Namespaces
-	if o.Namespace != "" {
-		names = []string{o.Namespace}
-	}
-	out := make([]nsTarget, 0, len(names))
-	for _, ns := range names {
-		out = append(out, o.target(ns, o.Settings[ns]))
-	}
-	return out
+	return o.Namespaces
 }
 
 // target is the options of namespace ns of the run, with its own settings s applied.
-func (o Options) target(ns string, s NamespaceSettings) nsTarget {
+func (o Options) target(ns string, s NamespaceSettings) Options {
 	t := o
 	t.Namespace, t.Namespaces, t.Settings = ns, nil, nil
 	t.MembershipNamespace, t.MembershipName = "", ""
@@ -353,11 +327,5 @@ func (o Options) target(ns string, s NamespaceSettings) nsTarget {
 	if len(s.NodeConditions) > 0 {
 		t.NodeConditions = s.NodeConditions
 	}
-	return nsTarget{opts: t, notBefore: s.NotBefore, settings: s}
-}
-
-type nsTarget struct {
-	opts      Options
-	notBefore time.Time
-	settings  NamespaceSettings // as given, to tell a change of them (membership)
+	return t
 }

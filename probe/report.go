@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,12 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/event"
 	"github.com/depwatch/depwatch/internal/termmsg"
 )
-
-// ResultNotProbed is a namespace the run did not probe at all: its first probe was not due
-// before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
-const ResultNotProbed Result = "not-probed"
 
 // ReportVersion is written into every report; DecodeReport reads it and version 1 (the same
 // JSON, which probe pods wrote without a summary line before the one format of
@@ -67,15 +65,14 @@ type wireReport struct {
 }
 
 func encodeEntry(r NamespaceResult) json.RawMessage {
-	var b []byte
-	switch {
-	case r.Last == ResultNotProbed || r.Last == "":
-		b, _ = json.Marshal([]any{string(ResultNotProbed)})
-	case r.Throttled > 0:
-		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second), r.Throttled})
-	default:
-		b, _ = json.Marshal([]any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second)})
+	e := []any{string(ResultNotProbed)}
+	if r.Last != ResultNotProbed && r.Last != "" {
+		e = []any{string(r.Last), int64(r.Ago.Round(time.Second) / time.Second)}
+		if r.Throttled > 0 {
+			e = append(e, r.Throttled)
+		}
 	}
+	b, _ := json.Marshal(e)
 	return b
 }
 
@@ -120,13 +117,7 @@ func EncodeReport(r Report) string {
 	// shrinks (near enough) steadily with each entry dropped.
 	names := slices.Collect(maps.Keys(r.Namespaces))
 	slices.SortFunc(names, func(a, b string) int {
-		if pa, pb := dropPriority(r.Namespaces[a].Last), dropPriority(r.Namespaces[b].Last); pa != pb {
-			return pa - pb
-		}
-		if len(a) != len(b) {
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
+		return cmp.Or(dropPriority(r.Namespaces[a].Last)-dropPriority(r.Namespaces[b].Last), len(b)-len(a), strings.Compare(a, b))
 	})
 	without := func(n int) string {
 		d := w
@@ -151,15 +142,13 @@ func dropPriority(r Result) int {
 	return 2 // throttled (carries the back-off), scale-down, error
 }
 
+// nonZero is m without its zero counts (never nil).
 func nonZero(m map[string]int) map[string]int {
 	out := map[string]int{}
 	for k, v := range m {
 		if v > 0 {
 			out[k] = v
 		}
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }
@@ -186,23 +175,16 @@ func DecodeReport(msg string) (Report, error) {
 		return Report{}, fmt.Errorf("%w: no \"ns\" field", ErrNotAReport)
 	}
 	r := Report{End: time.Unix(w.End, 0), DryRun: w.DryRun, Omitted: w.Omitted,
-		Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
-	for k, v := range w.Results {
-		if v < 0 {
-			return Report{}, fmt.Errorf("%w: results[%q] = %d is negative", ErrNotAReport, k, v)
-		}
-		if v > 0 {
-			r.Results[k] = v
-		}
-	}
-	for k, v := range w.Ops {
-		if v < 0 {
-			return Report{}, fmt.Errorf("%w: ops[%q] = %d is negative", ErrNotAReport, k, v)
-		}
-		if v > 0 {
-			r.Ops[k] = v
+		Namespaces: map[string]NamespaceResult{}}
+	counted := map[string]map[string]int{"results": w.Results, "ops": w.Ops}
+	for _, name := range []string{"results", "ops"} {
+		for k, v := range counted[name] {
+			if v < 0 {
+				return Report{}, fmt.Errorf("%w: %s[%q] = %d is negative", ErrNotAReport, name, k, v)
+			}
 		}
 	}
+	r.Results, r.Ops = nonZero(w.Results), nonZero(w.Ops)
 	for ns, raw := range w.Namespaces {
 		e, err := decodeEntry(ns, raw)
 		if err != nil {
@@ -250,4 +232,99 @@ func (s Summary) Ops() map[string]int {
 		"ignored": s.Ignored, "optional-missing": s.OptionalMissing, "missing": s.Missing, "failed": s.Failed - s.AdmissionRefused,
 		"admission-refused": s.AdmissionRefused, "not-started": s.NotStarted, "interrupted": s.Interrupted, "blocked": s.Blocked,
 	})
+}
+
+// Result is the outcome of one probe, as the coordinator's metrics name it.
+type Result string
+
+const (
+	ResultAPIUnreachable Result = "api-unreachable" // no decision: the API server could not be probed
+	ResultThrottled      Result = "throttled"       // no decision: an API server answered 429; the next probe backs off
+	ResultSkipped        Result = "skipped"         // no decision: the leases cannot tell (one candidate)
+	ResultScaleDown      Result = "scale-down"      // scale-down decided
+	ResultScaleUp        Result = "scale-up"        // scale-up decided and something was (or would be) scaled up
+	ResultHealthy        Result = "healthy"         // scale-up decided, everything was up already
+	ResultError          Result = "error"           // the probe could not run: Secret, kubeconfig, credentials
+	// ResultNotProbed is a namespace the run did not probe at all: its first probe was not
+	// due before the run ended (NAMESPACE_SETTINGS notBefore), or the run was stopped before it.
+	ResultNotProbed Result = "not-probed"
+)
+
+// Summary is what a run did; the counts add up over every probe of the run.
+type Summary struct {
+	Namespace  string
+	DryRun     bool
+	Probes     int
+	Last       Result // the last probe's result
+	LastReason string
+
+	Results map[Result]int // probes by result
+
+	ScaledDown, ScaledUp, AnnotationsRemoved int // in a dry run: would have been
+	Unchanged                                int // already down / already up
+	Ignored, OptionalMissing                 int
+	Missing, Failed                          int // failures: the run exits non-zero
+	// AdmissionRefused: of Failed, the writes an admission policy refused (reported apart).
+	AdmissionRefused        int
+	NotStarted, Interrupted int // the run was stopped (SIGTERM)
+	Blocked                 int // not started: an earlier level failed
+}
+
+// add counts o in each counter it belongs to.
+func (s *Summary) add(o Outcome) {
+	for _, n := range map[Outcome][]*int{
+		OutcomeScaledDown: {&s.ScaledDown}, OutcomeWouldScaleDown: {&s.ScaledDown},
+		OutcomeScaledUp: {&s.ScaledUp}, OutcomeWouldScaleUp: {&s.ScaledUp},
+		OutcomeAnnotationsRemoved: {&s.AnnotationsRemoved},
+		OutcomeAlreadyDown:        {&s.Unchanged}, OutcomeAlreadyUp: {&s.Unchanged},
+		OutcomeIgnored: {&s.Ignored}, OutcomeOptionalMissing: {&s.OptionalMissing}, OutcomeMissing: {&s.Missing},
+		OutcomeFailed: {&s.Failed}, OutcomeAdmissionRefused: {&s.Failed, &s.AdmissionRefused},
+		OutcomeNotStarted: {&s.NotStarted}, OutcomeInterrupted: {&s.Interrupted}, OutcomeBlocked: {&s.Blocked},
+	}[o] {
+		*n++
+	}
+}
+
+// String is one line, for the final log line and /dev/termination-log.
+func (s Summary) String() string {
+	var b strings.Builder
+	down, up := "scaled-down", "scaled-up"
+	if s.DryRun {
+		b.WriteString("dry run, nothing changed: ")
+		down, up = "would-scale-down", "would-scale-up"
+	}
+	fmt.Fprintf(&b, "namespace=%s probes=%d last=%s", s.Namespace, s.Probes, s.Last)
+	if s.LastReason != "" {
+		fmt.Fprintf(&b, " (%s)", event.Truncate(s.LastReason, 600))
+	}
+	var results []string
+	for _, r := range []Result{ResultScaleDown, ResultScaleUp, ResultHealthy, ResultSkipped, ResultAPIUnreachable, ResultThrottled, ResultError} {
+		if n := s.Results[r]; n > 0 {
+			results = append(results, fmt.Sprintf("%s=%d", r, n))
+		}
+	}
+	if len(results) > 0 {
+		fmt.Fprintf(&b, " results: %s;", strings.Join(results, " "))
+	}
+	fmt.Fprintf(&b, " resources: %s=%d %s=%d annotations-removed=%d unchanged=%d ignored=%d optional-missing=%d missing=%d failed=%d not-started=%d interrupted=%d blocked=%d",
+		down, s.ScaledDown, up, s.ScaledUp, s.AnnotationsRemoved, s.Unchanged, s.Ignored, s.OptionalMissing, s.Missing, s.Failed, s.NotStarted, s.Interrupted, s.Blocked)
+	return b.String()
+}
+
+// Throttling back-off: dependency-watchdog waits a fixed 10s after a 429, which is no back-off
+// at all at its default 10s interval. depwatch doubles it for each throttled probe in a row,
+// up to maxThrottleBackoff, so a throttled API server sees fewer and fewer probes.
+const (
+	baseThrottleBackoff = 10 * time.Second
+	maxThrottleBackoff  = 5 * time.Minute
+)
+
+// ThrottleBackoff is the least time before the next probe after n throttled probes in a row
+// (n >= 1): 10s, 20s, 40s, ... at most 5m; 0 for n <= 0.
+func ThrottleBackoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return min(baseThrottleBackoff<<min(n-1, 5), maxThrottleBackoff) // 10s<<5 is past the cap
+
 }

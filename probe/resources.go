@@ -86,19 +86,16 @@ func parseDependentResources(data []byte, root string) ([]DependentResource, []s
 	res, resolveErrs := ResolveDependentResources(field.NewPath(root), infos)
 	problems := decode.Problems(append(errs, decode.Without(resolveErrs, errs)...))
 	for _, u := range unknown {
-		problems = append(problems, u.Path+": unknown field"+didYouMean(u.Near))
+		p := u.Path + ": unknown field"
+		if u.Near != "" {
+			p += " (did you mean " + u.Near + "?)"
+		}
+		problems = append(problems, p)
 	}
 	if len(problems) > 0 {
 		return nil, problems
 	}
 	return res, nil
-}
-
-func didYouMean(near string) string {
-	if near == "" {
-		return ""
-	}
-	return " (did you mean " + near + "?)"
 }
 
 // EncodeDependentResources writes resources in dependentResourceInfos' JSON form with every

@@ -45,29 +45,13 @@ type Deps struct {
 	PollInterval time.Duration    // readiness polling; default 1s
 }
 
-func (d Deps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
 func (d Deps) validate() error {
 	var missing []string
-	if d.Seed == nil {
-		missing = append(missing, "Seed")
-	}
-	if d.Dynamic == nil {
-		missing = append(missing, "Dynamic")
-	}
-	if d.Scales == nil {
-		missing = append(missing, "Scales")
-	}
-	if d.Mapper == nil {
-		missing = append(missing, "Mapper")
-	}
-	if d.NewShootClient == nil {
-		missing = append(missing, "NewShootClient")
+	names := []string{"Seed", "Dynamic", "Scales", "Mapper", "NewShootClient"}
+	for i, set := range []bool{d.Seed != nil, d.Dynamic != nil, d.Scales != nil, d.Mapper != nil, d.NewShootClient != nil} {
+		if !set {
+			missing = append(missing, names[i])
+		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("probe deps: missing %v", missing)
@@ -163,6 +147,9 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	if deps.PollInterval <= 0 {
 		deps.PollInterval = time.Second
 	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
 	conc := max(opts.Concurrency, 1)
 	multi := len(opts.Namespaces) > 0
 	log.WithFields(startFields(opts, conc, multi)).Info("Probe run starting.")
@@ -175,26 +162,22 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	defer cancel()
 
 	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: make(chan struct{}, conc), multi: multi, live: map[string]*member{}}
-	for _, t := range opts.targets() {
-		f.start(t)
+	for _, ns := range opts.names() {
+		f.start(ns, opts.Settings[ns])
 	}
 	if opts.MembershipName != "" {
 		// The membership is followed until the schedule ends; then no runner starts any more
 		// and the fleet's runners are waited for.
-		var following sync.WaitGroup
-		following.Go(func() {
-			follow := deps.FollowMembership
-			if follow == nil {
-				follow = func(ctx context.Context, ns, name string, apply func(Membership), log logrus.FieldLogger) error {
-					return followMembership(ctx, deps.Seed, ns, name, apply, log)
-				}
+		follow := deps.FollowMembership
+		if follow == nil {
+			follow = func(ctx context.Context, ns, name string, apply func(Membership), log logrus.FieldLogger) error {
+				return followMembership(ctx, deps.Seed, ns, name, apply, log)
 			}
-			if err := follow(stop, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
-				log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
-			}
-		})
+		}
+		if err := follow(stop, opts.MembershipNamespace, opts.MembershipName, f.follow, log); err != nil {
+			log.WithError(err).Error("Cannot follow the shard's membership; probing the namespaces the run started with.")
+		}
 		<-stop.Done()
-		following.Wait()
 	}
 	members := f.close()
 
@@ -267,32 +250,28 @@ func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time
 			r.log.WithFields(logrus.Fields{"action": "wait", "reason": "initial delay or back-off", "first_probe": notBefore.UTC().Format(time.RFC3339)}).
 				Infof("The first probe of this namespace waits until %s.", notBefore.UTC().Format(time.RFC3339))
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-stop.Done():
-			t.Stop()
 			if r.left.Load() {
 				return nil // said when it left
 			}
 			r.log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "the run ended before the first probe was due"}).
 				Info("Not probed in this run: its first probe was not due yet; the next probe Job of its shard probes it.")
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 	lastErr := r.probe(ctx)
 	if r.opts.Schedule == nil || ctx.Err() != nil {
 		return lastErr
 	}
-	timer := time.NewTimer(time.Until(r.nextProbe()))
-	defer timer.Stop()
 	for stop.Err() == nil {
+		// The next tick is taken after the probe: ticks that fell inside it are skipped, not
+		// queued.
 		select {
 		case <-stop.Done():
-		case <-timer.C:
+		case <-time.After(time.Until(r.nextProbe())):
 			lastErr = r.probe(ctx)
-			// After the probe: ticks that fell inside it are skipped, not queued.
-			timer.Reset(time.Until(r.nextProbe()))
 		}
 	}
 	return lastErr
@@ -328,9 +307,7 @@ func (r *runner) probe(ctx context.Context) error {
 	log := r.log.WithFields(logrus.Fields{"namespace": r.opts.Namespace, "probe": r.sum.Probes})
 	readCtx, cancelRead := context.WithCancel(ctx)
 	defer cancelRead()
-	if r.stop != nil {
-		defer context.AfterFunc(r.stop, cancelRead)()
-	}
+	defer context.AfterFunc(r.stop, cancelRead)()
 	res, reason, err := r.probeOnce(ctx, readCtx, log)
 	if res == ResultNotProbed {
 		r.sum.Probes-- // abandoned at the run's end: not a probe
@@ -352,9 +329,9 @@ func (r *runner) probe(ctx context.Context) error {
 // probeOnce reads with readCtx (cancelled when the run's schedule ends) and scales with ctx:
 // read the shoot, decide, scale.
 func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger) (Result, string, error) {
-	in, res, pe := r.readShoot(readCtx)
+	in, pe := r.readShoot(readCtx)
 	if pe != nil {
-		return r.noDecision(ctx, readCtx, log, res, pe)
+		return r.noDecision(ctx, readCtx, log, pe)
 	}
 	d := Decide(in)
 	excluded := 0
@@ -385,42 +362,42 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 
 // readShoot reads what a decision needs: the kubeconfig Secret, the shoot's API server, its
 // node leases and nodes, and the seed's Machines. A failed read is the probe's result.
-func (r *runner) readShoot(readCtx context.Context) (LeaseInput, Result, *probeError) {
+func (r *runner) readShoot(readCtx context.Context) (LeaseInput, *probeError) {
 	secretCtx, cancel := context.WithTimeout(readCtx, r.opts.ProbeTimeout)
 	kc, pe := readKubeconfig(secretCtx, r.deps.Seed, r.opts.Namespace, r.opts.KubeconfigSecretName)
 	cancel()
 	if pe != nil {
-		return LeaseInput{}, ResultError, pe
+		return LeaseInput{}, pe
 	}
 	shoot, err := r.deps.NewShootClient(kc, r.opts.ProbeTimeout)
 	clear(kc)
 	if err != nil {
-		return LeaseInput{}, ResultError, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error()))
+		return LeaseInput{}, broken("kubeconfig in Secret %s/%s (key %q): %s", r.opts.Namespace, r.opts.KubeconfigSecretName, KubeconfigKey, redact(err.Error()))
 	}
 	if pe := probeAPIServer(readCtx, shoot, r.opts.ProbeTimeout); pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	leases, nodes, pe := listLeaseInput(readCtx, shoot, r.opts.ProbeTimeout)
 	if pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	machines, pe := listMachines(readCtx, r.deps.Dynamic, r.opts.Namespace, r.opts.ProbeTimeout)
 	if pe != nil {
-		return LeaseInput{}, resultFor(pe), pe
+		return LeaseInput{}, pe
 	}
 	return LeaseInput{
-		Leases: leases, Nodes: nodes, Now: r.deps.now(),
+		Leases: leases, Nodes: nodes, Now: r.deps.Now(),
 		Filter:                    CandidateFilter{Machines: machines, NodeConditions: r.opts.NodeConditions},
 		NodeMonitorGrace:          r.opts.NodeMonitorGrace,
 		LeaseExpiryBufferFraction: r.opts.LeaseExpiryBufferFraction,
 		NodeLeaseFailureFraction:  r.opts.NodeLeaseFailureFraction,
-	}, "", nil
+	}, nil
 }
 
 // noDecision logs why a probe made no decision and returns its result. A probe abandoned
 // because its namespace left the shard, or because the run ended during its reads, changed
 // nothing and is not a failure.
-func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger, res Result, pe *probeError) (Result, string, error) {
+func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger, pe *probeError) (Result, string, error) {
 	if r.left.Load() {
 		log.WithFields(logrus.Fields{"action": string(ActionNone), "result": string(ResultNotProbed), "reason": "left the shard's membership during the probe"}).
 			Info("This namespace left the shard while its probe was still reading; the probe is abandoned and nothing was changed.")
@@ -431,13 +408,13 @@ func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger
 			Info("The run ended while this probe was still reading; it is abandoned (nothing was changed) and the next Job of the shard probes again.")
 		return ResultNotProbed, "", nil
 	}
-	fields := logrus.Fields{"action": string(ActionNone), "result": string(res), "reason": pe.Error()}
-	if pe.kind == errBroken {
+	fields := logrus.Fields{"action": string(ActionNone), "result": string(pe.result), "reason": pe.Error()}
+	if pe.result == ResultError {
 		log.WithFields(fields).Errorf("No scaling decision, the probe could not run: %v. Nothing was scaled.", pe)
-		return res, pe.Error(), pe
+		return pe.result, pe.Error(), pe
 	}
 	log.WithFields(fields).Warnf("No scaling decision: %v. Nothing was scaled.", pe)
-	return res, pe.Error(), nil
+	return pe.result, pe.Error(), nil
 }
 
 // scale carries out a scale-down or scale-up decision, level by level, and counts each
@@ -467,16 +444,6 @@ func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) 
 	return result, d.Reason, nil
 }
 
-func resultFor(pe *probeError) Result {
-	switch {
-	case pe.kind == errBroken:
-		return ResultError
-	case pe.throttled:
-		return ResultThrottled
-	}
-	return ResultAPIUnreachable
-}
-
 // resultForDecision: a scale-up decision that found everything up is "healthy".
 func resultForDecision(a Action, scaledUp bool) Result {
 	switch {
@@ -487,4 +454,124 @@ func resultForDecision(a Action, scaledUp bool) Result {
 	default:
 		return ResultHealthy
 	}
+}
+
+// fleet is the namespaces a run probes, each with its own runner. It starts with the run's
+// NAMESPACE or NAMESPACES; a run that follows a membership ConfigMap starts and stops runners
+// as the membership changes.
+type fleet struct {
+	ctx   context.Context // SIGTERM
+	stop  context.Context // the end of the schedule: RUN_DURATION or SIGTERM
+	deps  Deps
+	opts  Options
+	log   logrus.FieldLogger
+	slots chan struct{}
+	multi bool
+
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool
+	live   map[string]*member // namespace → its runner now
+	all    []*member          // every runner the run had, in start order
+}
+
+// member is one namespace's runner in the fleet.
+type member struct {
+	r        *runner
+	settings NamespaceSettings
+	cancel   context.CancelFunc
+	err      error
+}
+
+// start starts namespace ns's runner with its own settings s; the caller holds f.mu or is the
+// only user of f.
+func (f *fleet) start(ns string, s NamespaceSettings) {
+	if f.closed {
+		return
+	}
+	ctx, cancelCtx := context.WithCancel(f.ctx)
+	stop, cancelStop := context.WithCancel(f.stop)
+	r := &runner{deps: f.deps, opts: f.opts.target(ns, s), log: f.log.WithField("namespace", ns), slots: f.slots, stop: stop,
+		sum: Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}}}
+	m := &member{r: r, settings: s, cancel: func() { cancelCtx(); cancelStop() }}
+	f.live[ns] = m
+	f.all = append(f.all, m)
+	var spread time.Duration
+	if f.multi && f.opts.Schedule != nil && f.opts.Jitter > 0 {
+		now := time.Now()
+		interval := f.opts.Schedule.Next(now).Sub(now)
+		spread = wait.Jitter(interval, f.opts.Jitter) - interval
+	}
+	f.wg.Go(func() {
+		defer m.cancel()
+		m.err = r.run(ctx, stop, s.NotBefore, spread)
+	})
+}
+
+// follow makes the fleet probe what m says: a namespace that joined starts (its first probe
+// at its notBefore), one that left stops at once (a probe still reading is abandoned, no
+// level or resource of a scaling starts after it, and it is not probed again), and one whose
+// own settings changed starts again with them.
+func (f *fleet) follow(m Membership) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	running := make(map[string]NamespaceSettings, len(f.live))
+	for ns, mem := range f.live {
+		running[ns] = mem.settings
+	}
+	start, stop := membershipDiff(running, m)
+	for _, ns := range stop {
+		mem := f.live[ns]
+		mem.r.left.Store(true)
+		mem.cancel()
+		delete(f.live, ns)
+		mem.r.log.WithFields(logrus.Fields{"action": "stop", "reason": "left the shard's membership"}).
+			Info("Not probing this namespace any more: the coordinator took it out of this shard (it is not probed, or another shard probes it). Nothing more is probed or scaled here.")
+	}
+	for _, ns := range start {
+		f.start(ns, m.Settings[ns])
+		f.live[ns].r.log.WithFields(logrus.Fields{"action": "start", "reason": "joined the shard's membership"}).
+			Info("Probing this namespace from now on: the coordinator added it to this shard.")
+	}
+}
+
+// close stops the fleet from starting runners and waits for those it has.
+func (f *fleet) close() []*member {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+	return f.all
+}
+
+// report is the run's Report and Summaries from every runner it had: a namespace that was
+// stopped and started again (settings changed, or it left and came back) is reported by its
+// latest probe.
+func report(members []*member, end time.Time, dryRun bool) Report {
+	rep := Report{End: end, DryRun: dryRun, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
+	latest := map[string]time.Time{}
+	for _, m := range members {
+		r := m.r
+		ns := r.opts.Namespace
+		e := NamespaceResult{Last: r.sum.Last, Throttled: r.throttled}
+		if r.sum.Probes == 0 {
+			e.Last = ResultNotProbed
+		} else {
+			e.Ago = max(end.Sub(r.lastAt), 0)
+		}
+		if prev, seen := rep.Namespaces[ns]; !seen || (r.sum.Probes > 0 && (prev.Last == ResultNotProbed || r.lastAt.After(latest[ns]))) {
+			rep.Namespaces[ns] = e
+			latest[ns] = r.lastAt
+		}
+		for res, n := range r.sum.Results {
+			rep.Results[string(res)] += n
+		}
+		for op, n := range r.sum.Ops() {
+			rep.Ops[op] += n
+		}
+	}
+	return rep
 }

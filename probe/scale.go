@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -101,7 +104,6 @@ func (s *scaler) info(r DependentResource) ScaleInfo {
 // target is one resolved dependent resource.
 type target struct {
 	res     DependentResource
-	level   int
 	mapping *meta.RESTMapping
 	log     logrus.FieldLogger
 }
@@ -113,22 +115,19 @@ func (t *target) gr() schema.GroupResource { return t.mapping.Resource.GroupReso
 // only the wait for readiness is abandoned on cancellation.
 func (s *scaler) one(ctx context.Context, r DependentResource) Outcome {
 	info := s.info(r)
-	t := &target{res: r, level: info.Level}
+	t := &target{res: r}
 	t.log = s.log.WithFields(logrus.Fields{
 		"namespace": s.namespace, "kind": r.Ref.Kind, "name": r.Ref.Name, "api_version": r.Ref.APIVersion,
 		"scale_level": info.Level, "decision": string(s.direction), "dry_run": s.dryRun,
 	})
 	if info.InitialDelay > 0 {
-		timer := time.NewTimer(info.InitialDelay)
 		select {
 		case <-ctx.Done():
-			timer.Stop()
-		case <-timer.C:
+		case <-time.After(info.InitialDelay):
 		}
 	}
 	if ctx.Err() != nil {
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeNotStarted), "reason": "the run is stopping"}).
-			Infof("Not scaling %s: the run is stopping.", r.Ref)
+		t.at(OutcomeNotStarted, "the run is stopping").Infof("Not scaling %s: the run is stopping.", r.Ref)
 		return OutcomeNotStarted
 	}
 
@@ -171,22 +170,17 @@ func (s *scaler) one(ctx context.Context, r DependentResource) Outcome {
 // marker would keep Gardener's reconciliation from scaling it up. The stored replicas stay.
 func (s *scaler) ignored(ctx context.Context, t *target, obj *unstructured.Unstructured, reason string) Outcome {
 	if _, stale := obj.GetAnnotations()[AnnotationMeltdownProtection]; !stale {
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
-			Infof("Leaving %s alone: it is annotated %s.", t.res.Ref, reason)
+		t.at(OutcomeIgnored, reason).Infof("Leaving %s alone: it is annotated %s.", t.res.Ref, reason)
 		return OutcomeIgnored
 	}
 	if s.dryRun {
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
-			Infof("Dry run: leaving %s alone (annotated %s); would remove its leftover %s annotation; nothing was changed.", t.res.Ref, reason, AnnotationMeltdownProtection)
+		t.at(OutcomeIgnored, reason).Infof("Dry run: leaving %s alone (annotated %s); would remove its leftover %s annotation; nothing was changed.", t.res.Ref, reason, AnnotationMeltdownProtection)
 		return OutcomeIgnored
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationMeltdownProtection + `":null}}}`)
-	if _, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
-		Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := s.removeAnnotations(ctx, t, AnnotationMeltdownProtection); err != nil {
 		return s.fail(t, obj, fmt.Errorf("removing the leftover %s annotation from %s (annotated %s): %w", AnnotationMeltdownProtection, t.res.Ref, reason, err))
 	}
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeIgnored), "reason": reason}).
-		Infof("Leaving %s alone: it is annotated %s; removed its leftover %s annotation, since it is managed by hand now.", t.res.Ref, reason, AnnotationMeltdownProtection)
+	t.at(OutcomeIgnored, reason).Infof("Leaving %s alone: it is annotated %s; removed its leftover %s annotation, since it is managed by hand now.", t.res.Ref, reason, AnnotationMeltdownProtection)
 	return OutcomeIgnored
 }
 
@@ -205,24 +199,23 @@ func (s *scaler) down(opCtx, waitCtx, runCtx context.Context, t *target, obj *un
 		if ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n == 0 }); err != nil {
 			return s.waitFailed(runCtx, t, obj, fmt.Sprintf("0 replicas wanted, %d still ready", ready), err)
 		}
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyDown), "reason": "replicas are 0 already", "replicas": 0}).
+		t.at(OutcomeAlreadyDown, "replicas are 0 already").WithFields(logrus.Fields{"replicas": 0}).
 			Infof("%s has 0 replicas already and none ready: left as it is (its stored replicas are kept).", t.res.Ref)
 		return OutcomeAlreadyDown
 	case s.dryRun:
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleDown), "reason": s.why, "replicas": 0, "previous_replicas": previous}).
+		t.at(OutcomeWouldScaleDown, s.why).WithFields(logrus.Fields{"replicas": 0, "previous_replicas": previous}).
 			Infof("Dry run: would store %d replicas in %s and scale %s down to 0 because %s; nothing was changed.", previous, AnnotationReplicas, t.res.Ref, s.why)
 		return OutcomeWouldScaleDown
 	}
 	msg := fmt.Sprintf("Scaled %s down from %d to 0 replicas (stored in %s) because %s.", t.res.Ref, previous, AnnotationReplicas, s.why)
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledDown), "reason": s.why, "replicas": 0, "previous_replicas": previous}).Info(msg)
+	t.at(OutcomeScaledDown, s.why).WithFields(logrus.Fields{"replicas": 0, "previous_replicas": previous}).Info(msg)
 	s.event(obj, corev1.EventTypeNormal, ReasonScaledDown, msg)
 
 	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n == 0 })
 	if err != nil {
 		return s.waitFailed(runCtx, t, obj, fmt.Sprintf("%d replicas still ready", ready), err)
 	}
-	t.log.WithFields(logrus.Fields{"action": "ready", "reason": "no replica ready", "replicas": 0}).
-		Infof("%s has no ready replica any more.", t.res.Ref)
+	t.at("ready", "no replica ready").WithFields(logrus.Fields{"replicas": 0}).Infof("%s has no ready replica any more.", t.res.Ref)
 	return OutcomeScaledDown
 }
 
@@ -255,8 +248,7 @@ func (s *scaler) storeAndZero(ctx context.Context, t *target, obj *unstructured.
 		if err != nil {
 			return err
 		}
-		patched, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
-			Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		patched, err := s.patch(ctx, t, patch)
 		if err != nil {
 			return fmt.Errorf("annotating %s with its replicas: %w", t.res.Ref, err)
 		}
@@ -274,13 +266,29 @@ func (s *scaler) storeAndZero(ctx context.Context, t *target, obj *unstructured.
 // carries the annotations (an earlier probe stopped after scaling up) gets the same ending.
 func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unstructured.Unstructured) Outcome {
 	current, want, why, err := s.restoreReplicas(opCtx, t, obj)
+	annotated := hasAnnotations(obj)
 	switch {
 	case err != nil:
 		return s.scaleFailed(t, obj, err)
-	}
-	annotated := hasAnnotations(obj)
-	if out, done := s.reportUp(t, obj, current, want, why, annotated); done {
-		return out
+	case current > 0 && !annotated:
+		t.at(OutcomeAlreadyUp, "replicas > 0").WithFields(logrus.Fields{"replicas": current}).
+			Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
+		return OutcomeAlreadyUp
+	case current > 0 && s.dryRun:
+		t.at(OutcomeWouldScaleUp, "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
+			Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
+		return OutcomeWouldScaleUp
+	case current > 0:
+		t.at("resume", "replicas > 0 but the scale-down annotations are still there").WithFields(logrus.Fields{"replicas": current}).
+			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
+	case s.dryRun:
+		t.at(OutcomeWouldScaleUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).
+			Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
+		return OutcomeWouldScaleUp
+	default:
+		msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
+		t.at(OutcomeScaledUp, why).WithFields(logrus.Fields{"replicas": want, "previous_replicas": 0}).Info(msg)
+		s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
 	}
 
 	ready, err := s.waitReady(waitCtx, t, func(n int64) bool { return n >= 1 })
@@ -288,13 +296,11 @@ func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unst
 		return s.waitFailed(runCtx, t, obj, fmt.Sprintf("%d replicas ready; the annotations stay until one is", ready), err)
 	}
 	if annotated {
-		patch := []byte(`{"metadata":{"annotations":{"` + AnnotationReplicas + `":null,"` + AnnotationMeltdownProtection + `":null}}}`)
-		if _, err := s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
-			Patch(opCtx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if err := s.removeAnnotations(opCtx, t, AnnotationReplicas, AnnotationMeltdownProtection); err != nil {
 			return s.fail(t, obj, fmt.Errorf("removing the scale-down annotations from %s: %w", t.res.Ref, err))
 		}
 	}
-	t.log.WithFields(logrus.Fields{"action": "ready", "reason": "a replica is ready", "replicas": ready}).
+	t.at("ready", "a replica is ready").WithFields(logrus.Fields{"replicas": ready}).
 		Infof("%s has %d ready replicas; the scale-down annotations are removed.", t.res.Ref, ready)
 	if current > 0 {
 		return OutcomeAnnotationsRemoved
@@ -302,21 +308,19 @@ func (s *scaler) up(opCtx, waitCtx, runCtx context.Context, t *target, obj *unst
 	return OutcomeScaledUp
 }
 
-// restoreReplicas sets replicas that are 0 to the stored count (or 1), retried on conflict;
-// current is what they were. Replicas above 0, or a dry run, write nothing.
+// restoreReplicas sets replicas that are 0 to the stored count (or 1), want, retried on
+// conflict; current is what they were. Replicas above 0, or a dry run, write nothing.
 func (s *scaler) restoreReplicas(ctx context.Context, t *target, obj *unstructured.Unstructured) (current, want int32, why string, err error) {
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc, err := s.deps.Scales.Scales(s.namespace).Get(ctx, t.gr(), t.res.Ref.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		current = sc.Spec.Replicas
-		if current > 0 || s.dryRun {
+		if current = sc.Spec.Replicas; current > 0 {
 			return nil
 		}
-		var err2 error
-		if want, why, err2 = targetReplicas(obj.GetAnnotations()); err2 != nil {
-			return err2
+		if want, why, err = targetReplicas(obj.GetAnnotations()); err != nil || s.dryRun {
+			return err
 		}
 		if err := s.setReplicas(ctx, t, want, sc.ResourceVersion); err != nil {
 			return fmt.Errorf("setting the replicas of %s to %d: %w", t.res.Ref, want, err)
@@ -324,39 +328,6 @@ func (s *scaler) restoreReplicas(ctx context.Context, t *target, obj *unstructur
 		return nil
 	})
 	return current, want, why, err
-}
-
-// reportUp logs (and records as an Event) what the scale-up did or, in a dry run, would do;
-// done: the outcome is final, there is nothing to wait for.
-func (s *scaler) reportUp(t *target, obj *unstructured.Unstructured, current, want int32, why string, annotated bool) (Outcome, bool) {
-	if current > 0 {
-		if !annotated {
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeAlreadyUp), "reason": "replicas > 0", "replicas": current}).
-				Debugf("%s has %d replicas: nothing to scale up.", t.res.Ref, current)
-			return OutcomeAlreadyUp, true
-		}
-		if s.dryRun {
-			t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
-				Infof("Dry run: %s has %d replicas but still carries the scale-down annotations: would remove them once a replica is ready; nothing was changed.", t.res.Ref, current)
-			return OutcomeWouldScaleUp, true
-		}
-		t.log.WithFields(logrus.Fields{"action": "resume", "reason": "replicas > 0 but the scale-down annotations are still there", "replicas": current}).
-			Infof("%s has %d replicas but still carries the scale-down annotations (an earlier scale-up did not finish): removing them once a replica is ready.", t.res.Ref, current)
-		return "", false
-	}
-	if s.dryRun {
-		want, why, err := targetReplicas(obj.GetAnnotations())
-		if err != nil {
-			return s.fail(t, obj, err), true
-		}
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeWouldScaleUp), "reason": why, "replicas": want, "previous_replicas": 0}).
-			Infof("Dry run: would scale %s up from 0 to %d replicas (%s) because %s; nothing was changed.", t.res.Ref, want, why, s.why)
-		return OutcomeWouldScaleUp, true
-	}
-	msg := fmt.Sprintf("Scaled %s up from 0 to %d replicas (%s) because %s.", t.res.Ref, want, why, s.why)
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeScaledUp), "reason": why, "replicas": want, "previous_replicas": 0}).Info(msg)
-	s.event(obj, corev1.EventTypeNormal, ReasonScaledUp, msg)
-	return "", false
 }
 
 // setReplicas merge-patches spec.replicas, with the resourceVersion the decision was based on
@@ -373,11 +344,30 @@ func (s *scaler) setReplicas(ctx context.Context, t *target, replicas int32, res
 		return err
 	}
 	if t.mapping.Resource.Group == "apps" {
-		_, err = s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
-			Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = s.patch(ctx, t, patch)
 		return err
 	}
 	_, err = s.deps.Scales.Scales(s.namespace).Patch(ctx, t.mapping.Resource, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// patch merge-patches the resource itself.
+func (s *scaler) patch(ctx context.Context, t *target, patch []byte) (*unstructured.Unstructured, error) {
+	return s.deps.Dynamic.Resource(t.mapping.Resource).Namespace(s.namespace).
+		Patch(ctx, t.res.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// removeAnnotations removes the annotations keys from the resource.
+func (s *scaler) removeAnnotations(ctx context.Context, t *target, keys ...string) error {
+	nulls := map[string]any{}
+	for _, k := range keys {
+		nulls[k] = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": nulls}})
+	if err != nil {
+		return err
+	}
+	_, err = s.patch(ctx, t, patch)
 	return err
 }
 
@@ -459,7 +449,7 @@ func (s *scaler) readyReplicas(ctx context.Context, t *target) (int64, error) {
 
 func (s *scaler) waitFailed(runCtx context.Context, t *target, obj *unstructured.Unstructured, state string, err error) Outcome {
 	if runCtx.Err() != nil {
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeInterrupted), "reason": "the run is stopping"}).
+		t.at(OutcomeInterrupted, "the run is stopping").
 			Warnf("Stopped waiting for %s (%s): the run is stopping; the next probe continues from here.", t.res.Ref, state)
 		return OutcomeInterrupted
 	}
@@ -468,12 +458,10 @@ func (s *scaler) waitFailed(runCtx context.Context, t *target, obj *unstructured
 
 func (s *scaler) missing(t *target, what string) Outcome {
 	if t.res.Optional {
-		t.log.WithFields(logrus.Fields{"action": string(OutcomeOptionalMissing), "reason": what}).
-			Infof("Skipping optional %s: %s.", t.res.Ref, what)
+		t.at(OutcomeOptionalMissing, what).Infof("Skipping optional %s: %s.", t.res.Ref, what)
 		return OutcomeOptionalMissing
 	}
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeMissing), "reason": what}).
-		Errorf("Cannot scale required %s: %s; the other resources are still scaled.", t.res.Ref, what)
+	t.at(OutcomeMissing, what).Errorf("Cannot scale required %s: %s; the other resources are still scaled.", t.res.Ref, what)
 	return OutcomeMissing
 }
 
@@ -490,15 +478,13 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 	if denial, ok := admission.Message(err); ok {
 		return s.refused(t, obj, denial, err)
 	}
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeFailed), "reason": err.Error(), "error": err.Error()}).
-		Errorf("Scaling %s %s failed: %v", t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), err)
-	if obj != nil && !s.dryRun {
-		reason := ReasonScaleUpError
-		if s.direction == ActionScaleDown {
-			reason = ReasonScaleDownError
-		}
-		s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", strings.TrimPrefix(string(s.direction), "scale-"), err))
+	verb := strings.TrimPrefix(string(s.direction), "scale-")
+	t.at(OutcomeFailed, err.Error()).WithFields(logrus.Fields{"error": err.Error()}).Errorf("Scaling %s %s failed: %v", t.res.Ref, verb, err)
+	reason := ReasonScaleUpError
+	if s.direction == ActionScaleDown {
+		reason = ReasonScaleDownError
 	}
+	s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", verb, err))
 	return OutcomeFailed
 }
 
@@ -508,11 +494,8 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 func (s *scaler) refused(t *target, obj *unstructured.Unstructured, denial string, err error) Outcome {
 	msg := fmt.Sprintf("Scaling %s %s was refused by an admission policy (%s). If this is depwatch's own policy, the policy and the probe disagree on what may be scaled: report it.",
 		t.res.Ref, strings.TrimPrefix(string(s.direction), "scale-"), denial)
-	t.log.WithFields(logrus.Fields{"action": string(OutcomeAdmissionRefused), "reason": "admission-refused", "policy": admission.Policy(err), "error": err.Error()}).
-		Error(msg)
-	if obj != nil && !s.dryRun {
-		s.event(obj, corev1.EventTypeWarning, ReasonScaleRefused, msg)
-	}
+	t.at(OutcomeAdmissionRefused, "admission-refused").WithFields(logrus.Fields{"policy": admission.Policy(err), "error": err.Error()}).Error(msg)
+	s.event(obj, corev1.EventTypeWarning, ReasonScaleRefused, msg)
 	return OutcomeAdmissionRefused
 }
 
@@ -530,4 +513,61 @@ func (s *scaler) event(obj *unstructured.Unstructured, eventType, reason, messag
 		s.log.WithFields(logrus.Fields{"namespace": s.namespace, "kind": obj.GetKind(), "name": obj.GetName(), "error": err.Error()}).
 			Warnf("Could not record the %s Event on %s/%s: %v", reason, obj.GetKind(), obj.GetName(), err)
 	}
+}
+
+// at is t's log line for an action (an Outcome, or a step such as "ready") and its reason.
+func (t *target) at(action Outcome, reason string) *logrus.Entry {
+	return t.log.WithFields(logrus.Fields{"action": string(action), "reason": reason})
+}
+
+// scaleAll scales every resource in its level's turn: levels ascending, the resources of one
+// level concurrently, a level starting when the previous one has finished. When a resource of
+// a level fails (an API error, a timeout, a required resource missing), the later levels do
+// not run (OutcomeBlocked), as in dependency-watchdog: the order exists because a later level
+// is only safe once the earlier one is done (machine-controller-manager must not run while
+// kube-controller-manager still marks nodes; cluster-autoscaler must not come up before the
+// controllers that serve it). The next probe tries again from level 0. When ctx is
+// cancelled, no further level starts and the resources waiting for their initial delay are
+// not started. The results are in the order of resources.
+func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []result {
+	results := make([]result, len(resources))
+	byLevel := map[int][]int{}
+	for i, r := range resources {
+		results[i] = result{res: r, outcome: OutcomeNotStarted}
+		lv := s.info(r).Level
+		byLevel[lv] = append(byLevel[lv], i)
+	}
+	failedAt, failed := 0, false
+	for _, lv := range slices.Sorted(maps.Keys(byLevel)) {
+		idx := byLevel[lv]
+		if failed {
+			for _, i := range idx {
+				results[i].outcome = OutcomeBlocked
+			}
+			s.log.WithFields(logrus.Fields{"namespace": s.namespace, "decision": string(s.direction), "scale_level": lv, "action": string(OutcomeBlocked),
+				"reason": fmt.Sprintf("level %d failed", failedAt)}).
+				Warnf("Level %d (%d resources) is not started because level %d failed; the next probe starts again from the first level.", lv, len(idx), failedAt)
+			continue
+		}
+		if ctx.Err() != nil {
+			s.log.WithFields(logrus.Fields{"namespace": s.namespace, "decision": string(s.direction), "scale_level": lv, "action": string(OutcomeNotStarted)}).
+				Infof("The run is stopping: level %d (%d resources) is not started.", lv, len(idx))
+			continue
+		}
+		s.log.WithFields(logrus.Fields{"namespace": s.namespace, "decision": string(s.direction), "scale_level": lv, "resources": len(idx)}).
+			Debugf("Level %d: %d resources.", lv, len(idx))
+		var wg sync.WaitGroup
+		for _, i := range idx {
+			wg.Go(func() {
+				results[i].outcome = s.one(ctx, resources[i])
+			})
+		}
+		wg.Wait()
+		for _, i := range idx {
+			if results[i].outcome.failure() {
+				failedAt, failed = lv, true
+			}
+		}
+	}
+	return results
 }

@@ -34,12 +34,12 @@ func TestNamespacesAndTheirSettingsRoundTrip(t *testing.T) {
 	if _, ok := o.Settings["shoot--c"]; ok || len(o.Settings) != 2 {
 		t.Errorf("settings %v, want only a and b", o.Settings)
 	}
-	targets := o.targets()
-	if g := targets[0].opts.NodeMonitorGrace; g != 2*time.Minute || targets[0].opts.NodeConditions["pool-a"][0] != "Custom" {
-		t.Errorf("shoot--a: grace %s, conditions %v", g, targets[0].opts.NodeConditions)
+	a, b := o.target("shoot--a", o.Settings["shoot--a"]), o.target("shoot--b", o.Settings["shoot--b"])
+	if g := a.NodeMonitorGrace; g != 2*time.Minute || a.NodeConditions["pool-a"][0] != "Custom" {
+		t.Errorf("shoot--a: grace %s, conditions %v", g, a.NodeConditions)
 	}
-	if !targets[1].notBefore.Equal(at) || targets[1].opts.NodeMonitorGrace != 40*time.Second {
-		t.Errorf("shoot--b: notBefore %s, grace %s", targets[1].notBefore, targets[1].opts.NodeMonitorGrace)
+	if notBefore := o.Settings["shoot--b"].NotBefore; !notBefore.Equal(at) || b.NodeMonitorGrace != 40*time.Second {
+		t.Errorf("shoot--b: notBefore %s, grace %s", notBefore, b.NodeMonitorGrace)
 	}
 	if NamespaceSettingsEnv(map[string]NamespaceSettings{"x": {}}) != "" {
 		t.Error("settings with nothing to say must be empty")

@@ -40,10 +40,7 @@ func NewShootClient(kubeconfig []byte, timeout time.Duration) (kubernetes.Interf
 		return nil, fmt.Errorf("not a valid kubeconfig: %s", redact(err.Error()))
 	}
 	for name, a := range raw.AuthInfos {
-		if a == nil {
-			continue
-		}
-		if a.Exec != nil || a.AuthProvider != nil {
+		if a != nil && (a.Exec != nil || a.AuthProvider != nil) {
 			return nil, fmt.Errorf("the kubeconfig's user %q uses a credential plugin (exec or auth-provider), which a probe does not run", name)
 		}
 	}
@@ -88,34 +85,37 @@ func redact(s string) string {
 	return shorten(s)
 }
 
-// errKind classifies why a probe reached no decision.
-type errKind int
-
-const (
-	errUnreachable errKind = iota // timed out, throttled, network or server error: no decision, not a failure
-	errBroken                     // missing Secret, bad kubeconfig, rejected credentials: a failure
-)
-
+// probeError is why a probe reached no decision, with the probe's result: ResultError for a
+// missing Secret, a bad kubeconfig or rejected credentials (a failure); ResultAPIUnreachable
+// for a timeout, a network or server error, and ResultThrottled for a 429 (no decision, not a
+// failure; the next probe backs off after a 429).
 type probeError struct {
-	kind      errKind
-	err       error
-	throttled bool // an API server answered 429: the next probe backs off
+	result Result
+	err    error
 }
 
 func (e *probeError) Error() string { return e.err.Error() }
 func (e *probeError) Unwrap() error { return e.err }
 
 func broken(format string, args ...any) *probeError {
-	return &probeError{kind: errBroken, err: fmt.Errorf(format, args...)}
+	return &probeError{result: ResultError, err: fmt.Errorf(format, args...)}
+}
+
+// unreachable: no answer, or one that is not about the probe's setup.
+func unreachable(err error) *probeError {
+	if apierrors.IsTooManyRequests(err) {
+		return &probeError{result: ResultThrottled, err: err}
+	}
+	return &probeError{result: ResultAPIUnreachable, err: err}
 }
 
 // classify: the API server answered but refused the credentials → broken; anything else
 // (timeouts, 429, 5xx, connection refused) → unreachable.
 func classify(what string, err error) *probeError {
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
-		return &probeError{kind: errBroken, err: fmt.Errorf("%s: the API server rejected the kubeconfig's credentials: %w", what, err)}
+		return broken("%s: the API server rejected the kubeconfig's credentials: %w", what, err)
 	}
-	return &probeError{kind: errUnreachable, err: fmt.Errorf("%s: %w", what, err), throttled: apierrors.IsTooManyRequests(err)}
+	return unreachable(fmt.Errorf("%s: %w", what, err))
 }
 
 // listMachines lists MCM's Machines in the control-plane namespace of the seed. nil (no
@@ -126,14 +126,9 @@ func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := []MachineInfo{}
-	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err := eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return dyn.Resource(MachineGVR).Namespace(namespace).List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			out = append(out, MachineInfoOf(u))
-		}
-		return nil
-	})
+	}, func(u *unstructured.Unstructured) { out = append(out, MachineInfoOf(u)) })
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		return nil, nil
@@ -141,7 +136,7 @@ func listMachines(ctx context.Context, dyn dynamic.Interface, namespace string, 
 		return nil, broken("listing Machines (%s) in %s of the seed: the probe's service account may not: %v", MachineGVR.GroupResource(), namespace, err)
 	case err != nil:
 		err = deadline(ctx, err, timeout)
-		return nil, &probeError{kind: errUnreachable, err: fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err), throttled: apierrors.IsTooManyRequests(err)}
+		return nil, unreachable(fmt.Errorf("listing Machines in %s of the seed: %w", namespace, err))
 	}
 	return out, nil
 }
@@ -157,9 +152,7 @@ func readKubeconfig(ctx context.Context, seed kubernetes.Interface, namespace, n
 	}
 	kc := s.Data[KubeconfigKey]
 	if len(kc) == 0 {
-		if v, ok := s.StringData[KubeconfigKey]; ok {
-			kc = []byte(v)
-		}
+		kc = []byte(s.StringData[KubeconfigKey])
 	}
 	if len(kc) == 0 {
 		return nil, broken("kubeconfig Secret %s/%s has no (or an empty) key %q", namespace, name, KubeconfigKey)
@@ -185,7 +178,7 @@ func probeAPIServer(ctx context.Context, shoot kubernetes.Interface, timeout tim
 		}
 		return nil
 	case <-ctx.Done():
-		return &probeError{kind: errUnreachable, err: fmt.Errorf("API-server probe (server version): no answer within %s", timeout)}
+		return unreachable(fmt.Errorf("API-server probe (server version): no answer within %s", timeout))
 	}
 }
 
@@ -194,30 +187,30 @@ func listLeaseInput(ctx context.Context, shoot kubernetes.Interface, timeout tim
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var leases []coordinationv1.Lease
-	err := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err := eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return shoot.CoordinationV1().Leases(NodeLeaseNamespace).List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			leases = append(leases, *l)
-		}
-		return nil
-	})
+	}, func(l *coordinationv1.Lease) { leases = append(leases, *l) })
 	if err != nil {
 		return nil, nil, classify("lease probe (listing Leases in "+NodeLeaseNamespace+")", deadline(ctx, err, timeout))
 	}
 	nodes := map[string]NodeInfo{}
-	err = pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	err = eachItem(ctx, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return shoot.CoreV1().Nodes().List(ctx, opts)
-	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if n, ok := obj.(*corev1.Node); ok {
-			nodes[n.Name] = NodeInfoOf(n)
-		}
-		return nil
-	})
+	}, func(n *corev1.Node) { nodes[n.Name] = NodeInfoOf(n) })
 	if err != nil {
 		return nil, nil, classify("lease probe (listing Nodes)", deadline(ctx, err, timeout))
 	}
 	return leases, nodes, nil
+}
+
+// eachItem pages through a list, calling each with every item of type T.
+func eachItem[T runtime.Object](ctx context.Context, list pager.ListPageFunc, each func(T)) error {
+	return pager.New(list).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if item, ok := obj.(T); ok {
+			each(item)
+		}
+		return nil
+	})
 }
 
 func deadline(ctx context.Context, err error, timeout time.Duration) error {

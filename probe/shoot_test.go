@@ -83,15 +83,15 @@ func TestAPIServerProbeThroughARealClient(t *testing.T) {
 		name    string
 		handler http.HandlerFunc // nil: a closed port
 		wantErr bool
-		kind    errKind
+		kind    Result
 	}{
-		{"reachable", status(http.StatusOK), false, 0},
-		{"closed port", nil, true, errUnreachable},
-		{"throttled 429", status(http.StatusTooManyRequests), true, errUnreachable},
-		{"server error 503", status(http.StatusServiceUnavailable), true, errUnreachable},
-		{"hangs past the timeout", func(w http.ResponseWriter, r *http.Request) { time.Sleep(600 * time.Millisecond) }, true, errUnreachable},
-		{"credentials rejected 401", status(http.StatusUnauthorized), true, errBroken},
-		{"forbidden 403", status(http.StatusForbidden), true, errBroken},
+		{"reachable", status(http.StatusOK), false, ""},
+		{"closed port", nil, true, ResultAPIUnreachable},
+		{"throttled 429", status(http.StatusTooManyRequests), true, ResultThrottled},
+		{"server error 503", status(http.StatusServiceUnavailable), true, ResultAPIUnreachable},
+		{"hangs past the timeout", func(w http.ResponseWriter, r *http.Request) { time.Sleep(600 * time.Millisecond) }, true, ResultAPIUnreachable},
+		{"credentials rejected 401", status(http.StatusUnauthorized), true, ResultError},
+		{"forbidden 403", status(http.StatusForbidden), true, ResultError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,8 +111,8 @@ func TestAPIServerProbeThroughARealClient(t *testing.T) {
 				t.Fatalf("probe failed: %v", pe)
 			case tt.wantErr && pe == nil:
 				t.Fatal("probe succeeded")
-			case tt.wantErr && pe.kind != tt.kind:
-				t.Errorf("kind = %d, want %d: %v", pe.kind, tt.kind, pe)
+			case tt.wantErr && pe.result != tt.kind:
+				t.Errorf("result = %s, want %s: %v", pe.result, tt.kind, pe)
 			}
 			if pe != nil && strings.Contains(pe.Error(), "s3cr3t") {
 				t.Errorf("the error quotes the token: %v", pe)
