@@ -76,9 +76,12 @@ type batch struct {
 	queue    workqueue.TypedDelayingInterface[int]
 	services *serviceTracker // nil: a plain run follows no service
 	pods     *podCache       // nil: cycles list (a run without WATCH or TARGETS)
-	synced   atomic.Bool     // both caches have synced: the services' readiness means something
-	left     atomic.Int64
-	allEnded chan struct{}
+	// The informers of both caches: the pods' first, then the services' (none in a plain run).
+	factories []informers.SharedInformerFactory
+	hasSynced []cache.InformerSynced
+	synced    atomic.Bool // both caches have synced: the services' readiness means something
+	left      atomic.Int64
+	allEnded  chan struct{}
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
@@ -115,7 +118,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, f := range b.factories() {
+	for _, f := range b.factories {
 		f.Start(bg.Done())
 	}
 	wg.Go(func() { b.whenSynced(bg) })
@@ -135,7 +138,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	cancel()
 	b.queue.ShutDown()
-	for _, f := range b.factories() {
+	for _, f := range b.factories {
 		f.Shutdown()
 	}
 	wg.Wait()
@@ -219,6 +222,14 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	if opts.Watch || !b.single {
 		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
+		b.factories = append(b.factories, b.pods.factories...)
+		for _, inf := range b.pods.informers {
+			b.hasSynced = append(b.hasSynced, inf.HasSynced)
+		}
+	}
+	if b.services != nil {
+		b.factories = append(b.factories, b.services.factory)
+		b.hasSynced = append(b.hasSynced, b.services.informer.HasSynced)
 	}
 	return b, nil
 }
@@ -238,16 +249,6 @@ func (b *batch) podChanged(pod *corev1.Pod) {
 	}
 }
 
-// factories are the run's informer factories: the services' (none in a plain run) and the
-// pods'.
-func (b *batch) factories() []informers.SharedInformerFactory {
-	out := b.pods.allFactories()
-	if b.services != nil {
-		out = append(out, b.services.factory)
-	}
-	return out
-}
-
 // view is what the target knows of its service now; a plain run's is always Ready.
 func (b *batch) view(t *batchTarget) serviceView {
 	if b.plain {
@@ -263,11 +264,7 @@ func (b *batch) view(t *batchTarget) serviceView {
 // half-listed pod cache would miss dependents. A plain run's gate is open from the start: the
 // sync only tells that its watch is warm.
 func (b *batch) whenSynced(ctx context.Context) {
-	synced := b.pods.synced()
-	if b.services != nil {
-		synced = append(synced, b.services.informer.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), b.hasSynced...) {
 		return
 	}
 	b.synced.Store(true)
@@ -430,22 +427,4 @@ func (b *batch) total() Summary {
 		total.add(t.run.sum)
 	}
 	return total
-}
-
-// collectCached is collect over pods from a cache: no list, the same judgement.
-func (r *runner) collectCached(pods []*corev1.Pod) []match {
-	now := r.clock()
-	var matches []match
-	for _, p := range pods {
-		r.sum.Seen++
-		if _, done := r.sel.done[p.UID]; done {
-			r.sel.done[p.UID] = r.cycle // still there: keep remembering it
-			continue
-		}
-		if m, ok := r.sel.evaluate(p, now); ok {
-			matches = append(matches, m)
-			r.sum.Matched++
-		}
-	}
-	return matches
 }

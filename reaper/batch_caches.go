@@ -254,25 +254,6 @@ func (c *changedPods) take() []cache.ObjectName {
 	return keys
 }
 
-// synced and allFactories are those of the informers; none when c is nil (no pod cache).
-func (c *podCache) synced() []cache.InformerSynced {
-	if c == nil {
-		return nil
-	}
-	out := make([]cache.InformerSynced, len(c.informers))
-	for i, inf := range c.informers {
-		out[i] = inf.HasSynced
-	}
-	return out
-}
-
-func (c *podCache) allFactories() []informers.SharedInformerFactory {
-	if c == nil {
-		return nil
-	}
-	return c.factories
-}
-
 func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }
 
 // podSelectors is the server-side filter of the batch's pod informers: one selector every

@@ -61,7 +61,7 @@ func TestCooldownDecidesPerOwnerFromItsLastRoundAndThePodsAge(t *testing.T) {
 				c.reaped("rs", verdictOpenRound, opened)
 			}
 			if got := c.decide(tc.owner, tc.created, tc.now); got != tc.want {
-				t.Errorf("decide = %s, want %s", got, tc.want)
+				t.Errorf("decide = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -117,7 +117,7 @@ func TestCooldownPruneForgetsEndedRoundsAndResetForgetsAll(t *testing.T) {
 	}
 	c.reset()
 	if got := c.decide("new", t0.Add(31*time.Second), t0.Add(40*time.Second)); got != verdictOpenRound {
-		t.Errorf("after reset: %s, want open-round", got)
+		t.Errorf("after reset: %v, want verdictOpenRound (%v)", got, verdictOpenRound)
 	}
 }
 

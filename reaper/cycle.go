@@ -106,15 +106,9 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 			if coveredByEarlier(selectors[:i], p) {
 				return
 			}
-			r.sum.Seen++
-			if _, done := r.sel.done[p.UID]; done {
-				r.sel.done[p.UID] = r.cycle // still there: keep remembering it
-				return
-			}
-			if m, ok := r.sel.evaluate(p, now); ok {
+			if m, ok := r.consider(p, now); ok {
 				m.pod = slimPod(p) // out of the page, and only what is read later
 				matches = append(matches, m)
-				r.sum.Matched++
 			}
 		})
 		if err != nil {
@@ -122,6 +116,32 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 		}
 	}
 	return matches, nil
+}
+
+// collectCached is collect over pods from a cache: no list, the same judgement.
+func (r *runner) collectCached(pods []*corev1.Pod) []match {
+	now := r.clock()
+	var matches []match
+	for _, p := range pods {
+		if m, ok := r.consider(p, now); ok {
+			matches = append(matches, m)
+		}
+	}
+	return matches
+}
+
+// consider counts a pod a cycle sees and judges it, unless it was acted on already.
+func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
+	r.sum.Seen++
+	if _, done := r.sel.done[p.UID]; done {
+		r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+		return match{}, false
+	}
+	m, ok := r.sel.evaluate(p, now)
+	if ok {
+		r.sum.Matched++
+	}
+	return m, ok
 }
 
 func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {

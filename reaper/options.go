@@ -98,8 +98,9 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 		e.Fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
 	}
 	o.Client = loadClientLimits(e)
-	o.Rules = loadRules(e)
-	if len(o.Rules) == 0 && !anyRuleSet(e) {
+	var anyRuleSet bool
+	o.Rules, anyRuleSet = loadRules(e)
+	if len(o.Rules) == 0 && !anyRuleSet {
 		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
 	}
 
@@ -201,17 +202,6 @@ func loadGate(e *envconf.Reader, namespace string) (*ServiceRef, time.Duration) 
 		return ref, 0
 	}
 	return ref, d
-}
-
-// anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
-// reported once (for its value) rather than also as "no rule is enabled".
-func anyRuleSet(e *envconf.Reader) bool {
-	for _, n := range []string{"CHAOS_CHANCE", envContainerStatuses, "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
-		if e.IsSet(n) {
-			return true
-		}
-	}
-	return false
 }
 
 // fieldSelector is the server-side field filter: spec.nodeName and what the rules can express.
