@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -36,22 +37,16 @@ func (r *runner) savingOf(m match, now time.Time) saving {
 	if !looping {
 		return saving{}
 	}
-	if !b.Known {
-		r.unreadableBackOff(m, b.Why)
-		return saving{}
+	if b.Known {
+		return saving{known: true, saved: b.Remaining(now), until: b.RestartAt}
 	}
-	return saving{known: true, saved: b.Remaining(now), until: b.RestartAt}
-}
-
-// unreadableBackOff says, once per run, that a back-off could not be read.
-func (r *runner) unreadableBackOff(m match, why string) {
-	if r.backOffs.unreadableSaid {
-		return
+	if !r.backOffs.unreadableSaid { // said once per run
+		r.backOffs.unreadableSaid = true
+		r.log.WithFields(logrus.Fields{"namespace": m.pod.Namespace, "pod": m.pod.Name, "reason": "backoff-unreadable", "detail": b.Why}).
+			Warnf("Cannot tell when the kubelet restarts pod %s/%s by itself (%s): such pods are restarted as before, "+
+				"without BACKOFF_FLOOR and without a saved back-off; this is said once per run.", m.pod.Namespace, m.pod.Name, b.Why)
 	}
-	r.backOffs.unreadableSaid = true
-	r.log.WithFields(logrus.Fields{"namespace": m.pod.Namespace, "pod": m.pod.Name, "reason": "backoff-unreadable", "detail": why}).
-		Warnf("Cannot tell when the kubelet restarts pod %s/%s by itself (%s): such pods are restarted as before, "+
-			"without BACKOFF_FLOOR and without a saved back-off; this is said once per run.", m.pod.Namespace, m.pod.Name, why)
+	return saving{}
 }
 
 // belowFloor tells whether the kubelet restarts the pod sooner than BACKOFF_FLOOR, so a fresh
@@ -62,11 +57,7 @@ func (r *runner) belowFloor(m match, s saving, now time.Time) bool {
 	if !s.known || r.opts.BackOffFloor <= 0 || s.saved >= r.opts.BackOffFloor {
 		return false
 	}
-	for uid, until := range r.backOffs.floorSkips {
-		if now.Sub(until) > backOffMemory {
-			delete(r.backOffs.floorSkips, uid)
-		}
-	}
+	maps.DeleteFunc(r.backOffs.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
 	if r.backOffs.floorSkips == nil {
 		r.backOffs.floorSkips = map[types.UID]time.Time{}
 	}

@@ -1,10 +1,10 @@
 package reaper
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,8 +203,8 @@ func (c *podCache) inNamespace(ns string) []*corev1.Pod {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Namespace < out[j].Namespace || (out[i].Namespace == out[j].Namespace && out[i].Name < out[j].Name)
+	slices.SortFunc(out, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }

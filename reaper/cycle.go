@@ -6,7 +6,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -103,7 +102,7 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 	selectors := r.opts.Selectors
 	for i, s := range selectors {
 		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
-			if coveredByEarlier(selectors[:i], p) {
+			if matchesAny(selectors[:i], p) { // covered by an earlier selector
 				return
 			}
 			if m, ok := r.consider(p, now); ok {
@@ -142,15 +141,6 @@ func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
 		r.sum.Matched++
 	}
 	return m, ok
-}
-
-func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {
-	for _, s := range earlier {
-		if s.Matches(labels.Set(p.Labels)) {
-			return true
-		}
-	}
-	return false
 }
 
 // pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is

@@ -163,36 +163,28 @@ func loadActions(e *envconf.Reader, o *Options) {
 // MAX_WAIT (> 0; only meaningful with START_WHEN_READY, so setting it alone is a mistake).
 func loadGate(e *envconf.Reader, namespace string) (*ServiceRef, time.Duration) {
 	var ref *ServiceRef
-	v, gated := e.Get(envStartWhenReady)
-	if gated {
+	if v, gated := e.Get(envStartWhenReady); gated {
 		ns, name, qualified := strings.Cut(strings.TrimSpace(v), "/")
 		if !qualified {
 			ns, name = namespace, ns
 		}
-		ok := true
-		switch {
+		switch nsErrs, nameErrs := validation.IsDNS1123Label(ns), validation.IsDNS1035Label(name); {
 		case strings.Contains(name, "/"):
 			e.Fail(envStartWhenReady, v, "must be <service> or <namespace>/<service>")
-			ok = false
 		case !qualified && ns == "":
 			e.Fail(envStartWhenReady, v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
-			ok = false
-		default:
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				e.Fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
-				ok = false
-			}
-			if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-				e.Fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
-				ok = false
-			}
-		}
-		if ok {
+		case len(nsErrs)+len(nameErrs) == 0:
 			ref = &ServiceRef{Namespace: ns, Name: name}
+		default:
+			if len(nsErrs) > 0 {
+				e.Fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(nsErrs, "; "))
+			}
+			if len(nameErrs) > 0 {
+				e.Fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(nameErrs, "; "))
+			}
 		}
 	}
-	if raw, set := e.Lookup(envMaxWait); set && !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
-		e.Fail(envMaxWait, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if withoutGate(e, envMaxWait) {
 		return ref, 0
 	}
 	d, ok := duration(e, envMaxWait)
@@ -249,15 +241,22 @@ func (o Options) validate() error {
 	return nil
 }
 
+// withoutGate refuses name, a setting of the gate, when it is set without START_WHEN_READY or
+// TARGETS.
+func withoutGate(e *envconf.Reader, name string) bool {
+	raw, set := e.Lookup(name)
+	if set && !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
+		e.Fail(name, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+		return true
+	}
+	return false
+}
+
 // loadReadyWhen reads READY_WHEN ("any", "all" or a count of ready endpoints), which only
 // means something with START_WHEN_READY or TARGETS (for the targets without a readyWhen).
 func loadReadyWhen(e *envconf.Reader) podstate.ReadyWhen {
 	v, set := e.Lookup(envReadyWhen) // the default ("any") is no mistake without a gate
-	if !set || strings.TrimSpace(v) == "" {
-		return podstate.ReadyAny
-	}
-	if !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
-		e.Fail(envReadyWhen, v, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if !set || strings.TrimSpace(v) == "" || withoutGate(e, envReadyWhen) {
 		return podstate.ReadyAny
 	}
 	w, err := podstate.ParseReadyWhen(v)

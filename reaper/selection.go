@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,13 +40,12 @@ func (f podFilter) admits(pod *corev1.Pod) bool {
 	if !f.annotation.admits(pod) {
 		return false
 	}
-	set := labels.Set(pod.Labels)
-	for _, s := range f.selectors {
-		if s.Matches(set) {
-			return true
-		}
-	}
-	return false
+	return matchesAny(f.selectors, pod)
+}
+
+// matchesAny reports whether any of the OR-ed selectors matches the pod's labels.
+func matchesAny(selectors []labels.Selector, pod *corev1.Pod) bool {
+	return slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(pod.Labels)) })
 }
 
 // selector evaluates one pod: filters, then rules. It is what a cycle and the watch share.
