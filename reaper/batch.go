@@ -68,7 +68,6 @@ type batch struct {
 	plain    bool   // no gate (neither START_WHEN_READY nor TARGETS): pod-reaper's run
 	followed string // the services followed, for errors: "service <ref> (START_WHEN_READY)" or "the targets' services (TARGETS)"
 	log      logrus.FieldLogger
-	clock    func() time.Time
 	rules    gateRules
 	targets  []*batchTarget
 	byRef    map[ServiceRef][]int // a service with dependents in several namespaces has a target for each
@@ -85,7 +84,9 @@ type batch struct {
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
-	logOddSettings(log, opts.Warnings)
+	for _, w := range opts.Warnings { // accepted values worth a word, once per run
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
 	b, err := newBatch(ctx, client, ev, opts, log)
 	if err != nil {
 		return Summary{}, err
@@ -175,13 +176,13 @@ func (b *batch) finishStopped() {
 // (tests) is the rules' and the cooldown's clock only.
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (*batch, error) {
 	b := &batch{
-		opts: opts, log: log, clock: time.Now, single: len(opts.Targets) == 0,
+		opts: opts, log: log, single: len(opts.Targets) == 0,
 		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 		allEnded: make(chan struct{}),
 	}
-	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: b.clock()}
+	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: time.Now()}
 	when := map[ServiceRef]podstate.ReadyWhen{}
 	var selectors = opts.Selectors[:0:0]
 	podNamespaces := sets.New[string]()
@@ -211,7 +212,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.left.Store(int64(len(b.targets)))
 	if !b.plain {
 		var err error
-		b.services, err = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
+		b.services, err = newServiceTracker(client, when, time.Now, func(ref ServiceRef) {
 			for _, i := range b.byRef[ref] {
 				b.queue.Add(i)
 			}
@@ -345,7 +346,7 @@ func (b *batch) turn(stop context.Context, i int) {
 	if t.ended {
 		return
 	}
-	now := b.clock()
+	now := time.Now()
 	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
 	t.gate = gate
 	r := t.run

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
@@ -72,45 +73,33 @@ type JobSettings struct {
 	Evict bool
 }
 
-// Env is the environment that LoadOptions reads back as s.
+// Env is the environment that LoadOptions reads back as s: each variable in this order,
+// written when its condition holds.
 func (s JobSettings) Env() []corev1.EnvVar {
 	var w envconf.Writer
-	if s.Watch {
-		w.Set(envWatch, envconf.FormatBool(true))
+	for _, v := range []struct {
+		name, value string
+		write       bool
+	}{
+		{envWatch, envconf.FormatBool(true), s.Watch},
+		{envContainerStatuses, strings.Join(s.ContainerStatuses, ","), len(s.ContainerStatuses) > 0},
+		{envLabelSelectors, LabelSelectorsValue(s.Selectors), len(s.Selectors) > 0},
+		{envNamespace, s.Namespace, s.Namespace != ""},
+		{envRunDuration, envconf.FormatDuration(s.RunDuration), s.RunDuration > 0},
+		{envGracePeriod, envconf.FormatDuration(ptr.Deref(s.GracePeriod, 0)), s.GracePeriod != nil},
+		{envReapCooldown, envconf.FormatDuration(s.ReapCooldown), true},
+		{envStartWhenReady, ptr.Deref(s.StartWhenReady, ServiceRef{}).String(), s.StartWhenReady != nil},
+		{envMaxWait, envconf.FormatDuration(s.MaxWait), s.MaxWait > 0},
+		{envTargets, TargetsValue(s.Targets), len(s.Targets) > 0},
+		{envDryRun, envconf.FormatBool(true), s.DryRun},
+		{envReadyWhen, s.ReadyWhen.String(), s.ReadyWhen != podstate.ReadyAny},
+		{envBackOffFloor, envconf.FormatDuration(s.BackOffFloor), true},
+		{envEvict, envconf.FormatBool(s.Evict), true},
+	} {
+		if v.write {
+			w.Set(v.name, v.value)
+		}
 	}
-	if len(s.ContainerStatuses) > 0 {
-		w.Set(envContainerStatuses, strings.Join(s.ContainerStatuses, ","))
-	}
-	if len(s.Selectors) > 0 {
-		w.Set(envLabelSelectors, LabelSelectorsValue(s.Selectors))
-	}
-	if s.Namespace != "" {
-		w.Set(envNamespace, s.Namespace)
-	}
-	if s.RunDuration > 0 {
-		w.Set(envRunDuration, envconf.FormatDuration(s.RunDuration))
-	}
-	if s.GracePeriod != nil {
-		w.Set(envGracePeriod, envconf.FormatDuration(*s.GracePeriod))
-	}
-	w.Set(envReapCooldown, envconf.FormatDuration(s.ReapCooldown))
-	if s.StartWhenReady != nil {
-		w.Set(envStartWhenReady, s.StartWhenReady.String())
-	}
-	if s.MaxWait > 0 {
-		w.Set(envMaxWait, envconf.FormatDuration(s.MaxWait))
-	}
-	if len(s.Targets) > 0 {
-		w.Set(envTargets, TargetsValue(s.Targets))
-	}
-	if s.DryRun {
-		w.Set(envDryRun, envconf.FormatBool(true))
-	}
-	if s.ReadyWhen != podstate.ReadyAny {
-		w.Set(envReadyWhen, s.ReadyWhen.String())
-	}
-	w.Set(envBackOffFloor, envconf.FormatDuration(s.BackOffFloor))
-	w.Set(envEvict, envconf.FormatBool(s.Evict))
 	s.Client.write(&w)
 	return w.Env()
 }

@@ -78,13 +78,6 @@ func stoppedWhileWaiting(ref ServiceRef) string {
 	return fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", ref)
 }
 
-// logOddSettings warns of the accepted values worth a word, once per run.
-func logOddSettings(log logrus.FieldLogger, warnings []string) {
-	for _, w := range warnings {
-		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
-}
-
 // finishLine is the run's last line (a batch target's own last line).
 func (r *runner) finishLine(why string) {
 	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)
