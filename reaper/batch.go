@@ -284,10 +284,8 @@ func (b *batch) whenSynced(ctx context.Context) {
 	for i := range b.targets {
 		b.queue.Add(i)
 	}
-	for _, f := range []func(){b.opts.onGateSynced, b.opts.onWatchSynced} {
-		if f != nil {
-			f()
-		}
+	if b.opts.onSynced != nil {
+		b.opts.onSynced()
 	}
 }
 

@@ -390,7 +390,7 @@ func TestWatchReapsAnOwnersReplicasInOneRoundAndDefersItsReplacements(t *testing
 	})
 	o.now = clock.now
 	synced := make(chan struct{})
-	o.onWatchSynced = func() { close(synced) }
+	o.onSynced = func() { close(synced) }
 	log, hook := quietLogger()
 	done := make(chan struct{})
 	var s Summary

@@ -102,7 +102,7 @@ func (r *runner) startFields() logrus.Fields {
 	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
 	return logrus.Fields{
 		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
-		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
+		"annotation": r.opts.annotation.String(), "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
 		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),

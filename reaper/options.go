@@ -20,8 +20,7 @@ type Options struct {
 	NodeName  string // "" = all nodes
 	// Selectors are OR-ed; each already holds LABEL_SELECTOR and the KEY/VALUES filters. Never
 	// empty after LoadOptions.
-	Selectors  []labels.Selector
-	Annotation string // REQUIRE_ANNOTATION_KEY in (VALUES), for logs; "" = none
+	Selectors []labels.Selector
 
 	ScheduleSpec string
 	Schedule     cron.Schedule
@@ -61,12 +60,11 @@ type Options struct {
 	// meaning, but they look like slips): Run logs each at start.
 	Warnings []string
 
-	annotation *annotationFilter
+	annotation *annotationFilter // REQUIRE_ANNOTATION_KEY/VALUES; nil = none
 	// Test seams; zero values mean the real thing.
-	now           func() time.Time
-	shuffle       func(n int, swap func(i, j int))
-	onWatchSynced func()
-	onGateSynced  func()
+	now      func() time.Time
+	shuffle  func(n int, swap func(i, j int))
+	onSynced func() // the run's caches have synced
 }
 
 // ServiceRef names a Service: START_WHEN_READY's <namespace>/<service>.
@@ -87,7 +85,6 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	o.ReadyWhen = loadReadyWhen(e)
 	o.Selectors = loadSelectors(e)
 	o.annotation = loadAnnotationFilter(e)
-	o.Annotation = o.annotation.String()
 	loadTiming(e, &o)
 	loadActions(e, &o)
 
