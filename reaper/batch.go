@@ -163,9 +163,9 @@ func (b *batch) finishStopped() {
 	for _, t := range b.targets {
 		if !t.ended {
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
-			why := whyStopped
+			why := "asked to stop (SIGTERM or context cancelled)"
 			if t.run.sum.NotStarted {
-				why = stoppedWhileWaiting(t.ref)
+				why = fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", t.ref)
 			}
 			t.run.finishLine(why)
 		}

@@ -15,9 +15,9 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// runner is the state of one run. It is owned by the single goroutine that runs Run's loop:
-// cycles and watched pods are handled one at a time, so nothing overlaps and nothing here
-// needs a lock.
+// runner is the state of one run (one target of a batch). It is owned by the worker holding
+// its target's key: cycles and watched pods are handled one at a time, so nothing overlaps
+// and nothing here needs a lock.
 type runner struct {
 	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
 	client kubernetes.Interface
@@ -28,12 +28,15 @@ type runner struct {
 	fields string
 	clock  func() time.Time
 
-	sum      Summary
-	quota    quota
-	cool     cooldown // REAP_COOLDOWN, per owner
-	backOffs backOffs // BACKOFF_FLOOR's skips, and the back-offs it cannot read
-	cycle    int
-	lastErr  error // the most recent cycle's list failure; nil once a cycle lists again
+	sum   Summary
+	quota quota
+	cool  cooldown // REAP_COOLDOWN, per owner
+	// floorSkips are the back-offs left to the kubelet (BACKOFF_FLOOR), each once: the pod's
+	// back-off end, as skipped.
+	floorSkips     map[types.UID]time.Time
+	unreadableSaid bool // a back-off that cannot be read was said (once per run)
+	cycle          int
+	lastErr        error // the most recent cycle's list failure; nil once a cycle lists again
 }
 
 func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
@@ -43,7 +46,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
+		sel:    selector{opts: opts, done: map[types.UID]int{}},
 		fields: opts.fieldSelector(),
 		quota:  quota{max: opts.MaxPods},
 		cool:   newCooldown(opts.ReapCooldown),
@@ -212,13 +215,6 @@ func (r *runner) judge(pod *corev1.Pod) {
 // counted once; the kubelet's longest back-off is 5 minutes.
 const backOffMemory = 2 * podstate.KubeletMaxBackOff
 
-// backOffs is what the run knows of its matched pods' crash-loop back-offs: the back-offs it
-// left to the kubelet (BACKOFF_FLOOR), each once, and whether it said it cannot read one.
-type backOffs struct {
-	floorSkips     map[types.UID]time.Time // the pod's back-off end, as skipped
-	unreadableSaid bool
-}
-
 // saving is what a restart of a matched pod now saves: known is false when the pod is not
 // crash-looping or its back-off cannot be read (it is reaped as before, said once per run).
 type saving struct {
@@ -236,8 +232,8 @@ func (r *runner) savingOf(m match, now time.Time) saving {
 	if b.Known {
 		return saving{known: true, saved: b.Remaining(now), until: b.RestartAt}
 	}
-	if !r.backOffs.unreadableSaid { // said once per run
-		r.backOffs.unreadableSaid = true
+	if !r.unreadableSaid { // said once per run
+		r.unreadableSaid = true
 		r.log.WithFields(logrus.Fields{"namespace": m.pod.Namespace, "pod": m.pod.Name, "reason": "backoff-unreadable", "detail": b.Why}).
 			Warnf("Cannot tell when the kubelet restarts pod %s/%s by itself (%s): such pods are restarted as before, "+
 				"without BACKOFF_FLOOR and without a saved back-off; this is said once per run.", m.pod.Namespace, m.pod.Name, b.Why)
@@ -253,14 +249,14 @@ func (r *runner) belowFloor(m match, s saving, now time.Time) bool {
 	if !s.known || r.opts.BackOffFloor <= 0 || s.saved >= r.opts.BackOffFloor {
 		return false
 	}
-	maps.DeleteFunc(r.backOffs.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
-	if r.backOffs.floorSkips == nil {
-		r.backOffs.floorSkips = map[types.UID]time.Time{}
+	maps.DeleteFunc(r.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
+	if r.floorSkips == nil {
+		r.floorSkips = map[types.UID]time.Time{}
 	}
-	if until, seen := r.backOffs.floorSkips[m.pod.UID]; seen && until.Equal(s.until) {
+	if until, seen := r.floorSkips[m.pod.UID]; seen && until.Equal(s.until) {
 		return true
 	}
-	r.backOffs.floorSkips[m.pod.UID] = s.until
+	r.floorSkips[m.pod.UID] = s.until
 	r.sum.BackOffSkipped++
 	pod := m.pod
 	r.log.WithFields(logrus.Fields{

@@ -69,15 +69,6 @@ func (r *runner) startLine() (atStart bool) {
 	return atStart
 }
 
-// whyStopped is the stop reason of a run that SIGTERM ended.
-const whyStopped = "asked to stop (SIGTERM or context cancelled)"
-
-// stoppedWhileWaiting is the stop reason of a gated run that SIGTERM ended before its service
-// was Ready.
-func stoppedWhileWaiting(ref ServiceRef) string {
-	return fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", ref)
-}
-
 // finishLine is the run's last line (a batch target's own last line).
 func (r *runner) finishLine(why string) {
 	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)

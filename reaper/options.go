@@ -210,10 +210,6 @@ func (o Options) fieldSelector() string {
 	return fields.AndSelectors(sels...).String()
 }
 
-func (o Options) filter() podFilter {
-	return podFilter{namespace: o.Namespace, nodeName: o.NodeName, selectors: o.Selectors, annotation: o.annotation}
-}
-
 // validate guards Run against an Options that did not come from LoadOptions.
 func (o Options) validate() error {
 	var problems []string

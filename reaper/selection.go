@@ -18,32 +18,25 @@ type match struct {
 	reasons []string
 }
 
-// podFilter holds the checks a pod must pass before the rules are asked. The namespace, node
-// and label parts are also applied server-side; checking them again costs little and keeps a
-// stale informer event or a lenient API (such as the fake clientset) from widening the run.
-type podFilter struct {
-	namespace  string
-	nodeName   string
-	selectors  []labels.Selector // OR-ed
-	annotation *annotationFilter
-}
-
-// admits reports whether the pod is a candidate. Terminating pods are never candidates: they
-// are already going, and deleting them again would only cut their grace period short.
-func (f podFilter) admits(pod *corev1.Pod) bool {
+// admits reports whether the pod is a candidate, before the rules are asked. Terminating pods
+// are never candidates: they are already going, and deleting them again would only cut their
+// grace period short. The namespace, node and label checks are also applied server-side;
+// checking them again costs little and keeps a stale informer event or a lenient API (such as
+// the fake clientset) from widening the run.
+func (o Options) admits(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
-	if f.namespace != "" && pod.Namespace != f.namespace {
+	if o.Namespace != "" && pod.Namespace != o.Namespace {
 		return false
 	}
-	if f.nodeName != "" && pod.Spec.NodeName != f.nodeName {
+	if o.NodeName != "" && pod.Spec.NodeName != o.NodeName {
 		return false
 	}
-	if !f.annotation.admits(pod) {
+	if !o.annotation.admits(pod) {
 		return false
 	}
-	return matchesAny(f.selectors, pod)
+	return matchesAny(o.Selectors, pod)
 }
 
 // matchesAny reports whether any of the OR-ed selectors matches the pod's labels.
@@ -51,20 +44,20 @@ func matchesAny(selectors []labels.Selector, pod *corev1.Pod) bool {
 	return slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(pod.Labels)) })
 }
 
-// selector evaluates one pod: filters, then rules. It is what a cycle and the watch share.
+// selector evaluates one pod: the options' filters (admits), then their rules. It is what a
+// cycle and the watch share.
 type selector struct {
-	filter podFilter
-	rules  []Rule
+	opts Options
 	// done holds the UIDs already acted on; they are never acted on twice.
 	done map[types.UID]int
 }
 
 // evaluate returns the match for a pod, or ok=false.
 func (s *selector) evaluate(pod *corev1.Pod, now time.Time) (match, bool) {
-	if _, seen := s.done[pod.UID]; seen || !s.filter.admits(pod) {
+	if _, seen := s.done[pod.UID]; seen || !s.opts.admits(pod) {
 		return match{}, false
 	}
-	ok, reasons := decide(pod, s.rules, now)
+	ok, reasons := decide(pod, s.opts.Rules, now)
 	if !ok {
 		return match{}, false
 	}
