@@ -142,8 +142,13 @@ func loadActions(e *envconf.Reader, o *Options) {
 		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
 		o.GracePeriod = &secs
 	}
-	if n, ok := integer(e, "MAX_PODS"); ok && n > 0 {
-		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
+	if v, ok := e.Get("MAX_PODS"); ok {
+		switch n, err := envconf.Int(v); {
+		case err != nil:
+			e.Fail("MAX_PODS", v, "must be an integer")
+		case n > 0:
+			o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
+		}
 	}
 	o.ReapCooldown, _ = duration(e, envReapCooldown)
 	o.BackOffFloor, _ = duration(e, envBackOffFloor)

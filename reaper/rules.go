@@ -218,9 +218,16 @@ type chaosRule struct {
 	roll func() float64
 }
 
+// loadChaosRule reads a float in [0,1]; NaN and infinities are refused explicitly because they
+// would compare false against any roll and silently disable or enable the rule.
 func loadChaosRule(e *envconf.Reader, name string) Rule {
-	chance, ok := probability(e, name)
+	v, ok := e.Get(name)
 	if !ok {
+		return nil
+	}
+	chance, ok := envconf.Float(v)
+	if !ok || chance < 0 || chance > 1 {
+		e.Fail(name, v, "must be a number between 0 and 1")
 		return nil
 	}
 	return chaosRule{chance: chance, roll: rand.Float64}
