@@ -66,6 +66,6 @@ func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogge
 		return Summary{}, err
 	}
 	ev := newEvents(c.Events, log)
-	defer ev.close(log)
+	defer ev.close()
 	return runBatch(ctx, c.API, ev, opts, log)
 }
