@@ -397,7 +397,7 @@ func (b *batch) turn(stop context.Context, i int) {
 func (b *batch) cycle(stop context.Context, t *batchTarget) {
 	t.changed.take()
 	if b.pods == nil || b.plain {
-		t.run.runCycle(stop)
+		t.run.cycleOver(stop, t.run.collect)
 		return
 	}
 	t.run.cycleOver(stop, func(context.Context) ([]match, error) {

@@ -100,7 +100,8 @@ func (s JobSettings) Env() []corev1.EnvVar {
 			w.Set(v.name, v.value)
 		}
 	}
-	s.Client.write(&w)
+	s.Client.API.Write(&w, envKubeAPIQPS, envKubeAPIBurst)
+	s.Client.Events.Write(&w, envKubeAPIEventsQPS, envKubeAPIEventsBurst)
 	return w.Env()
 }
 
@@ -149,16 +150,4 @@ var DefaultClientLimits = ClientLimits{API: apilimit.Default, Events: apilimit.D
 // Effective is what the run's clients use: l with DefaultClientLimits where unset.
 func (l ClientLimits) Effective() ClientLimits {
 	return ClientLimits{API: l.API.Or(DefaultClientLimits.API), Events: l.Events.Or(DefaultClientLimits.Events)}
-}
-
-func loadClientLimits(e *envconf.Reader) ClientLimits {
-	return ClientLimits{
-		API:    apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst),
-		Events: apilimit.Read(e, envKubeAPIEventsQPS, envKubeAPIEventsBurst),
-	}
-}
-
-func (l ClientLimits) write(w *envconf.Writer) {
-	l.API.Write(w, envKubeAPIQPS, envKubeAPIBurst)
-	l.Events.Write(w, envKubeAPIEventsQPS, envKubeAPIEventsBurst)
 }

@@ -54,10 +54,8 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 }
 
-// runCycle lists, selects and reaps once. stop is checked between pods only.
-func (r *runner) runCycle(stop context.Context) { r.cycleOver(stop, r.collect) }
-
-// cycleOver is one cycle over the matches collect finds (a list, or a batch's cache).
+// cycleOver is one cycle over the matches collect finds (r.collect lists; a batch's cache
+// needs none). stop is checked between pods only.
 func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
 	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it

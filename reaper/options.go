@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/robfig/cron/v3"
@@ -94,7 +95,10 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if v, ok := e.Lookup("POD_PHASE_STATUSES"); ok {
 		e.Fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
 	}
-	o.Client = loadClientLimits(e)
+	o.Client = ClientLimits{
+		API:    apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst),
+		Events: apilimit.Read(e, envKubeAPIEventsQPS, envKubeAPIEventsBurst),
+	}
 	var anyRuleSet bool
 	o.Rules, anyRuleSet = loadRules(e)
 	if len(o.Rules) == 0 && !anyRuleSet {
