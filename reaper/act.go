@@ -178,11 +178,3 @@ func (r *runner) deferPod(m match, o owner, now time.Time) {
 		"A workload that keeps crash-looping after a restart is usually broken for another reason: check its logs (kubectl logs --previous).",
 		pod.Namespace, pod.Name, o.desc, ago.Round(time.Second), strings.Join(m.reasons, "; and "), r.opts.ReapCooldown, until.UTC().Format(time.RFC3339))
 }
-
-// cooldownResumeNote completes the "reaping resumes" line when REAP_COOLDOWN is on.
-func (r *runner) cooldownResumeNote() string {
-	if r.opts.ReapCooldown <= 0 {
-		return ""
-	}
-	return " (REAP_COOLDOWN starts afresh for every owner: crash loops now are explained by the outage)"
-}

@@ -44,8 +44,12 @@ func (r *runner) pausedLine(ref ServiceRef) {
 
 // resumedLine: a later return, with a fresh window.
 func (r *runner) resumedLine(ref ServiceRef) {
+	note := ""
+	if r.opts.ReapCooldown > 0 {
+		note = " (REAP_COOLDOWN starts afresh for every owner: crash loops now are explained by the outage)"
+	}
 	r.log.WithFields(logrus.Fields{"service": ref.String(), "run_duration": r.opts.RunDuration.String()}).
-		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, r.cooldownResumeNote())
+		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, note)
 }
 
 // startLine says when the first cycle comes and returns whether it comes now (atStart)
