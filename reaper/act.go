@@ -60,9 +60,9 @@ const (
 // one line. It never returns early on a cancelled run: the pod in hand is finished.
 func (r *runner) reap(m match, s saving) outcome {
 	pod := m.pod
-	verb, action := "delete", ActionDeleted
+	verb, action, done := "delete", ActionDeleted, "Deleted"
 	if r.opts.Evict {
-		verb, action = "evict", ActionEvicted
+		verb, action, done = "evict", ActionEvicted, "Evicted"
 	}
 	why := strings.Join(m.reasons, "; and ")
 	line := r.log.WithFields(logrus.Fields{
@@ -83,18 +83,18 @@ func (r *runner) reap(m match, s saving) outcome {
 	err := r.removePod(ctx, pod)
 	switch {
 	case err == nil:
-		msg := fmt.Sprintf("%s pod %s/%s because %s.", capitalize(action), pod.Namespace, pod.Name, why) + s.savedNote()
+		msg := fmt.Sprintf("%s pod %s/%s because %s.", done, pod.Namespace, pod.Name, why) + s.savedNote()
 		if s.known {
 			line = line.WithField("backoff_saved_seconds", s.saved.Seconds())
 		}
 		line.WithFields(logrus.Fields{"action": action, "detail": msg}).Info(MsgReaping)
-		r.recordEvent(pod, corev1.EventTypeNormal, ReasonReaped, msg)
+		r.events.record(pod, corev1.EventTypeNormal, ReasonReaped, msg)
 		return outcomeReaped
 	case r.opts.Evict && apierrors.IsTooManyRequests(err):
 		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
 			pod.Namespace, pod.Name, apiMessage(err), why)
 		line.WithFields(logrus.Fields{"action": ActionSkipped, "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
-		r.recordEvent(pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
+		r.events.record(pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
 		return outcomeSkipped
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
@@ -108,7 +108,7 @@ func (r *runner) reap(m match, s saving) outcome {
 			"If this is depwatch's own policy, the policy and the reaper disagree on what may be reaped: report it.", verb, pod.Namespace, pod.Name, denial, why)
 		line.WithFields(logrus.Fields{"action": ActionRefused, "reason": "admission-refused", "policy": admission.Policy(err),
 			"detail": msg, "error": err.Error()}).Error(MsgUnableToReap)
-		r.recordEvent(pod, corev1.EventTypeWarning, ReasonReapRefused, msg)
+		r.events.record(pod, corev1.EventTypeWarning, ReasonReapRefused, msg)
 		return outcomeRefused
 	default:
 		line.WithFields(logrus.Fields{"action": ActionFailed, "error": err.Error(),
@@ -137,12 +137,6 @@ func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
 	return pods.Delete(ctx, pod.Name, opts)
 }
 
-// recordEvent queues a core/v1 Event on the pod (events: its own client and rate limit, so the
-// next delete never waits for it). A failure is only counted: the pod was handled either way.
-func (r *runner) recordEvent(pod *corev1.Pod, eventType, reason, message string) {
-	r.events.record(pod, eventType, reason, message)
-}
-
 // apiMessage is the server's own explanation (e.g. "Cannot evict pod as it would violate the
 // pod's disruption budget."), which says more to a person than the error's type.
 func apiMessage(err error) string {
@@ -151,13 +145,6 @@ func apiMessage(err error) string {
 		return s.Status().Message
 	}
 	return err.Error()
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // deferPod leaves a matched pod alone because its owner's pods were reaped less than
@@ -190,12 +177,4 @@ func (r *runner) deferPod(m match, o owner, now time.Time) {
 		"(it matched because %s). Its owner's new pods are left to the kubelet's own back-off until REAP_COOLDOWN %s has passed (at %s). "+
 		"A workload that keeps crash-looping after a restart is usually broken for another reason: check its logs (kubectl logs --previous).",
 		pod.Namespace, pod.Name, o.desc, ago.Round(time.Second), strings.Join(m.reasons, "; and "), r.opts.ReapCooldown, until.UTC().Format(time.RFC3339))
-}
-
-// cooldownResumeNote completes the "reaping resumes" line when REAP_COOLDOWN is on.
-func (r *runner) cooldownResumeNote() string {
-	if r.opts.ReapCooldown <= 0 {
-		return ""
-	}
-	return " (REAP_COOLDOWN starts afresh for every owner: crash loops now are explained by the outage)"
 }

@@ -68,7 +68,6 @@ type batch struct {
 	plain    bool   // no gate (neither START_WHEN_READY nor TARGETS): pod-reaper's run
 	followed string // the services followed, for errors: "service <ref> (START_WHEN_READY)" or "the targets' services (TARGETS)"
 	log      logrus.FieldLogger
-	clock    func() time.Time
 	rules    gateRules
 	targets  []*batchTarget
 	byRef    map[ServiceRef][]int // a service with dependents in several namespaces has a target for each
@@ -76,13 +75,18 @@ type batch struct {
 	queue    workqueue.TypedDelayingInterface[int]
 	services *serviceTracker // nil: a plain run follows no service
 	pods     *podCache       // nil: cycles list (a run without WATCH or TARGETS)
-	synced   atomic.Bool     // both caches have synced: the services' readiness means something
-	left     atomic.Int64
-	allEnded chan struct{}
+	// The informers of both caches: the pods' first, then the services' (none in a plain run).
+	factories []informers.SharedInformerFactory
+	hasSynced []cache.InformerSynced
+	synced    atomic.Bool // both caches have synced: the services' readiness means something
+	left      atomic.Int64
+	allEnded  chan struct{}
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
-	logOddSettings(log, opts.Warnings)
+	for _, w := range opts.Warnings { // accepted values worth a word, once per run
+		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
+	}
 	b, err := newBatch(ctx, client, ev, opts, log)
 	if err != nil {
 		return Summary{}, err
@@ -115,7 +119,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, f := range b.factories() {
+	for _, f := range b.factories {
 		f.Start(bg.Done())
 	}
 	wg.Go(func() { b.whenSynced(bg) })
@@ -135,7 +139,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	cancel()
 	b.queue.ShutDown()
-	for _, f := range b.factories() {
+	for _, f := range b.factories {
 		f.Shutdown()
 	}
 	wg.Wait()
@@ -159,9 +163,9 @@ func (b *batch) finishStopped() {
 	for _, t := range b.targets {
 		if !t.ended {
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
-			why := whyStopped
+			why := "asked to stop (SIGTERM or context cancelled)"
 			if t.run.sum.NotStarted {
-				why = stoppedWhileWaiting(t.ref)
+				why = fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", t.ref)
 			}
 			t.run.finishLine(why)
 		}
@@ -172,13 +176,13 @@ func (b *batch) finishStopped() {
 // (tests) is the rules' and the cooldown's clock only.
 func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (*batch, error) {
 	b := &batch{
-		opts: opts, log: log, clock: time.Now, single: len(opts.Targets) == 0,
+		opts: opts, log: log, single: len(opts.Targets) == 0,
 		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
 		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 		allEnded: make(chan struct{}),
 	}
-	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: b.clock()}
+	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: time.Now()}
 	when := map[ServiceRef]podstate.ReadyWhen{}
 	var selectors = opts.Selectors[:0:0]
 	podNamespaces := sets.New[string]()
@@ -208,7 +212,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.left.Store(int64(len(b.targets)))
 	if !b.plain {
 		var err error
-		b.services, err = newServiceTracker(client, when, b.clock, func(ref ServiceRef) {
+		b.services, err = newServiceTracker(client, when, time.Now, func(ref ServiceRef) {
 			for _, i := range b.byRef[ref] {
 				b.queue.Add(i)
 			}
@@ -219,6 +223,14 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	if opts.Watch || !b.single {
 		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
+		b.factories = append(b.factories, b.pods.factories...)
+		for _, inf := range b.pods.informers {
+			b.hasSynced = append(b.hasSynced, inf.HasSynced)
+		}
+	}
+	if b.services != nil {
+		b.factories = append(b.factories, b.services.factory)
+		b.hasSynced = append(b.hasSynced, b.services.informer.HasSynced)
 	}
 	return b, nil
 }
@@ -238,16 +250,6 @@ func (b *batch) podChanged(pod *corev1.Pod) {
 	}
 }
 
-// factories are the run's informer factories: the services' (none in a plain run) and the
-// pods'.
-func (b *batch) factories() []informers.SharedInformerFactory {
-	out := b.pods.allFactories()
-	if b.services != nil {
-		out = append(out, b.services.factory)
-	}
-	return out
-}
-
 // view is what the target knows of its service now; a plain run's is always Ready.
 func (b *batch) view(t *batchTarget) serviceView {
 	if b.plain {
@@ -263,11 +265,7 @@ func (b *batch) view(t *batchTarget) serviceView {
 // half-listed pod cache would miss dependents. A plain run's gate is open from the start: the
 // sync only tells that its watch is warm.
 func (b *batch) whenSynced(ctx context.Context) {
-	synced := b.pods.synced()
-	if b.services != nil {
-		synced = append(synced, b.services.informer.HasSynced)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), b.hasSynced...) {
 		return
 	}
 	b.synced.Store(true)
@@ -286,10 +284,8 @@ func (b *batch) whenSynced(ctx context.Context) {
 	for i := range b.targets {
 		b.queue.Add(i)
 	}
-	for _, f := range []func(){b.opts.onGateSynced, b.opts.onWatchSynced} {
-		if f != nil {
-			f()
-		}
+	if b.opts.onSynced != nil {
+		b.opts.onSynced()
 	}
 }
 
@@ -348,7 +344,7 @@ func (b *batch) turn(stop context.Context, i int) {
 	if t.ended {
 		return
 	}
-	now := b.clock()
+	now := time.Now()
 	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
 	t.gate = gate
 	r := t.run
@@ -401,7 +397,7 @@ func (b *batch) turn(stop context.Context, i int) {
 func (b *batch) cycle(stop context.Context, t *batchTarget) {
 	t.changed.take()
 	if b.pods == nil || b.plain {
-		t.run.runCycle(stop)
+		t.run.cycleOver(stop, t.run.collect)
 		return
 	}
 	t.run.cycleOver(stop, func(context.Context) ([]match, error) {
@@ -430,22 +426,4 @@ func (b *batch) total() Summary {
 		total.add(t.run.sum)
 	}
 	return total
-}
-
-// collectCached is collect over pods from a cache: no list, the same judgement.
-func (r *runner) collectCached(pods []*corev1.Pod) []match {
-	now := r.clock()
-	var matches []match
-	for _, p := range pods {
-		r.sum.Seen++
-		if _, done := r.sel.done[p.UID]; done {
-			r.sel.done[p.UID] = r.cycle // still there: keep remembering it
-			continue
-		}
-		if m, ok := r.sel.evaluate(p, now); ok {
-			matches = append(matches, m)
-			r.sum.Matched++
-		}
-	}
-	return matches
 }

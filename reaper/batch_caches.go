@@ -1,10 +1,10 @@
 package reaper
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,11 +39,17 @@ type serviceTracker struct {
 	synced    atomic.Bool
 	onChange  func(ServiceRef) // the target's turn; called without the lock held
 	clock     func() time.Time
-	when      map[ServiceRef]podstate.ReadyWhen // each service's READY_WHEN (its target's readyWhen)
 
-	mu     sync.Mutex
-	views  map[ServiceRef]*serviceView
-	slices map[ServiceRef]podstate.ServiceSlices // each target's service, folded event by event
+	mu       sync.Mutex
+	services map[ServiceRef]*followed
+}
+
+// followed is one target's service: its READY_WHEN (the target's readyWhen), its slices folded
+// event by event, and what is known of it.
+type followed struct {
+	when   podstate.ReadyWhen
+	slices podstate.ServiceSlices
+	view   serviceView
 }
 
 // newServiceTracker builds the follower (podstate.SliceFollower): the services' namespace
@@ -52,12 +58,11 @@ type serviceTracker struct {
 // its whole run, slim.
 func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) (*serviceTracker, error) {
 	names, namespaces := sets.New[string](), sets.New[string]()
-	t := &serviceTracker{views: map[ServiceRef]*serviceView{}, slices: map[ServiceRef]podstate.ServiceSlices{}, when: when, onChange: onChange, clock: clock}
-	for r := range when {
+	t := &serviceTracker{services: map[ServiceRef]*followed{}, onChange: onChange, clock: clock}
+	for r, w := range when {
 		names.Insert(r.Name)
 		namespaces.Insert(r.Namespace)
-		t.views[r] = &serviceView{}
-		t.slices[r] = nil
+		t.services[r] = &followed{when: w}
 	}
 	t.namespace = onlyOne(namespaces)
 	var err error
@@ -84,10 +89,9 @@ func (t *serviceTracker) changed(obj any, deleted bool) {
 		}
 		ref := ServiceRef{Namespace: ns, Name: name}
 		t.mu.Lock()
-		s, ours := t.slices[ref]
+		f, ours := t.services[ref]
 		if ours {
-			s.Apply(obj, deleted)
-			t.slices[ref] = s
+			f.slices.Apply(obj, deleted)
 		}
 		t.mu.Unlock()
 		if ours && t.synced.Load() {
@@ -99,7 +103,7 @@ func (t *serviceTracker) changed(obj any, deleted bool) {
 // resync evaluates every target once the cache has synced.
 func (t *serviceTracker) resync() {
 	t.synced.Store(true)
-	for ref := range t.views {
+	for ref := range t.services {
 		t.evaluate(ref)
 	}
 }
@@ -108,11 +112,12 @@ func (t *serviceTracker) resync() {
 // just became Ready.
 func (t *serviceTracker) evaluate(ref ServiceRef) {
 	t.mu.Lock()
-	ready := t.slices[ref].Ready(t.when[ref])
-	v, ours := t.views[ref]
-	changed := ours && (!v.Known || v.Ready != ready)
-	if changed {
-		if ready {
+	f, ours := t.services[ref]
+	changed := false
+	if ours {
+		v, ready := &f.view, f.slices.Ready(f.when)
+		changed = !v.Known || v.Ready != ready
+		if changed && ready {
 			v.Returns++
 			v.LastReturn = t.clock()
 		}
@@ -128,8 +133,8 @@ func (t *serviceTracker) evaluate(ref ServiceRef) {
 func (t *serviceTracker) view(ref ServiceRef) serviceView {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if v, ok := t.views[ref]; ok {
-		return *v
+	if f, ok := t.services[ref]; ok {
+		return f.view
 	}
 	return serviceView{}
 }
@@ -203,8 +208,8 @@ func (c *podCache) inNamespace(ns string) []*corev1.Pod {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Namespace < out[j].Namespace || (out[i].Namespace == out[j].Namespace && out[i].Name < out[j].Name)
+	slices.SortFunc(out, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -252,25 +257,6 @@ func (c *changedPods) take() []cache.ObjectName {
 	keys := c.keys
 	c.keys, c.has = nil, nil
 	return keys
-}
-
-// synced and allFactories are those of the informers; none when c is nil (no pod cache).
-func (c *podCache) synced() []cache.InformerSynced {
-	if c == nil {
-		return nil
-	}
-	out := make([]cache.InformerSynced, len(c.informers))
-	for i, inf := range c.informers {
-		out[i] = inf.HasSynced
-	}
-	return out
-}
-
-func (c *podCache) allFactories() []informers.SharedInformerFactory {
-	if c == nil {
-		return nil
-	}
-	return c.factories
 }
 
 func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }

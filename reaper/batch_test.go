@@ -37,7 +37,7 @@ func TestBatchRunIsOneRunOverAllItsTargets(t *testing.T) {
 	})
 	o.now = nil // the gates' windows run on the real clock
 	synced := make(chan struct{})
-	o.onGateSynced = func() { close(synced) }
+	o.onSynced = func() { close(synced) }
 	log, _ := quietLogger()
 	done := make(chan struct{})
 	var sum Summary

@@ -29,7 +29,7 @@ func BenchmarkCycleSelection10kPods(b *testing.B) {
 		}
 		pods[i] = newPod(fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("pod-%d", i), opts...)
 	}
-	s := &selector{filter: o.filter(), rules: o.Rules}
+	s := &selector{opts: o}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

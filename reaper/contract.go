@@ -5,7 +5,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/internal/podstate"
 )
@@ -71,46 +73,35 @@ type JobSettings struct {
 	Evict bool
 }
 
-// Env is the environment that LoadOptions reads back as s.
+// Env is the environment that LoadOptions reads back as s: each variable in this order,
+// written when its condition holds.
 func (s JobSettings) Env() []corev1.EnvVar {
 	var w envconf.Writer
-	if s.Watch {
-		w.Set(envWatch, envconf.FormatBool(true))
+	for _, v := range []struct {
+		name, value string
+		write       bool
+	}{
+		{envWatch, envconf.FormatBool(true), s.Watch},
+		{envContainerStatuses, strings.Join(s.ContainerStatuses, ","), len(s.ContainerStatuses) > 0},
+		{envLabelSelectors, LabelSelectorsValue(s.Selectors), len(s.Selectors) > 0},
+		{envNamespace, s.Namespace, s.Namespace != ""},
+		{envRunDuration, envconf.FormatDuration(s.RunDuration), s.RunDuration > 0},
+		{envGracePeriod, envconf.FormatDuration(ptr.Deref(s.GracePeriod, 0)), s.GracePeriod != nil},
+		{envReapCooldown, envconf.FormatDuration(s.ReapCooldown), true},
+		{envStartWhenReady, ptr.Deref(s.StartWhenReady, ServiceRef{}).String(), s.StartWhenReady != nil},
+		{envMaxWait, envconf.FormatDuration(s.MaxWait), s.MaxWait > 0},
+		{envTargets, TargetsValue(s.Targets), len(s.Targets) > 0},
+		{envDryRun, envconf.FormatBool(true), s.DryRun},
+		{envReadyWhen, s.ReadyWhen.String(), s.ReadyWhen != podstate.ReadyAny},
+		{envBackOffFloor, envconf.FormatDuration(s.BackOffFloor), true},
+		{envEvict, envconf.FormatBool(s.Evict), true},
+	} {
+		if v.write {
+			w.Set(v.name, v.value)
+		}
 	}
-	if len(s.ContainerStatuses) > 0 {
-		w.Set(envContainerStatuses, strings.Join(s.ContainerStatuses, ","))
-	}
-	if len(s.Selectors) > 0 {
-		w.Set(envLabelSelectors, LabelSelectorsValue(s.Selectors))
-	}
-	if s.Namespace != "" {
-		w.Set(envNamespace, s.Namespace)
-	}
-	if s.RunDuration > 0 {
-		w.Set(envRunDuration, envconf.FormatDuration(s.RunDuration))
-	}
-	if s.GracePeriod != nil {
-		w.Set(envGracePeriod, envconf.FormatDuration(*s.GracePeriod))
-	}
-	w.Set(envReapCooldown, envconf.FormatDuration(s.ReapCooldown))
-	if s.StartWhenReady != nil {
-		w.Set(envStartWhenReady, s.StartWhenReady.String())
-	}
-	if s.MaxWait > 0 {
-		w.Set(envMaxWait, envconf.FormatDuration(s.MaxWait))
-	}
-	if len(s.Targets) > 0 {
-		w.Set(envTargets, TargetsValue(s.Targets))
-	}
-	if s.DryRun {
-		w.Set(envDryRun, envconf.FormatBool(true))
-	}
-	if s.ReadyWhen != podstate.ReadyAny {
-		w.Set(envReadyWhen, s.ReadyWhen.String())
-	}
-	w.Set(envBackOffFloor, envconf.FormatDuration(s.BackOffFloor))
-	w.Set(envEvict, envconf.FormatBool(s.Evict))
-	s.Client.write(&w)
+	s.Client.API.Write(&w, envKubeAPIQPS, envKubeAPIBurst)
+	s.Client.Events.Write(&w, envKubeAPIEventsQPS, envKubeAPIEventsBurst)
 	return w.Env()
 }
 
@@ -134,4 +125,29 @@ func JobEnvNames() []string {
 func StartsWhenReady(env []corev1.EnvVar) bool {
 	v, ok := envconf.LookupIn(env)(envStartWhenReady)
 	return ok && v != ""
+}
+
+// The client-side rate limits of a run: one for what it reads and deletes, one of its own for
+// its Events, so a delete never waits behind an Event (each reaped pod gets one).
+const (
+	envKubeAPIQPS         = "KUBE_API_QPS"
+	envKubeAPIBurst       = "KUBE_API_BURST"
+	envKubeAPIEventsQPS   = "KUBE_API_EVENTS_QPS"
+	envKubeAPIEventsBurst = "KUBE_API_EVENTS_BURST"
+)
+
+// ClientLimits are a run's API rate limits; an unset (zero) half takes its default
+// (DefaultClientLimits), so a run for one service needs none of them.
+type ClientLimits struct {
+	API    apilimit.Limit // KUBE_API_QPS, KUBE_API_BURST
+	Events apilimit.Limit // KUBE_API_EVENTS_QPS, KUBE_API_EVENTS_BURST
+}
+
+// DefaultClientLimits are a run's limits where the environment sets none: client-go's
+// default, which pod-reaper runs with, for each of the two clients.
+var DefaultClientLimits = ClientLimits{API: apilimit.Default, Events: apilimit.Default}
+
+// Effective is what the run's clients use: l with DefaultClientLimits where unset.
+func (l ClientLimits) Effective() ClientLimits {
+	return ClientLimits{API: l.API.Or(DefaultClientLimits.API), Events: l.Events.Or(DefaultClientLimits.Events)}
 }

@@ -58,17 +58,6 @@ const (
 	verdictDefer                    // created since the owner's round opened: leave it for now
 )
 
-func (v verdict) String() string {
-	switch v {
-	case verdictOpenRound:
-		return "open-round"
-	case verdictInRound:
-		return "in-round"
-	default:
-		return "defer"
-	}
-}
-
 // round is one owner's open round.
 type round struct {
 	opened   time.Time

@@ -61,7 +61,7 @@ func TestCooldownDecidesPerOwnerFromItsLastRoundAndThePodsAge(t *testing.T) {
 				c.reaped("rs", verdictOpenRound, opened)
 			}
 			if got := c.decide(tc.owner, tc.created, tc.now); got != tc.want {
-				t.Errorf("decide = %s, want %s", got, tc.want)
+				t.Errorf("decide = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -117,7 +117,7 @@ func TestCooldownPruneForgetsEndedRoundsAndResetForgetsAll(t *testing.T) {
 	}
 	c.reset()
 	if got := c.decide("new", t0.Add(31*time.Second), t0.Add(40*time.Second)); got != verdictOpenRound {
-		t.Errorf("after reset: %s, want open-round", got)
+		t.Errorf("after reset: %v, want verdictOpenRound (%v)", got, verdictOpenRound)
 	}
 }
 
@@ -285,7 +285,7 @@ func TestRunReapsAForeverCrashLoopingOwnerAtMostOncePerCooldown(t *testing.T) {
 
 	for elapsed := time.Duration(0); elapsed <= runDuration; elapsed += every {
 		clock.set(t0.Add(elapsed))
-		r.runCycle(context.Background())
+		r.cycleOver(context.Background(), r.collect)
 		rs.reconcile(t, client, "shoot", clock.now().Add(time.Second)) // replacements a moment later
 	}
 
@@ -333,7 +333,7 @@ func TestRunCooldownOffKeepsPodReaperBehaviour(t *testing.T) {
 	r := newRunner(context.Background(), client, newEvents(client, log), o, log)
 	for i := 0; i < 5; i++ {
 		clock.add(10 * time.Second)
-		r.runCycle(context.Background())
+		r.cycleOver(context.Background(), r.collect)
 		rs.reconcile(t, client, "shoot", clock.now())
 	}
 	if r.sum.Reaped != 5 || r.sum.Deferred != 0 || len(deferredLines(hook)) != 0 {
@@ -354,7 +354,7 @@ func TestRunDeferredPodsDoNotUseUpMaxPods(t *testing.T) {
 	o.now = clock.now
 	log, _ := quietLogger()
 	r := newRunner(context.Background(), client, newEvents(client, log), o, log)
-	r.runCycle(context.Background()) // reaps kcm-1, opens the round
+	r.cycleOver(context.Background(), r.collect) // reaps kcm-1, opens the round
 	rs.reconcile(t, client, "shoot", clock.now())
 	// A bare pod that sorts after kcm-2 (namespace/name order) starts crash-looping too.
 	if _, err := client.CoreV1().Pods("shoot").Create(context.Background(),
@@ -362,7 +362,7 @@ func TestRunDeferredPodsDoNotUseUpMaxPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.add(10 * time.Second)
-	r.runCycle(context.Background())
+	r.cycleOver(context.Background(), r.collect)
 	if !podExists(t, client, "shoot", "kcm-2") || podExists(t, client, "shoot", "zz-solo") {
 		t.Errorf("want kcm-2 deferred and zz-solo reaped under MAX_PODS=1")
 	}
@@ -390,7 +390,7 @@ func TestWatchReapsAnOwnersReplicasInOneRoundAndDefersItsReplacements(t *testing
 	})
 	o.now = clock.now
 	synced := make(chan struct{})
-	o.onWatchSynced = func() { close(synced) }
+	o.onSynced = func() { close(synced) }
 	log, hook := quietLogger()
 	done := make(chan struct{})
 	var s Summary

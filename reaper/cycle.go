@@ -2,18 +2,22 @@ package reaper
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// runner is the state of one run. It is owned by the single goroutine that runs Run's loop:
-// cycles and watched pods are handled one at a time, so nothing overlaps and nothing here
-// needs a lock.
+// runner is the state of one run (one target of a batch). It is owned by the worker holding
+// its target's key: cycles and watched pods are handled one at a time, so nothing overlaps
+// and nothing here needs a lock.
 type runner struct {
 	ctx    context.Context // the caller's; only for values, API calls in flight outlive its cancellation
 	client kubernetes.Interface
@@ -24,12 +28,15 @@ type runner struct {
 	fields string
 	clock  func() time.Time
 
-	sum      Summary
-	quota    quota
-	cool     cooldown // REAP_COOLDOWN, per owner
-	backOffs backOffs // BACKOFF_FLOOR's skips, and the back-offs it cannot read
-	cycle    int
-	lastErr  error // the most recent cycle's list failure; nil once a cycle lists again
+	sum   Summary
+	quota quota
+	cool  cooldown // REAP_COOLDOWN, per owner
+	// floorSkips are the back-offs left to the kubelet (BACKOFF_FLOOR), each once: the pod's
+	// back-off end, as skipped.
+	floorSkips     map[types.UID]time.Time
+	unreadableSaid bool // a back-off that cannot be read was said (once per run)
+	cycle          int
+	lastErr        error // the most recent cycle's list failure; nil once a cycle lists again
 }
 
 func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) *runner {
@@ -39,7 +46,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		sel:    selector{filter: opts.filter(), rules: opts.Rules, done: map[types.UID]int{}},
+		sel:    selector{opts: opts, done: map[types.UID]int{}},
 		fields: opts.fieldSelector(),
 		quota:  quota{max: opts.MaxPods},
 		cool:   newCooldown(opts.ReapCooldown),
@@ -47,10 +54,8 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 }
 
-// runCycle lists, selects and reaps once. stop is checked between pods only.
-func (r *runner) runCycle(stop context.Context) { r.cycleOver(stop, r.collect) }
-
-// cycleOver is one cycle over the matches collect finds (a list, or a batch's cache).
+// cycleOver is one cycle over the matches collect finds (r.collect lists; a batch's cache
+// needs none). stop is checked between pods only.
 func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
 	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
@@ -103,18 +108,12 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 	selectors := r.opts.Selectors
 	for i, s := range selectors {
 		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
-			if coveredByEarlier(selectors[:i], p) {
+			if matchesAny(selectors[:i], p) { // covered by an earlier selector
 				return
 			}
-			r.sum.Seen++
-			if _, done := r.sel.done[p.UID]; done {
-				r.sel.done[p.UID] = r.cycle // still there: keep remembering it
-				return
-			}
-			if m, ok := r.sel.evaluate(p, now); ok {
+			if m, ok := r.consider(p, now); ok {
 				m.pod = slimPod(p) // out of the page, and only what is read later
 				matches = append(matches, m)
-				r.sum.Matched++
 			}
 		})
 		if err != nil {
@@ -124,13 +123,30 @@ func (r *runner) collect(ctx context.Context) ([]match, error) {
 	return matches, nil
 }
 
-func coveredByEarlier(earlier []labels.Selector, p *corev1.Pod) bool {
-	for _, s := range earlier {
-		if s.Matches(labels.Set(p.Labels)) {
-			return true
+// collectCached is collect over pods from a cache: no list, the same judgement.
+func (r *runner) collectCached(pods []*corev1.Pod) []match {
+	now := r.clock()
+	var matches []match
+	for _, p := range pods {
+		if m, ok := r.consider(p, now); ok {
+			matches = append(matches, m)
 		}
 	}
-	return false
+	return matches
+}
+
+// consider counts a pod a cycle sees and judges it, unless it was acted on already.
+func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
+	r.sum.Seen++
+	if _, done := r.sel.done[p.UID]; done {
+		r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+		return match{}, false
+	}
+	m, ok := r.sel.evaluate(p, now)
+	if ok {
+		r.sum.Matched++
+	}
+	return m, ok
 }
 
 // pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
@@ -191,4 +207,71 @@ func (r *runner) judge(pod *corev1.Pod) {
 		return
 	}
 	r.handle(m)
+}
+
+// backOffMemory is how long a floor skip is remembered, so the same back-off is logged and
+// counted once; the kubelet's longest back-off is 5 minutes.
+const backOffMemory = 2 * podstate.KubeletMaxBackOff
+
+// saving is what a restart of a matched pod now saves: known is false when the pod is not
+// crash-looping or its back-off cannot be read (it is reaped as before, said once per run).
+type saving struct {
+	known bool
+	saved time.Duration // the back-off left, which the kubelet would have waited out
+	until time.Time     // when the kubelet restarts it by itself
+}
+
+// savingOf reads the pod's back-off at now.
+func (r *runner) savingOf(m match, now time.Time) saving {
+	b, looping := podstate.PodBackOff(m.pod)
+	if !looping {
+		return saving{}
+	}
+	if b.Known {
+		return saving{known: true, saved: b.Remaining(now), until: b.RestartAt}
+	}
+	if !r.unreadableSaid { // said once per run
+		r.unreadableSaid = true
+		r.log.WithFields(logrus.Fields{"namespace": m.pod.Namespace, "pod": m.pod.Name, "reason": "backoff-unreadable", "detail": b.Why}).
+			Warnf("Cannot tell when the kubelet restarts pod %s/%s by itself (%s): such pods are restarted as before, "+
+				"without BACKOFF_FLOOR and without a saved back-off; this is said once per run.", m.pod.Namespace, m.pod.Name, b.Why)
+	}
+	return saving{}
+}
+
+// belowFloor tells whether the kubelet restarts the pod sooner than BACKOFF_FLOOR, so a fresh
+// pod would not be Ready sooner: the pod is then left to the kubelet, logged and counted once
+// per back-off. It is not remembered as acted on: should the pod crash again, its next,
+// longer back-off is judged afresh.
+func (r *runner) belowFloor(m match, s saving, now time.Time) bool {
+	if !s.known || r.opts.BackOffFloor <= 0 || s.saved >= r.opts.BackOffFloor {
+		return false
+	}
+	maps.DeleteFunc(r.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
+	if r.floorSkips == nil {
+		r.floorSkips = map[types.UID]time.Time{}
+	}
+	if until, seen := r.floorSkips[m.pod.UID]; seen && until.Equal(s.until) {
+		return true
+	}
+	r.floorSkips[m.pod.UID] = s.until
+	r.sum.BackOffSkipped++
+	pod := m.pod
+	r.log.WithFields(logrus.Fields{
+		"namespace": pod.Namespace, "pod": pod.Name, "uid": string(pod.UID), "reasons": m.reasons,
+		"action": ActionBackOffSkipped, "reason": "backoff-floor", "backoff_left_seconds": s.saved.Seconds(),
+		"backoff_floor": r.opts.BackOffFloor.String(), "kubelet_restart_at": s.until.UTC().Format(time.RFC3339),
+	}).Infof("Not restarting pod %s/%s: the kubelet restarts it by itself in %s (at %s), sooner than BACKOFF_FLOOR %s, "+
+		"about what a fresh pod takes to be Ready (it matched because %s).",
+		pod.Namespace, pod.Name, s.saved.Round(time.Second), s.until.UTC().Format(time.RFC3339), r.opts.BackOffFloor, strings.Join(m.reasons, "; and "))
+	return true
+}
+
+// savedNote completes a restart's Event and log line with the back-off it saved.
+func (s saving) savedNote() string {
+	if !s.known {
+		return ""
+	}
+	return fmt.Sprintf(" It saved about %ds of back-off (the kubelet would have restarted it at %s).",
+		int64(s.saved.Round(time.Second)/time.Second), s.until.UTC().Format(time.RFC3339))
 }

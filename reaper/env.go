@@ -38,35 +38,6 @@ func duration(e *envconf.Reader, name string) (time.Duration, bool) {
 	return d, true
 }
 
-// integer parses a base-10 int.
-func integer(e *envconf.Reader, name string) (int, bool) {
-	v, ok := e.Get(name)
-	if !ok {
-		return 0, false
-	}
-	n, err := envconf.Int(v)
-	if err != nil {
-		e.Fail(name, v, "must be an integer")
-		return 0, false
-	}
-	return n, true
-}
-
-// probability parses a float in [0,1]; NaN and infinities are rejected explicitly because
-// they would compare false against any roll and silently disable or enable the rule.
-func probability(e *envconf.Reader, name string) (float64, bool) {
-	v, ok := e.Get(name)
-	if !ok {
-		return 0, false
-	}
-	f, ok := envconf.Float(v)
-	if !ok || f < 0 || f > 1 {
-		e.Fail(name, v, "must be a number between 0 and 1")
-		return 0, false
-	}
-	return f, true
-}
-
 // emptyItem says what an empty item of a comma-separated list means (a trailing comma, ",,"
 // or an empty value all make one: pod-reaper splits on "," and keeps every piece).
 type emptyItem int

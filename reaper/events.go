@@ -30,12 +30,22 @@ const eventFlushWait = 10 * time.Second
 // A Forbidden is permanent: the service account may not create Events (pod-reaper's RBAC
 // grants none), so it is said once and no Event is sent again for the rest of the run, which
 // for a scheduled reaper is the life of the process. close waits (bounded) for what is
-// queued, so a one-shot run's Events exist before it exits.
+// queued, so a one-shot run's Events exist before it exits. events is the broadcaster's sink
+// too: it writes Events with the Events client, counts what it could not write and logs the
+// first failure only (the first refusal by RBAC on its own, as it ends the Events).
 type events struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
-	sink        *countingSink
+	client      kubernetes.Interface
+	log         logrus.FieldLogger
 	sent        atomic.Int64
+	finished    atomic.Int64 // written or failed
+	failed      atomic.Int64
+	// forbidden: the API server refused an Event for want of a right; none is sent again.
+	forbidden     atomic.Bool
+	onceForbidden sync.Once
+	onceFailed    sync.Once
+	done          chan struct{} // signalled (never blocking) when one finished
 }
 
 // A nil client records none: the run may not write Events (the in-process executor under
@@ -44,14 +54,10 @@ func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
 	if client == nil {
 		return &events{}
 	}
-	sink := &countingSink{client: client, log: log, done: make(chan struct{}, 1)}
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(sink)
-	return &events{
-		broadcaster: b,
-		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent}),
-		sink:        sink,
-	}
+	e := &events{broadcaster: record.NewBroadcaster(), client: client, log: log, done: make(chan struct{}, 1)}
+	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
+	e.broadcaster.StartRecordingToSink(e)
+	return e
 }
 
 // record queues one Event on the pod; it never blocks.
@@ -66,28 +72,28 @@ func (e *events) record(pod *corev1.Pod, eventType, reason, message string) {
 // close waits until every queued Event was written or failed (at most eventFlushWait; an
 // Event the broadcaster's spam filter drops is never written), stops the broadcaster and
 // says how many could not be written.
-func (e *events) close(log logrus.FieldLogger) {
+func (e *events) close() {
 	if e.broadcaster == nil {
 		return
 	}
 	deadline := time.NewTimer(eventFlushWait)
 	defer deadline.Stop()
-	for e.sink.finished.Load() < e.sent.Load() {
+	for e.finished.Load() < e.sent.Load() {
 		select {
-		case <-e.sink.done:
+		case <-e.done:
 		case <-deadline.C:
-			log.WithField("events_pending", e.sent.Load()-e.sink.finished.Load()).
-				Warnf("Stopped waiting for %d Events after %s; they may be missing.", e.sent.Load()-e.sink.finished.Load(), eventFlushWait)
-			e.sent.Store(e.sink.finished.Load())
+			e.log.WithField("events_pending", e.sent.Load()-e.finished.Load()).
+				Warnf("Stopped waiting for %d Events after %s; they may be missing.", e.sent.Load()-e.finished.Load(), eventFlushWait)
+			e.sent.Store(e.finished.Load())
 		}
 	}
 	e.broadcaster.Shutdown()
-	n := e.sink.failed.Load()
+	n := e.failed.Load()
 	if n == 0 {
 		return
 	}
-	line := log.WithFields(logrus.Fields{"events_failed": n, "events": e.sent.Load()})
-	if e.sink.forbidden.Load() {
+	line := e.log.WithFields(logrus.Fields{"events_failed": n, "events": e.sent.Load()})
+	if e.forbidden.Load() {
 		// Said as a warning when it was found; a count now, not a second warning.
 		line.Infof("%d of the run's %d Events were not written: the service account may not create Events (the pods were handled all the same).", n, e.sent.Load())
 		return
@@ -95,57 +101,43 @@ func (e *events) close(log logrus.FieldLogger) {
 	line.Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
 }
 
-// countingSink writes Events with the Events client, counts what it could not write and logs
-// the first failure only (the first refusal by RBAC on its own, as it ends the Events).
-type countingSink struct {
-	client   kubernetes.Interface
-	log      logrus.FieldLogger
-	finished atomic.Int64 // written or failed
-	failed   atomic.Int64
-	// forbidden: the API server refused an Event for want of a right; none is sent again.
-	forbidden     atomic.Bool
-	onceForbidden sync.Once
-	onceFailed    sync.Once
-	done          chan struct{} // signalled (never blocking) when one finished
-}
-
 // errEventsForbidden stands for the refusal that stopped the run's Events.
 var errEventsForbidden = errors.New("not sent: the service account may not create Events")
 
-func (s *countingSink) Create(ev *corev1.Event) (*corev1.Event, error) {
-	if s.forbidden.Load() {
-		return s.finish(ev, nil, errEventsForbidden)
+func (e *events) Create(ev *corev1.Event) (*corev1.Event, error) {
+	if e.forbidden.Load() {
+		return e.finish(ev, nil, errEventsForbidden)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	out, err := s.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	out, err := e.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	if apierrors.IsForbidden(err) {
-		s.forbidden.Store(true)
+		e.forbidden.Store(true)
 	}
-	return s.finish(ev, out, err)
+	return e.finish(ev, out, err)
 }
 
 // Update and Patch: the broadcaster merges repeats of one Event into a count; depwatch's
 // Events are one per pod and round, so a repeat is written as a new Event rather than
 // needing a right to patch.
-func (s *countingSink) Update(ev *corev1.Event) (*corev1.Event, error) { return s.Create(ev) }
+func (e *events) Update(ev *corev1.Event) (*corev1.Event, error) { return e.Create(ev) }
 
-func (s *countingSink) Patch(ev *corev1.Event, _ []byte) (*corev1.Event, error) {
+func (e *events) Patch(ev *corev1.Event, _ []byte) (*corev1.Event, error) {
 	fresh := ev.DeepCopy()
 	fresh.ResourceVersion = ""
-	return s.Create(fresh)
+	return e.Create(fresh)
 }
 
 // finish never returns an error: client-go would retry, sleeping ten seconds between tries.
-func (s *countingSink) finish(ev, out *corev1.Event, err error) (*corev1.Event, error) {
+func (e *events) finish(ev, out *corev1.Event, err error) (*corev1.Event, error) {
 	if err != nil {
-		s.failed.Add(1)
-		s.warnOnce(ev, err)
+		e.failed.Add(1)
+		e.warnOnce(ev, err)
 		out = ev
 	}
-	s.finished.Add(1)
+	e.finished.Add(1)
 	select {
-	case s.done <- struct{}{}:
+	case e.done <- struct{}{}:
 	default:
 	}
 	return out, nil
@@ -153,20 +145,20 @@ func (s *countingSink) finish(ev, out *corev1.Event, err error) (*corev1.Event, 
 
 // warnOnce logs the run's first refusal by RBAC and its first other failure, each once; every
 // later failure is only counted (close says how many).
-func (s *countingSink) warnOnce(ev *corev1.Event, err error) {
+func (e *events) warnOnce(ev *corev1.Event, err error) {
 	o := ev.InvolvedObject
 	fields := logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}
 	switch {
 	case errors.Is(err, errEventsForbidden):
 		// Already said when the refusal came.
 	case apierrors.IsForbidden(err):
-		s.onceForbidden.Do(func() {
-			s.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
+		e.onceForbidden.Do(func() {
+			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
 				"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
 		})
 	default:
-		s.onceFailed.Do(func() {
-			s.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
+		e.onceFailed.Do(func() {
+			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
 		})
 	}
 }

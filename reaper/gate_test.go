@@ -51,7 +51,7 @@ func startGatedRun(t *testing.T, ctx context.Context, client *fake.Clientset, en
 	}
 	o := mustOptions(t, base)
 	g := &gatedRun{done: make(chan struct{}), synced: make(chan struct{})}
-	o.onGateSynced = func() { close(g.synced) }
+	o.onSynced = func() { close(g.synced) }
 	log, hook := quietLogger()
 	g.hook = hook
 	go func() { g.sum, g.err = Run(ctx, client, o, log); close(g.done) }()

@@ -44,8 +44,12 @@ func (r *runner) pausedLine(ref ServiceRef) {
 
 // resumedLine: a later return, with a fresh window.
 func (r *runner) resumedLine(ref ServiceRef) {
+	note := ""
+	if r.opts.ReapCooldown > 0 {
+		note = " (REAP_COOLDOWN starts afresh for every owner: crash loops now are explained by the outage)"
+	}
 	r.log.WithFields(logrus.Fields{"service": ref.String(), "run_duration": r.opts.RunDuration.String()}).
-		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, r.cooldownResumeNote())
+		Infof("Service %s is Ready again: reaping resumes, for a fresh RUN_DURATION %s from now%s.", ref, r.opts.RunDuration, note)
 }
 
 // startLine says when the first cycle comes and returns whether it comes now (atStart)
@@ -67,22 +71,6 @@ func (r *runner) startLine() (atStart bool) {
 			Infof("Reaper starting: first cycle at the schedule's first tick, %s (REAP_AT_START=true would run one now).", at)
 	}
 	return atStart
-}
-
-// whyStopped is the stop reason of a run that SIGTERM ended.
-const whyStopped = "asked to stop (SIGTERM or context cancelled)"
-
-// stoppedWhileWaiting is the stop reason of a gated run that SIGTERM ended before its service
-// was Ready.
-func stoppedWhileWaiting(ref ServiceRef) string {
-	return fmt.Sprintf("asked to stop while waiting for service %s (SIGTERM or context cancelled); nothing was reaped", ref)
-}
-
-// logOddSettings warns of the accepted values worth a word, once per run.
-func logOddSettings(log logrus.FieldLogger, warnings []string) {
-	for _, w := range warnings {
-		log.WithField("setting", w).Warnf("Accepted an odd setting: %s", w)
-	}
 }
 
 // finishLine is the run's last line (a batch target's own last line).
@@ -109,7 +97,7 @@ func (r *runner) startFields() logrus.Fields {
 	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
 	return logrus.Fields{
 		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
-		"annotation": r.opts.Annotation, "rules": rules, "schedule": r.opts.ScheduleSpec,
+		"annotation": r.opts.annotation.String(), "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
 		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),

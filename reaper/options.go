@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/robfig/cron/v3"
@@ -20,8 +21,7 @@ type Options struct {
 	NodeName  string // "" = all nodes
 	// Selectors are OR-ed; each already holds LABEL_SELECTOR and the KEY/VALUES filters. Never
 	// empty after LoadOptions.
-	Selectors  []labels.Selector
-	Annotation string // REQUIRE_ANNOTATION_KEY in (VALUES), for logs; "" = none
+	Selectors []labels.Selector
 
 	ScheduleSpec string
 	Schedule     cron.Schedule
@@ -61,12 +61,11 @@ type Options struct {
 	// meaning, but they look like slips): Run logs each at start.
 	Warnings []string
 
-	annotation *annotationFilter
+	annotation *annotationFilter // REQUIRE_ANNOTATION_KEY/VALUES; nil = none
 	// Test seams; zero values mean the real thing.
-	now           func() time.Time
-	shuffle       func(n int, swap func(i, j int))
-	onWatchSynced func()
-	onGateSynced  func()
+	now      func() time.Time
+	shuffle  func(n int, swap func(i, j int))
+	onSynced func() // the run's caches have synced
 }
 
 // ServiceRef names a Service: START_WHEN_READY's <namespace>/<service>.
@@ -87,7 +86,6 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	o.ReadyWhen = loadReadyWhen(e)
 	o.Selectors = loadSelectors(e)
 	o.annotation = loadAnnotationFilter(e)
-	o.Annotation = o.annotation.String()
 	loadTiming(e, &o)
 	loadActions(e, &o)
 
@@ -97,9 +95,13 @@ func LoadOptions(lookup func(string) (string, bool)) (Options, error) {
 	if v, ok := e.Lookup("POD_PHASE_STATUSES"); ok {
 		e.Fail("POD_PHASE_STATUSES", v, "not a variable: pod-reaper's README names it, but pod-reaper reads POD_STATUS_PHASES and ignores this one (so it reaped without the phase filter); rename it to POD_STATUS_PHASES")
 	}
-	o.Client = loadClientLimits(e)
-	o.Rules = loadRules(e)
-	if len(o.Rules) == 0 && !anyRuleSet(e) {
+	o.Client = ClientLimits{
+		API:    apilimit.Read(e, envKubeAPIQPS, envKubeAPIBurst),
+		Events: apilimit.Read(e, envKubeAPIEventsQPS, envKubeAPIEventsBurst),
+	}
+	var anyRuleSet bool
+	o.Rules, anyRuleSet = loadRules(e)
+	if len(o.Rules) == 0 && !anyRuleSet {
 		e.Add("no rule is enabled: set at least one of CHAOS_CHANCE, CONTAINER_STATUSES, POD_STATUSES, POD_STATUS_PHASES, MAX_DURATION, MAX_UNREADY")
 	}
 
@@ -144,8 +146,13 @@ func loadActions(e *envconf.Reader, o *Options) {
 		secs := int64(d / time.Second) // whole seconds, rounded down, like pod-reaper
 		o.GracePeriod = &secs
 	}
-	if n, ok := integer(e, "MAX_PODS"); ok && n > 0 {
-		o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
+	if v, ok := e.Get("MAX_PODS"); ok {
+		switch n, err := envconf.Int(v); {
+		case err != nil:
+			e.Fail("MAX_PODS", v, "must be an integer")
+		case n > 0:
+			o.MaxPods = n // negative means unlimited, like 0 (pod-reaper)
+		}
 	}
 	o.ReapCooldown, _ = duration(e, envReapCooldown)
 	o.BackOffFloor, _ = duration(e, envBackOffFloor)
@@ -162,36 +169,28 @@ func loadActions(e *envconf.Reader, o *Options) {
 // MAX_WAIT (> 0; only meaningful with START_WHEN_READY, so setting it alone is a mistake).
 func loadGate(e *envconf.Reader, namespace string) (*ServiceRef, time.Duration) {
 	var ref *ServiceRef
-	v, gated := e.Get(envStartWhenReady)
-	if gated {
+	if v, gated := e.Get(envStartWhenReady); gated {
 		ns, name, qualified := strings.Cut(strings.TrimSpace(v), "/")
 		if !qualified {
 			ns, name = namespace, ns
 		}
-		ok := true
-		switch {
+		switch nsErrs, nameErrs := validation.IsDNS1123Label(ns), validation.IsDNS1035Label(name); {
 		case strings.Contains(name, "/"):
 			e.Fail(envStartWhenReady, v, "must be <service> or <namespace>/<service>")
-			ok = false
 		case !qualified && ns == "":
 			e.Fail(envStartWhenReady, v, "names no namespace and NAMESPACE is not set: use <namespace>/<service>")
-			ok = false
-		default:
-			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				e.Fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(errs, "; "))
-				ok = false
-			}
-			if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-				e.Fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(errs, "; "))
-				ok = false
-			}
-		}
-		if ok {
+		case len(nsErrs)+len(nameErrs) == 0:
 			ref = &ServiceRef{Namespace: ns, Name: name}
+		default:
+			if len(nsErrs) > 0 {
+				e.Fail(envStartWhenReady, v, "namespace %q is not a valid namespace name: %s", ns, strings.Join(nsErrs, "; "))
+			}
+			if len(nameErrs) > 0 {
+				e.Fail(envStartWhenReady, v, "service %q is not a valid service name: %s", name, strings.Join(nameErrs, "; "))
+			}
 		}
 	}
-	if raw, set := e.Lookup(envMaxWait); set && !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
-		e.Fail(envMaxWait, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if withoutGate(e, envMaxWait) {
 		return ref, 0
 	}
 	d, ok := duration(e, envMaxWait)
@@ -201,17 +200,6 @@ func loadGate(e *envconf.Reader, namespace string) (*ServiceRef, time.Duration) 
 		return ref, 0
 	}
 	return ref, d
-}
-
-// anyRuleSet reports whether a rule variable is set at all, so a rule with a bad value is
-// reported once (for its value) rather than also as "no rule is enabled".
-func anyRuleSet(e *envconf.Reader) bool {
-	for _, n := range []string{"CHAOS_CHANCE", envContainerStatuses, "POD_STATUSES", "POD_STATUS_PHASES", "MAX_DURATION", "MAX_UNREADY"} {
-		if e.IsSet(n) {
-			return true
-		}
-	}
-	return false
 }
 
 // fieldSelector is the server-side field filter: spec.nodeName and what the rules can express.
@@ -229,10 +217,6 @@ func (o Options) fieldSelector() string {
 		return ""
 	}
 	return fields.AndSelectors(sels...).String()
-}
-
-func (o Options) filter() podFilter {
-	return podFilter{namespace: o.Namespace, nodeName: o.NodeName, selectors: o.Selectors, annotation: o.annotation}
 }
 
 // validate guards Run against an Options that did not come from LoadOptions.
@@ -259,15 +243,22 @@ func (o Options) validate() error {
 	return nil
 }
 
+// withoutGate refuses name, a setting of the gate, when it is set without START_WHEN_READY or
+// TARGETS.
+func withoutGate(e *envconf.Reader, name string) bool {
+	raw, set := e.Lookup(name)
+	if set && !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
+		e.Fail(name, raw, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+		return true
+	}
+	return false
+}
+
 // loadReadyWhen reads READY_WHEN ("any", "all" or a count of ready endpoints), which only
 // means something with START_WHEN_READY or TARGETS (for the targets without a readyWhen).
 func loadReadyWhen(e *envconf.Reader) podstate.ReadyWhen {
 	v, set := e.Lookup(envReadyWhen) // the default ("any") is no mistake without a gate
-	if !set || strings.TrimSpace(v) == "" {
-		return podstate.ReadyAny
-	}
-	if !e.IsSet(envStartWhenReady) && !e.IsSet(envTargets) {
-		e.Fail(envReadyWhen, v, "only means something with START_WHEN_READY or TARGETS, neither of which is set")
+	if !set || strings.TrimSpace(v) == "" || withoutGate(e, envReadyWhen) {
 		return podstate.ReadyAny
 	}
 	w, err := podstate.ParseReadyWhen(v)

@@ -82,7 +82,7 @@ func TestLoadOptionsValidValues(t *testing.T) {
 			return o.Selectors[0].String() == "app in (a,b)"
 		}},
 		{"require annotation", map[string]string{"REQUIRE_ANNOTATION_KEY": "example.com/reap", "REQUIRE_ANNOTATION_VALUES": "yes"}, func(o Options) bool {
-			return o.Annotation == "example.com/reap in (yes)"
+			return o.annotation.String() == "example.com/reap in (yes)"
 		}},
 		{"label selector ANDed with require", map[string]string{"LABEL_SELECTOR": "tier=web,!canary", "REQUIRE_LABEL_KEY": "app", "REQUIRE_LABEL_VALUES": "a"}, func(o Options) bool {
 			return len(o.Selectors) == 1 && o.Selectors[0].String() == "app in (a),!canary,tier=web"

@@ -7,9 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/depwatch/depwatch/internal/podstate"
-
 	"github.com/depwatch/depwatch/internal/envconf"
+	"github.com/depwatch/depwatch/internal/podstate"
 )
 
 // ReasonCrashLoopBackOff is CONTAINER_STATUSES' value that asks for podstate.CrashLoopBackOff,
@@ -27,8 +26,8 @@ type containerStatusesRule struct {
 	reasons []string
 }
 
-func loadContainerStatusesRule(e *envconf.Reader) Rule {
-	reasons, ok := list(e, envContainerStatuses, emptyMatchesNothing)
+func loadContainerStatusesRule(e *envconf.Reader, name string) Rule {
+	reasons, ok := list(e, name, emptyMatchesNothing)
 	if !ok {
 		return nil
 	}

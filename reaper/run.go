@@ -56,27 +56,16 @@ func protobuf(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// RunWith performs the run, its Events written through a client of their own (c.Events): a
-// cycle on every SCHEDULE tick (the first at start with REAP_AT_START or WATCH), plus WATCH
-// mode. It returns when ctx is cancelled (SIGTERM) or RUN_DURATION elapses, after finishing
-// the pod in hand. A first cycle at start always completes unless ctx is cancelled, so a
-// RUN_DURATION shorter than a cycle makes a one-shot run. The error is non-nil only when the
-// run could not do its job: the options are unusable or the last cycle could not list pods.
-//
-// With START_WHEN_READY, the run is armed first: it follows the service's EndpointSlices and
-// reaps nothing until the service has a ready endpoint; everything above then starts at that
-// moment (RUN_DURATION included). The pod informers (WATCH) start at once, so their cache is
-// warm when the gate opens. MAX_WAIT or SIGTERM before then ends the run with nothing reaped
-// and no error. After the gate opened, reaping pauses while the service is down again and
-// resumes, with a cycle and a full RUN_DURATION from that moment, when it is Ready.
-//
-// Every run is runBatch: a gated run (START_WHEN_READY, or TARGETS) over its services, a plain
-// pod-reaper run a batch of one target with no gate.
+// RunWith performs the run as the package comment tells, its Events written through a client
+// of their own (c.Events). It returns when ctx is cancelled (SIGTERM), every target's
+// RUN_DURATION elapsed or MAX_WAIT passed first, after finishing the pod in hand. The error is
+// non-nil only when the run could not do its job: the options are unusable, the services'
+// EndpointSlices cannot be listed, or the last cycle could not list pods.
 func RunWith(ctx context.Context, c Clients, opts Options, log logrus.FieldLogger) (Summary, error) {
 	if err := opts.validate(); err != nil {
 		return Summary{}, err
 	}
 	ev := newEvents(c.Events, log)
-	defer ev.close(log)
+	defer ev.close()
 	return runBatch(ctx, c.API, ev, opts, log)
 }

@@ -1,6 +1,10 @@
 package reaper
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,54 +18,46 @@ type match struct {
 	reasons []string
 }
 
-// podFilter holds the checks a pod must pass before the rules are asked. The namespace, node
-// and label parts are also applied server-side; checking them again costs little and keeps a
-// stale informer event or a lenient API (such as the fake clientset) from widening the run.
-type podFilter struct {
-	namespace  string
-	nodeName   string
-	selectors  []labels.Selector // OR-ed
-	annotation *annotationFilter
-}
-
-// admits reports whether the pod is a candidate. Terminating pods are never candidates: they
-// are already going, and deleting them again would only cut their grace period short.
-func (f podFilter) admits(pod *corev1.Pod) bool {
+// admits reports whether the pod is a candidate, before the rules are asked. Terminating pods
+// are never candidates: they are already going, and deleting them again would only cut their
+// grace period short. The namespace, node and label checks are also applied server-side;
+// checking them again costs little and keeps a stale informer event or a lenient API (such as
+// the fake clientset) from widening the run.
+func (o Options) admits(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
 	}
-	if f.namespace != "" && pod.Namespace != f.namespace {
+	if o.Namespace != "" && pod.Namespace != o.Namespace {
 		return false
 	}
-	if f.nodeName != "" && pod.Spec.NodeName != f.nodeName {
+	if o.NodeName != "" && pod.Spec.NodeName != o.NodeName {
 		return false
 	}
-	if !f.annotation.admits(pod) {
+	if !o.annotation.admits(pod) {
 		return false
 	}
-	set := labels.Set(pod.Labels)
-	for _, s := range f.selectors {
-		if s.Matches(set) {
-			return true
-		}
-	}
-	return false
+	return matchesAny(o.Selectors, pod)
 }
 
-// selector evaluates one pod: filters, then rules. It is what a cycle and the watch share.
+// matchesAny reports whether any of the OR-ed selectors matches the pod's labels.
+func matchesAny(selectors []labels.Selector, pod *corev1.Pod) bool {
+	return slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(pod.Labels)) })
+}
+
+// selector evaluates one pod: the options' filters (admits), then their rules. It is what a
+// cycle and the watch share.
 type selector struct {
-	filter podFilter
-	rules  []Rule
+	opts Options
 	// done holds the UIDs already acted on; they are never acted on twice.
 	done map[types.UID]int
 }
 
 // evaluate returns the match for a pod, or ok=false.
 func (s *selector) evaluate(pod *corev1.Pod, now time.Time) (match, bool) {
-	if _, seen := s.done[pod.UID]; seen || !s.filter.admits(pod) {
+	if _, seen := s.done[pod.UID]; seen || !s.opts.admits(pod) {
 		return match{}, false
 	}
-	ok, reasons := decide(pod, s.rules, now)
+	ok, reasons := decide(pod, s.opts.Rules, now)
 	if !ok {
 		return match{}, false
 	}
@@ -77,3 +73,91 @@ type quota struct {
 
 func (q *quota) full() bool { return q.max > 0 && q.used >= q.max }
 func (q *quota) take()      { q.used++ }
+
+// SortingStrategy is POD_SORTING_STRATEGY: the order in which matched pods are reaped. It
+// matters when MAX_PODS caps a cycle, or when a run stops part-way through.
+type SortingStrategy string
+
+const (
+	// SortListOrder is the default (POD_SORTING_STRATEGY unset): pod-reaper then keeps the
+	// API's list order, which is by namespace and name; depwatch sorts so, explicitly, because
+	// several OR-ed selectors are listed one after another.
+	SortListOrder       SortingStrategy = ""
+	SortRandom          SortingStrategy = "random"
+	SortOldestFirst     SortingStrategy = "oldest-first"
+	SortYoungestFirst   SortingStrategy = "youngest-first"
+	SortPodDeletionCost SortingStrategy = "pod-deletion-cost"
+)
+
+func (s SortingStrategy) String() string {
+	if s == SortListOrder {
+		return "namespace-and-name"
+	}
+	return string(s)
+}
+
+var sortingStrategies = []SortingStrategy{SortRandom, SortOldestFirst, SortYoungestFirst, SortPodDeletionCost}
+
+// podDeletionCostAnnotation is the ReplicaSet controller's own hint of which pod is cheapest to
+// lose; honouring it keeps depwatch's choice consistent with a scale-down's.
+const podDeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
+
+// sortMatches orders matches in place. Ties (and the age orders' pods without a start time,
+// which go last) fall back to namespace/name so the order is deterministic and testable.
+// shuffle is only used by SortRandom; nil means math/rand/v2.
+func sortMatches(ms []match, s SortingStrategy, shuffle func(n int, swap func(i, j int))) {
+	switch s {
+	case SortOldestFirst:
+		slices.SortFunc(ms, func(a, b match) int { return byStartTime(a, b, false) })
+	case SortYoungestFirst:
+		slices.SortFunc(ms, func(a, b match) int { return byStartTime(a, b, true) })
+	case SortPodDeletionCost:
+		slices.SortFunc(ms, func(a, b match) int {
+			return cmp.Or(cmp.Compare(deletionCost(a.pod), deletionCost(b.pod)), byName(a, b))
+		})
+	case SortRandom:
+		if shuffle == nil {
+			shuffle = rand.Shuffle
+		}
+		shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	default: // SortListOrder
+		slices.SortFunc(ms, byName)
+	}
+}
+
+// byStartTime compares by status.startTime; pods without one have not started, so they are
+// neither old nor young and go last in both orders.
+func byStartTime(a, b match, youngestFirst bool) int {
+	at, bt := a.pod.Status.StartTime, b.pod.Status.StartTime
+	switch {
+	case at == nil && bt == nil:
+		return byName(a, b)
+	case at == nil:
+		return 1
+	case bt == nil:
+		return -1
+	}
+	c := at.Time.Compare(bt.Time)
+	if youngestFirst {
+		c = -c
+	}
+	return cmp.Or(c, byName(a, b))
+}
+
+func byName(a, b match) int {
+	return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name))
+}
+
+// deletionCost reads the pod-deletion-cost annotation; missing or unparsable means 0, as for
+// the ReplicaSet controller.
+func deletionCost(pod *corev1.Pod) int64 {
+	v, ok := pod.Annotations[podDeletionCostAnnotation]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -16,7 +16,7 @@ func TestPodFilterAdmits(t *testing.T) {
 		"EXCLUDE_LABEL_KEY": "keep", "EXCLUDE_LABEL_VALUES": "true",
 		"REQUIRE_ANNOTATION_KEY": "reap", "REQUIRE_ANNOTATION_VALUES": "yes,ok",
 	})
-	f := o.filter()
+	f := o
 	ok := func(opts ...podOpt) *corev1.Pod {
 		base := []podOpt{withAnnotation("reap", "yes"), func(p *corev1.Pod) { p.Spec.NodeName = "n1" }}
 		return newPod("shoot", "p", append(base, opts...)...)

@@ -92,15 +92,10 @@ func parseLabelSelectors(e *envconf.Reader) ([]labels.Requirements, bool) {
 	return out, true
 }
 
-// labelPair turns a KEY/VALUES pair into a label requirement. Setting only one half is an error
-// (pod-reaper would silently ignore the filter and reap more than intended).
+// labelPair turns a KEY/VALUES pair into a label requirement.
 func labelPair(e *envconf.Reader, keyName, valuesName string, op selection.Operator) *labels.Requirement {
-	if !pairComplete(e, keyName, valuesName) {
-		return nil
-	}
-	key, keyOK := e.Get(keyName)
-	values, valuesOK := list(e, valuesName, emptyIsAValue)
-	if !keyOK || !valuesOK {
+	key, values, ok := pair(e, keyName, valuesName)
+	if !ok {
 		return nil
 	}
 	r, err := labels.NewRequirement(key, op, values)
@@ -111,9 +106,9 @@ func labelPair(e *envconf.Reader, keyName, valuesName string, op selection.Opera
 	return r
 }
 
-// pairComplete reports whether both halves of a KEY/VALUES pair are set; setting only one half
-// is an error (pod-reaper silently ignored the filter and so reaped more than intended).
-func pairComplete(e *envconf.Reader, keyName, valuesName string) bool {
+// pair reads a KEY/VALUES pair; ok=false when it is unset or bad. Setting only one half is an
+// error (pod-reaper silently ignored the filter and so reaped more than intended).
+func pair(e *envconf.Reader, keyName, valuesName string) (key string, values []string, ok bool) {
 	keySet, valuesSet := e.IsSet(keyName), e.IsSet(valuesName)
 	switch {
 	case keySet && !valuesSet:
@@ -123,7 +118,12 @@ func pairComplete(e *envconf.Reader, keyName, valuesName string) bool {
 		v, _ := e.Lookup(valuesName)
 		e.Fail(valuesName, v, "%s must be set too", keyName)
 	}
-	return keySet && valuesSet
+	if !keySet || !valuesSet {
+		return "", nil, false
+	}
+	key, keyOK := e.Get(keyName)
+	values, valuesOK := list(e, valuesName, emptyIsAValue)
+	return key, values, keyOK && valuesOK
 }
 
 // annotationFilter is REQUIRE_ANNOTATION_KEY/VALUES. The API cannot filter on annotations, so
@@ -134,12 +134,8 @@ type annotationFilter struct {
 }
 
 func loadAnnotationFilter(e *envconf.Reader) *annotationFilter {
-	if !pairComplete(e, "REQUIRE_ANNOTATION_KEY", "REQUIRE_ANNOTATION_VALUES") {
-		return nil
-	}
-	key, keyOK := e.Get("REQUIRE_ANNOTATION_KEY")
-	values, valuesOK := list(e, "REQUIRE_ANNOTATION_VALUES", emptyIsAValue)
-	if !keyOK || !valuesOK {
+	key, values, ok := pair(e, "REQUIRE_ANNOTATION_KEY", "REQUIRE_ANNOTATION_VALUES")
+	if !ok {
 		return nil
 	}
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {

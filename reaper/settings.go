@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"io"
+	"slices"
 
 	"github.com/depwatch/depwatch/internal/envconf"
 )
@@ -58,12 +59,10 @@ var settings = []envconf.Var{
 // runs reap when one is set (cmd/depwatch); when none is, reap would have no rule to run
 // (pod-reaper stops then too: "no rules were loaded").
 func Configured(lookup func(string) (string, bool)) bool {
-	for _, s := range settings {
-		if _, ok := lookup(s.Name); ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(settings, func(s envconf.Var) bool {
+		_, ok := lookup(s.Name)
+		return ok
+	})
 }
 
 // Usage writes every setting with its default and a one-line description.

@@ -158,23 +158,3 @@ func (o Options) forTarget(t Target) Options {
 	}
 	return one
 }
-
-// add counts s into the run's total; the total never started only if no target did.
-func (s *Summary) add(o Summary) {
-	s.Cycles += o.Cycles
-	s.FailedCycles += o.FailedCycles
-	s.Seen += o.Seen
-	s.Matched += o.Matched
-	s.Reaped += o.Reaped
-	s.Skipped += o.Skipped
-	s.Gone += o.Gone
-	s.Errors += o.Errors
-	s.AdmissionRefused += o.AdmissionRefused
-	s.Deferred += o.Deferred
-	s.BackOffSkipped += o.BackOffSkipped
-	s.BackOffSaved = append(s.BackOffSaved, o.BackOffSaved...)
-	for svc, sv := range o.ByService {
-		s.addFor(svc, sv)
-	}
-	s.NotStarted = s.NotStarted && o.NotStarted
-}

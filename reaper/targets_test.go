@@ -160,7 +160,7 @@ func TestATargetsDependentsInAnotherNamespaceWaitForTheServiceInItsOwn(t *testin
 		}),
 	})
 	synced := make(chan struct{})
-	o.onGateSynced = func() { close(synced) }
+	o.onSynced = func() { close(synced) }
 	log, hook := quietLogger()
 	done := make(chan struct{})
 	var sum Summary

@@ -44,7 +44,7 @@ func TestWatchReapsPodTheMomentItEntersCrashLoopBackOff(t *testing.T) {
 		"LABEL_SELECTORS": `["app=kcm","app=mcm"]`, "SCHEDULE": "@every 1h",
 	})
 	synced := make(chan struct{})
-	o.onWatchSynced = func() { close(synced) }
+	o.onSynced = func() { close(synced) }
 	log, hook := quietLogger()
 	before := runtime.NumGoroutine()
 	done := make(chan struct{})
