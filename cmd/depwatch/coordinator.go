@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -39,7 +40,7 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 // loggerAndConfig reads LOG_LEVEL/LOG_FORMAT and opts' config file (if it names one), and
 // reports their problems with flagErr's, all at once.
 func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*config.Config, *logrus.Logger, error) {
-	log, logErr := newLogger(lookup)
+	log, _, logErr := newLogger(lookup, false)
 	var cfg *config.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
@@ -62,6 +63,37 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	}
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
+	}
+	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
+}
+
+func weederMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, roles.Weeder, args, lookup, stdout, stderr)
+}
+
+func proberMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, roles.Prober, args, lookup, stdout, stderr)
+}
+
+// dwdMain runs dependency-watchdog's command role: one half of the coordinator's work, with
+// dependency-watchdog's flags, Lease and config file.
+func dwdMain(ctx context.Context, role roles.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	opts, dwd, flagErr := coordinator.ParseDWDFlags(role, args, lookup, stdout)
+	if errors.Is(flagErr, coordinator.ErrHelp) {
+		printLoggingSettings(stdout)
+		return exitOK
+	}
+	cfg, log, err := loggerAndConfig(opts, flagErr, lookup)
+	if err != nil {
+		return refuse(stderr, role.Command(), err)
+	}
+	log.SetOutput(stdout)
+	if dwd.LogLevel != nil { // --zap-log-level overrides LOG_LEVEL
+		log.SetLevel(*dwd.LogLevel)
+	}
+	if len(dwd.NoEffect) > 0 {
+		log.WithFields(logrus.Fields{"flags": dwd.NoEffect, "action": "ignored", "reason": "no effect in depwatch"}).
+			Warnf("dependency-watchdog flags accepted that have no effect in depwatch: %s.", strings.Join(dwd.NoEffect, "; "))
 	}
 	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
 }
