@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	stdlog "log"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -69,8 +70,7 @@ func (w stdlogWriter) Write(p []byte) (int, error) {
 }
 
 // logrusSink is a logr.LogSink writing to a logrus.Logger: klog's structured calls (InfoS,
-// ErrorS, V(n).InfoS) become entries with their key/value pairs as fields. V(0) is info,
-// higher verbosities are debug.
+// ErrorS, V(n).InfoS) become entries with their key/value pairs as fields.
 type logrusSink struct {
 	log    *logrus.Logger
 	name   string
@@ -79,21 +79,17 @@ type logrusSink struct {
 
 func (s *logrusSink) Init(logr.RuntimeInfo) {}
 
-func (s *logrusSink) Enabled(level int) bool {
-	if level <= 0 {
-		return s.log.IsLevelEnabled(logrus.InfoLevel)
+// logrusLevel is klog's verbosity as a logrus level: V(0) is info, higher verbosities are debug.
+func logrusLevel(v int) logrus.Level {
+	if v <= 0 {
+		return logrus.InfoLevel
 	}
-	return s.log.IsLevelEnabled(logrus.DebugLevel)
+	return logrus.DebugLevel
 }
 
-func (s *logrusSink) Info(level int, msg string, kv ...any) {
-	e := s.entry(kv)
-	if level > 0 {
-		e.Debug(msg)
-		return
-	}
-	e.Info(msg)
-}
+func (s *logrusSink) Enabled(level int) bool { return s.log.IsLevelEnabled(logrusLevel(level)) }
+
+func (s *logrusSink) Info(level int, msg string, kv ...any) { s.entry(kv).Log(logrusLevel(level), msg) }
 
 func (s *logrusSink) Error(err error, msg string, kv ...any) {
 	e := s.entry(kv)
@@ -141,9 +137,7 @@ func (s *logrusSink) entry(kv []any) *logrus.Entry {
 // duration, an object reference) as its text, unless it is JSON of its own.
 func addPairs(fields logrus.Fields, kv []any) logrus.Fields {
 	out := make(logrus.Fields, len(fields)+len(kv)/2+1)
-	for k, v := range fields {
-		out[k] = v
-	}
+	maps.Copy(out, fields)
 	for i := 0; i < len(kv); i += 2 {
 		key, ok := kv[i].(string)
 		if !ok {
