@@ -164,7 +164,9 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	if err := buildable(t, s); err != nil {
 		return nil, err
 	}
-	labels, annotations := jobLabels(t, s), jobAnnotations(t, s)
+	// The template's labels under the kind's extra ones under depwatch's own, which the
+	// coordinator's selectors rely on.
+	labels, annotations := merged(t.Labels, s.ExtraLabels, s.Labels()), jobAnnotations(t, s)
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -196,12 +198,6 @@ func buildable(t Template, s Spec) error {
 		return fmt.Errorf("job spec: kind and namespace are required")
 	}
 	return nil
-}
-
-// jobLabels are the template's labels under the kind's extra ones under depwatch's own, which
-// the coordinator's selectors rely on.
-func jobLabels(t Template, s Spec) map[string]string {
-	return merged(t.Labels, s.ExtraLabels, s.Labels())
 }
 
 // jobAnnotations are the template's annotations under the kind's own under the facts.
