@@ -135,8 +135,6 @@ type Spec struct {
 	// Env is the engine's environment, from its JobSettings.Env (reaper, probe): jobs names
 	// no variable of its own. The template's extra env cannot override it.
 	Env []corev1.EnvVar
-	// Annotations of the kind's own; depwatch's Facts win.
-	Annotations map[string]string
 	// ExtraLabels of the kind's own (e.g. one per namespace a probe Job covers); depwatch's
 	// common keys win. They are not part of the de-duplication lookup.
 	ExtraLabels map[string]string
@@ -368,14 +366,11 @@ func (s Spec) Target() string {
 // characters, so the Job controller's pod names (name + "-" + 5) stay ≤ 63 too.
 func (s Spec) Name() string {
 	const maxBase = 22
-	base := s.Service
+	batch := ""
 	if len(s.Batch) > 0 {
-		base = "batch"
+		batch = "batch"
 	}
-	if base == "" {
-		base = s.Namespace
-	}
-	base = dnsSafe(base)
+	base := dnsSafe(cmp.Or(batch, s.Service, s.Namespace))
 	if len(base) > maxBase {
 		base = strings.TrimRight(base[:maxBase], "-")
 	}

@@ -200,14 +200,12 @@ func buildable(t Template, s Spec) error {
 	return nil
 }
 
-// jobAnnotations are the template's annotations under the kind's own under the facts.
+// jobAnnotations are the template's annotations under the facts.
 func jobAnnotations(t Template, s Spec) map[string]string {
-	annotations := merged(t.Annotations, s.Annotations)
+	annotations := merged(t.Annotations)
 	// The facts are the coordinator's to write: a template's annotation must not make a
 	// Job look armed, or cover another target.
-	for _, k := range factKeys {
-		delete(annotations, k)
-	}
+	maps.DeleteFunc(annotations, func(k, _ string) bool { return slices.Contains(factKeys, k) })
 	maps.Copy(annotations, s.facts().annotations())
 	return annotations
 }
