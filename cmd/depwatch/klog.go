@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	stdlog "log"
 	"maps"
-	"strconv"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -26,16 +24,15 @@ func routeLibraryLogs(log *logrus.Logger) {
 		klog.ContextualLogger(true), // client-go's contextual loggers (klog.FromContext) too
 		klog.WriteKlogBuffer(func(line []byte) { klogLine(log, line) }))
 	// klog decides V(n) itself, before the sink sees it: open it as far as LOG_LEVEL asks.
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	v := 0
+	// Setting any klog.Level sets the process's verbosity, as its -v flag does.
+	v := "0"
 	switch {
 	case log.IsLevelEnabled(logrus.TraceLevel):
-		v = 6 // client-go's request and response lines
+		v = "6" // client-go's request and response lines
 	case log.IsLevelEnabled(logrus.DebugLevel):
-		v = 2
+		v = "2"
 	}
-	_ = fs.Set("v", strconv.Itoa(v))
+	_ = new(klog.Level).Set(v)
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(stdlogWriter{log})
 }
