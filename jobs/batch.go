@@ -37,9 +37,10 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 	if len(targets) == 0 {
 		return Spec{}, fmt.Errorf("weeder batch: at least one target is required")
 	}
+	var shared reaper.JobSettings
 	rts := make([]reaper.Target, 0, len(targets))
 	keys := make([]string, 0, len(targets))
-	for _, t := range targets {
+	for i, t := range targets {
 		// Two runs for one service would restart its dependents twice (the reaper refuses
 		// TARGETS that list one twice, too).
 		if slices.Contains(keys, t.Key()) {
@@ -48,27 +49,23 @@ func WeederBatch(base WeederSpec, targets []WeederTarget) (Spec, error) {
 		one := base
 		one.Namespace, one.Service, one.Selectors, one.Elsewhere, one.ReadyWhen = t.Namespace, t.Service, t.Selectors, t.Elsewhere, t.ReadyWhen
 		// The same checks as a Job of its own; the reaper's own checks of every target run
-		// once, on the whole batch, below.
-		run, _, err := weederRun(one)
+		// once, on the whole batch.
+		run, err := weederRun(one)
 		if err == nil {
 			var ts []reaper.Target
-			if ts, err = weederTargets(one, run); err == nil {
+			if ts, err = weederTargets(one, run.Selectors); err == nil {
 				rts = append(rts, ts...)
 			}
 		}
 		if err != nil {
 			return Spec{}, fmt.Errorf("weeder batch: %w", err)
 		}
+		if i == 0 {
+			shared = run // what every target shares, once targeted: the same for each
+		}
 		keys = append(keys, t.Key())
 	}
-	// The first target's run gives what every target shares; the targets replace its one
-	// namespace, selectors and gate.
-	one := base
-	one.Namespace, one.Service, one.Selectors, one.Elsewhere = targets[0].Namespace, targets[0].Service, targets[0].Selectors, targets[0].Elsewhere
-	run, trigger, _ := weederRun(one) // checked above
-	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, rts
-	run.ReadyWhen = podstate.ReadyAny // each target carries its own
-	s := weederJob(one, run, trigger)
-	s.Service, s.Batch = "", keys
+	s := weederJob(base, targeted(shared, rts))
+	s.Namespace, s.Service, s.Batch = "", "", keys
 	return s, nil
 }

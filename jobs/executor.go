@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -144,7 +145,7 @@ func (e *clusterExecutor) RunView(namespace string, kind Kind, index func(Run) [
 	f := e.informers(namespace)
 	v := NewRunView(nil, nil, index, h)
 	podInf := f.Core().V1().Pods().Informer()
-	pods := &podRuns{pods: podInf.GetIndexer(), kind: kind, view: v, taken: map[types.UID]bool{}}
+	pods := &podRuns{pods: podInf.GetIndexer(), kind: kind, view: v, taken: sets.New[types.UID]()}
 	podsReg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pods.offer,
 		UpdateFunc: func(_, obj any) { pods.offer(obj) },

@@ -54,17 +54,11 @@ func (f Facts) annotations() map[string]string {
 		AnnotationTriggerTime: formatTime(f.TriggerTime),
 		AnnotationTarget:      f.Target,
 	}
-	if len(f.Targets) > 0 {
-		a[AnnotationTargets] = strings.Join(f.Targets, ",")
-	}
-	if len(f.Namespaces) > 0 {
-		a[AnnotationNamespaces] = strings.Join(f.Namespaces, ",")
-	}
-	if f.Membership != "" {
-		a[AnnotationMembership] = f.Membership
-	}
-	if f.Trigger != "" {
-		a[AnnotationTrigger] = f.Trigger
+	for k, v := range map[string]string{AnnotationTargets: strings.Join(f.Targets, ","), AnnotationNamespaces: strings.Join(f.Namespaces, ","),
+		AnnotationMembership: f.Membership, AnnotationTrigger: f.Trigger} {
+		if v != "" { // written only when said
+			a[k] = v
+		}
 	}
 	if f.Armed {
 		a[AnnotationArmed] = "true"
@@ -78,17 +72,16 @@ func (f Facts) annotations() map[string]string {
 // carries AnnotationTarget too (examples/weeder-job.yaml).
 func ReadFacts(j *batchv1.Job) Facts {
 	a := j.Annotations
-	f := Facts{Target: a[AnnotationTarget], Membership: a[AnnotationMembership], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime])}
-	if v := a[AnnotationTargets]; v != "" {
-		f.Targets = strings.Split(v, ",")
-	}
-	if v := a[AnnotationNamespaces]; v != "" {
-		f.Namespaces = strings.Split(v, ",")
+	list := func(v string) []string {
+		if v == "" {
+			return nil
+		}
+		return strings.Split(v, ",")
 	}
 	at, armedAt := a[AnnotationArmedAt]
-	f.Armed = armedAt || a[AnnotationArmed] == "true"
-	f.ArmedAt = parseTime(at)
-	return f
+	return Facts{Target: a[AnnotationTarget], Targets: list(a[AnnotationTargets]), Namespaces: list(a[AnnotationNamespaces]),
+		Membership: a[AnnotationMembership], Trigger: a[AnnotationTrigger], TriggerTime: parseTime(a[AnnotationTriggerTime]),
+		Armed: armedAt || a[AnnotationArmed] == "true", ArmedAt: parseTime(at)}
 }
 
 // Covers is what a Job acts for: a batch weeder's services, a shard probe Job's namespaces,
@@ -107,11 +100,9 @@ func (f Facts) Covers() []string {
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
+// parseTime is v as formatTime writes it; zero when it is not.
 func parseTime(v string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return time.Time{}
-	}
+	t, _ := time.Parse(time.RFC3339Nano, v) // zero on an error
 	return t
 }
 

@@ -3,13 +3,11 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
-
-func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 // Result of a Launch, also the `result` label of the launch metric.
 type Result string
@@ -86,16 +84,9 @@ func (l *Launcher) Delete(ctx context.Context, list []Run) ([]string, error) {
 // Finished is true once the Job has a Complete or Failed condition (or their early
 // SuccessCriteriaMet / FailureTarget forms).
 func Finished(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+		return c.Status == corev1.ConditionTrue && slices.Contains([]batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget}, c.Type)
+	})
 }
 
 // Failed is true once the Job has its Failed condition: it ran out of retries or its deadline.

@@ -129,7 +129,7 @@ func (c *configMaps) Set(ctx context.Context, target string, m probe.Membership)
 	if current == nil {
 		_, err := cms.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating the membership ConfigMap %s/%s: it exists but is not in the cache yet; will retry: %w", want.Namespace, want.Name, err)
+			err = fmt.Errorf("it exists but is not in the cache yet; will retry: %w", err)
 		}
 		if err != nil {
 			return false, fmt.Errorf("creating the membership ConfigMap %s/%s: %w", want.Namespace, want.Name, err)

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -149,12 +150,7 @@ func oldestBeyond(list []Run, keep int) []Run {
 	if len(list) <= max(keep, 0) {
 		return nil
 	}
-	slices.SortStableFunc(list, func(a, b Run) int {
-		if c := a.Ended.Compare(b.Ended); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortStableFunc(list, func(a, b Run) int { return cmp.Or(a.Ended.Compare(b.Ended), strings.Compare(a.Name, b.Name)) })
 	return list[:len(list)-max(keep, 0)]
 }
 
@@ -171,10 +167,5 @@ func finishedAt(j *batchv1.Job) time.Time {
 }
 
 func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool { return c.Type == t && c.Status == corev1.ConditionTrue })
 }

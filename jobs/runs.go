@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -45,33 +46,24 @@ func ReportOf(pod *corev1.Pod, kind Kind) (Report, bool) {
 
 // podRuns follows a kind's Job pods for a RunView: a pod's result is offered on each of its
 // changes until the controller takes it (it declines while it does not lead), and then never
-// again; a deleted pod is forgotten.
+// again; a deleted pod is forgotten. taken needs no lock: an informer calls one registration's
+// handlers one at a time.
 type podRuns struct {
-	pods cache.Indexer // the Jobs' pods of every kind
-	kind Kind
-	view *RunView // told each report (Report)
-
-	mu    sync.Mutex
-	taken map[types.UID]bool
+	pods  cache.Indexer // the Jobs' pods of every kind
+	kind  Kind
+	view  *RunView // told each report (Report)
+	taken sets.Set[types.UID]
 }
 
-// offer hands a terminated pod's result to the controller, unless it took it before. The
-// controller is called outside the lock: an informer calls its handlers one at a time.
+// offer hands a terminated pod's result to the controller, unless it took it before.
 func (r *podRuns) offer(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Labels[LabelKind] != string(r.kind) {
+	if !ok || pod.Labels[LabelKind] != string(r.kind) || r.taken.Has(pod.UID) {
 		return
 	}
-	res, done := ReportOf(pod, r.kind)
-	r.mu.Lock()
-	taken := r.taken[pod.UID]
-	r.mu.Unlock()
-	if !done || taken || !r.view.Report(res) {
-		return
+	if res, done := ReportOf(pod, r.kind); done && r.view.Report(res) {
+		r.taken.Insert(pod.UID)
 	}
-	r.mu.Lock()
-	r.taken[pod.UID] = true
-	r.mu.Unlock()
 }
 
 func (r *podRuns) forget(obj any) {
@@ -79,9 +71,7 @@ func (r *podRuns) forget(obj any) {
 		obj = t.Obj
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
-		r.mu.Lock()
-		delete(r.taken, pod.UID)
-		r.mu.Unlock()
+		r.taken.Delete(pod.UID)
 	}
 }
 
@@ -317,15 +307,7 @@ func (v *RunView) ForTarget(target string, match func(Run) bool) []Run {
 func (v *RunView) AllActive() []Run { return v.list("", "", Run.Active) }
 
 // Count is the number of active runs.
-func (v *RunView) Count() int {
-	n := 0
-	for _, o := range v.runs.List() {
-		if o.(*Run).Active() {
-			n++
-		}
-	}
-	return n
-}
+func (v *RunView) Count() int { return len(v.AllActive()) }
 
 // Report hands a finished run's report to the controller (RunHandlers.Reported), one at a
 // time, and says whether it took it; the executors call it. Without a handler nothing takes

@@ -63,10 +63,7 @@ func (t Template) ScaleTargets(deps []probe.DependentResource) *corev1.ConfigMap
 // (and restarting the coordinator, which writes it when it takes the lead) drops the names no
 // config lists any more.
 func UnionScaleTargets(listed, deps map[string]string) map[string]string {
-	out := make(map[string]string, len(listed)+len(deps))
-	maps.Copy(out, listed)
-	maps.Copy(out, deps)
-	return out
+	return merged(listed, deps)
 }
 
 // WriteScaleTargets adds cm's dependents to the cluster's ConfigMap (UnionScaleTargets), or

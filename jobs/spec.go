@@ -14,6 +14,7 @@
 package jobs
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -28,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/depwatch/depwatch/internal/podstate"
 	"github.com/depwatch/depwatch/reaper"
@@ -133,8 +135,6 @@ type Spec struct {
 	// Env is the engine's environment, from its JobSettings.Env (reaper, probe): jobs names
 	// no variable of its own. The template's extra env cannot override it.
 	Env []corev1.EnvVar
-	// Annotations of the kind's own; depwatch's Facts win.
-	Annotations map[string]string
 	// ExtraLabels of the kind's own (e.g. one per namespace a probe Job covers); depwatch's
 	// common keys win. They are not part of the de-duplication lookup.
 	ExtraLabels map[string]string
@@ -196,34 +196,29 @@ type WeederSpec struct {
 // transition while a weeder for the same service is active replaces it: the new run starts
 // its watchDuration afresh and the old one is deleted (propagation Background).
 func Weeder(w WeederSpec) (Spec, error) {
-	run, trigger, err := weederRun(w)
+	run, err := weederRun(w)
+	if err == nil && len(w.Elsewhere) > 0 {
+		var targets []reaper.Target
+		if targets, err = weederTargets(w, run.Selectors); err == nil {
+			run = targeted(run, targets)
+		}
+	}
 	if err != nil {
 		return Spec{}, err
 	}
-	if len(w.Elsewhere) > 0 {
-		targets, err := weederTargets(w, run)
-		if err != nil {
-			return Spec{}, err
-		}
-		run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, targets
-		run.ReadyWhen = podstate.ReadyAny // each target carries its own
-	}
-	s := weederJob(w, run, trigger)
-	s.Namespace = w.Namespace // a TARGETS run names no namespace of its own
-	return s, nil
+	return weederJob(w, run), nil
 }
 
-// weederTargets are the TARGETS of w's one service, from its run's settings: its dependents
-// in its own namespace, then those in each other namespace (Elsewhere), in name order.
-func weederTargets(w WeederSpec, run reaper.JobSettings) ([]reaper.Target, error) {
+// weederTargets are the TARGETS of w's one service: its dependents in its own namespace (sels,
+// its run's), then those in each other namespace (Elsewhere), in name order.
+func weederTargets(w WeederSpec, sels []string) ([]reaper.Target, error) {
 	var ready *podstate.ReadyWhen
 	if w.ReadyWhen != podstate.ReadyAny {
-		rw := run.ReadyWhen // TARGETS stays short for the default
-		ready = &rw
+		ready = ptr.To(w.ReadyWhen) // TARGETS stays short for the default
 	}
 	var out []reaper.Target
-	if len(run.Selectors) > 0 {
-		out = append(out, reaper.Target{Namespace: w.Namespace, Service: w.Service, Selectors: run.Selectors, ReadyWhen: ready})
+	if len(sels) > 0 {
+		out = append(out, reaper.Target{Namespace: w.Namespace, Service: w.Service, Selectors: sels, ReadyWhen: ready})
 	}
 	for _, ns := range slices.Sorted(maps.Keys(w.Elsewhere)) {
 		sels, err := SelectorStrings(w.Elsewhere[ns])
@@ -238,27 +233,34 @@ func weederTargets(w WeederSpec, run reaper.JobSettings) ([]reaper.Target, error
 	return out, nil
 }
 
-// weederRun checks w and works out the reaper's settings of its run and its trigger.
-func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
+// targeted is run as a TARGETS run: the targets replace its one namespace, selectors and gate.
+func targeted(run reaper.JobSettings, targets []reaper.Target) reaper.JobSettings {
+	run.Namespace, run.Selectors, run.StartWhenReady, run.Targets = "", nil, nil, targets
+	run.ReadyWhen = podstate.ReadyAny // each target carries its own
+	return run
+}
+
+// weederRun checks w and works out the reaper's settings of its run.
+func weederRun(w WeederSpec) (reaper.JobSettings, error) {
 	if w.Namespace == "" || w.Service == "" {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
+		return reaper.JobSettings{}, fmt.Errorf("weeder: namespace and service are required (got %q/%q)", w.Namespace, w.Service)
 	}
-	if len(w.Selectors) == 0 && len(w.Elsewhere) == 0 {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: at least one pod selector is required", w.Namespace, w.Service)
+	sels, selErr := SelectorStrings(w.Selectors)
+	var err error
+	switch {
+	case len(w.Selectors) == 0 && len(w.Elsewhere) == 0:
+		err = errors.New("at least one pod selector is required")
+	case w.WatchDuration <= 0:
+		err = fmt.Errorf("watch duration must be positive, got %s", w.WatchDuration)
+	case selErr != nil:
+		err = selErr
+	case w.ReapCooldown < 0 || w.BackOffFloor < 0:
+		err = fmt.Errorf("reap cooldown and back-off floor must not be negative, got %s and %s", w.ReapCooldown, w.BackOffFloor)
+	case w.Armed && w.MaxWait <= 0:
+		err = fmt.Errorf("max wait must be positive, got %s", w.MaxWait)
 	}
-	if w.WatchDuration <= 0 {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: watch duration must be positive, got %s", w.Namespace, w.Service, w.WatchDuration)
-	}
-	sels, err := SelectorStrings(w.Selectors)
 	if err != nil {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
-	}
-	if w.ReapCooldown < 0 || w.BackOffFloor < 0 {
-		return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: reap cooldown and back-off floor must not be negative, got %s and %s", w.Namespace, w.Service, w.ReapCooldown, w.BackOffFloor)
-	}
-	trigger := w.Trigger
-	if trigger == "" {
-		trigger = TriggerReady
+		return reaper.JobSettings{}, fmt.Errorf("weeder %s/%s: %w", w.Namespace, w.Service, err)
 	}
 	// Every weeder follows its service (START_WHEN_READY). An armed one waits up to MAX_WAIT
 	// for the return. One launched on a return finds the service Ready and starts at once;
@@ -268,12 +270,6 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 	gateWait := UnarmedGateWait
 	if w.Armed {
 		gateWait = w.MaxWait
-		if gateWait <= 0 {
-			return reaper.JobSettings{}, "", fmt.Errorf("weeder %s/%s: max wait must be positive, got %s", w.Namespace, w.Service, gateWait)
-		}
-		if w.Trigger == "" {
-			trigger = TriggerOutage
-		}
 	}
 	return reaper.JobSettings{
 		Watch:             true,
@@ -293,17 +289,22 @@ func weederRun(w WeederSpec) (reaper.JobSettings, string, error) {
 		// it when the pod crash-loops; an Eviction names a pod the policy cannot read, so it
 		// refuses them all (docs/security.md: the PodDisruptionBudget question).
 		Evict: false,
-	}, trigger, nil
+	}, nil
 }
 
-// weederJob is the Spec of a weeder Job running run; its deadline covers the longest wait
-// for the service and the watch after it.
-func weederJob(w WeederSpec, run reaper.JobSettings, trigger string) Spec {
+// weederJob is the Spec of w's weeder Job running run; its deadline covers the longest wait
+// for the service and the watch after it. Its trigger, unless w says, is the service's
+// return, or the outage that armed it.
+func weederJob(w WeederSpec, run reaper.JobSettings) Spec {
+	trigger := TriggerReady
+	if w.Armed {
+		trigger = TriggerOutage
+	}
 	return Spec{
 		Kind:        KindWeeder,
-		Namespace:   run.Namespace,
+		Namespace:   w.Namespace, // a TARGETS run names no namespace of its own
 		Service:     w.Service,
-		Trigger:     trigger,
+		Trigger:     cmp.Or(w.Trigger, trigger),
 		TriggerTime: w.TriggerTime,
 		Armed:       w.Armed,
 		RunDuration: run.RunDuration + run.MaxWait,
@@ -365,14 +366,11 @@ func (s Spec) Target() string {
 // characters, so the Job controller's pod names (name + "-" + 5) stay ≤ 63 too.
 func (s Spec) Name() string {
 	const maxBase = 22
-	base := s.Service
+	batch := ""
 	if len(s.Batch) > 0 {
-		base = "batch"
+		batch = "batch"
 	}
-	if base == "" {
-		base = s.Namespace
-	}
-	base = dnsSafe(base)
+	base := dnsSafe(cmp.Or(batch, s.Service, s.Namespace))
 	if len(base) > maxBase {
 		base = strings.TrimRight(base[:maxBase], "-")
 	}

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -55,24 +56,10 @@ type Template struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// DefaultServiceAccount is the service account of a kind when the template names none.
-func DefaultServiceAccount(k Kind) string {
-	switch k {
-	case KindWeeder:
-		return "depwatch-weeder"
-	case KindProbe:
-		return "depwatch-probe"
-	default:
-		return "depwatch-reaper"
-	}
-}
-
-// ServiceAccountFor returns the service account Jobs of kind k run as.
+// ServiceAccountFor returns the service account Jobs of kind k run as: the template's, else
+// depwatch-weeder, depwatch-probe, or depwatch-reaper for every other kind.
 func (t Template) ServiceAccountFor(k Kind) string {
-	if sa := t.ServiceAccounts[k]; sa != "" {
-		return sa
-	}
-	return DefaultServiceAccount(k)
+	return cmp.Or(t.ServiceAccounts[k], map[Kind]string{KindWeeder: "depwatch-weeder", KindProbe: "depwatch-probe"}[k], "depwatch-reaper")
 }
 
 // Validate reports the first invalid field, named by its path under prefix (e.g. "jobTemplate").
@@ -162,11 +149,11 @@ func (t Template) deadlineMargin() time.Duration {
 func defaultResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    mustQuantity("10m"),
-			corev1.ResourceMemory: mustQuantity("48Mi"),
+			corev1.ResourceCPU:    resource.MustParse("10m"),
+			corev1.ResourceMemory: resource.MustParse("48Mi"),
 		},
 		Limits: corev1.ResourceList{
-			corev1.ResourceMemory: mustQuantity("128Mi"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
 		},
 	}
 }
@@ -177,7 +164,9 @@ func Build(t Template, s Spec) (*batchv1.Job, error) {
 	if err := buildable(t, s); err != nil {
 		return nil, err
 	}
-	labels, annotations := jobLabels(t, s), jobAnnotations(t, s)
+	// The template's labels under the kind's extra ones under depwatch's own, which the
+	// coordinator's selectors rely on.
+	labels, annotations := merged(t.Labels, s.ExtraLabels, s.Labels()), jobAnnotations(t, s)
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -211,20 +200,12 @@ func buildable(t Template, s Spec) error {
 	return nil
 }
 
-// jobLabels are the template's labels under the kind's extra ones under depwatch's own, which
-// the coordinator's selectors rely on.
-func jobLabels(t Template, s Spec) map[string]string {
-	return merged(t.Labels, s.ExtraLabels, s.Labels())
-}
-
-// jobAnnotations are the template's annotations under the kind's own under the facts.
+// jobAnnotations are the template's annotations under the facts.
 func jobAnnotations(t Template, s Spec) map[string]string {
-	annotations := merged(t.Annotations, s.Annotations)
+	annotations := merged(t.Annotations)
 	// The facts are the coordinator's to write: a template's annotation must not make a
 	// Job look armed, or cover another target.
-	for _, k := range factKeys {
-		delete(annotations, k)
-	}
+	maps.DeleteFunc(annotations, func(k, _ string) bool { return slices.Contains(factKeys, k) })
 	maps.Copy(annotations, s.facts().annotations())
 	return annotations
 }
@@ -305,12 +286,8 @@ func runContainer(t Template, s Spec) corev1.Container {
 // extras minus those that would override one of them.
 func containerEnv(t Template, s Spec) []corev1.EnvVar {
 	env := append([]corev1.EnvVar(nil), s.Env...)
-	own := map[string]bool{}
-	for _, e := range s.Env {
-		own[e.Name] = true
-	}
 	for _, e := range t.Env {
-		if !own[e.Name] {
+		if !slices.ContainsFunc(s.Env, func(o corev1.EnvVar) bool { return o.Name == e.Name }) {
 			env = append(env, e)
 		}
 	}

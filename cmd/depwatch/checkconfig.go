@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,10 +81,4 @@ func wrap(text string, width int) string {
 }
 
 // isHelpFlag: --help, -h and the like, which win over --check-config.
-func isHelpFlag(a string) bool {
-	switch a {
-	case "-h", "--h", "-help", "--help":
-		return true
-	}
-	return false
-}
+func isHelpFlag(a string) bool { return slices.Contains([]string{"-h", "--h", "-help", "--help"}, a) }

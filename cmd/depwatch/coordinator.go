@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -39,7 +40,7 @@ func coordinatorConfig(args []string, lookup func(string) (string, bool), stdout
 // loggerAndConfig reads LOG_LEVEL/LOG_FORMAT and opts' config file (if it names one), and
 // reports their problems with flagErr's, all at once.
 func loggerAndConfig(opts coordinator.Options, flagErr error, lookup func(string) (string, bool)) (*config.Config, *logrus.Logger, error) {
-	log, logErr := newLogger(lookup)
+	log, _, logErr := newLogger(lookup, false)
 	var cfg *config.Config
 	var cfgErr error
 	if opts.ConfigFile != "" {
@@ -62,6 +63,37 @@ func coordinatorMain(ctx context.Context, args []string, lookup func(string) (st
 	}
 	if err != nil {
 		return refuse(stderr, "coordinator", err)
+	}
+	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
+}
+
+func weederMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, roles.Weeder, args, lookup, stdout, stderr)
+}
+
+func proberMain(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	return dwdMain(ctx, roles.Prober, args, lookup, stdout, stderr)
+}
+
+// dwdMain runs dependency-watchdog's command role: one half of the coordinator's work, with
+// dependency-watchdog's flags, Lease and config file.
+func dwdMain(ctx context.Context, role roles.Role, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	opts, dwd, flagErr := coordinator.ParseDWDFlags(role, args, lookup, stdout)
+	if errors.Is(flagErr, coordinator.ErrHelp) {
+		printLoggingSettings(stdout)
+		return exitOK
+	}
+	cfg, log, err := loggerAndConfig(opts, flagErr, lookup)
+	if err != nil {
+		return refuse(stderr, role.Command(), err)
+	}
+	log.SetOutput(stdout)
+	if dwd.LogLevel != nil { // --zap-log-level overrides LOG_LEVEL
+		log.SetLevel(*dwd.LogLevel)
+	}
+	if len(dwd.NoEffect) > 0 {
+		log.WithFields(logrus.Fields{"flags": dwd.NoEffect, "action": "ignored", "reason": "no effect in depwatch"}).
+			Warnf("dependency-watchdog flags accepted that have no effect in depwatch: %s.", strings.Join(dwd.NoEffect, "; "))
 	}
 	return runCoordinatorWith(ctx, opts, cfg, log, lookup, stderr)
 }
@@ -168,40 +200,33 @@ func sayExecutor(log logrus.FieldLogger, kind jobs.ExecutorKind, why, namespace 
 // sayRights says, once, what this service account may not do and what depwatch does
 // instead, so that nothing is found out by a request the API server refuses.
 func sayRights(log logrus.FieldLogger, r rights.Rights, kind jobs.ExecutorKind, cfg *config.Config, opts coordinator.Options) {
-	if len(r.Unknown) > 0 {
-		log.WithField("reviews", r.Unknown).Warn("Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed.")
-	}
-	weeder := len(cfg.Services()) > 0
-	if !r.Events {
-		log.WithFields(logrus.Fields{"action": "log only", "reason": "may not create Events in every namespace"}).
-			Info("Events are written only in the Lease's namespace: this service account may not create them elsewhere. Every decision they would record is in the log.")
-	}
-	if weeder && !r.Namespaces {
-		log.WithFields(logrus.Fields{"action": "not read", "reason": "may not list or watch namespaces"}).
-			Info("Namespaces are not read: a service whose namespace is being deleted keeps its armed weeder until it returns or maxWait ends.")
-	}
-	if weeder && !r.Services {
-		log.WithFields(logrus.Fields{"action": "not read", "reason": "may not get Services"}).
-			Info("Services are not read: a lone outage is armed without asking whether its Service is being deleted.")
-	}
-	if weeder && opts.UseEndpoints && !r.Slices {
-		log.WithFields(logrus.Fields{"action": "watch Endpoints", "reason": "may not list or watch EndpointSlices"}).
-			Info("Watching v1 Endpoints: this service account may read Endpoints but not EndpointSlices (dependency-watchdog's RBAC before EndpointSlices).")
-	}
-	if !r.ScaleTargets {
-		log.WithFields(logrus.Fields{"action": "not written", "reason": "may not create and update ConfigMaps in the Jobs' namespace"}).
-			Info("The probe admission policy's parameters (ConfigMap " + jobs.ScaleTargetsName + ") are not written: where that policy is installed, it does not check which dependents a probe scales.")
-	}
-	if kind != jobs.ExecutorInProcess {
-		return
-	}
-	if weeder && !r.DeletePods {
-		log.WithFields(logrus.Fields{"reason": "may not delete pods"}).
-			Warn("The weeder runs in this process, but this service account may not delete pods: they cannot restart crash-looping dependents. Grant it the weeder's rights.")
-	}
-	if cfg.Prober != nil && (!r.ScaleWorkloads || !r.ReadSecrets) {
-		log.WithFields(logrus.Fields{"reason": "may not scale Deployments or read Secrets"}).
-			Warn("The probe runs in this process, but this service account may not read the kubeconfig Secrets or scale Deployments: they cannot protect the control planes. Grant it the probe's rights.")
+	weeder, inProcess := len(cfg.Services()) > 0, kind == jobs.ExecutorInProcess
+	for _, n := range []struct {
+		when   bool
+		level  logrus.Level
+		fields logrus.Fields
+		msg    string
+	}{
+		{len(r.Unknown) > 0, logrus.WarnLevel, logrus.Fields{"reviews": r.Unknown},
+			"Some SelfSubjectAccessReviews could not be made: what they asked about counts as not allowed."},
+		{!r.Events, logrus.InfoLevel, logrus.Fields{"action": "log only", "reason": "may not create Events in every namespace"},
+			"Events are written only in the Lease's namespace: this service account may not create them elsewhere. Every decision they would record is in the log."},
+		{weeder && !r.Namespaces, logrus.InfoLevel, logrus.Fields{"action": "not read", "reason": "may not list or watch namespaces"},
+			"Namespaces are not read: a service whose namespace is being deleted keeps its armed weeder until it returns or maxWait ends."},
+		{weeder && !r.Services, logrus.InfoLevel, logrus.Fields{"action": "not read", "reason": "may not get Services"},
+			"Services are not read: a lone outage is armed without asking whether its Service is being deleted."},
+		{weeder && opts.UseEndpoints && !r.Slices, logrus.InfoLevel, logrus.Fields{"action": "watch Endpoints", "reason": "may not list or watch EndpointSlices"},
+			"Watching v1 Endpoints: this service account may read Endpoints but not EndpointSlices (dependency-watchdog's RBAC before EndpointSlices)."},
+		{!r.ScaleTargets, logrus.InfoLevel, logrus.Fields{"action": "not written", "reason": "may not create and update ConfigMaps in the Jobs' namespace"},
+			"The probe admission policy's parameters (ConfigMap " + jobs.ScaleTargetsName + ") are not written: where that policy is installed, it does not check which dependents a probe scales."},
+		{inProcess && weeder && !r.DeletePods, logrus.WarnLevel, logrus.Fields{"reason": "may not delete pods"},
+			"The weeder runs in this process, but this service account may not delete pods: they cannot restart crash-looping dependents. Grant it the weeder's rights."},
+		{inProcess && cfg.Prober != nil && (!r.ScaleWorkloads || !r.ReadSecrets), logrus.WarnLevel, logrus.Fields{"reason": "may not scale Deployments or read Secrets"},
+			"The probe runs in this process, but this service account may not read the kubeconfig Secrets or scale Deployments: they cannot protect the control planes. Grant it the probe's rights."},
+	} {
+		if n.when {
+			log.WithFields(n.fields).Log(n.level, n.msg)
+		}
 	}
 }
 

@@ -3,10 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	stdlog "log"
-	"strconv"
+	"maps"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -25,16 +24,15 @@ func routeLibraryLogs(log *logrus.Logger) {
 		klog.ContextualLogger(true), // client-go's contextual loggers (klog.FromContext) too
 		klog.WriteKlogBuffer(func(line []byte) { klogLine(log, line) }))
 	// klog decides V(n) itself, before the sink sees it: open it as far as LOG_LEVEL asks.
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	v := 0
+	// Setting any klog.Level sets the process's verbosity, as its -v flag does.
+	v := "0"
 	switch {
 	case log.IsLevelEnabled(logrus.TraceLevel):
-		v = 6 // client-go's request and response lines
+		v = "6" // client-go's request and response lines
 	case log.IsLevelEnabled(logrus.DebugLevel):
-		v = 2
+		v = "2"
 	}
-	_ = fs.Set("v", strconv.Itoa(v))
+	_ = new(klog.Level).Set(v)
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(stdlogWriter{log})
 }
@@ -69,8 +67,7 @@ func (w stdlogWriter) Write(p []byte) (int, error) {
 }
 
 // logrusSink is a logr.LogSink writing to a logrus.Logger: klog's structured calls (InfoS,
-// ErrorS, V(n).InfoS) become entries with their key/value pairs as fields. V(0) is info,
-// higher verbosities are debug.
+// ErrorS, V(n).InfoS) become entries with their key/value pairs as fields.
 type logrusSink struct {
 	log    *logrus.Logger
 	name   string
@@ -79,21 +76,17 @@ type logrusSink struct {
 
 func (s *logrusSink) Init(logr.RuntimeInfo) {}
 
-func (s *logrusSink) Enabled(level int) bool {
-	if level <= 0 {
-		return s.log.IsLevelEnabled(logrus.InfoLevel)
+// logrusLevel is klog's verbosity as a logrus level: V(0) is info, higher verbosities are debug.
+func logrusLevel(v int) logrus.Level {
+	if v <= 0 {
+		return logrus.InfoLevel
 	}
-	return s.log.IsLevelEnabled(logrus.DebugLevel)
+	return logrus.DebugLevel
 }
 
-func (s *logrusSink) Info(level int, msg string, kv ...any) {
-	e := s.entry(kv)
-	if level > 0 {
-		e.Debug(msg)
-		return
-	}
-	e.Info(msg)
-}
+func (s *logrusSink) Enabled(level int) bool { return s.log.IsLevelEnabled(logrusLevel(level)) }
+
+func (s *logrusSink) Info(level int, msg string, kv ...any) { s.entry(kv).Log(logrusLevel(level), msg) }
 
 func (s *logrusSink) Error(err error, msg string, kv ...any) {
 	e := s.entry(kv)
@@ -141,9 +134,7 @@ func (s *logrusSink) entry(kv []any) *logrus.Entry {
 // duration, an object reference) as its text, unless it is JSON of its own.
 func addPairs(fields logrus.Fields, kv []any) logrus.Fields {
 	out := make(logrus.Fields, len(fields)+len(kv)/2+1)
-	for k, v := range fields {
-		out[k] = v
-	}
+	maps.Copy(out, fields)
 	for i := 0; i < len(kv); i += 2 {
 		key, ok := kv[i].(string)
 		if !ok {

@@ -25,7 +25,7 @@ var leaseResource = schema.GroupResource{Group: "coordination.k8s.io", Resource:
 func jsonLogger(t *testing.T) *bytes.Buffer {
 	t.Helper()
 	t.Cleanup(klog.ClearLogger)
-	log, err := newLogger(func(k string) (string, bool) { return map[string]string{"LOG_FORMAT": "json"}[k], k == "LOG_FORMAT" })
+	log, _, err := newLogger(func(k string) (string, bool) { return map[string]string{"LOG_FORMAT": "json"}[k], k == "LOG_FORMAT" }, false)
 	if err != nil {
 		t.Fatal(err)
 	}

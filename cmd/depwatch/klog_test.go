@@ -34,7 +34,7 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 func TestKlogLinesComeOutInDepwatchsJSONFormat(t *testing.T) {
 	t.Cleanup(klog.ClearLogger)
 	env := map[string]string{"LOG_FORMAT": "json", "LOG_LEVEL": "debug"}
-	log, err := newLogger(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	log, _, err := newLogger(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,12 +120,12 @@ func TestKlogLinesFollowEveryLogFormat(t *testing.T) {
 		{"Fluentd", []string{"time", "severity", "message"}, true},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			log, err := newLogger(func(k string) (string, bool) {
+			log, _, err := newLogger(func(k string) (string, bool) {
 				if k == "LOG_FORMAT" {
 					return tc.format, true
 				}
 				return "", false
-			})
+			}, false)
 			if err != nil {
 				t.Fatal(err)
 			}

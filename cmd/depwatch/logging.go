@@ -37,21 +37,12 @@ func printLoggingSettings(w io.Writer) {
 }
 
 // newLogger builds the logger every subcommand uses from LOG_LEVEL and LOG_FORMAT. Unknown
-// values are errors naming the variable, so they are reported with the rest of the config.
-func newLogger(lookup func(string) (string, bool)) (*logrus.Logger, error) {
-	log, _, err := buildLogger(lookup, false)
-	return log, err
-}
-
-// newLenientLogger is newLogger for `depwatch reap`, which takes pod-reaper's settings as
-// pod-reaper takes them: pod-reaper logs an unknown LOG_LEVEL or LOG_FORMAT as an error and
-// carries on at info level, as JSON, so depwatch does the same (the returned warnings are
-// logged once the logger works) instead of refusing a manifest pod-reaper ran with.
-func newLenientLogger(lookup func(string) (string, bool)) (*logrus.Logger, []string, error) {
-	return buildLogger(lookup, true)
-}
-
-func buildLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logger, []string, error) {
+// values are errors naming the variable, so they are reported with the rest of the config;
+// lenient is for `depwatch reap`, which takes pod-reaper's settings as pod-reaper takes them:
+// pod-reaper logs an unknown LOG_LEVEL or LOG_FORMAT as an error and carries on at info level,
+// as JSON, so depwatch does the same (the returned warnings are logged once the logger works)
+// instead of refusing a manifest pod-reaper ran with.
+func newLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logger, []string, error) {
 	log := logrus.New()
 	log.SetOutput(os.Stdout)
 	var problems, warnings []string
@@ -97,18 +88,6 @@ func buildLogger(lookup func(string) (string, bool), lenient bool) (*logrus.Logg
 	return log, warnings, nil
 }
 
-// fluentdSeverity names logrus levels as pod-reaper's Fluentd format (joonix/log) does, which
-// is what the fluentd/Stackdriver pipelines and the dashboards built on them match.
-var fluentdSeverity = map[logrus.Level]string{
-	logrus.PanicLevel: "fatal",
-	logrus.FatalLevel: "fatal",
-	logrus.ErrorLevel: "error",
-	logrus.WarnLevel:  "warn",
-	logrus.InfoLevel:  "info",
-	logrus.DebugLevel: "debug",
-	logrus.TraceLevel: "trace",
-}
-
 // fluentdFormatter writes pod-reaper's LOG_FORMAT=Fluentd lines: one JSON object with the
 // entry's fields plus "severity", "message" and "time" (RFC 3339 with nanoseconds). A field
 // that would collide with those three keeps its value under "fields.<name>".
@@ -126,9 +105,14 @@ func (fluentdFormatter) Format(e *logrus.Entry) ([]byte, error) {
 		}
 		data[k] = v
 	}
-	sev, ok := fluentdSeverity[e.Level]
-	if !ok {
-		sev = "debug"
+	// Levels named as pod-reaper's Fluentd format (joonix/log) names them, which is what the
+	// fluentd/Stackdriver pipelines and the dashboards built on them match.
+	sev := e.Level.String()
+	switch e.Level {
+	case logrus.PanicLevel:
+		sev = "fatal"
+	case logrus.WarnLevel:
+		sev = "warn"
 	}
 	data["severity"] = sev
 	data["message"] = e.Message

@@ -64,7 +64,7 @@ func TestFluentdFormatMatchesPodReapersFieldsAndSeverities(t *testing.T) {
 func TestReapTakesUnknownLogSettingsAsPodReaperDoes(t *testing.T) {
 	env := map[string]string{"LOG_LEVEL": "loud", "LOG_FORMAT": "xml"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	log, warnings, err := newLenientLogger(lookup)
+	log, warnings, err := newLogger(lookup, true)
 	if err != nil || len(warnings) != 2 {
 		t.Fatalf("newLenientLogger = %v, %q; want a logger and two warnings", err, warnings)
 	}
@@ -74,7 +74,7 @@ func TestReapTakesUnknownLogSettingsAsPodReaperDoes(t *testing.T) {
 	if _, ok := log.Formatter.(*logrus.JSONFormatter); !ok {
 		t.Errorf("formatter %T, want Logrus JSON", log.Formatter)
 	}
-	if _, err := newLogger(lookup); err == nil {
+	if _, _, err := newLogger(lookup, false); err == nil {
 		t.Error("the strict logger (coordinator, probe) accepted LOG_LEVEL=loud and LOG_FORMAT=xml")
 	}
 }

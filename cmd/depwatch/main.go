@@ -9,11 +9,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 
 	// Zone data for SCHEDULE=CRON_TZ=...: the distroless image has none of its own.
 	_ "time/tzdata"
 
+	"github.com/depwatch/depwatch/internal/buildinfo"
 	"github.com/depwatch/depwatch/reaper"
 )
 
@@ -139,4 +144,88 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "memory limit (cgroup), so that the garbage collector works harder before the kernel kills.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'depwatch <command> --help' for every setting of a command and its default.")
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func versionMain(_ context.Context, _ []string, _ func(string) (string, bool), stdout, _ io.Writer) int {
+	rev := buildinfo.Revision()
+	fmt.Fprintf(stdout, "depwatch %s (commit %s, %s, %s/%s)\n", version, rev[:min(len(rev), 12)], runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
+}
+
+// terminationLogPath is where the kubelet reads a container's termination message from, so
+// `kubectl describe pod` shows what a Job's run did or why it refused to start.
+var terminationLogPath = "/dev/termination-log"
+
+// writeTerminationMessage writes msg only when the file already exists: inside a pod the
+// kubelet mounts it; outside one we must not create files under /dev.
+func writeTerminationMessage(msg string) {
+	f, err := os.OpenFile(terminationLogPath, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	// The kubelet keeps at most 4096 bytes of it.
+	if len(msg) > 4000 {
+		msg = msg[:4000]
+	}
+	_, _ = f.WriteString(msg + "\n")
+}
+
+// memoryLimitShare is the part of the container's memory limit the Go runtime is asked to stay
+// under. The rest is for what the runtime does not count: the binary's own pages (about
+// 21 MiB of a fresh process's 25 MiB RSS are mapped from the binary, reclaimable by the
+// kernel but refaulted when touched) and memory outside the Go heap.
+const memoryLimitShare = 0.8
+
+// cgroupMemoryLimitFiles are where a container reads its own memory limit: cgroup v2, then
+// cgroup v1.
+var cgroupMemoryLimitFiles = []string{
+	"/sys/fs/cgroup/memory.max",
+	"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+}
+
+// setSoftMemoryLimit gives the Go runtime a soft memory limit below the container's, so the
+// garbage collector runs harder as the heap nears it instead of the kernel killing the
+// process: pod-reaper's chart limits its pod to 30Mi, and the Go runtime does not read that
+// limit itself. GOMEMLIMIT, when set (even to "off"), wins: the runtime has applied it.
+func setSoftMemoryLimit() {
+	if limit, ok := softMemoryLimit(os.LookupEnv, os.ReadFile); ok {
+		debug.SetMemoryLimit(limit)
+	}
+}
+
+// softMemoryLimit decides the limit: none when GOMEMLIMIT is set or no container limit is
+// found, else memoryLimitShare of the first limit found.
+func softMemoryLimit(lookup func(string) (string, bool), readFile func(string) ([]byte, error)) (int64, bool) {
+	if _, set := lookup("GOMEMLIMIT"); set {
+		return 0, false
+	}
+	for _, f := range cgroupMemoryLimitFiles {
+		b, err := readFile(f)
+		if err != nil {
+			continue
+		}
+		if limit, ok := parseCgroupMemoryLimit(string(b)); ok {
+			return int64(float64(limit) * memoryLimitShare), true
+		}
+		return 0, false // the container's cgroup says: no limit
+	}
+	return 0, false
+}
+
+// noCgroupLimit is at or above what cgroup v1 writes for "no limit" (the largest int64 rounded
+// down to a page); no real container limit comes near it.
+const noCgroupLimit = 1 << 62
+
+// parseCgroupMemoryLimit reads a memory limit file: a number of bytes, or "max" (cgroup v2's
+// "no limit").
+func parseCgroupMemoryLimit(s string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n <= 0 || n >= noCgroupLimit {
+		return 0, false
+	}
+	return n, true
 }
