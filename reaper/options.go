@@ -1,18 +1,23 @@
 package reaper
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/depwatch/depwatch/internal/apilimit"
 	"github.com/depwatch/depwatch/internal/envconf"
 	"github.com/depwatch/depwatch/internal/podstate"
-	"github.com/robfig/cron/v3"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Options is a validated reaper configuration. Build it with LoadOptions.
@@ -267,4 +272,295 @@ func loadReadyWhen(e *envconf.Reader) podstate.ReadyWhen {
 		return podstate.ReadyAny
 	}
 	return w
+}
+
+// loadSelectors builds the OR-ed label selectors: one per LABEL_SELECTORS entry (or a single
+// one without LABEL_SELECTORS), each ANDed with LABEL_SELECTOR and the KEY/VALUES filters.
+// The result is never empty; it may be labels.Everything() only when no label filter is set.
+func loadSelectors(e *envconf.Reader) []labels.Selector {
+	var base labels.Requirements
+	if r := labelPair(e, "EXCLUDE_LABEL_KEY", "EXCLUDE_LABEL_VALUES", selection.NotIn); r != nil {
+		base = append(base, *r)
+	}
+	if r := labelPair(e, "REQUIRE_LABEL_KEY", "REQUIRE_LABEL_VALUES", selection.In); r != nil {
+		base = append(base, *r)
+	}
+	if v, ok := e.Get("LABEL_SELECTOR"); ok {
+		if sel, err := labels.Parse(v); err != nil {
+			e.Fail("LABEL_SELECTOR", v, "not a valid label selector: %v", err)
+		} else {
+			reqs, _ := sel.Requirements()
+			base = append(base, reqs...)
+		}
+	}
+
+	entries, set := parseLabelSelectors(e)
+	if !set || len(entries) == 0 { // unset, or set but invalid (already reported)
+		return []labels.Selector{labels.NewSelector().Add(base...)}
+	}
+	out := make([]labels.Selector, 0, len(entries))
+	for _, reqs := range entries {
+		out = append(out, labels.NewSelector().Add(base...).Add(reqs...))
+	}
+	return out
+}
+
+// LabelSelectorsValue writes the LABEL_SELECTORS variable that parseLabelSelectors reads back.
+func LabelSelectorsValue(selectors []string) string {
+	raw, _ := json.Marshal(selectors) // []string always marshals
+	return string(raw)
+}
+
+// parseLabelSelectors reads LABEL_SELECTORS, a JSON list of selector strings (JSON rather than
+// one-per-line so that an entry can never be split or merged by accident). Every entry must
+// select something: an empty list or an empty entry is an error, because an empty selector
+// means "every pod" and a templating slip must not turn a weeder into a cluster-wide reaper.
+func parseLabelSelectors(e *envconf.Reader) ([]labels.Requirements, bool) {
+	const name = envLabelSelectors
+	v, ok := e.Get(name)
+	if !ok {
+		return nil, false
+	}
+	var raw []string
+	if err := json.Unmarshal([]byte(v), &raw); err != nil {
+		e.Fail(name, v, `must be a JSON list of label selectors, e.g. ["app=a","app=b"]: %v`, err)
+		return nil, true
+	}
+	if len(raw) == 0 {
+		e.Fail(name, v, "must list at least one label selector")
+		return nil, true
+	}
+	out := make([]labels.Requirements, 0, len(raw))
+	bad := false
+	for i, s := range raw {
+		sel, err := labels.Parse(s)
+		switch {
+		case err != nil:
+			e.Fail(name, v, "entry %d (%q) is not a valid label selector: %v", i, s, err)
+			bad = true
+		case sel.Empty():
+			e.Fail(name, v, "entry %d (%q) is empty and would select every pod", i, s)
+			bad = true
+		default:
+			reqs, _ := sel.Requirements()
+			out = append(out, reqs)
+		}
+	}
+	if bad {
+		return nil, true
+	}
+	return out, true
+}
+
+// labelPair turns a KEY/VALUES pair into a label requirement.
+func labelPair(e *envconf.Reader, keyName, valuesName string, op selection.Operator) *labels.Requirement {
+	key, values, ok := pair(e, keyName, valuesName)
+	if !ok {
+		return nil
+	}
+	r, err := labels.NewRequirement(key, op, values)
+	if err != nil {
+		e.Fail(keyName, key, "with %s=%q is not a valid label requirement: %v", valuesName, strings.Join(values, ","), err)
+		return nil
+	}
+	return r
+}
+
+// pair reads a KEY/VALUES pair; ok=false when it is unset or bad. Setting only one half is an
+// error (pod-reaper silently ignored the filter and so reaped more than intended).
+func pair(e *envconf.Reader, keyName, valuesName string) (key string, values []string, ok bool) {
+	keySet, valuesSet := e.IsSet(keyName), e.IsSet(valuesName)
+	switch {
+	case keySet && !valuesSet:
+		v, _ := e.Lookup(keyName)
+		e.Fail(keyName, v, "%s must be set too", valuesName)
+	case !keySet && valuesSet:
+		v, _ := e.Lookup(valuesName)
+		e.Fail(valuesName, v, "%s must be set too", keyName)
+	}
+	if !keySet || !valuesSet {
+		return "", nil, false
+	}
+	key, keyOK := e.Get(keyName)
+	values, valuesOK := list(e, valuesName, emptyIsAValue)
+	return key, values, keyOK && valuesOK
+}
+
+// annotationFilter is REQUIRE_ANNOTATION_KEY/VALUES. The API cannot filter on annotations, so
+// it is checked client-side, before the rules.
+type annotationFilter struct {
+	key    string
+	values []string
+}
+
+func loadAnnotationFilter(e *envconf.Reader) *annotationFilter {
+	key, values, ok := pair(e, "REQUIRE_ANNOTATION_KEY", "REQUIRE_ANNOTATION_VALUES")
+	if !ok {
+		return nil
+	}
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		e.Fail("REQUIRE_ANNOTATION_KEY", key, "not a valid annotation key: %s", strings.Join(errs, "; "))
+		return nil
+	}
+	return &annotationFilter{key: key, values: values}
+}
+
+func (a *annotationFilter) admits(pod *corev1.Pod) bool {
+	if a == nil {
+		return true
+	}
+	v, ok := pod.Annotations[a.key]
+	return ok && slices.Contains(a.values, v)
+}
+
+func (a *annotationFilter) String() string {
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s in (%s)", a.key, strings.Join(a.values, ","))
+}
+
+// Target is one service of a multi-service weeder run (TARGETS): the dependents selected by
+// Selectors in PodNamespace (absent: Namespace) are reaped once Service in Namespace is Ready.
+// A storm of outages is covered by a few Jobs, each watching many services, instead of one
+// Job per service; a service with dependents in several namespaces is one target per
+// namespace.
+type Target struct {
+	Namespace string   `json:"namespace"`
+	Service   string   `json:"service"`
+	Selectors []string `json:"selectors"`
+	// PodNamespace is the dependents' namespace when it is not the service's (a workload's
+	// depends-on annotation may name another namespace's Service).
+	PodNamespace string `json:"podNamespace,omitempty"`
+	// ReadyWhen is when Service counts as back ("any", "all" or a count); absent: the run's
+	// READY_WHEN.
+	ReadyWhen *podstate.ReadyWhen `json:"readyWhen,omitempty"`
+}
+
+func (t Target) ref() ServiceRef { return ServiceRef{Namespace: t.Namespace, Name: t.Service} }
+
+// pods is the namespace of the target's dependents.
+func (t Target) pods() string {
+	if t.PodNamespace != "" {
+		return t.PodNamespace
+	}
+	return t.Namespace
+}
+
+// String names the target in logs and errors: its service, and where its dependents are when
+// that is another namespace.
+func (t Target) String() string {
+	if t.pods() != t.Namespace {
+		return t.ref().String() + " (dependents in " + t.pods() + ")"
+	}
+	return t.ref().String()
+}
+
+// TargetsValue writes the TARGETS variable that ParseTargets reads back.
+func TargetsValue(ts []Target) string {
+	raw, _ := json.Marshal(ts) // strings and slices always marshal
+	return string(raw)
+}
+
+// ParseTargets reads a TARGETS value: a JSON list of {namespace, service, selectors,
+// podNamespace}. Every target needs a valid namespace and service name and at least one
+// non-empty selector (an empty selector would reap every crash-looping pod of the namespace);
+// a service listed twice for the same namespace of dependents is refused, because two runs
+// for one service would restart its dependents twice.
+func ParseTargets(v string) ([]Target, error) {
+	var ts []Target
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ts); err != nil {
+		return nil, fmt.Errorf(`must be a JSON list of {"namespace","service","selectors","podNamespace","readyWhen"}: %w`, err)
+	}
+	if len(ts) == 0 {
+		return nil, errors.New("must list at least one target")
+	}
+	type place struct {
+		ref  ServiceRef
+		pods string
+	}
+	seen := map[place]bool{}
+	var problems []string
+	for i, t := range ts {
+		if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: namespace %q is not a valid namespace name: %s", i, t.Namespace, strings.Join(errs, "; ")))
+		}
+		if errs := validation.IsDNS1123Label(t.PodNamespace); t.PodNamespace != "" && len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: podNamespace %q is not a valid namespace name: %s", i, t.PodNamespace, strings.Join(errs, "; ")))
+		}
+		if errs := validation.IsDNS1035Label(t.Service); len(errs) > 0 {
+			problems = append(problems, fmt.Sprintf("target %d: service %q is not a valid service name: %s", i, t.Service, strings.Join(errs, "; ")))
+		}
+		if p := (place{t.ref(), t.pods()}); seen[p] {
+			problems = append(problems, fmt.Sprintf("target %d: service %s is listed twice", i, t))
+		} else {
+			seen[p] = true
+		}
+		if len(t.Selectors) == 0 {
+			problems = append(problems, fmt.Sprintf("target %d (%s): needs at least one pod selector", i, t))
+		}
+		for j, s := range t.Selectors {
+			sel, err := labels.Parse(s)
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d (%q) is not a valid label selector: %v", i, t, j, s, err))
+			case sel.Empty():
+				problems = append(problems, fmt.Sprintf("target %d (%s): selector %d is empty and would select every pod", i, t, j))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	return ts, nil
+}
+
+// loadTargets reads TARGETS. A target names its own namespace, service and selectors, so
+// NAMESPACE, START_WHEN_READY and LABEL_SELECTORS cannot be set beside it (which would win
+// would be a guess); the label and annotation filters and every other setting apply to every
+// target.
+func loadTargets(e *envconf.Reader) []Target {
+	v, ok := e.Get(envTargets)
+	if !ok {
+		return nil
+	}
+	ts, err := ParseTargets(v)
+	if err != nil {
+		e.Fail(envTargets, v, "%v", err)
+		return nil
+	}
+	for _, name := range []string{envNamespace, envStartWhenReady, envLabelSelectors} {
+		if w, set := e.NonEmpty(name); set {
+			e.Fail(name, w, "cannot be set with TARGETS: each target names its own namespace, service and selectors")
+		}
+	}
+	return ts
+}
+
+// forTarget is the single-service run of one target: the run's settings with the target's
+// dependents' namespace, its service as START_WHEN_READY, and its selectors ANDed with the run's label
+// filters (the only selector a TARGETS run has).
+func (o Options) forTarget(t Target) Options {
+	var base labels.Requirements
+	if len(o.Selectors) > 0 {
+		base, _ = o.Selectors[0].Requirements()
+	}
+	one := o
+	one.Targets = nil
+	one.Warnings = nil // logged once, by the run
+	one.Namespace = t.pods()
+	ref := t.ref()
+	one.StartWhenReady = &ref
+	if t.ReadyWhen != nil {
+		one.ReadyWhen = *t.ReadyWhen
+	}
+	one.Selectors = make([]labels.Selector, 0, len(t.Selectors))
+	for _, s := range t.Selectors {
+		sel, _ := labels.Parse(s) // ParseTargets checked it
+		reqs, _ := sel.Requirements()
+		one.Selectors = append(one.Selectors, labels.NewSelector().Add(base...).Add(reqs...))
+	}
+	return one
 }

@@ -71,7 +71,7 @@ var rbacTable = []rbacGrant{
 	{saCoordinator, "depwatch", "pods", "", []string{"get", "watch"},
 		"its own pod for the Jobs' image (`ResolveTemplate`); one informer on the weeder and probe Jobs' pods (their reports, and why a Job has not started), from the Job executor's shared informer factory (`jobs/executor.go`)"},
 	{saCoordinator, "depwatch", "jobs.batch", "", []string{"create", "delete", "get", "list", "watch"},
-		"weeder and probe Jobs (`jobs/launch.go`: Launch, Delete; one informer on the Jobs for both controllers, from the same shared factory)"},
+		"weeder and probe Jobs (`jobs/executor.go`: Launch, Delete; one informer on the Jobs for both controllers, from the same shared factory)"},
 	{saCoordinator, "depwatch", "configmaps", "", []string{"create", "delete", "list", "update", "watch"},
 		"each probe shard's membership ConfigMap, which its running Job follows (`jobs/membership.go`, its informer from the same shared factory); and `depwatch-scale-targets`, the parameters of the admission policy `depwatch-probe-targets`: the prober config's dependents, listed by name and added to the names there (create, update; never deleted) each time it takes the lead (`jobs/scaletargets.go`)"},
 	{saCoordinator, "depwatch", "leases.coordination.k8s.io", "", []string{"create"},
