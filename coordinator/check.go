@@ -29,33 +29,27 @@ func (o Options) Summary(cfg *config.Config) string {
 	add := func(format string, a ...any) { s = append(s, fmt.Sprintf(format, a...)) }
 
 	services := cfg.Services()
-	annotations := cfg.DependsOn() && !cfg.UseEndpoints // followed where workloads may be read
 	if !cfg.Weeds(false) {
 		add("No weeder: the config lists no service, and workloads' %s annotations are not followed.", weeder.AnnotationDependsOn)
 	} else {
-		source := "EndpointSlices"
-		if cfg.UseEndpoints {
-			source = "v1 Endpoints"
-		}
 		if len(services) > 0 {
+			source := map[bool]string{false: "EndpointSlices", true: "v1 Endpoints"}[cfg.UseEndpoints]
 			add("Weeder: watches the %s of %d service(s) (%s) in %s.", source, len(services), strings.Join(services, ", "), cfg.NamespacesText())
 		}
-		if annotations {
+		if cfg.DependsOn() && !cfg.UseEndpoints { // followed where workloads may be read
 			add("Weeder: follows the %s annotation of Deployments, StatefulSets and DaemonSets in %s, and watches the EndpointSlices of the Services they name.", weeder.AnnotationDependsOn, cfg.NamespacesText())
 		}
 		if cfg.Excludes() {
 			add("A Service with dependents in another namespace is not weeded: the coordinator names each one it finds in a warning and counts it in depwatch_coordinator_weeder_services_excluded.")
 		}
-		armed, total := 0, len(services)
-		for _, svc := range services {
+		armable := services
+		if len(armable) == 0 {
+			armable = []string{""} // the annotations' services: armWeeder's default
+		}
+		armed, total := 0, len(armable)
+		for _, svc := range armable {
 			if cfg.Arm(svc) {
 				armed++
-			}
-		}
-		if total == 0 { // the annotations' services: armWeeder's default
-			total = 1
-			if cfg.Arm("") {
-				armed = 1
 			}
 		}
 		switch {
@@ -66,11 +60,11 @@ func (o Options) Summary(cfg *config.Config) string {
 		default:
 			add("When one loses its last ready endpoint it launches that service's weeder Job armed (%d of %d services; the others on their return), which waits up to %s;", armed, total, cfg.MaxWait())
 		}
+		often := "on every crash (reapCooldown 0s)"
 		if cooldown := cfg.Cooldown(); cooldown > 0 {
-			add("from the return the Job restarts the service's crash-looping dependents for %s, each controller's at most once per %s.", cfg.Watch(), cooldown)
-		} else {
-			add("from the return the Job restarts the service's crash-looping dependents for %s, on every crash (reapCooldown 0s).", cfg.Watch())
+			often = fmt.Sprintf("each controller's at most once per %s", cooldown)
 		}
+		add("from the return the Job restarts the service's crash-looping dependents for %s, %s.", cfg.Watch(), often)
 	}
 
 	if p := cfg.Prober; p == nil {

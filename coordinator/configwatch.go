@@ -38,13 +38,6 @@ type configState struct {
 	since   time.Time // when problem began
 }
 
-// ConfigProblem says why the config file cannot be used ("" while it is valid) and since when.
-func (c *Coordinator) ConfigProblem() (string, time.Time) {
-	c.file.mu.Lock()
-	defer c.file.mu.Unlock()
-	return c.file.problem, c.file.since
-}
-
 // watchConfig checks the config file every interval until ctx ends, or until it holds a
 // valid change: then it calls restart, which stops the coordinator.
 func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, restart context.CancelFunc) {
@@ -61,22 +54,35 @@ func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, rest
 }
 
 // checkConfig reads the config files as --check-config does and reports whether they hold a
-// valid config other than the running one: one that a restart applies.
+// valid config other than the running one: one that a restart applies. An invalid file keeps
+// the running config and is reported once for each new set of problems.
 func (c *Coordinator) checkConfig() bool {
 	next, err := c.Options.LoadConfig()
 	log := c.Log.WithField("configFile", c.Options.ConfigFile)
+	var problems []string
 	if err != nil {
-		c.configInvalid(Lines(err), log)
+		problems = Lines(err)
+	}
+	problem := strings.Join(problems, "\n")
+	c.file.mu.Lock()
+	was := c.file.problem
+	if was == "" && problem != "" {
+		c.file.since = c.Now()
+	}
+	c.file.problem = problem
+	c.file.mu.Unlock()
+	if err != nil {
+		c.Metrics.ConfigValid.Set(0)
+		if problem != was {
+			log.WithField("errors", problems).
+				Error("The config file is invalid: the coordinator keeps running with the config it started with; /readyz fails and depwatch_coordinator_config_valid is 0 until the file is fixed.")
+		}
 		return false
 	}
 	c.Metrics.ConfigValid.Set(1)
-	c.file.mu.Lock()
-	wasInvalid := c.file.problem != ""
-	c.file.problem = ""
-	c.file.mu.Unlock()
 	changed := config.Changes(c.Config, next)
 	if len(changed) == 0 {
-		if wasInvalid {
+		if was != "" {
 			log.Info("The config file is valid again and the same as the running config: nothing to change.")
 		}
 		return false
@@ -84,22 +90,4 @@ func (c *Coordinator) checkConfig() bool {
 	log.WithField("changed", changed).
 		Info("The config file changed and is valid: the coordinator stops to apply it; its Deployment starts it again with the file, and a standby leads meanwhile.")
 	return true
-}
-
-// configInvalid keeps the running config and reports the file's problems, once for each
-// new set of them.
-func (c *Coordinator) configInvalid(problems []string, log logrus.FieldLogger) {
-	c.Metrics.ConfigValid.Set(0)
-	problem := strings.Join(problems, "\n")
-	c.file.mu.Lock()
-	same := c.file.problem == problem
-	if c.file.problem == "" {
-		c.file.since = c.Now()
-	}
-	c.file.problem = problem
-	c.file.mu.Unlock()
-	if !same {
-		log.WithField("errors", problems).
-			Error("The config file is invalid: the coordinator keeps running with the config it started with; /readyz fails and depwatch_coordinator_config_valid is 0 until the file is fixed.")
-	}
 }

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/depwatch/depwatch/coordinator/metrics"
 	"github.com/depwatch/depwatch/coordinator/prober"
 	"github.com/depwatch/depwatch/coordinator/rights"
+	"github.com/depwatch/depwatch/coordinator/roles"
 	"github.com/depwatch/depwatch/coordinator/weeder"
 	"github.com/depwatch/depwatch/jobs"
 )
@@ -93,7 +95,11 @@ func New(d Deps) (*Coordinator, error) {
 	// weeder command.
 	d.Shared = d.WithDefaults(true)
 	c := &Coordinator{Deps: d}
-	c.logIgnored()
+	for _, w := range c.Config.Warnings() { // each by its path (prober.<field> for the prober section's)
+		field, _, _ := strings.Cut(w, ":")
+		c.Log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
+			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
+	}
 	c.Metrics.ConfigValid.Set(1)
 	if err := c.newControllers(); err != nil {
 		return nil, err
@@ -143,16 +149,6 @@ func (d Deps) rights() rights.Rights {
 	return *d.Rights
 }
 
-// logIgnored logs each field the config ignored, each by its path (prober.<field> for the
-// prober section's).
-func (c *Coordinator) logIgnored() {
-	for _, w := range c.Config.Warnings() {
-		field, _, _ := strings.Cut(w, ":")
-		c.Log.WithFields(logrus.Fields{"field": field, "action": "ignored", "reason": "unknown field"}).
-			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
-	}
-}
-
 // lead runs both controllers until ctx ends, then waits for them.
 func (c *Coordinator) lead(ctx context.Context) {
 	c.Metrics.Leader.Set(1)
@@ -197,3 +193,39 @@ func (c *Coordinator) informers() []jobs.Follower {
 
 // Ready reports whether the caches have synced (the /readyz condition).
 func (c *Coordinator) Ready() bool { return c.synced.Load() }
+
+// proberLeases are what the prober needs to know to stand aside for dependency-watchdog's
+// prober (prober.standAsideForDependencyWatchdog): where that Lease is when the config names
+// no namespace (dependency-watchdog's own default, garden; in the `dependency-watchdog prober`
+// command, the namespace of the Lease it elects through, which is dependency-watchdog's), the
+// Lease this coordinator elects through (never stood aside for: in that command it is the very
+// Lease), and what the prober's Events are about (that Lease; nil without leader election).
+func proberLeases(o Options, lookup func(string) (string, bool)) (dwdNamespace string, own *prober.LeaseRef, self *corev1.ObjectReference) {
+	if o.Role == roles.Prober {
+		dwdNamespace = leaseNamespace(o)
+	}
+	if !o.EnableLeaderElection {
+		pod, _ := lookup("POD_NAME")
+		ns, _ := lookup("POD_NAMESPACE")
+		if pod != "" && ns != "" {
+			self = &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: pod}
+		}
+		return dwdNamespace, nil, self
+	}
+	own = &prober.LeaseRef{Namespace: leaseNamespace(o), Name: o.Lease()}
+	self = &corev1.ObjectReference{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: own.Namespace, Name: own.Name}
+	return dwdNamespace, own, self
+}
+
+// standAsideSummary is --check-config's sentence on prober.standAsideForDependencyWatchdog.
+func standAsideSummary(o Options, p *prober.Config) string {
+	dwdNS, own, _ := proberLeases(o, os.LookupEnv)
+	ref, on := p.StandAsideLease(dwdNS)
+	switch {
+	case !on:
+		return "Does not stand aside for dependency-watchdog's prober (standAsideForDependencyWatchdog.enabled: false)."
+	case own != nil && *own == ref:
+		return fmt.Sprintf("Elects through dependency-watchdog's prober Lease %s itself, in its place.", ref)
+	}
+	return fmt.Sprintf("Probes nothing while dependency-watchdog's prober holds its Lease %s (renewed within its leaseDurationSeconds).", ref)
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -37,11 +38,12 @@ func Run(ctx context.Context, d Deps) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if d.Recorder == nil {
-		// Not tied to ctx: the Lease's release is recorded after ctx ends; Shutdown (deferred,
-		// after everything else has stopped) ends it.
-		var shutdown func()
-		d.Recorder, shutdown = eventRecorder(d)
-		defer shutdown()
+		// Through EventClient (else Client). Not tied to ctx: the Lease's release is recorded
+		// after ctx ends; Shutdown (deferred, after everything else has stopped) ends it.
+		b := record.NewBroadcaster()
+		defer b.Shutdown()
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cmp.Or(d.EventClient, d.Client).CoreV1().Events("")})
+		d.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"})
 		if !d.rights().Events {
 			d.Recorder = rights.InNamespace(d.Recorder, leaseNamespace(d.Options))
 		}
@@ -84,27 +86,28 @@ func Run(ctx context.Context, d Deps) error {
 	return c.runElected(ctx, watchdog)
 }
 
-// eventRecorder records Events through d's Event client (else its client) and returns its
-// shutdown.
-func eventRecorder(d Deps) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
-	events := d.EventClient
-	if events == nil {
-		events = d.Client
-	}
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"}), b.Shutdown
-}
-
 // serveEndpoints serves /metrics and /healthz, /readyz on their flags' addresses until ctx
 // ends, "" or "0" turning one off.
 func (c *Coordinator) serveEndpoints(ctx context.Context, wg *sync.WaitGroup, watchdog *leaderelection.HealthzAdaptor) error {
+	metrics, health := http.NewServeMux(), http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(c.Metrics.Registry, promhttp.HandlerOpts{}))
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		// The leader election's watchdog, when electing.
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	health.HandleFunc("/readyz", c.readyz)
 	for _, s := range []struct {
 		flag, addr, what string
 		handler          http.Handler
 	}{
-		{"metrics-bind-addr", c.Options.MetricsBindAddr, "/metrics", c.metricsHandler()},
-		{"health-bind-addr", c.Options.HealthBindAddr, "/healthz and /readyz", c.healthHandler(watchdog)},
+		{"metrics-bind-addr", c.Options.MetricsBindAddr, "/metrics", metrics},
+		{"health-bind-addr", c.Options.HealthBindAddr, "/healthz and /readyz", health},
 	} {
 		if s.addr == "" || s.addr == "0" {
 			continue
@@ -230,4 +233,29 @@ func leaseIdentity() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return host + "_" + hex.EncodeToString(b)
+}
+
+// readyz answers /readyz: ready once the caches have synced, unless the config file has
+// become invalid (the coordinator still works, with the config it started with).
+func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !c.Ready() {
+		http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
+		return
+	}
+	c.file.mu.Lock()
+	problem, since := c.file.problem, c.file.since
+	c.file.mu.Unlock()
+	if problem != "" {
+		http.Error(w, fmt.Sprintf("config file %s is invalid (since %s); running with the config it started with until it is fixed:\n%s",
+			c.Options.ConfigFile, since.UTC().Format(time.RFC3339), problem), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+	// Shards whose probe Job cannot start: the coordinator itself is fine (ready), but a
+	// person looking here should see that some control planes are not probed.
+	if c.prober != nil {
+		for _, line := range c.prober.StuckShards() {
+			fmt.Fprintln(w, line)
+		}
+	}
 }

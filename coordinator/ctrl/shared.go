@@ -1,9 +1,15 @@
+// Package ctrl is what the coordinator's controllers (weeder, prober) share and nothing else:
+// what they run with (Shared), the one worker loop that drains a controller's queue, the one
+// namespace informer both read, the Job-launch metrics both report under their kind, and the
+// config-file helpers both sections parse with. It sits below coordinator/weeder and
+// coordinator/prober and imports neither.
 package ctrl
 
 import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -44,4 +50,14 @@ func (s Shared) WithDefaults(readsNamespaces bool) Shared {
 		s.Namespaces = Namespaces(s.Client)
 	}
 	return s
+}
+
+// Namespaces is the one informer on the cluster's namespaces that both controllers read: the
+// weeder for which namespaces are going away and which the config's selector takes, the prober
+// for which match its own selector (each filters what it reads). The coordinator builds it
+// once and runs it once; managedFields are not kept.
+func Namespaces(client kubernetes.Interface) cache.SharedIndexInformer {
+	inf := coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{})
+	_ = inf.SetTransform(jobs.StripManagedFields)
+	return inf
 }

@@ -15,9 +15,11 @@ package egress
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -65,34 +67,23 @@ func Rules(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []networkingv1
 		}
 		rules = appendRule(rules, svc.Spec.ClusterIPs, ports)
 	}
-	type group struct {
-		ports []int32
-		addrs []string
-	}
-	byPorts := map[string]*group{}
-	var order []string
+	// One rule per set of ports, holding every address of the slices with those ports.
+	ports, addrs := map[string][]int32{}, map[string][]string{}
 	for _, s := range eps {
-		var ports []int32
+		var ps []int32
 		for _, p := range s.Ports {
 			if p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
-				ports = append(ports, *p.Port)
+				ps = append(ps, *p.Port)
 			}
 		}
-		ports = sortedUnique(ports)
-		key := fmt.Sprint(ports)
-		g, ok := byPorts[key]
-		if !ok {
-			g = &group{ports: ports}
-			byPorts[key] = g
-			order = append(order, key)
-		}
+		key := fmt.Sprint(sortedUnique(ps))
+		ports[key] = ps
 		for _, e := range s.Endpoints {
-			g.addrs = append(g.addrs, e.Addresses...)
+			addrs[key] = append(addrs[key], e.Addresses...)
 		}
 	}
-	slices.Sort(order)
-	for _, k := range order {
-		rules = appendRule(rules, byPorts[k].addrs, byPorts[k].ports)
+	for _, k := range slices.Sorted(maps.Keys(ports)) {
+		rules = appendRule(rules, addrs[k], ports[k])
 	}
 	return rules
 }
@@ -239,21 +230,17 @@ func (k Keeper) Run(ctx context.Context) {
 
 // describe says where the rules let the Jobs connect, for a log line.
 func describe(rules []networkingv1.NetworkPolicyEgressRule) string {
-	var s string
-	for i, r := range rules {
-		if i > 0 {
-			s += "; "
+	var s []string
+	for _, r := range rules {
+		var to []string
+		for _, peer := range r.To {
+			to = append(to, peer.IPBlock.CIDR)
 		}
-		for j, to := range r.To {
-			if j > 0 {
-				s += ","
-			}
-			s += to.IPBlock.CIDR
-		}
-		s += " on"
+		on := ""
 		for _, p := range r.Ports {
-			s += " " + p.Port.String()
+			on += " " + p.Port.String()
 		}
+		s = append(s, strings.Join(to, ",")+" on"+on)
 	}
-	return s
+	return strings.Join(s, "; ")
 }

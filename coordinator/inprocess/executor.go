@@ -37,6 +37,7 @@ import (
 
 	"github.com/depwatch/depwatch/internal/termmsg"
 	"github.com/depwatch/depwatch/jobs"
+	"github.com/depwatch/depwatch/probe"
 )
 
 // Options configure the executor.
@@ -69,8 +70,6 @@ type Engine func(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) 
 type Executor struct {
 	opts    Options
 	members *memberships
-	log     logrus.FieldLogger
-	now     func() time.Time
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's; nil until Run starts
@@ -107,7 +106,8 @@ func New(o Options) *Executor {
 	if o.EventsConfig == nil {
 		o.EventsConfig = o.Config
 	}
-	e := &Executor{opts: o, log: o.Log, now: o.Now, active: map[cache.ObjectName]*active{}, members: newMemberships()}
+	e := &Executor{opts: o, active: map[cache.ObjectName]*active{},
+		members: &memberships{byName: map[string]probe.Membership{}, runs: map[string]map[chan probe.Membership]struct{}{}}}
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}
@@ -166,10 +166,13 @@ func (e *Executor) Start(_ context.Context, job *batchv1.Job) (jobs.Run, error) 
 		return a.run, nil
 	}
 	job = job.DeepCopy()
-	job.UID, job.CreationTimestamp = uuid.NewUUID(), metav1.NewTime(e.now())
-	ctx, stop := context.WithCancel(e.ctx)
+	job.UID, job.CreationTimestamp = uuid.NewUUID(), metav1.NewTime(e.opts.Now())
+	var ctx context.Context
+	var stop context.CancelFunc
 	if d := job.Spec.ActiveDeadlineSeconds; d != nil {
-		ctx, stop = withDeadline(ctx, stop, job.CreationTimestamp.Add(time.Duration(*d)*time.Second))
+		ctx, stop = context.WithDeadline(e.ctx, job.CreationTimestamp.Add(time.Duration(*d)*time.Second))
+	} else {
+		ctx, stop = context.WithCancel(e.ctx)
 	}
 	a := &active{run: jobs.RunOf(job), kind: jobs.Kind(job.Labels[jobs.LabelKind]), stop: stop}
 	e.active[key] = a
@@ -178,12 +181,6 @@ func (e *Executor) Start(_ context.Context, job *batchv1.Job) (jobs.Run, error) 
 	}
 	e.running.Go(func() { e.execute(ctx, job, a) })
 	return a.run, nil
-}
-
-// withDeadline adds a deadline to ctx; the returned stop cancels both.
-func withDeadline(ctx context.Context, stop context.CancelFunc, at time.Time) (context.Context, context.CancelFunc) {
-	dctx, cancel := context.WithDeadline(ctx, at)
-	return dctx, func() { cancel(); stop() }
 }
 
 // Stop stops the run, as deleting a Job with propagation Background does: it gets SIGTERM,
@@ -220,7 +217,7 @@ const (
 // end to their views. A run that was stopped (by Stop, or the executor stopping) only
 // reports.
 func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
-	log := e.log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess)})
+	log := e.opts.Log.WithFields(logrus.Fields{"job": job.Namespace + "/" + job.Name, "executor": string(jobs.ExecutorInProcess)})
 	code, msg := e.opts.Engine(ctx, job, log)
 	stopped := ctx.Err() // before the stop below cancels ctx
 	e.report(job, a.kind, msg)
@@ -248,7 +245,7 @@ func (e *Executor) execute(ctx context.Context, job *batchv1.Job, a *active) {
 		return // stopped meanwhile: the views were told
 	}
 	ended := a.run
-	ended.Done, ended.Failed, ended.Ended = true, reason != "", e.now()
+	ended.Done, ended.Failed, ended.Ended = true, reason != "", e.opts.Now()
 	e.forget(a, ended)
 }
 
@@ -259,7 +256,7 @@ func (e *Executor) report(job *batchv1.Job, kind jobs.Kind, message string) {
 	if len(message) > termmsg.MaxBytes {
 		message = message[:termmsg.MaxBytes]
 	}
-	rep := jobs.Report{Run: job.Namespace + "/" + job.Name, FinishedAt: e.now(), Message: message}
+	rep := jobs.Report{Run: job.Namespace + "/" + job.Name, FinishedAt: e.opts.Now(), Message: message}
 	e.mu.Lock()
 	views := slices.Clone(e.views)
 	e.mu.Unlock()

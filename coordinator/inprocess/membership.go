@@ -19,10 +19,6 @@ type memberships struct {
 	runs   map[string]map[chan probe.Membership]struct{} // the runs following each
 }
 
-func newMemberships() *memberships {
-	return &memberships{byName: map[string]probe.Membership{}, runs: map[string]map[chan probe.Membership]struct{}{}}
-}
-
 // shardMemberships is a controller's jobs.Memberships in one namespace: its own changes are
 // the only ones, so left is told of them as it makes them.
 type shardMemberships struct {

@@ -67,8 +67,7 @@ func New(version string) *Metrics {
 	m.Registry.MustRegister(jm.Collectors()...)
 	m.Registry.MustRegister(m.Weeder.Collectors()...)
 	m.Registry.MustRegister(m.Prober.Collectors()...)
-	m.Registry.MustRegister(m.APIRequests, m.Leader, m.Executor, build,
-		m.ConfigValid,
+	m.Registry.MustRegister(m.APIRequests, m.Leader, m.Executor, build, m.ConfigValid,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Weeder.Init()
 	m.APIRequests.WithLabelValues("GET", "200") // the first series, so the family is listed before any request
@@ -78,8 +77,9 @@ func New(version string) *Metrics {
 // SetExecutor says which executor carries the runs out.
 func (m *Metrics) SetExecutor(kind jobs.ExecutorKind) {
 	for _, k := range []jobs.ExecutorKind{jobs.ExecutorJob, jobs.ExecutorInProcess} {
-		m.Executor.WithLabelValues(string(k)).Set(boolGauge(k == kind))
+		m.Executor.WithLabelValues(string(k)).Set(0)
 	}
+	m.Executor.WithLabelValues(string(kind)).Set(1)
 }
 
 // RegisterClient makes client-go count every request of this process in
@@ -92,11 +92,4 @@ type requestCounter struct{ c *prometheus.CounterVec }
 
 func (r requestCounter) Increment(_ context.Context, code, method, _ string) {
 	r.c.WithLabelValues(method, code).Inc()
-}
-
-func boolGauge(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
