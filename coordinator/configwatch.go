@@ -18,7 +18,6 @@ package coordinator
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -29,14 +28,6 @@ import (
 
 // DefaultConfigReloadInterval is how often the config file is read again.
 const DefaultConfigReloadInterval = 10 * time.Second
-
-// configState is what the coordinator knows of its config file since start.
-type configState struct {
-	mu sync.Mutex
-	// problem: why the file cannot be used (its problems, one per line); "" while it is valid.
-	problem string
-	since   time.Time // when problem began
-}
 
 // watchConfig checks the config file every interval until ctx ends, or until it holds a
 // valid change: then it calls restart, which stops the coordinator.

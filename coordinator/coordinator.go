@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -70,12 +71,18 @@ type Deps struct {
 // with, which it runs until it stops.
 type Coordinator struct {
 	Deps
-	file configState // what the config file has held since
+	// file is what the config file has held since start: why it cannot be used (its
+	// problems, one a line; "" while it is valid) and since when.
+	file struct {
+		mu      sync.Mutex
+		problem string
+		since   time.Time
+	}
 
 	weeder *weeder.Controller // nil when no service is configured (prober only)
 	prober *prober.Controller // nil without a prober section
 
-	synced atomic.Bool
+	synced atomic.Bool // the caches have synced (the /readyz condition)
 }
 
 // New builds the coordinator and its controllers' informers (not started).
@@ -143,10 +150,10 @@ func (c *Coordinator) newControllers() error {
 
 // rights are d.Rights, or rights.All when not given.
 func (d Deps) rights() rights.Rights {
-	if d.Rights == nil {
-		return rights.All()
+	if d.Rights != nil {
+		return *d.Rights
 	}
-	return *d.Rights
+	return rights.All()
 }
 
 // lead runs both controllers until ctx ends, then waits for them.
@@ -191,9 +198,6 @@ func (c *Coordinator) informers() []jobs.Follower {
 	return infs
 }
 
-// Ready reports whether the caches have synced (the /readyz condition).
-func (c *Coordinator) Ready() bool { return c.synced.Load() }
-
 // proberLeases are what the prober needs to know to stand aside for dependency-watchdog's
 // prober (prober.standAsideForDependencyWatchdog): where that Lease is when the config names
 // no namespace (dependency-watchdog's own default, garden; in the `dependency-watchdog prober`
@@ -202,7 +206,7 @@ func (c *Coordinator) Ready() bool { return c.synced.Load() }
 // Lease), and what the prober's Events are about (that Lease; nil without leader election).
 func proberLeases(o Options, lookup func(string) (string, bool)) (dwdNamespace string, own *prober.LeaseRef, self *corev1.ObjectReference) {
 	if o.Role == roles.Prober {
-		dwdNamespace = leaseNamespace(o)
+		dwdNamespace = o.LeaseNamespace(os.LookupEnv)
 	}
 	if !o.EnableLeaderElection {
 		pod, _ := lookup("POD_NAME")
@@ -212,7 +216,7 @@ func proberLeases(o Options, lookup func(string) (string, bool)) (dwdNamespace s
 		}
 		return dwdNamespace, nil, self
 	}
-	own = &prober.LeaseRef{Namespace: leaseNamespace(o), Name: o.Lease()}
+	own = &prober.LeaseRef{Namespace: o.LeaseNamespace(os.LookupEnv), Name: o.Lease()}
 	self = &corev1.ObjectReference{Kind: "Lease", APIVersion: "coordination.k8s.io/v1", Namespace: own.Namespace, Name: own.Name}
 	return dwdNamespace, own, self
 }

@@ -129,12 +129,8 @@ func parseBool(v string) error {
 // the -addr ones): depwatch takes both.
 var dwdAliases = map[string]string{"metrics-bind-address": "metrics-bind-addr", "health-bind-address": "health-bind-addr"}
 
-func dwdLease(role roles.Role) string {
-	if role == roles.Prober {
-		return roles.ProberLeaseName
-	}
-	return roles.WeederLeaseName
-}
+// dwdLeases are the Leases dependency-watchdog's commands elect through.
+var dwdLeases = map[roles.Role]string{roles.Weeder: roles.WeederLeaseName, roles.Prober: roles.ProberLeaseName}
 
 // ParseDWDFlags reads dependency-watchdog's command line for role (roles.Weeder or roles.Prober):
 // the variables of the flags depwatch uses (DEPWATCH_ + the flag name, as for the
@@ -143,7 +139,7 @@ func dwdLease(role roles.Role) string {
 // is refused, as dependency-watchdog refuses it. On --help it writes the usage to help and
 // returns ErrHelp.
 func ParseDWDFlags(role roles.Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
-	o := Options{Role: role, LeaseName: dwdLease(role)}
+	o := Options{Role: role, LeaseName: dwdLeases[role]}
 	var s DWDSettings
 	if role != roles.Weeder && role != roles.Prober {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)

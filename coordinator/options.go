@@ -137,7 +137,7 @@ func flagSpecs(o *Options, role roles.Role) []flagSpec {
 		t.config = map[roles.Role]string{roles.Weeder: "dependency-watchdog's weeder config (its ConfigMap data as it is: watchDuration, servicesAndDependantSelectors; depwatch's weeder fields are accepted too)",
 			roles.Prober: "dependency-watchdog's prober config (its ConfigMap data as it is: kubeConfigSecretName, probeInterval, dependentResourceInfos, ...)"}[role] + " (required)"
 		t.workers = "workers: services (weeder) or namespaces and shards (prober)"
-		t.elect, t.home = "elect one active replica through the Lease "+dwdLease(role), "the pod's own namespace, else "+roles.DWDLeaseNamespace
+		t.elect, t.home = "elect one active replica through the Lease "+dwdLeases[role], "the pod's own namespace, else "+roles.DWDLeaseNamespace
 		t.alias = "; --%s-bind-address, as dependency-watchdog's help spells it, is the same flag"
 	}
 	bindAddrUsage := func(name, usage string) string {

@@ -31,9 +31,8 @@ import (
 var ErrLostLeadership = errors.New("lost leadership")
 
 // Run runs the coordinator until ctx ends or its config file holds a valid change (nil), or
-// until it fails: metrics and health endpoints,
-// Events, informers, then leader election (or straight to work). Every goroutine it starts
-// has ended when it returns.
+// until it fails: metrics and health endpoints, Events, informers, then leader election (or
+// straight to work). Every goroutine it starts has ended when it returns.
 func Run(ctx context.Context, d Deps) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -45,7 +44,7 @@ func Run(ctx context.Context, d Deps) error {
 		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cmp.Or(d.EventClient, d.Client).CoreV1().Events("")})
 		d.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "depwatch-coordinator"})
 		if !d.rights().Events {
-			d.Recorder = rights.InNamespace(d.Recorder, leaseNamespace(d.Options))
+			d.Recorder = rights.InNamespace(d.Recorder, d.Options.LeaseNamespace(os.LookupEnv))
 		}
 	}
 	c, err := New(d)
@@ -166,7 +165,7 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 // with ErrLostLeadership: the process restarts as a standby rather than keep half-state.
 func (c *Coordinator) runElected(ctx context.Context, watchdog *leaderelection.HealthzAdaptor) error {
 	o := c.Options
-	ns, lease := leaseNamespace(o), o.Lease()
+	ns, lease := o.LeaseNamespace(os.LookupEnv), o.Lease()
 	id := cmp.Or(c.Identity, leaseIdentity())
 	log := c.Log.WithFields(logrus.Fields{"lease": ns + "/" + lease, "identity": id})
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, lease,
@@ -219,9 +218,6 @@ func (c *Coordinator) runElected(ctx context.Context, watchdog *leaderelection.H
 	return fmt.Errorf("%w of Lease %s/%s", ErrLostLeadership, ns, lease)
 }
 
-// leaseNamespace is where the Lease lives (LeaseNamespace), as this process's environment says.
-func leaseNamespace(o Options) string { return o.LeaseNamespace(os.LookupEnv) }
-
 // leaseIdentity is this replica's name in the Lease: the pod's name, when the Deployment
 // passes it, is what a reader of the Lease looks for (a pod on the host network has the
 // node's host name, shared by every replica), plus a random suffix.
@@ -238,7 +234,7 @@ func leaseIdentity() string {
 // readyz answers /readyz: ready once the caches have synced, unless the config file has
 // become invalid (the coordinator still works, with the config it started with).
 func (c *Coordinator) readyz(w http.ResponseWriter, _ *http.Request) {
-	if !c.Ready() {
+	if !c.synced.Load() {
 		http.Error(w, "informer caches not synced yet", http.StatusServiceUnavailable)
 		return
 	}

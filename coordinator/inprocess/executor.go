@@ -20,6 +20,7 @@
 package inprocess
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,12 +101,7 @@ func New(o Options) *Executor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Log == nil {
-		o.Log = logrus.New()
-	}
-	if o.EventsConfig == nil {
-		o.EventsConfig = o.Config
-	}
+	o.Log, o.EventsConfig = cmp.Or[logrus.FieldLogger](o.Log, logrus.New()), cmp.Or(o.EventsConfig, o.Config)
 	e := &Executor{opts: o, active: map[cache.ObjectName]*active{},
 		members: &memberships{byName: map[string]probe.Membership{}, runs: map[string]map[chan probe.Membership]struct{}{}}}
 	if o.Engine == nil {
