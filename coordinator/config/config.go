@@ -14,7 +14,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	goyaml "go.yaml.in/yaml/v2"
@@ -150,15 +149,11 @@ func nonFinite(data []byte, path string) []string {
 				lines = append(lines, fmt.Sprintf("%s: %v: must be a finite number", path, v))
 			}
 		case map[any]any:
-			keys := make([]string, 0, len(v))
 			byKey := map[string]any{}
 			for k, item := range v {
-				key := ctrl.PathKey(fmt.Sprint(k))
-				keys = append(keys, key)
-				byKey[key] = item
+				byKey[ctrl.PathKey(fmt.Sprint(k))] = item
 			}
-			sort.Strings(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(byKey)) {
 				if path == "" {
 					walk(k, byKey[k])
 				} else {

@@ -103,7 +103,7 @@ func New(o Options) *Executor {
 	}
 	o.Log, o.EventsConfig = cmp.Or[logrus.FieldLogger](o.Log, logrus.New()), cmp.Or(o.EventsConfig, o.Config)
 	e := &Executor{opts: o, active: map[cache.ObjectName]*active{},
-		members: &memberships{byName: map[string]probe.Membership{}, runs: map[string]map[chan probe.Membership]struct{}{}}}
+		members: &memberships{byName: map[string]probe.Membership{}, runs: map[chan probe.Membership]string{}}}
 	if o.Engine == nil {
 		e.opts.Engine = e.engine
 	}

@@ -16,7 +16,7 @@ import (
 type memberships struct {
 	mu     sync.Mutex
 	byName map[string]probe.Membership
-	runs   map[string]map[chan probe.Membership]struct{} // the runs following each
+	runs   map[chan probe.Membership]string // the runs, each by the membership it follows
 }
 
 // shardMemberships is a controller's jobs.Memberships in one namespace: its own changes are
@@ -58,8 +58,16 @@ func (s *shardMemberships) Set(_ context.Context, target string, m probe.Members
 		return false, nil
 	}
 	s.all.byName[name] = m
-	for ch := range s.all.runs[name] {
-		offer(ch, m)
+	for ch, following := range s.all.runs {
+		// Replace what ch holds: a run applies only the newest membership. The lock is held,
+		// so no other send comes between the two steps.
+		if following == name {
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- m
+		}
 	}
 	s.all.mu.Unlock()
 	s.tell(jobs.Departed(old.Namespaces, m.Namespaces))
@@ -83,36 +91,20 @@ func (s *shardMemberships) tell(left []string) {
 	}
 }
 
-// offer replaces what ch holds with m: a run applies only the newest membership. a.mu is
-// held, so no other offer comes between the two steps.
-func offer(ch chan probe.Membership, m probe.Membership) {
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- m
-}
-
 // followMembership is a probe run's membership source (probe.Deps.FollowMembership): the
 // membership namespace/name, the current one first, then each change, until ctx ends.
 func (e *Executor) followMembership(ctx context.Context, namespace, name string, apply func(probe.Membership), _ logrus.FieldLogger) error {
 	a, key := e.members, namespace+"/"+name
 	ch := make(chan probe.Membership, 1)
 	a.mu.Lock()
-	if a.runs[key] == nil {
-		a.runs[key] = map[chan probe.Membership]struct{}{}
-	}
-	a.runs[key][ch] = struct{}{}
+	a.runs[ch] = key
 	if m, ok := a.byName[key]; ok {
 		ch <- m
 	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.runs[key], ch)
-		if len(a.runs[key]) == 0 {
-			delete(a.runs, key)
-		}
+		delete(a.runs, ch)
 		a.mu.Unlock()
 	}()
 	for {
