@@ -30,16 +30,13 @@ import (
 const DefaultConfigReloadInterval = 10 * time.Second
 
 // watchConfig checks the config file every interval until ctx ends, or until it holds a
-// valid change: then it calls restart, which stops the coordinator.
+// valid change: then it calls restart, which stops the coordinator and ends ctx.
 func (c *Coordinator) watchConfig(ctx context.Context, every time.Duration, restart context.CancelFunc) {
 	c.Log.WithFields(logrus.Fields{"configFile": c.Options.ConfigFile, "interval": every.String()}).
 		Info("Watching the config file: a valid change restarts the coordinator to apply it; an invalid one is reported and changes nothing.")
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
 	wait.UntilWithContext(ctx, func(context.Context) {
 		if c.checkConfig() {
-			restart()
-			stop()
+			restart() // ends ctx, and with it the watch
 		}
 	}, every)
 }

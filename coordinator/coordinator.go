@@ -108,44 +108,33 @@ func New(d Deps) (*Coordinator, error) {
 			Warnf("The config has a field depwatch does not know; it is ignored: %s.", w)
 	}
 	c.Metrics.ConfigValid.Set(1)
-	if err := c.newControllers(); err != nil {
+	// The prober when the config has its section, the weeder when it has services or follows
+	// workloads' annotations.
+	may := d.rights()
+	var err error
+	if d.Config.Prober != nil {
+		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
+		if c.prober, err = prober.New(prober.Deps{
+			Shared: d.Shared, Dynamic: d.Dynamic, Config: d.Config.Prober, Metrics: d.Metrics.Prober,
+			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !may.ScaleTargets,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if !d.Config.Weeds(!may.Workloads) {
+		if c.prober == nil { // the config weeds by annotations alone, which may not be read
+			return nil, fmt.Errorf("nothing to run: the config names no service and has no prober section, and this service account may not list and watch Deployments, StatefulSets and DaemonSets to follow their %s annotations", weeder.AnnotationDependsOn)
+		}
+		return c, nil
+	}
+	if c.weeder, err = weeder.New(weeder.Deps{
+		Shared: d.Shared, Config: &d.Config.Config, Metrics: d.Metrics.Weeder,
+		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
+			NoNamespaceReads: !may.Namespaces, NoServiceReads: !may.Services, NoWorkloadReads: !may.Workloads},
+	}); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// newControllers builds the prober when the config has its section and the weeder when it
-// has services or follows workloads' annotations.
-func (c *Coordinator) newControllers() error {
-	d := c.Deps
-	if d.Config.Prober != nil {
-		dwdNS, own, self := proberLeases(d.Options, os.LookupEnv)
-		pr, err := prober.New(prober.Deps{
-			Shared: d.Shared, Dynamic: d.Dynamic, Config: d.Config.Prober, Metrics: d.Metrics.Prober,
-			DWDLeaseNamespace: dwdNS, OwnLease: own, Self: self, NoScaleTargets: !d.rights().ScaleTargets,
-		})
-		if err != nil {
-			return err
-		}
-		c.prober = pr
-	}
-	if !d.Config.Weeds(!d.rights().Workloads) {
-		if c.prober == nil { // the config weeds by annotations alone, which may not be read
-			return fmt.Errorf("nothing to run: the config names no service and has no prober section, and this service account may not list and watch Deployments, StatefulSets and DaemonSets to follow their %s annotations", weeder.AnnotationDependsOn)
-		}
-		return nil
-	}
-	w, err := weeder.New(weeder.Deps{
-		Shared: d.Shared, Config: &d.Config.Config, Metrics: d.Metrics.Weeder,
-		Options: weeder.Options{Batching: d.Options.Batching, ConcurrentReconciles: d.Options.ConcurrentReconciles,
-			NoNamespaceReads: !d.rights().Namespaces, NoServiceReads: !d.rights().Services,
-			NoWorkloadReads: !d.rights().Workloads},
-	})
-	if err != nil {
-		return err
-	}
-	c.weeder = w
-	return nil
 }
 
 // rights are d.Rights, or rights.All when not given.

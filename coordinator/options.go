@@ -79,15 +79,12 @@ const (
 	DefaultEventsBurst = 500
 )
 
-// EnvPrefix prefixes the environment variable of every flag.
-const EnvPrefix = "DEPWATCH_"
-
-// EnvName is the environment variable that sets a flag.
+// EnvName is the environment variable that sets a flag: DEPWATCH_ + its name in upper snake case.
 func EnvName(flagName string) string {
 	if flagName == "kubeconfig" {
 		return "KUBECONFIG"
 	}
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return "DEPWATCH_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // checkConfigFlag has no environment variable: one left in a Deployment would turn every

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
@@ -76,7 +77,7 @@ func Rules(svc *corev1.Service, eps []*discoveryv1.EndpointSlice) []networkingv1
 				ps = append(ps, *p.Port)
 			}
 		}
-		key := fmt.Sprint(sortedUnique(ps))
+		key := fmt.Sprint(sets.List(sets.New(ps...)))
 		ports[key] = ps
 		for _, e := range s.Endpoints {
 			addrs[key] = append(addrs[key], e.Addresses...)
@@ -98,8 +99,7 @@ func appendRule(rules []networkingv1.NetworkPolicyEgressRule, addrs []string, po
 		}
 		cidrs = append(cidrs, netip.PrefixFrom(ip, ip.BitLen()).String())
 	}
-	cidrs = sortedUnique(cidrs)
-	ports = sortedUnique(ports)
+	cidrs, ports = sets.List(sets.New(cidrs...)), sets.List(sets.New(ports...))
 	if len(cidrs) == 0 || len(ports) == 0 {
 		return rules
 	}
@@ -113,12 +113,6 @@ func appendRule(rules []networkingv1.NetworkPolicyEgressRule, addrs []string, po
 		r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port})
 	}
 	return append(rules, r)
-}
-
-func sortedUnique[T int32 | string](s []T) []T {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return slices.Compact(s)
 }
 
 // Policy is the NetworkPolicy, as applied, for rules in namespace: it selects depwatch's
