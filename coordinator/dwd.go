@@ -139,7 +139,7 @@ var dwdLeases = map[roles.Role]string{roles.Weeder: roles.WeederLeaseName, roles
 // is refused, as dependency-watchdog refuses it. On --help it writes the usage to help and
 // returns ErrHelp.
 func ParseDWDFlags(role roles.Role, args []string, lookup func(string) (string, bool), help io.Writer) (Options, DWDSettings, error) {
-	o := Options{Role: role, LeaseName: dwdLeases[role]}
+	o := Options{Role: role}
 	var s DWDSettings
 	if role != roles.Weeder && role != roles.Prober {
 		return o, s, fmt.Errorf("dependency-watchdog has no command %q (weeder or prober)", role)

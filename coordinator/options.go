@@ -53,13 +53,11 @@ type Options struct {
 	// Role is which half of the work this process does: both (`depwatch coordinator`), or
 	// dependency-watchdog's weeder or prober command (ParseDWDFlags).
 	Role roles.Role
-	// LeaseName is the leader election's Lease: LeaseName, or dependency-watchdog's own for
-	// its commands (empty: LeaseName).
-	LeaseName string
 }
 
-// Lease is the name of the Lease the leader election uses.
-func (o Options) Lease() string { return cmp.Or(o.LeaseName, LeaseName) }
+// Lease is the name of the Lease the leader election uses: LeaseName, or
+// dependency-watchdog's own under its commands.
+func (o Options) Lease() string { return cmp.Or(dwdLeases[o.Role], LeaseName) }
 
 // LeaseNamespace is where the Lease lives: --leader-election-namespace, else roles.HomeNamespace.
 func (o Options) LeaseNamespace(lookup func(string) (string, bool)) string {

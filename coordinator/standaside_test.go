@@ -28,9 +28,9 @@ func TestProberStandsAsideForDependencyWatchdogsLeaseButNeverItsOwn(t *testing.T
 			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, says: "Probes nothing while dependency-watchdog's prober holds its Lease garden/dwd-prober-leader-election"},
 		{name: "the coordinator, alone", opts: Options{},
 			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, says: "Probes nothing while"},
-		{name: "dependency-watchdog prober, as gardenlet starts it", opts: Options{Role: roles.Prober, LeaseName: roles.ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "garden"},
+		{name: "dependency-watchdog prober, as gardenlet starts it", opts: Options{Role: roles.Prober, EnableLeaderElection: true, LeaderElectionNamespace: "garden"},
 			want: prober.LeaseRef{Namespace: "garden", Name: roles.ProberLeaseName}, itself: true, says: "Elects through dependency-watchdog's prober Lease garden/dwd-prober-leader-election itself"},
-		{name: "dependency-watchdog prober in another namespace", opts: Options{Role: roles.Prober, LeaseName: roles.ProberLeaseName, EnableLeaderElection: true, LeaderElectionNamespace: "dwd-home"},
+		{name: "dependency-watchdog prober in another namespace", opts: Options{Role: roles.Prober, EnableLeaderElection: true, LeaderElectionNamespace: "dwd-home"},
 			want: prober.LeaseRef{Namespace: "dwd-home", Name: roles.ProberLeaseName}, itself: true, says: "itself"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

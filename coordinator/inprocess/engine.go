@@ -13,11 +13,13 @@ import (
 	"github.com/depwatch/depwatch/reaper"
 )
 
-// Exit codes of a run, as its container's would be.
-const (
-	exitOK      int32 = 0
-	exitFailure int32 = 1
-)
+// exitCode is a run's exit code, as its container's would be: 1 when it failed.
+func exitCode(err error) int32 {
+	if err != nil {
+		return 1
+	}
+	return 0
+}
 
 // engine runs job's run with the engine its container's arguments name
 // (`reap`, `probe`), configured by the container's environment exactly as the pod would be:
@@ -68,14 +70,13 @@ func (e *Executor) reap(ctx context.Context, lookup func(string) (string, bool),
 	clients, err := reaper.ClientsFor(e.opts.Config, e.opts.EventsConfig, e.opts.NoEvents)
 	if err != nil {
 		log.WithError(err).Error("Cannot build the run's clients; no pod was touched.")
-		return exitFailure, err.Error()
+		return exitCode(err), err.Error()
 	}
 	summary, err := reaper.RunWith(ctx, clients, opts, log)
 	if err != nil {
 		log.WithError(err).Error("The reaper run did not complete its job.")
-		return exitFailure, reaper.TerminationMessage(summary)
 	}
-	return exitOK, reaper.TerminationMessage(summary)
+	return exitCode(err), reaper.TerminationMessage(summary)
 }
 
 func (e *Executor) probe(ctx context.Context, lookup func(string) (string, bool), log logrus.FieldLogger) (int32, string) {
@@ -89,14 +90,10 @@ func (e *Executor) probe(ctx context.Context, lookup func(string) (string, bool)
 	deps, err := probe.NewDepsWith(e.opts.Config, e.opts.Discovery)
 	if err != nil {
 		log.WithError(err).Error("Cannot build the run's clients; nothing was scaled.")
-		return exitFailure, err.Error()
+		return exitCode(err), err.Error()
 	}
 	deps.NoEvents = e.opts.NoEvents
 	deps.FollowMembership = e.followMembership
 	report, _, err := probe.RunAll(ctx, deps, opts, log)
-	msg := probe.EncodeReport(report)
-	if err != nil {
-		return exitFailure, msg
-	}
-	return exitOK, msg
+	return exitCode(err), probe.EncodeReport(report)
 }
