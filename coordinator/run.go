@@ -65,8 +65,8 @@ func Run(ctx context.Context, d Deps) error {
 	if r, ok := d.Executor.(interface{ Run(context.Context) }); ok {
 		wg.Go(func() { r.Run(ctx) }) // ends with ctx, after its runs
 	}
-	if synced, err := c.startInformers(ctx, &wg); !synced {
-		return err
+	if !c.startInformers(ctx, &wg) {
+		return nil
 	}
 	if d.Options.ConfigFile != "" && d.Options.ConfigReloadInterval > 0 {
 		// A valid change ends ctx: Run stops as on SIGTERM and returns nil.
@@ -133,8 +133,8 @@ func (c *Coordinator) serveEndpoints(ctx context.Context, wg *sync.WaitGroup, wa
 }
 
 // startInformers runs the controllers' informers until ctx ends and waits for their caches;
-// false with a nil error: ctx ended first.
-func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (bool, error) {
+// false: ctx ended first (WaitForCacheSync waits for nothing else).
+func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) bool {
 	if c.weeder != nil {
 		c.weeder.StartDependsOn(ctx) // the watches annotations ask for while the caches fill
 	}
@@ -146,10 +146,7 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 	}
 	c.Log.Info("Waiting for the informer caches to sync.")
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		if ctx.Err() != nil {
-			return false, nil
-		}
-		return false, errors.New("informer caches did not sync")
+		return false
 	}
 	c.synced.Store(true)
 	services := 0
@@ -158,7 +155,7 @@ func (c *Coordinator) startInformers(ctx context.Context, wg *sync.WaitGroup) (b
 		c.weeder.ReportExclusions() // now that the namespaces are known
 	}
 	c.Log.WithField("services", services).Info("Caches synced; ready.")
-	return true, nil
+	return true
 }
 
 // runElected campaigns for the Lease and leads while it holds it. Losing the Lease ends it

@@ -5,6 +5,7 @@ package metrics
 import (
 	"context"
 	"runtime"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,9 +65,7 @@ func New(version string) *Metrics {
 		Help: "Build information of the running depwatch; always 1.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, buildinfo.Revision(), runtime.Version()).Set(1)
-	m.Registry.MustRegister(jm.Collectors()...)
-	m.Registry.MustRegister(m.Weeder.Collectors()...)
-	m.Registry.MustRegister(m.Prober.Collectors()...)
+	m.Registry.MustRegister(slices.Concat(jm.Collectors(), m.Weeder.Collectors(), m.Prober.Collectors())...)
 	m.Registry.MustRegister(m.APIRequests, m.Leader, m.Executor, build, m.ConfigValid,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Weeder.Init()
