@@ -2,6 +2,7 @@ package ctrl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,10 +60,8 @@ func Decode(path *field.Path, data []byte, into any, lenient func(path string) b
 // Undecoded says whether a validation problem is about a field in invalid (or inside one):
 // validation would only repeat that it is wrong, or call it missing.
 func Undecoded(problem error, invalid field.ErrorList) bool {
-	for _, e := range invalid {
-		if strings.HasPrefix(problem.Error(), e.Field+":") || strings.HasPrefix(problem.Error(), e.Field+".") || strings.HasPrefix(problem.Error(), e.Field+"=") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(invalid, func(e *field.Error) bool {
+		rest, ok := strings.CutPrefix(problem.Error(), e.Field)
+		return ok && strings.IndexAny(rest, ":.=") == 0
+	})
 }
