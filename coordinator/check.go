@@ -91,12 +91,11 @@ func (o Options) Summary(cfg *config.Config) string {
 	if tpl.Namespace != "" {
 		where = "namespace " + tpl.Namespace
 	}
-	image := cmp.Or(tpl.Image, "the coordinator's own image (read from its pod at start)")
 	accounts := []string{tpl.ServiceAccountFor(jobs.KindWeeder) + " (weeder)"}
 	if cfg.Prober != nil {
 		accounts = append(accounts, tpl.ServiceAccountFor(jobs.KindProbe)+" (probe)")
 	}
-	add("Jobs run in %s with %s, as %s.", where, image, strings.Join(accounts, " and "))
+	add("Jobs run in %s with %s, as %s.", where, cmp.Or(tpl.Image, "the coordinator's own image (read from its pod at start)"), strings.Join(accounts, " and "))
 
 	if o.EnableLeaderElection {
 		add("One replica at a time leads, through the Lease %s in %s.", LeaseName, cmp.Or(o.LeaderElectionNamespace, "the coordinator's own namespace"))

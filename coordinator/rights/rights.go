@@ -91,20 +91,18 @@ func Check(ctx context.Context, client kubernetes.Interface, jobNamespace string
 		reviews = append(reviews, review{"apps", res, "", []string{"list", "watch"}, &out.Workloads})
 	}
 	out.asked = len(reviews)
-	var mu sync.Mutex
+	ok, errs := make([]bool, len(reviews)), make([]error, len(reviews))
 	var wg sync.WaitGroup
-	for _, rv := range reviews {
-		wg.Go(func() {
-			ok, err := allowed(ctx, client, rv)
-			mu.Lock()
-			defer mu.Unlock()
-			*rv.granted = *rv.granted && ok
-			if err != nil {
-				out.Unknown = append(out.Unknown, fmt.Sprintf("%s: %v", rv.describe(), err))
-			}
-		})
+	for i, rv := range reviews {
+		wg.Go(func() { ok[i], errs[i] = allowed(ctx, client, rv) })
 	}
 	wg.Wait()
+	for i, rv := range reviews {
+		*rv.granted = *rv.granted && ok[i]
+		if errs[i] != nil {
+			out.Unknown = append(out.Unknown, fmt.Sprintf("%s: %v", rv.describe(), errs[i]))
+		}
+	}
 	return out
 }
 
