@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -59,7 +58,6 @@ type batchTarget struct {
 	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
 	atStart  bool        // a plain run's first cycle (REAP_AT_START, WATCH), whatever RUN_DURATION says
 	changed  changedPods // its watched pods that changed since its last turn
-	ended    bool
 }
 
 type batch struct {
@@ -76,9 +74,7 @@ type batch struct {
 	services *serviceTracker // nil: a plain run follows no service
 	pods     *podCache       // nil: cycles list (a run without WATCH or TARGETS)
 	// The informers of both caches: the pods' first, then the services' (none in a plain run).
-	factories []informers.SharedInformerFactory
-	hasSynced []cache.InformerSynced
-	synced    atomic.Bool // both caches have synced: the services' readiness means something
+	informers []cache.SharedIndexInformer
 	left      atomic.Int64
 	allEnded  chan struct{}
 }
@@ -119,8 +115,8 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 
 	bg, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, f := range b.factories {
-		f.Start(bg.Done())
+	for _, inf := range b.informers {
+		wg.Go(func() { inf.RunWithContext(bg) })
 	}
 	wg.Go(func() { b.whenSynced(bg) })
 	wg.Go(func() { b.tick(bg) })
@@ -129,7 +125,13 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	for range batchWorkers(len(b.targets)) {
 		wg.Go(func() {
-			for b.next(ctx) {
+			for {
+				i, shutdown := b.queue.Get()
+				if shutdown {
+					return
+				}
+				b.turn(ctx, i)
+				b.queue.Done(i)
 			}
 		})
 	}
@@ -139,9 +141,6 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	cancel()
 	b.queue.ShutDown()
-	for _, f := range b.factories {
-		f.Shutdown()
-	}
 	wg.Wait()
 	b.finishStopped()
 	sum := b.total()
@@ -161,7 +160,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 // did (a run of one service: the run's last line).
 func (b *batch) finishStopped() {
 	for _, t := range b.targets {
-		if !t.ended {
+		if t.gate.phase != phaseEnded {
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
 			why := "asked to stop (SIGTERM or context cancelled)"
 			if t.run.sum.NotStarted {
@@ -212,7 +211,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.left.Store(int64(len(b.targets)))
 	if !b.plain {
 		var err error
-		b.services, err = newServiceTracker(client, when, time.Now, func(ref ServiceRef) {
+		b.services, err = newServiceTracker(client, when, func(ref ServiceRef) {
 			for _, i := range b.byRef[ref] {
 				b.queue.Add(i)
 			}
@@ -223,14 +222,10 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 	if opts.Watch || !b.single {
 		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
-		b.factories = append(b.factories, b.pods.factories...)
-		for _, inf := range b.pods.informers {
-			b.hasSynced = append(b.hasSynced, inf.HasSynced)
-		}
+		b.informers = append(b.informers, b.pods.informers...)
 	}
 	if b.services != nil {
-		b.factories = append(b.factories, b.services.factory)
-		b.hasSynced = append(b.hasSynced, b.services.informer.HasSynced)
+		b.informers = append(b.informers, b.services.informer)
 	}
 	return b, nil
 }
@@ -255,9 +250,7 @@ func (b *batch) view(t *batchTarget) serviceView {
 	if b.plain {
 		return serviceView{Known: true, Ready: true}
 	}
-	v := b.services.view(t.ref)
-	v.Known = v.Known && b.synced.Load()
-	return v
+	return b.services.view(t.ref)
 }
 
 // whenSynced opens the gates' eyes once both caches hold the world: before, a service without
@@ -265,10 +258,13 @@ func (b *batch) view(t *batchTarget) serviceView {
 // half-listed pod cache would miss dependents. A plain run's gate is open from the start: the
 // sync only tells that its watch is warm.
 func (b *batch) whenSynced(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), b.hasSynced...) {
+	var hasSynced []cache.InformerSynced
+	for _, inf := range b.informers {
+		hasSynced = append(hasSynced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced...) {
 		return
 	}
-	b.synced.Store(true)
 	if b.services != nil {
 		b.services.resync()
 	}
@@ -294,21 +290,22 @@ func (b *batch) whenSynced(ctx context.Context) {
 // make the same tick fire twice; ticks that come while a target's cycle runs are one cycle
 // after it, not a queue of them.
 func (b *batch) tick(ctx context.Context) {
-	served := time.Now()
-	for {
-		next := b.opts.Schedule.Next(latest(time.Now(), served))
+	for served := time.Now(); ; {
+		from := time.Now()
+		if from.Before(served) {
+			from = served
+		}
+		next := b.opts.Schedule.Next(from)
 		if next.IsZero() {
 			// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
 			// zero time here must not turn into a tight loop of cycles.
 			b.log.Error("The schedule has no next run; no more cycles.")
 			return
 		}
-		timer := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return
-		case <-timer.C:
+		case <-time.After(time.Until(next)):
 		}
 		served = next
 		for i, t := range b.targets {
@@ -318,30 +315,12 @@ func (b *batch) tick(ctx context.Context) {
 	}
 }
 
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// next handles one target's turn; false once the queue is shut down.
-func (b *batch) next(stop context.Context) bool {
-	i, shutdown := b.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer b.queue.Done(i)
-	b.turn(stop, i)
-	return true
-}
-
 // turn moves target i's gate by what the caches say now, logs what changed and reaps while
 // its gate is open: a cycle when it opens or resumes and on SCHEDULE's ticks, and the watched
 // pods that changed since its last turn in between.
 func (b *batch) turn(stop context.Context, i int) {
 	t := b.targets[i]
-	if t.ended {
+	if t.gate.phase == phaseEnded {
 		return
 	}
 	now := time.Now()
@@ -407,7 +386,6 @@ func (b *batch) cycle(stop context.Context, t *batchTarget) {
 
 // end finishes target t: its own last line, as a run of its own would log it.
 func (b *batch) end(t *batchTarget, st gateStep) {
-	t.ended = true
 	why := "RUN_DURATION elapsed"
 	if st.gaveUp {
 		t.run.sum.NotStarted = true
