@@ -24,13 +24,16 @@ type runner struct {
 	events *events
 	opts   Options
 	log    logrus.FieldLogger
-	sel    selector
 	fields string
 	clock  func() time.Time
 
-	sum   Summary
-	quota quota
-	cool  cooldown // REAP_COOLDOWN, per owner
+	sum Summary
+	// reapedBefore is sum.Reaped when the cycle began: MAX_PODS counts pods actually reaped (or,
+	// in a dry run, that would have been) since, so a failed delete or a PodDisruptionBudget
+	// refusal leaves room for the next candidate.
+	reapedBefore int
+	done         map[types.UID]int // the UIDs acted on (never twice), each with the last cycle that saw it
+	cool         cooldown          // REAP_COOLDOWN, per owner
 	// floorSkips are the back-offs left to the kubelet (BACKOFF_FLOOR), each once: the pod's
 	// back-off end, as skipped.
 	floorSkips     map[types.UID]time.Time
@@ -46,9 +49,8 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		sel:    selector{opts: opts, done: map[types.UID]int{}},
+		done:   map[types.UID]int{},
 		fields: opts.fieldSelector(),
-		quota:  quota{max: opts.MaxPods},
 		cool:   newCooldown(opts.ReapCooldown),
 		sum:    Summary{DryRun: opts.DryRun},
 	}
@@ -58,7 +60,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 // needs none). stop is checked between pods only.
 func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
-	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
+	r.reapedBefore = r.sum.Reaped // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	before := r.sum
 	log := r.log.WithField("cycle", r.cycle)
 	log.Debug(msgCycleStarting)
@@ -83,7 +85,7 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 			log.Infof("Stopping between pods: %d matched pods left alone.", len(matches)-i)
 			break
 		}
-		if r.quota.full() {
+		if r.quotaFull() {
 			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
 			for _, left := range matches[i:] {
 				r.maxPodsLine(left.pod, left.reasons)
@@ -138,11 +140,11 @@ func (r *runner) collectCached(pods []*corev1.Pod) []match {
 // consider counts a pod a cycle sees and judges it, unless it was acted on already.
 func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
 	r.sum.Seen++
-	if _, done := r.sel.done[p.UID]; done {
-		r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+	if _, done := r.done[p.UID]; done {
+		r.done[p.UID] = r.cycle // still there: keep remembering it
 		return match{}, false
 	}
-	m, ok := r.sel.evaluate(p, now)
+	m, ok := r.opts.evaluate(p, now)
 	if ok {
 		r.sum.Matched++
 	}
@@ -152,11 +154,12 @@ func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
 // pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
 // never reused, so a vanished pod cannot come back, and a forever run's memory stays bounded.
 func (r *runner) pruneDone() {
-	for uid, c := range r.sel.done {
-		if c < r.cycle {
-			delete(r.sel.done, uid)
-		}
-	}
+	maps.DeleteFunc(r.done, func(_ types.UID, c int) bool { return c < r.cycle })
+}
+
+// quotaFull says whether MAX_PODS (0: unlimited) pods were reaped since the cycle began.
+func (r *runner) quotaFull() bool {
+	return r.opts.MaxPods > 0 && r.sum.Reaped-r.reapedBefore >= r.opts.MaxPods
 }
 
 // handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
@@ -175,16 +178,15 @@ func (r *runner) handle(m match) {
 	}
 	switch r.reap(m, s) {
 	case outcomeReaped:
-		r.quota.take()
 		r.sum.Reaped++
 		if !r.opts.DryRun {
 			r.sum.countRestart(r.opts.StartWhenReady, s)
 		}
-		r.sel.done[m.pod.UID] = r.cycle
+		r.done[m.pod.UID] = r.cycle
 		r.cool.reaped(o.uid, v, now)
 	case outcomeGone:
 		r.sum.Gone++
-		r.sel.done[m.pod.UID] = r.cycle
+		r.done[m.pod.UID] = r.cycle
 	case outcomeSkipped:
 		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
 	case outcomeFailed:
@@ -197,12 +199,15 @@ func (r *runner) handle(m match) {
 
 // judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
 func (r *runner) judge(pod *corev1.Pod) {
-	m, ok := r.sel.evaluate(pod, r.clock())
+	if _, done := r.done[pod.UID]; done {
+		return
+	}
+	m, ok := r.opts.evaluate(pod, r.clock())
 	if !ok {
 		return
 	}
 	r.sum.Matched++
-	if r.quota.full() {
+	if r.quotaFull() {
 		r.maxPodsLine(pod, m.reasons)
 		return
 	}

@@ -127,7 +127,7 @@ func startWhenReady(ref *ServiceRef) string {
 func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
 	r.log.WithFields(logrus.Fields{
 		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
-		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
+		"reapedPods": r.sum.Reaped - r.reapedBefore, "maxPods": r.opts.MaxPods,
 		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
 	}).Info(MsgMaxPods)
 }
