@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
@@ -45,7 +46,6 @@ type events struct {
 	forbidden     atomic.Bool
 	onceForbidden sync.Once
 	onceFailed    sync.Once
-	done          chan struct{} // signalled (never blocking) when one finished
 }
 
 // A nil client records none: the run may not write Events (the in-process executor under
@@ -54,7 +54,7 @@ func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
 	if client == nil {
 		return &events{}
 	}
-	e := &events{broadcaster: record.NewBroadcaster(), client: client, log: log, done: make(chan struct{}, 1)}
+	e := &events{broadcaster: record.NewBroadcaster(), client: client, log: log}
 	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
 	e.broadcaster.StartRecordingToSink(e)
 	return e
@@ -76,16 +76,11 @@ func (e *events) close() {
 	if e.broadcaster == nil {
 		return
 	}
-	deadline := time.NewTimer(eventFlushWait)
-	defer deadline.Stop()
-	for e.finished.Load() < e.sent.Load() {
-		select {
-		case <-e.done:
-		case <-deadline.C:
-			e.log.WithField("events_pending", e.sent.Load()-e.finished.Load()).
-				Warnf("Stopped waiting for %d Events after %s; they may be missing.", e.sent.Load()-e.finished.Load(), eventFlushWait)
-			e.sent.Store(e.finished.Load())
-		}
+	pending := func() int64 { return e.sent.Load() - e.finished.Load() }
+	if wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, eventFlushWait, true,
+		func(context.Context) (bool, error) { return pending() <= 0, nil }) != nil {
+		e.log.WithField("events_pending", pending()).Warnf("Stopped waiting for %d Events after %s; they may be missing.", pending(), eventFlushWait)
+		e.sent.Store(e.finished.Load())
 	}
 	e.broadcaster.Shutdown()
 	n := e.failed.Load()
@@ -136,10 +131,6 @@ func (e *events) finish(ev, out *corev1.Event, err error) (*corev1.Event, error)
 		out = ev
 	}
 	e.finished.Add(1)
-	select {
-	case e.done <- struct{}{}:
-	default:
-	}
 	return out, nil
 }
 
