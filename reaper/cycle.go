@@ -49,7 +49,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		done:   map[types.UID]int{},
+		done: map[types.UID]int{}, floorSkips: map[types.UID]time.Time{},
 		fields: opts.fieldSelector(),
 		cool:   newCooldown(opts.ReapCooldown),
 		sum:    Summary{DryRun: opts.DryRun},
@@ -253,9 +253,6 @@ func (r *runner) belowFloor(m match, s saving, now time.Time) bool {
 		return false
 	}
 	maps.DeleteFunc(r.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
-	if r.floorSkips == nil {
-		r.floorSkips = map[types.UID]time.Time{}
-	}
 	if until, seen := r.floorSkips[m.pod.UID]; seen && until.Equal(s.until) {
 		return true
 	}

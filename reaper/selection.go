@@ -133,13 +133,8 @@ func byName(a, b match) int {
 // deletionCost reads the pod-deletion-cost annotation; missing or unparsable means 0, as for
 // the ReplicaSet controller.
 func deletionCost(pod *corev1.Pod) int64 {
-	v, ok := pod.Annotations[podDeletionCostAnnotation]
-	if !ok {
-		return 0
+	if n, err := strconv.ParseInt(pod.Annotations[podDeletionCostAnnotation], 10, 32); err == nil {
+		return n
 	}
-	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil {
-		return 0
-	}
-	return n
+	return 0
 }
