@@ -18,19 +18,14 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// Every run is a batch: TARGETS is one run over many services, not many runs in one pod;
-// START_WHEN_READY is a batch of one target (its NAMESPACE, "" for every namespace, and its
-// selectors as they are); and a plain pod-reaper run is a batch of one target with no gate (a
-// service Ready from the start, its window from the run's start). One EndpointSlice informer
-// (none for a plain run) and, with WATCH or TARGETS, one pod informer for all of them (no list
-// per target); a plain run's cycles and those of a START_WHEN_READY run that does not watch
-// list, as pod-reaper's do. Each target's gate and window is decided from those caches
-// (stepGate) on the wall clock. A target's turn comes on a
-// workqueue keyed by the target, whenever its service's readiness changes, a pod in its
-// namespace changes, a SCHEDULE tick comes or its window or MAX_WAIT ends; the queue never
-// hands one target to two workers at once, so a target's state needs no lock, and a few
-// workers reap different targets' pods side by side, so the hundredth return is served as
-// fast as the first.
+// Every run is a batch (see the package comment): one EndpointSlice informer (none for a plain
+// run) and, with WATCH or TARGETS, one pod informer for all its targets (no list per target);
+// a plain run's cycles and those of a START_WHEN_READY run that does not watch list, as
+// pod-reaper's do. A target's turn comes on a workqueue keyed by the target, whenever its
+// service's readiness changes, a pod in its namespace changes, a SCHEDULE tick comes or its
+// window or MAX_WAIT ends; the queue never hands one target to two workers at once, so a
+// target's state needs no lock, and a few workers reap different targets' pods side by side,
+// so the hundredth return is served as fast as the first.
 
 // The targets handled at the same moment: enough that a storm's returns are not served one
 // delete after the other, few enough to stay inside the client's limits. A batch's client
@@ -76,7 +71,7 @@ type batch struct {
 	// The informers of both caches: the pods' first, then the services' (none in a plain run).
 	informers []cache.SharedIndexInformer
 	left      atomic.Int64
-	allEnded  chan struct{}
+	allEnded  context.CancelFunc // stops the run once every target ended
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
@@ -114,6 +109,8 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 
 	bg, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.allEnded = cancel
 	var wg sync.WaitGroup
 	for _, inf := range b.informers {
 		wg.Go(func() { inf.RunWithContext(bg) })
@@ -135,11 +132,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 			}
 		})
 	}
-	select {
-	case <-ctx.Done():
-	case <-b.allEnded:
-	}
-	cancel()
+	<-bg.Done()
 	b.queue.ShutDown()
 	wg.Wait()
 	b.finishStopped()
@@ -178,8 +171,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		opts: opts, log: log, single: len(opts.Targets) == 0,
 		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
-		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
-		allEnded: make(chan struct{}),
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 	}
 	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: time.Now()}
 	when := map[ServiceRef]podstate.ReadyWhen{}
@@ -393,7 +385,7 @@ func (b *batch) end(t *batchTarget, st gateStep) {
 	}
 	t.run.finishLine(why)
 	if b.left.Add(-1) == 0 {
-		close(b.allEnded)
+		b.allEnded()
 	}
 }
 
