@@ -162,8 +162,8 @@ func (r *runner) quotaFull() bool {
 	return r.opts.MaxPods > 0 && r.sum.Reaped-r.reapedBefore >= r.opts.MaxPods
 }
 
-// handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
-// summary, the acted-on UIDs and the owner's round.
+// handle reaps one match, unless REAP_COOLDOWN defers it or BACKOFF_FLOOR leaves it to the
+// kubelet, and remembers a reaped pod: the acted-on UIDs and its owner's round.
 func (r *runner) handle(m match) {
 	o := ownerOf(m.pod)
 	now := r.clock() // before the delete: the owner's replacements are created after it
@@ -176,24 +176,10 @@ func (r *runner) handle(m match) {
 	if r.belowFloor(m, s, now) {
 		return
 	}
-	switch r.reap(m, s) {
-	case outcomeReaped:
+	if r.reap(m, s) {
 		r.sum.Reaped++
-		if !r.opts.DryRun {
-			r.sum.countRestart(r.opts.StartWhenReady, s)
-		}
 		r.done[m.pod.UID] = r.cycle
 		r.cool.reaped(o.uid, v, now)
-	case outcomeGone:
-		r.sum.Gone++
-		r.done[m.pod.UID] = r.cycle
-	case outcomeSkipped:
-		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
-	case outcomeFailed:
-		r.sum.Errors++ // not remembered: tried again on the next cycle or update
-	case outcomeRefused:
-		r.sum.Errors++ // the same, and counted apart: the coordinator exports it
-		r.sum.AdmissionRefused++
 	}
 }
 
