@@ -262,7 +262,7 @@ func (b *batch) whenSynced(ctx context.Context) {
 	}
 	switch {
 	case !b.single:
-		b.log.WithField("pod_label_selectors", b.pods.String()).
+		b.log.WithField("pod_label_selectors", fmt.Sprintf("%q", b.pods.selectors)).
 			Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
 	case b.pods != nil && b.plain:
 		b.log.Info("Watching pods: a pod is reaped the moment it matches.")

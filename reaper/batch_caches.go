@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -252,8 +251,6 @@ func (c *changedPods) take() []cache.ObjectName {
 	c.keys, c.has = nil, nil
 	return keys
 }
-
-func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }
 
 // podSelectors is the server-side filter of the batch's pod informers: one selector every
 // dependent passes (commonSelector) when the selectors share a label, else the distinct

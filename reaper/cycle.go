@@ -24,16 +24,15 @@ type runner struct {
 	events *events
 	opts   Options
 	log    logrus.FieldLogger
-	fields string
 	clock  func() time.Time
 
 	sum Summary
-	// reapedBefore is sum.Reaped when the cycle began: MAX_PODS counts pods actually reaped (or,
-	// in a dry run, that would have been) since, so a failed delete or a PodDisruptionBudget
-	// refusal leaves room for the next candidate.
-	reapedBefore int
-	done         map[types.UID]int // the UIDs acted on (never twice), each with the last cycle that saw it
-	cool         cooldown          // REAP_COOLDOWN, per owner
+	// atCycle is sum when the cycle began: the cycle's line counts from it, and so does MAX_PODS,
+	// in pods actually reaped (or, in a dry run, that would have been), so a failed delete or a
+	// PodDisruptionBudget refusal leaves room for the next candidate.
+	atCycle Summary
+	done    map[types.UID]int // the UIDs acted on (never twice), each with the last cycle that saw it
+	cool    cooldown          // REAP_COOLDOWN, per owner
 	// floorSkips are the back-offs left to the kubelet (BACKOFF_FLOOR), each once: the pod's
 	// back-off end, as skipped.
 	floorSkips     map[types.UID]time.Time
@@ -50,9 +49,8 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
 		done: map[types.UID]int{}, floorSkips: map[types.UID]time.Time{},
-		fields: opts.fieldSelector(),
-		cool:   newCooldown(opts.ReapCooldown),
-		sum:    Summary{DryRun: opts.DryRun},
+		cool: newCooldown(opts.ReapCooldown),
+		sum:  Summary{DryRun: opts.DryRun},
 	}
 }
 
@@ -60,8 +58,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 // needs none). stop is checked between pods only.
 func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
-	r.reapedBefore = r.sum.Reaped // MAX_PODS is per cycle; watch reaps until the next cycle count against it
-	before := r.sum
+	r.atCycle = r.sum // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	log := r.log.WithField("cycle", r.cycle)
 	log.Debug(msgCycleStarting)
 	matches, err := collect(stop)
@@ -94,10 +91,11 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 		}
 		r.handle(m)
 	}
+	s, before := r.sum, r.atCycle
 	log.WithFields(logrus.Fields{
-		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
-		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
-		"errors": r.sum.Errors - before.Errors, "deferred": r.sum.Deferred - before.Deferred,
+		"seen": s.Seen - before.Seen, "matched": s.Matched - before.Matched,
+		"reaped": s.Reaped - before.Reaped, "skipped": s.Skipped - before.Skipped,
+		"errors": s.Errors - before.Errors, "deferred": s.Deferred - before.Deferred,
 	}).Infof("Cycle %d done.", r.cycle)
 }
 
@@ -107,9 +105,9 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 func (r *runner) collect(ctx context.Context) ([]match, error) {
 	now := r.clock()
 	var matches []match
-	selectors := r.opts.Selectors
+	selectors, fields := r.opts.Selectors, r.opts.fieldSelector()
 	for i, s := range selectors {
-		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
+		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), fields, func(p *corev1.Pod) {
 			if matchesAny(selectors[:i], p) { // covered by an earlier selector
 				return
 			}
@@ -159,7 +157,7 @@ func (r *runner) pruneDone() {
 
 // quotaFull says whether MAX_PODS (0: unlimited) pods were reaped since the cycle began.
 func (r *runner) quotaFull() bool {
-	return r.opts.MaxPods > 0 && r.sum.Reaped-r.reapedBefore >= r.opts.MaxPods
+	return r.opts.MaxPods > 0 && r.sum.Reaped-r.atCycle.Reaped >= r.opts.MaxPods
 }
 
 // handle reaps one match, unless REAP_COOLDOWN defers it or BACKOFF_FLOOR leaves it to the

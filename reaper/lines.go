@@ -96,7 +96,7 @@ func (r *runner) startFields() logrus.Fields {
 	}
 	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
 	return logrus.Fields{
-		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
+		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.opts.fieldSelector(),
 		"annotation": r.opts.annotation.String(), "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
@@ -127,7 +127,7 @@ func startWhenReady(ref *ServiceRef) string {
 func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
 	r.log.WithFields(logrus.Fields{
 		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
-		"reapedPods": r.sum.Reaped - r.reapedBefore, "maxPods": r.opts.MaxPods,
+		"reapedPods": r.sum.Reaped - r.atCycle.Reaped, "maxPods": r.opts.MaxPods,
 		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
 	}).Info(MsgMaxPods)
 }
