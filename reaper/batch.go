@@ -50,7 +50,7 @@ type batchTarget struct {
 	pods     string // the dependents' namespace; "" = every namespace (START_WHEN_READY without NAMESPACE)
 	run      *runner
 	gate     gateState
-	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
+	nextTick time.Time   // SCHEDULE's next tick, a cycle when the gate is open; zero: none
 	atStart  bool        // a plain run's first cycle (REAP_AT_START, WATCH), whatever RUN_DURATION says
 	changed  changedPods // its watched pods that changed since its last turn
 }
@@ -116,8 +116,10 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		wg.Go(func() { inf.RunWithContext(bg) })
 	}
 	wg.Go(func() { b.whenSynced(bg) })
-	wg.Go(func() { b.tick(bg) })
-	for i := range b.targets {
+	start := time.Now()
+	firstTick := b.nextTick(start, start)
+	for i, t := range b.targets {
+		t.nextTick = firstTick
 		b.queue.Add(i) // MAX_WAIT counts before the caches sync too
 	}
 	for range batchWorkers(len(b.targets)) {
@@ -277,34 +279,21 @@ func (b *batch) whenSynced(ctx context.Context) {
 	}
 }
 
-// tick asks every target for a cycle on each SCHEDULE tick. The next tick is planned from no
-// earlier than the one just served, so a wall clock reading a hair behind the timer cannot
-// make the same tick fire twice; ticks that come while a target's cycle runs are one cycle
-// after it, not a queue of them.
-func (b *batch) tick(ctx context.Context) {
-	for served := time.Now(); ; {
-		from := time.Now()
-		if from.Before(served) {
-			from = served
-		}
-		next := b.opts.Schedule.Next(from)
-		if next.IsZero() {
-			// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
-			// zero time here must not turn into a tight loop of cycles.
-			b.log.Error("The schedule has no next run; no more cycles.")
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Until(next)):
-		}
-		served = next
-		for i, t := range b.targets {
-			t.cycleDue.Store(true)
-			b.queue.Add(i)
-		}
+// nextTick is SCHEDULE's first tick after the one served (after) that is still to come at now:
+// planned from the tick, not the clock, a clock reading a hair behind cannot make one tick fire
+// twice, and ticks that come while a target's cycle runs are one cycle after it, not a queue
+// of them. A target's ticks come on the queue (AddAfter), like its window's end.
+func (b *batch) nextTick(after, now time.Time) time.Time {
+	next := b.opts.Schedule.Next(after)
+	for !next.IsZero() && !next.After(now) {
+		next = b.opts.Schedule.Next(next)
 	}
+	if next.IsZero() {
+		// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
+		// zero time here must not turn into a tight loop of cycles.
+		b.log.Error("The schedule has no next run; no more cycles.")
+	}
+	return next
 }
 
 // turn moves target i's gate by what the caches say now, logs what changed and reaps while
@@ -316,6 +305,10 @@ func (b *batch) turn(stop context.Context, i int) {
 		return
 	}
 	now := time.Now()
+	tick := !t.nextTick.IsZero() && !now.Before(t.nextTick)
+	if tick {
+		t.nextTick = b.nextTick(t.nextTick, now)
+	}
 	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
 	t.gate = gate
 	r := t.run
@@ -344,8 +337,8 @@ func (b *batch) turn(stop context.Context, i int) {
 	}
 	switch {
 	case !gate.reaping():
-		t.cycleDue.Store(false) // a paused target's cycle comes with its return
-	case st.opened || st.resumed || t.cycleDue.Swap(false):
+		// a paused target's cycle comes with its return: the tick is spent
+	case st.opened || st.resumed || tick:
 		b.cycle(stop, t)
 	case b.pods != nil:
 		for _, key := range t.changed.take() {
@@ -357,8 +350,10 @@ func (b *batch) turn(stop context.Context, i int) {
 			}
 		}
 	}
-	if !st.wakeAt.IsZero() {
-		b.queue.AddAfter(i, st.wakeAt.Sub(now))
+	for _, at := range []time.Time{st.wakeAt, t.nextTick} {
+		if !at.IsZero() {
+			b.queue.AddAfter(i, at.Sub(now))
+		}
 	}
 }
 
