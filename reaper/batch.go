@@ -178,14 +178,12 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: time.Now()}
 	when := map[ServiceRef]podstate.ReadyWhen{}
 	var selectors = opts.Selectors[:0:0]
-	podNamespaces := sets.New[string]()
 	add := func(ref ServiceRef, pods string, one Options, log logrus.FieldLogger) {
 		i := len(b.targets)
 		when[ref] = one.ReadyWhen
 		b.targets = append(b.targets, &batchTarget{ref: ref, pods: pods, run: newRunner(ctx, client, ev, one, log)})
 		b.byRef[ref] = append(b.byRef[ref], i)
 		b.byNS[pods] = append(b.byNS[pods], i)
-		podNamespaces.Insert(pods)
 		selectors = append(selectors, one.Selectors...)
 	}
 	switch {
@@ -215,7 +213,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		}
 	}
 	if opts.Watch || !b.single {
-		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
+		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(sets.KeySet(b.byNS)), b.podChanged)
 		b.informers = append(b.informers, b.pods.informers...)
 	}
 	if b.services != nil {
@@ -237,14 +235,6 @@ func (b *batch) podChanged(pod *corev1.Pod) {
 			b.queue.Add(i)
 		}
 	}
-}
-
-// view is what the target knows of its service now; a plain run's is always Ready.
-func (b *batch) view(t *batchTarget) serviceView {
-	if b.plain {
-		return serviceView{Known: true, Ready: true}
-	}
-	return b.services.view(t.ref)
 }
 
 // whenSynced opens the gates' eyes once both caches hold the world: before, a service without
@@ -309,7 +299,7 @@ func (b *batch) turn(stop context.Context, i int) {
 	if tick {
 		t.nextTick = b.nextTick(t.nextTick, now)
 	}
-	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
+	gate, st := stepGate(t.gate, b.rules, b.services.view(t.ref), now)
 	t.gate = gate
 	r := t.run
 	if st.opened {

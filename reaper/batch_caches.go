@@ -124,8 +124,12 @@ func (f *followed) evaluate() bool {
 	return true
 }
 
-// view is what is known of the service now.
+// view is what is known of the service now; a plain run follows none (t is nil): its service
+// is Ready from the start.
 func (t *serviceTracker) view(ref ServiceRef) serviceView {
+	if t == nil {
+		return serviceView{Known: true, Ready: true}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f, ok := t.services[ref]; ok {

@@ -25,15 +25,12 @@ const eventFlushWait = 10 * time.Second
 
 // events records the run's Events through client-go's event broadcaster, on a client (and so a
 // rate limit) of their own: a delete never waits behind an Event, and a storm's Events never
-// block the reaping. The sink does not retry: an Event that cannot be written (throttled, the
-// API server busy) is counted and the first failure logged, once per run, not once per pod;
-// retrying every ten seconds, as client-go's sink would, is load an incident does not need.
-// A Forbidden is permanent: the service account may not create Events (pod-reaper's RBAC
-// grants none), so it is said once and no Event is sent again for the rest of the run, which
-// for a scheduled reaper is the life of the process. close waits (bounded) for what is
-// queued, so a one-shot run's Events exist before it exits. events is the broadcaster's sink
-// too: it writes Events with the Events client, counts what it could not write and logs the
-// first failure only (the first refusal by RBAC on its own, as it ends the Events).
+// block the reaping. events is the broadcaster's sink too, and it does not retry: an Event that
+// cannot be written (throttled, the API server busy) is counted and the first failure logged,
+// once per run; retrying every ten seconds, as client-go's sink would, is load an incident does
+// not need. A Forbidden is permanent: the service account may not create Events (pod-reaper's
+// RBAC grants none), so none is sent again for the rest of the run, which for a scheduled
+// reaper is the life of the process.
 type events struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
