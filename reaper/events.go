@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,9 +39,8 @@ type events struct {
 	finished    atomic.Int64 // written or failed
 	failed      atomic.Int64
 	// forbidden: the API server refused an Event for want of a right; none is sent again.
-	forbidden     atomic.Bool
-	onceForbidden sync.Once
-	onceFailed    sync.Once
+	forbidden  atomic.Bool
+	onceFailed sync.Once
 }
 
 // A nil client records none: the run may not write Events (the in-process executor under
@@ -93,12 +91,11 @@ func (e *events) close() {
 	line.Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
 }
 
-// errEventsForbidden stands for the refusal that stopped the run's Events.
-var errEventsForbidden = errors.New("not sent: the service account may not create Events")
-
 func (e *events) Create(ev *corev1.Event) (*corev1.Event, error) {
-	if e.forbidden.Load() {
-		return e.finish(ev, nil, errEventsForbidden)
+	if e.forbidden.Load() { // not sent, only counted: the refusal was said when it came
+		e.failed.Add(1)
+		e.finished.Add(1)
+		return ev, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
@@ -137,13 +134,10 @@ func (e *events) warnOnce(ev *corev1.Event, err error) {
 	o := ev.InvolvedObject
 	fields := logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}
 	switch {
-	case errors.Is(err, errEventsForbidden):
-		// Already said when the refusal came.
 	case apierrors.IsForbidden(err):
-		e.onceForbidden.Do(func() {
-			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
-				"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
-		})
+		// Once: the broadcaster hands its sink one Event at a time, and none is sent after this.
+		e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
+			"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
 	default:
 		e.onceFailed.Do(func() {
 			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)
