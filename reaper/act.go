@@ -115,11 +115,7 @@ func (r *runner) reap(m match, s saving) bool {
 // removePod deletes or evicts the pod with a UID precondition, so a pod re-created under the
 // same name since it was judged is never hit.
 func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
-	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
-	if r.opts.GracePeriod != nil {
-		g := *r.opts.GracePeriod
-		opts.GracePeriodSeconds = &g
-	}
+	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID)), GracePeriodSeconds: r.opts.GracePeriod}
 	pods := r.client.CoreV1().Pods(pod.Namespace)
 	if r.opts.Evict {
 		// policy/v1: policy/v1beta1 Eviction (pod-reaper's) was removed in Kubernetes 1.25.
