@@ -34,17 +34,6 @@ const (
 	ReasonReapRefused = "ReapRefused"
 )
 
-// outcome is what happened to one matched pod.
-type outcome int
-
-const (
-	outcomeReaped  outcome = iota // deleted, evicted or (dry run) would have been
-	outcomeSkipped                // eviction refused with HTTP 429 (PodDisruptionBudget)
-	outcomeGone                   // the pod (this UID) no longer exists
-	outcomeFailed                 // any other error; tried again later
-	outcomeRefused                // refused by a ValidatingAdmissionPolicy; tried again later
-)
-
 // pod-reaper's log messages, which dashboards and alerts match on: the message text is
 // pod-reaper's, the fields are depwatch's (pod-reaper's pod and reasons, plus namespace, uid,
 // action, and "detail", the sentence a person reads).
@@ -56,9 +45,10 @@ const (
 	msgCycleStarting = "starting reap cycle"
 )
 
-// reap acts on one matched pod - dry run, delete or evict - records an Event and logs exactly
-// one line. It never returns early on a cancelled run: the pod in hand is finished.
-func (r *runner) reap(m match, s saving) outcome {
+// reap acts on one matched pod - dry run, delete or evict - records an Event, logs exactly one
+// line and counts what came of it; true when the pod was reaped (or, in a dry run, would have
+// been). It never returns early on a cancelled run: the pod in hand is finished.
+func (r *runner) reap(m match, s saving) bool {
 	pod := m.pod
 	verb, action, done := "delete", ActionDeleted, "Deleted"
 	if r.opts.Evict {
@@ -75,7 +65,7 @@ func (r *runner) reap(m match, s saving) outcome {
 	if r.opts.DryRun {
 		line.WithFields(logrus.Fields{"action": ActionDryRun, "detail": fmt.Sprintf("Dry run: would %s pod %s/%s because %s; nothing was changed.", verb, pod.Namespace, pod.Name, why)}).
 			Info(MsgDryRun)
-		return outcomeReaped
+		return true
 	}
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), apiTimeout)
@@ -89,19 +79,21 @@ func (r *runner) reap(m match, s saving) outcome {
 		}
 		line.WithFields(logrus.Fields{"action": action, "detail": msg}).Info(MsgReaping)
 		r.events.record(pod, corev1.EventTypeNormal, ReasonReaped, msg)
-		return outcomeReaped
+		r.sum.countRestart(r.opts.StartWhenReady, s)
+		return true
 	case r.opts.Evict && apierrors.IsTooManyRequests(err):
 		msg := fmt.Sprintf("Skipped pod %s/%s: the eviction was refused (%v), most likely because a PodDisruptionBudget allows no disruption now; it will be tried again later. It matched because %s.",
 			pod.Namespace, pod.Name, apiMessage(err), why)
 		line.WithFields(logrus.Fields{"action": ActionSkipped, "detail": msg, "error": err.Error()}).Warn(MsgUnableToReap)
 		r.events.record(pod, corev1.EventTypeWarning, ReasonReapSkipped, msg)
-		return outcomeSkipped
+		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		// NotFound: deleted meanwhile. Conflict: the UID precondition failed, so the pod we
 		// judged is gone and a namesake (e.g. a StatefulSet's replacement) must not pay for it.
 		line.WithFields(logrus.Fields{"action": ActionGone, "error": err.Error(),
 			"detail": fmt.Sprintf("Pod %s/%s was already gone before it could be %s; nothing to do.", pod.Namespace, pod.Name, action)}).Warn(MsgUnableToReap)
-		return outcomeGone
+		r.sum.Gone++
+		r.done[pod.UID] = r.cycle
 	case admission.Refused(err):
 		denial, _ := admission.Message(err)
 		msg := fmt.Sprintf("Could not %s pod %s/%s: an admission policy refused it (%s). It matched because %s; it will be tried again later. "+
@@ -109,23 +101,21 @@ func (r *runner) reap(m match, s saving) outcome {
 		line.WithFields(logrus.Fields{"action": ActionRefused, "reason": "admission-refused", "policy": admission.Policy(err),
 			"detail": msg, "error": err.Error()}).Error(MsgUnableToReap)
 		r.events.record(pod, corev1.EventTypeWarning, ReasonReapRefused, msg)
-		return outcomeRefused
+		r.sum.Errors++ // not remembered, as below, and counted apart: the coordinator exports it
+		r.sum.AdmissionRefused++
 	default:
 		line.WithFields(logrus.Fields{"action": ActionFailed, "error": err.Error(),
 			"detail": fmt.Sprintf("Could not %s pod %s/%s (it matched because %s): %v; it will be tried again later.", verb, pod.Namespace, pod.Name, why, err)}).
 			Warn(MsgUnableToReap)
-		return outcomeFailed
+		r.sum.Errors++ // not remembered: tried again on the next cycle or update
 	}
+	return false
 }
 
 // removePod deletes or evicts the pod with a UID precondition, so a pod re-created under the
 // same name since it was judged is never hit.
 func (r *runner) removePod(ctx context.Context, pod *corev1.Pod) error {
-	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))}
-	if r.opts.GracePeriod != nil {
-		g := *r.opts.GracePeriod
-		opts.GracePeriodSeconds = &g
-	}
+	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID)), GracePeriodSeconds: r.opts.GracePeriod}
 	pods := r.client.CoreV1().Pods(pod.Namespace)
 	if r.opts.Evict {
 		// policy/v1: policy/v1beta1 Eviction (pod-reaper's) was removed in Kubernetes 1.25.

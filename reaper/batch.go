@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -19,19 +18,14 @@ import (
 	"github.com/depwatch/depwatch/internal/podstate"
 )
 
-// Every run is a batch: TARGETS is one run over many services, not many runs in one pod;
-// START_WHEN_READY is a batch of one target (its NAMESPACE, "" for every namespace, and its
-// selectors as they are); and a plain pod-reaper run is a batch of one target with no gate (a
-// service Ready from the start, its window from the run's start). One EndpointSlice informer
-// (none for a plain run) and, with WATCH or TARGETS, one pod informer for all of them (no list
-// per target); a plain run's cycles and those of a START_WHEN_READY run that does not watch
-// list, as pod-reaper's do. Each target's gate and window is decided from those caches
-// (stepGate) on the wall clock. A target's turn comes on a
-// workqueue keyed by the target, whenever its service's readiness changes, a pod in its
-// namespace changes, a SCHEDULE tick comes or its window or MAX_WAIT ends; the queue never
-// hands one target to two workers at once, so a target's state needs no lock, and a few
-// workers reap different targets' pods side by side, so the hundredth return is served as
-// fast as the first.
+// Every run is a batch (see the package comment): one EndpointSlice informer (none for a plain
+// run) and, with WATCH or TARGETS, one pod informer for all its targets (no list per target);
+// a plain run's cycles and those of a START_WHEN_READY run that does not watch list, as
+// pod-reaper's do. A target's turn comes on a workqueue keyed by the target, whenever its
+// service's readiness changes, a pod in its namespace changes, a SCHEDULE tick comes or its
+// window or MAX_WAIT ends; the queue never hands one target to two workers at once, so a
+// target's state needs no lock, and a few workers reap different targets' pods side by side,
+// so the hundredth return is served as fast as the first.
 
 // The targets handled at the same moment: enough that a storm's returns are not served one
 // delete after the other, few enough to stay inside the client's limits. A batch's client
@@ -56,10 +50,9 @@ type batchTarget struct {
 	pods     string // the dependents' namespace; "" = every namespace (START_WHEN_READY without NAMESPACE)
 	run      *runner
 	gate     gateState
-	cycleDue atomic.Bool // a SCHEDULE tick asked for a cycle
+	nextTick time.Time   // SCHEDULE's next tick, a cycle when the gate is open; zero: none
 	atStart  bool        // a plain run's first cycle (REAP_AT_START, WATCH), whatever RUN_DURATION says
 	changed  changedPods // its watched pods that changed since its last turn
-	ended    bool
 }
 
 type batch struct {
@@ -76,11 +69,9 @@ type batch struct {
 	services *serviceTracker // nil: a plain run follows no service
 	pods     *podCache       // nil: cycles list (a run without WATCH or TARGETS)
 	// The informers of both caches: the pods' first, then the services' (none in a plain run).
-	factories []informers.SharedInformerFactory
-	hasSynced []cache.InformerSynced
-	synced    atomic.Bool // both caches have synced: the services' readiness means something
+	informers []cache.SharedIndexInformer
 	left      atomic.Int64
-	allEnded  chan struct{}
+	allEnded  context.CancelFunc // stops the run once every target ended
 }
 
 func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts Options, log logrus.FieldLogger) (Summary, error) {
@@ -118,30 +109,33 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	}
 
 	bg, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.allEnded = cancel
 	var wg sync.WaitGroup
-	for _, f := range b.factories {
-		f.Start(bg.Done())
+	for _, inf := range b.informers {
+		wg.Go(func() { inf.RunWithContext(bg) })
 	}
 	wg.Go(func() { b.whenSynced(bg) })
-	wg.Go(func() { b.tick(bg) })
-	for i := range b.targets {
+	start := time.Now()
+	firstTick := b.nextTick(start, start)
+	for i, t := range b.targets {
+		t.nextTick = firstTick
 		b.queue.Add(i) // MAX_WAIT counts before the caches sync too
 	}
 	for range batchWorkers(len(b.targets)) {
 		wg.Go(func() {
-			for b.next(ctx) {
+			for {
+				i, shutdown := b.queue.Get()
+				if shutdown {
+					return
+				}
+				b.turn(ctx, i)
+				b.queue.Done(i)
 			}
 		})
 	}
-	select {
-	case <-ctx.Done():
-	case <-b.allEnded:
-	}
-	cancel()
+	<-bg.Done()
 	b.queue.ShutDown()
-	for _, f := range b.factories {
-		f.Shutdown()
-	}
 	wg.Wait()
 	b.finishStopped()
 	sum := b.total()
@@ -161,7 +155,7 @@ func runBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 // did (a run of one service: the run's last line).
 func (b *batch) finishStopped() {
 	for _, t := range b.targets {
-		if !t.ended {
+		if t.gate.phase != phaseEnded {
 			t.run.sum.NotStarted = t.gate.phase == phaseWaiting
 			why := "asked to stop (SIGTERM or context cancelled)"
 			if t.run.sum.NotStarted {
@@ -179,20 +173,17 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		opts: opts, log: log, single: len(opts.Targets) == 0,
 		plain: len(opts.Targets) == 0 && opts.StartWhenReady == nil,
 		byRef: map[ServiceRef][]int{}, byNS: map[string][]int{},
-		queue:    workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
-		allEnded: make(chan struct{}),
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[int]{Name: ""}),
 	}
 	b.rules = gateRules{runDuration: opts.RunDuration, maxWait: opts.MaxWait, armedAt: time.Now()}
 	when := map[ServiceRef]podstate.ReadyWhen{}
 	var selectors = opts.Selectors[:0:0]
-	podNamespaces := sets.New[string]()
 	add := func(ref ServiceRef, pods string, one Options, log logrus.FieldLogger) {
 		i := len(b.targets)
 		when[ref] = one.ReadyWhen
 		b.targets = append(b.targets, &batchTarget{ref: ref, pods: pods, run: newRunner(ctx, client, ev, one, log)})
 		b.byRef[ref] = append(b.byRef[ref], i)
 		b.byNS[pods] = append(b.byNS[pods], i)
-		podNamespaces.Insert(pods)
 		selectors = append(selectors, one.Selectors...)
 	}
 	switch {
@@ -212,7 +203,7 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 	b.left.Store(int64(len(b.targets)))
 	if !b.plain {
 		var err error
-		b.services, err = newServiceTracker(client, when, time.Now, func(ref ServiceRef) {
+		b.services, err = newServiceTracker(client, when, func(ref ServiceRef) {
 			for _, i := range b.byRef[ref] {
 				b.queue.Add(i)
 			}
@@ -222,15 +213,11 @@ func newBatch(ctx context.Context, client kubernetes.Interface, ev *events, opts
 		}
 	}
 	if opts.Watch || !b.single {
-		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(podNamespaces), b.podChanged)
-		b.factories = append(b.factories, b.pods.factories...)
-		for _, inf := range b.pods.informers {
-			b.hasSynced = append(b.hasSynced, inf.HasSynced)
-		}
+		b.pods = newPodCache(client, selectors, opts.fieldSelector(), onlyOne(sets.KeySet(b.byNS)), b.podChanged)
+		b.informers = append(b.informers, b.pods.informers...)
 	}
 	if b.services != nil {
-		b.factories = append(b.factories, b.services.factory)
-		b.hasSynced = append(b.hasSynced, b.services.informer.HasSynced)
+		b.informers = append(b.informers, b.services.informer)
 	}
 	return b, nil
 }
@@ -250,31 +237,24 @@ func (b *batch) podChanged(pod *corev1.Pod) {
 	}
 }
 
-// view is what the target knows of its service now; a plain run's is always Ready.
-func (b *batch) view(t *batchTarget) serviceView {
-	if b.plain {
-		return serviceView{Known: true, Ready: true}
-	}
-	v := b.services.view(t.ref)
-	v.Known = v.Known && b.synced.Load()
-	return v
-}
-
 // whenSynced opens the gates' eyes once both caches hold the world: before, a service without
 // a ready endpoint in a half-listed cache may only be unlisted yet, and a cycle over a
 // half-listed pod cache would miss dependents. A plain run's gate is open from the start: the
 // sync only tells that its watch is warm.
 func (b *batch) whenSynced(ctx context.Context) {
-	if !cache.WaitForCacheSync(ctx.Done(), b.hasSynced...) {
+	var hasSynced []cache.InformerSynced
+	for _, inf := range b.informers {
+		hasSynced = append(hasSynced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), hasSynced...) {
 		return
 	}
-	b.synced.Store(true)
 	if b.services != nil {
 		b.services.resync()
 	}
 	switch {
 	case !b.single:
-		b.log.WithField("pod_label_selectors", b.pods.String()).
+		b.log.WithField("pod_label_selectors", fmt.Sprintf("%q", b.pods.selectors)).
 			Infof("Watching the EndpointSlices of %d services and their pods with one shared cache each (cache warm): a service's dependents are reaped the moment it is Ready.", len(b.byRef))
 	case b.pods != nil && b.plain:
 		b.log.Info("Watching pods: a pod is reaped the moment it matches.")
@@ -289,51 +269,21 @@ func (b *batch) whenSynced(ctx context.Context) {
 	}
 }
 
-// tick asks every target for a cycle on each SCHEDULE tick. The next tick is planned from no
-// earlier than the one just served, so a wall clock reading a hair behind the timer cannot
-// make the same tick fire twice; ticks that come while a target's cycle runs are one cycle
-// after it, not a queue of them.
-func (b *batch) tick(ctx context.Context) {
-	served := time.Now()
-	for {
-		next := b.opts.Schedule.Next(latest(time.Now(), served))
-		if next.IsZero() {
-			// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
-			// zero time here must not turn into a tight loop of cycles.
-			b.log.Error("The schedule has no next run; no more cycles.")
-			return
-		}
-		timer := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		served = next
-		for i, t := range b.targets {
-			t.cycleDue.Store(true)
-			b.queue.Add(i)
-		}
+// nextTick is SCHEDULE's first tick after the one served (after) that is still to come at now:
+// planned from the tick, not the clock, a clock reading a hair behind cannot make one tick fire
+// twice, and ticks that come while a target's cycle runs are one cycle after it, not a queue
+// of them. A target's ticks come on the queue (AddAfter), like its window's end.
+func (b *batch) nextTick(after, now time.Time) time.Time {
+	next := b.opts.Schedule.Next(after)
+	for !next.IsZero() && !next.After(now) {
+		next = b.opts.Schedule.Next(next)
 	}
-}
-
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+	if next.IsZero() {
+		// robfig/cron's "no time within five years"; LoadOptions rejects such specs, but a
+		// zero time here must not turn into a tight loop of cycles.
+		b.log.Error("The schedule has no next run; no more cycles.")
 	}
-	return b
-}
-
-// next handles one target's turn; false once the queue is shut down.
-func (b *batch) next(stop context.Context) bool {
-	i, shutdown := b.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer b.queue.Done(i)
-	b.turn(stop, i)
-	return true
+	return next
 }
 
 // turn moves target i's gate by what the caches say now, logs what changed and reaps while
@@ -341,11 +291,15 @@ func (b *batch) next(stop context.Context) bool {
 // pods that changed since its last turn in between.
 func (b *batch) turn(stop context.Context, i int) {
 	t := b.targets[i]
-	if t.ended {
+	if t.gate.phase == phaseEnded {
 		return
 	}
 	now := time.Now()
-	gate, st := stepGate(t.gate, b.rules, b.view(t), now)
+	tick := !t.nextTick.IsZero() && !now.Before(t.nextTick)
+	if tick {
+		t.nextTick = b.nextTick(t.nextTick, now)
+	}
+	gate, st := stepGate(t.gate, b.rules, b.services.view(t.ref), now)
 	t.gate = gate
 	r := t.run
 	if st.opened {
@@ -373,8 +327,8 @@ func (b *batch) turn(stop context.Context, i int) {
 	}
 	switch {
 	case !gate.reaping():
-		t.cycleDue.Store(false) // a paused target's cycle comes with its return
-	case st.opened || st.resumed || t.cycleDue.Swap(false):
+		// a paused target's cycle comes with its return: the tick is spent
+	case st.opened || st.resumed || tick:
 		b.cycle(stop, t)
 	case b.pods != nil:
 		for _, key := range t.changed.take() {
@@ -386,8 +340,10 @@ func (b *batch) turn(stop context.Context, i int) {
 			}
 		}
 	}
-	if !st.wakeAt.IsZero() {
-		b.queue.AddAfter(i, st.wakeAt.Sub(now))
+	for _, at := range []time.Time{st.wakeAt, t.nextTick} {
+		if !at.IsZero() {
+			b.queue.AddAfter(i, at.Sub(now))
+		}
 	}
 }
 
@@ -407,7 +363,6 @@ func (b *batch) cycle(stop context.Context, t *batchTarget) {
 
 // end finishes target t: its own last line, as a run of its own would log it.
 func (b *batch) end(t *batchTarget, st gateStep) {
-	t.ended = true
 	why := "RUN_DURATION elapsed"
 	if st.gaveUp {
 		t.run.sum.NotStarted = true
@@ -415,7 +370,7 @@ func (b *batch) end(t *batchTarget, st gateStep) {
 	}
 	t.run.finishLine(why)
 	if b.left.Add(-1) == 0 {
-		close(b.allEnded)
+		b.allEnded()
 	}
 }
 

@@ -2,11 +2,9 @@ package reaper
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,15 +30,13 @@ import (
 // Ready → Ready) with the time it was seen: a fact the target's gate acts on however late its
 // turn comes.
 type serviceTracker struct {
-	factory   informers.SharedInformerFactory
 	informer  cache.SharedIndexInformer
-	selector  string // server-side: the targets' service names
-	namespace string // the services' namespace when they share one; "" = every namespace
-	synced    atomic.Bool
+	selector  string           // server-side: the targets' service names
+	namespace string           // the services' namespace when they share one; "" = every namespace
 	onChange  func(ServiceRef) // the target's turn; called without the lock held
-	clock     func() time.Time
 
 	mu       sync.Mutex
+	synced   bool // the caches have synced (resync): before, the first list says nothing yet
 	services map[ServiceRef]*followed
 }
 
@@ -56,9 +52,9 @@ type followed struct {
 // (every namespace unless they share one), the targets' service names (a storm's targets
 // share a few names: etcd-main-client, ...). A storm's batch keeps every target's slices for
 // its whole run, slim.
-func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, clock func() time.Time, onChange func(ServiceRef)) (*serviceTracker, error) {
+func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate.ReadyWhen, onChange func(ServiceRef)) (*serviceTracker, error) {
 	names, namespaces := sets.New[string](), sets.New[string]()
-	t := &serviceTracker{services: map[ServiceRef]*followed{}, onChange: onChange, clock: clock}
+	t := &serviceTracker{services: map[ServiceRef]*followed{}, onChange: onChange}
 	for r, w := range when {
 		names.Insert(r.Name)
 		namespaces.Insert(r.Namespace)
@@ -66,7 +62,7 @@ func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate
 	}
 	t.namespace = onlyOne(namespaces)
 	var err error
-	if t.factory, t.informer, t.selector, err = podstate.SliceFollower(client, t.namespace, sets.List(names)); err != nil {
+	if _, t.informer, t.selector, err = podstate.SliceFollower(client, t.namespace, sets.List(names)); err != nil {
 		return nil, err
 	}
 	_, err = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -78,7 +74,7 @@ func newServiceTracker(client kubernetes.Interface, when map[ServiceRef]podstate
 }
 
 // changed folds one event into its service's slices (podstate.ServiceSlices, as the
-// coordinator follows them) and, once the cache has synced, records what it makes of the
+// coordinator follows them) and, once the caches have synced, records what it makes of the
 // service. Before then the first list is still arriving and says nothing: resync decides.
 func (t *serviceTracker) changed(obj any, deleted bool) {
 	keys, _ := podstate.ServiceKeys(obj)
@@ -90,47 +86,50 @@ func (t *serviceTracker) changed(obj any, deleted bool) {
 		ref := ServiceRef{Namespace: ns, Name: name}
 		t.mu.Lock()
 		f, ours := t.services[ref]
+		changed := false
 		if ours {
 			f.slices.Apply(obj, deleted)
+			changed = t.synced && f.evaluate()
 		}
 		t.mu.Unlock()
-		if ours && t.synced.Load() {
-			t.evaluate(ref)
+		if changed {
+			t.onChange(ref)
 		}
 	}
 }
 
-// resync evaluates every target once the cache has synced.
+// resync evaluates every service once the caches have synced; the caller then gives every
+// target a turn.
 func (t *serviceTracker) resync() {
-	t.synced.Store(true)
-	for ref := range t.services {
-		t.evaluate(ref)
-	}
-}
-
-// evaluate records the service's readiness as its folded slices say, and a return if it
-// just became Ready.
-func (t *serviceTracker) evaluate(ref ServiceRef) {
 	t.mu.Lock()
-	f, ours := t.services[ref]
-	changed := false
-	if ours {
-		v, ready := &f.view, f.slices.Ready(f.when)
-		changed = !v.Known || v.Ready != ready
-		if changed && ready {
-			v.Returns++
-			v.LastReturn = t.clock()
-		}
-		v.Known, v.Ready = true, ready
-	}
-	t.mu.Unlock()
-	if changed {
-		t.onChange(ref)
+	defer t.mu.Unlock()
+	t.synced = true
+	for _, f := range t.services {
+		f.evaluate()
 	}
 }
 
-// view is what is known of the service now.
+// evaluate records the service's readiness as its folded slices say, and a return if it just
+// became Ready; it says whether what is known of it changed.
+func (f *followed) evaluate() bool {
+	v, ready := &f.view, f.slices.Ready(f.when)
+	if v.Known && v.Ready == ready {
+		return false
+	}
+	if ready {
+		v.Returns++
+		v.LastReturn = time.Now()
+	}
+	v.Known, v.Ready = true, ready
+	return true
+}
+
+// view is what is known of the service now; a plain run follows none (t is nil): its service
+// is Ready from the start.
 func (t *serviceTracker) view(ref ServiceRef) serviceView {
+	if t == nil {
+		return serviceView{Known: true, Ready: true}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if f, ok := t.services[ref]; ok {
@@ -153,7 +152,6 @@ func onlyOne(s sets.Set[string]) string {
 // per distinct selector (a storm's targets have the few selectors of a few configured
 // services). Pods are kept slim. Handlers hand each added or updated pod to onPod.
 type podCache struct {
-	factories []informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer
 	selectors []string // server-side, for the log
 }
@@ -185,7 +183,6 @@ func newPodCache(client kubernetes.Interface, selectors []labels.Selector, field
 			return obj, nil
 		})
 		_, _ = inf.AddEventHandler(handler)
-		c.factories = append(c.factories, f)
 		c.informers = append(c.informers, inf)
 	}
 	return c
@@ -258,8 +255,6 @@ func (c *changedPods) take() []cache.ObjectName {
 	c.keys, c.has = nil, nil
 	return keys
 }
-
-func (c *podCache) String() string { return fmt.Sprintf("%q", c.selectors) }
 
 // podSelectors is the server-side filter of the batch's pod informers: one selector every
 // dependent passes (commonSelector) when the selectors share a label, else the distinct

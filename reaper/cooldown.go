@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // REAP_COOLDOWN bounds how often the pods of one controller are reaped, so a workload that is
@@ -61,7 +62,7 @@ const (
 // round is one owner's open round.
 type round struct {
 	opened   time.Time
-	deferred map[types.UID]bool // pods deferred in this round: each is counted once, the first is logged
+	deferred sets.Set[types.UID] // pods deferred in this round: each is counted once, the first is logged
 }
 
 // cooldown is the per-owner limiter. It is a pure decision plus bookkeeping: no I/O, no clock
@@ -96,7 +97,7 @@ func (c *cooldown) reaped(o types.UID, v verdict, now time.Time) {
 	if c.period <= 0 || v != verdictOpenRound {
 		return
 	}
-	c.rounds[o] = &round{opened: now}
+	c.rounds[o] = &round{opened: now, deferred: sets.New[types.UID]()}
 }
 
 // deferred records a deferral; firstForPod says whether this pod is new to this round's
@@ -106,11 +107,8 @@ func (c *cooldown) deferred(o, pod types.UID) (firstForPod, firstForOwner bool) 
 	if r == nil { // decide never defers without a round
 		return false, false
 	}
-	if r.deferred == nil {
-		r.deferred = map[types.UID]bool{}
-	}
-	firstForPod, firstForOwner = !r.deferred[pod], len(r.deferred) == 0
-	r.deferred[pod] = true
+	firstForPod, firstForOwner = !r.deferred.Has(pod), r.deferred.Len() == 0
+	r.deferred.Insert(pod)
 	return firstForPod, firstForOwner
 }
 

@@ -24,13 +24,15 @@ type runner struct {
 	events *events
 	opts   Options
 	log    logrus.FieldLogger
-	sel    selector
-	fields string
 	clock  func() time.Time
 
-	sum   Summary
-	quota quota
-	cool  cooldown // REAP_COOLDOWN, per owner
+	sum Summary
+	// atCycle is sum when the cycle began: the cycle's line counts from it, and so does MAX_PODS,
+	// in pods actually reaped (or, in a dry run, that would have been), so a failed delete or a
+	// PodDisruptionBudget refusal leaves room for the next candidate.
+	atCycle Summary
+	done    map[types.UID]int // the UIDs acted on (never twice), each with the last cycle that saw it
+	cool    cooldown          // REAP_COOLDOWN, per owner
 	// floorSkips are the back-offs left to the kubelet (BACKOFF_FLOOR), each once: the pod's
 	// back-off end, as skipped.
 	floorSkips     map[types.UID]time.Time
@@ -46,11 +48,9 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 	}
 	return &runner{
 		ctx: ctx, client: client, events: ev, opts: opts, log: log, clock: clock,
-		sel:    selector{opts: opts, done: map[types.UID]int{}},
-		fields: opts.fieldSelector(),
-		quota:  quota{max: opts.MaxPods},
-		cool:   newCooldown(opts.ReapCooldown),
-		sum:    Summary{DryRun: opts.DryRun},
+		done: map[types.UID]int{}, floorSkips: map[types.UID]time.Time{},
+		cool: newCooldown(opts.ReapCooldown),
+		sum:  Summary{DryRun: opts.DryRun},
 	}
 }
 
@@ -58,8 +58,7 @@ func newRunner(ctx context.Context, client kubernetes.Interface, ev *events, opt
 // needs none). stop is checked between pods only.
 func (r *runner) cycleOver(stop context.Context, collect func(context.Context) ([]match, error)) {
 	r.cycle++
-	r.quota.used = 0 // MAX_PODS is per cycle; watch reaps until the next cycle count against it
-	before := r.sum
+	r.atCycle = r.sum // MAX_PODS is per cycle; watch reaps until the next cycle count against it
 	log := r.log.WithField("cycle", r.cycle)
 	log.Debug(msgCycleStarting)
 	matches, err := collect(stop)
@@ -83,7 +82,7 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 			log.Infof("Stopping between pods: %d matched pods left alone.", len(matches)-i)
 			break
 		}
-		if r.quota.full() {
+		if r.quotaFull() {
 			log.Infof("MAX_PODS=%d reached: %d matched pods left for a later cycle.", r.opts.MaxPods, len(matches)-i)
 			for _, left := range matches[i:] {
 				r.maxPodsLine(left.pod, left.reasons)
@@ -92,10 +91,11 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 		}
 		r.handle(m)
 	}
+	s, before := r.sum, r.atCycle
 	log.WithFields(logrus.Fields{
-		"seen": r.sum.Seen - before.Seen, "matched": r.sum.Matched - before.Matched,
-		"reaped": r.sum.Reaped - before.Reaped, "skipped": r.sum.Skipped - before.Skipped,
-		"errors": r.sum.Errors - before.Errors, "deferred": r.sum.Deferred - before.Deferred,
+		"seen": s.Seen - before.Seen, "matched": s.Matched - before.Matched,
+		"reaped": s.Reaped - before.Reaped, "skipped": s.Skipped - before.Skipped,
+		"errors": s.Errors - before.Errors, "deferred": s.Deferred - before.Deferred,
 	}).Infof("Cycle %d done.", r.cycle)
 }
 
@@ -105,9 +105,9 @@ func (r *runner) cycleOver(stop context.Context, collect func(context.Context) (
 func (r *runner) collect(ctx context.Context) ([]match, error) {
 	now := r.clock()
 	var matches []match
-	selectors := r.opts.Selectors
+	selectors, fields := r.opts.Selectors, r.opts.fieldSelector()
 	for i, s := range selectors {
-		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), r.fields, func(p *corev1.Pod) {
+		err := listPods(ctx, r.client, r.opts.Namespace, s.String(), fields, func(p *corev1.Pod) {
 			if matchesAny(selectors[:i], p) { // covered by an earlier selector
 				return
 			}
@@ -138,11 +138,11 @@ func (r *runner) collectCached(pods []*corev1.Pod) []match {
 // consider counts a pod a cycle sees and judges it, unless it was acted on already.
 func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
 	r.sum.Seen++
-	if _, done := r.sel.done[p.UID]; done {
-		r.sel.done[p.UID] = r.cycle // still there: keep remembering it
+	if _, done := r.done[p.UID]; done {
+		r.done[p.UID] = r.cycle // still there: keep remembering it
 		return match{}, false
 	}
-	m, ok := r.sel.evaluate(p, now)
+	m, ok := r.opts.evaluate(p, now)
 	if ok {
 		r.sum.Matched++
 	}
@@ -152,15 +152,16 @@ func (r *runner) consider(p *corev1.Pod, now time.Time) (match, bool) {
 // pruneDone forgets UIDs acted on that the last complete listing no longer returned: a UID is
 // never reused, so a vanished pod cannot come back, and a forever run's memory stays bounded.
 func (r *runner) pruneDone() {
-	for uid, c := range r.sel.done {
-		if c < r.cycle {
-			delete(r.sel.done, uid)
-		}
-	}
+	maps.DeleteFunc(r.done, func(_ types.UID, c int) bool { return c < r.cycle })
 }
 
-// handle reaps one match, unless REAP_COOLDOWN defers it, and does the bookkeeping: quota,
-// summary, the acted-on UIDs and the owner's round.
+// quotaFull says whether MAX_PODS (0: unlimited) pods were reaped since the cycle began.
+func (r *runner) quotaFull() bool {
+	return r.opts.MaxPods > 0 && r.sum.Reaped-r.atCycle.Reaped >= r.opts.MaxPods
+}
+
+// handle reaps one match, unless REAP_COOLDOWN defers it or BACKOFF_FLOOR leaves it to the
+// kubelet, and remembers a reaped pod: the acted-on UIDs and its owner's round.
 func (r *runner) handle(m match) {
 	o := ownerOf(m.pod)
 	now := r.clock() // before the delete: the owner's replacements are created after it
@@ -173,36 +174,24 @@ func (r *runner) handle(m match) {
 	if r.belowFloor(m, s, now) {
 		return
 	}
-	switch r.reap(m, s) {
-	case outcomeReaped:
-		r.quota.take()
+	if r.reap(m, s) {
 		r.sum.Reaped++
-		if !r.opts.DryRun {
-			r.sum.countRestart(r.opts.StartWhenReady, s)
-		}
-		r.sel.done[m.pod.UID] = r.cycle
+		r.done[m.pod.UID] = r.cycle
 		r.cool.reaped(o.uid, v, now)
-	case outcomeGone:
-		r.sum.Gone++
-		r.sel.done[m.pod.UID] = r.cycle
-	case outcomeSkipped:
-		r.sum.Skipped++ // not remembered: a PodDisruptionBudget may allow it later
-	case outcomeFailed:
-		r.sum.Errors++ // not remembered: tried again on the next cycle or update
-	case outcomeRefused:
-		r.sum.Errors++ // the same, and counted apart: the coordinator exports it
-		r.sum.AdmissionRefused++
 	}
 }
 
 // judge handles one pod a watch reported: reaped if it matches and MAX_PODS leaves room.
 func (r *runner) judge(pod *corev1.Pod) {
-	m, ok := r.sel.evaluate(pod, r.clock())
+	if _, done := r.done[pod.UID]; done {
+		return
+	}
+	m, ok := r.opts.evaluate(pod, r.clock())
 	if !ok {
 		return
 	}
 	r.sum.Matched++
-	if r.quota.full() {
+	if r.quotaFull() {
 		r.maxPodsLine(pod, m.reasons)
 		return
 	}
@@ -248,9 +237,6 @@ func (r *runner) belowFloor(m match, s saving, now time.Time) bool {
 		return false
 	}
 	maps.DeleteFunc(r.floorSkips, func(_ types.UID, until time.Time) bool { return now.Sub(until) > backOffMemory })
-	if r.floorSkips == nil {
-		r.floorSkips = map[types.UID]time.Time{}
-	}
 	if until, seen := r.floorSkips[m.pod.UID]; seen && until.Equal(s.until) {
 		return true
 	}

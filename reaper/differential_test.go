@@ -143,7 +143,7 @@ func depwatchPicks(env map[string]string, pods []*corev1.Pod, now time.Time) ([]
 	if err != nil {
 		return nil, err
 	}
-	s := selector{opts: o}
+	s := o
 	var picked []string
 	for _, p := range pods {
 		if _, ok := s.evaluate(p, now); ok {

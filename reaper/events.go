@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
@@ -24,15 +24,12 @@ const eventFlushWait = 10 * time.Second
 
 // events records the run's Events through client-go's event broadcaster, on a client (and so a
 // rate limit) of their own: a delete never waits behind an Event, and a storm's Events never
-// block the reaping. The sink does not retry: an Event that cannot be written (throttled, the
-// API server busy) is counted and the first failure logged, once per run, not once per pod;
-// retrying every ten seconds, as client-go's sink would, is load an incident does not need.
-// A Forbidden is permanent: the service account may not create Events (pod-reaper's RBAC
-// grants none), so it is said once and no Event is sent again for the rest of the run, which
-// for a scheduled reaper is the life of the process. close waits (bounded) for what is
-// queued, so a one-shot run's Events exist before it exits. events is the broadcaster's sink
-// too: it writes Events with the Events client, counts what it could not write and logs the
-// first failure only (the first refusal by RBAC on its own, as it ends the Events).
+// block the reaping. events is the broadcaster's sink too, and it does not retry: an Event that
+// cannot be written (throttled, the API server busy) is counted and the first failure logged,
+// once per run; retrying every ten seconds, as client-go's sink would, is load an incident does
+// not need. A Forbidden is permanent: the service account may not create Events (pod-reaper's
+// RBAC grants none), so none is sent again for the rest of the run, which for a scheduled
+// reaper is the life of the process.
 type events struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -42,10 +39,8 @@ type events struct {
 	finished    atomic.Int64 // written or failed
 	failed      atomic.Int64
 	// forbidden: the API server refused an Event for want of a right; none is sent again.
-	forbidden     atomic.Bool
-	onceForbidden sync.Once
-	onceFailed    sync.Once
-	done          chan struct{} // signalled (never blocking) when one finished
+	forbidden  atomic.Bool
+	onceFailed sync.Once
 }
 
 // A nil client records none: the run may not write Events (the in-process executor under
@@ -54,7 +49,7 @@ func newEvents(client kubernetes.Interface, log logrus.FieldLogger) *events {
 	if client == nil {
 		return &events{}
 	}
-	e := &events{broadcaster: record.NewBroadcaster(), client: client, log: log, done: make(chan struct{}, 1)}
+	e := &events{broadcaster: record.NewBroadcaster(), client: client, log: log}
 	e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
 	e.broadcaster.StartRecordingToSink(e)
 	return e
@@ -76,16 +71,11 @@ func (e *events) close() {
 	if e.broadcaster == nil {
 		return
 	}
-	deadline := time.NewTimer(eventFlushWait)
-	defer deadline.Stop()
-	for e.finished.Load() < e.sent.Load() {
-		select {
-		case <-e.done:
-		case <-deadline.C:
-			e.log.WithField("events_pending", e.sent.Load()-e.finished.Load()).
-				Warnf("Stopped waiting for %d Events after %s; they may be missing.", e.sent.Load()-e.finished.Load(), eventFlushWait)
-			e.sent.Store(e.finished.Load())
-		}
+	pending := func() int64 { return e.sent.Load() - e.finished.Load() }
+	if wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, eventFlushWait, true,
+		func(context.Context) (bool, error) { return pending() <= 0, nil }) != nil {
+		e.log.WithField("events_pending", pending()).Warnf("Stopped waiting for %d Events after %s; they may be missing.", pending(), eventFlushWait)
+		e.sent.Store(e.finished.Load())
 	}
 	e.broadcaster.Shutdown()
 	n := e.failed.Load()
@@ -101,12 +91,11 @@ func (e *events) close() {
 	line.Warnf("%d of the run's %d Events could not be written (the pods were handled all the same).", n, e.sent.Load())
 }
 
-// errEventsForbidden stands for the refusal that stopped the run's Events.
-var errEventsForbidden = errors.New("not sent: the service account may not create Events")
-
 func (e *events) Create(ev *corev1.Event) (*corev1.Event, error) {
-	if e.forbidden.Load() {
-		return e.finish(ev, nil, errEventsForbidden)
+	if e.forbidden.Load() { // not sent, only counted: the refusal was said when it came
+		e.failed.Add(1)
+		e.finished.Add(1)
+		return ev, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
@@ -136,10 +125,6 @@ func (e *events) finish(ev, out *corev1.Event, err error) (*corev1.Event, error)
 		out = ev
 	}
 	e.finished.Add(1)
-	select {
-	case e.done <- struct{}{}:
-	default:
-	}
 	return out, nil
 }
 
@@ -149,13 +134,10 @@ func (e *events) warnOnce(ev *corev1.Event, err error) {
 	o := ev.InvolvedObject
 	fields := logrus.Fields{"namespace": o.Namespace, "pod": o.Name, "reason": ev.Reason, "error": err.Error()}
 	switch {
-	case errors.Is(err, errEventsForbidden):
-		// Already said when the refusal came.
 	case apierrors.IsForbidden(err):
-		e.onceForbidden.Do(func() {
-			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
-				"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
-		})
+		// Once: the broadcaster hands its sink one Event at a time, and none is sent after this.
+		e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: the service account may not create Events (%v). "+
+			"No Event is sent again by this run; every pod is still handled and logged. Grant events create to get them.", ev.Reason, o.Namespace, o.Name, err)
 	default:
 		e.onceFailed.Do(func() {
 			e.log.WithFields(fields).Warnf("Could not record the %s Event on pod %s/%s: %v (the pod was handled; later Event failures of this run are only counted, in the run's last lines).", ev.Reason, o.Namespace, o.Name, err)

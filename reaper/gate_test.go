@@ -293,7 +293,7 @@ func TestGateEachReturnGetsAFreshRunDuration(t *testing.T) {
 // gate, should a lenient API return it.
 func TestGateIgnoresSlicesOfOtherServices(t *testing.T) {
 	ref := ServiceRef{Namespace: "shoot", Name: "etcd"}
-	tr, err := newServiceTracker(fake.NewClientset(), map[ServiceRef]podstate.ReadyWhen{ref: podstate.ReadyAny}, time.Now, func(ServiceRef) {})
+	tr, err := newServiceTracker(fake.NewClientset(), map[ServiceRef]podstate.ReadyWhen{ref: podstate.ReadyAny}, func(ServiceRef) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -75,7 +76,13 @@ func (r *runner) startLine() (atStart bool) {
 
 // finishLine is the run's last line (a batch target's own last line).
 func (r *runner) finishLine(why string) {
-	r.log.WithFields(r.summaryFields()).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, r.sum)
+	s := r.sum
+	r.log.WithFields(logrus.Fields{
+		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
+		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "admission_refused": s.AdmissionRefused, "deferred": s.Deferred, "dry_run": s.DryRun,
+		"backoff_skipped": s.BackOffSkipped, "backoff_saved_seconds": s.SavedSeconds(),
+		"never_started": s.NotStarted,
+	}).WithField("stop_reason", why).Infof("Reaper run finished (%s): %s", why, s)
 }
 
 func (r *runner) startFields() logrus.Fields {
@@ -90,36 +97,19 @@ func (r *runner) startFields() logrus.Fields {
 			selectors[i] = "(every pod)"
 		}
 	}
-	scope := r.opts.Namespace
-	if scope == "" {
-		scope = "(all namespaces)"
+	scope, waitFor := cmp.Or(r.opts.Namespace, "(all namespaces)"), ""
+	if r.opts.StartWhenReady != nil {
+		waitFor = r.opts.StartWhenReady.String()
 	}
 	// "in_namespace", not "namespace": that field names the pod acted on in every other line.
 	return logrus.Fields{
-		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.fields,
+		"in_namespace": scope, "node": r.opts.NodeName, "label_selectors": selectors, "field_selector": r.opts.fieldSelector(),
 		"annotation": r.opts.annotation.String(), "rules": rules, "schedule": r.opts.ScheduleSpec,
 		"run_duration": r.opts.RunDuration.String(), "watch": r.opts.Watch, "dry_run": r.opts.DryRun,
 		"evict": r.opts.Evict, "max_pods": r.opts.MaxPods, "sorting": r.opts.Sorting.String(),
-		"start_when_ready": startWhenReady(r.opts.StartWhenReady), "reap_cooldown": r.opts.ReapCooldown.String(),
+		"start_when_ready": waitFor, "reap_cooldown": r.opts.ReapCooldown.String(),
 		"ready_when": r.opts.ReadyWhen.String(), "backoff_floor": r.opts.BackOffFloor.String(),
 	}
-}
-
-func (r *runner) summaryFields() logrus.Fields {
-	s := r.sum
-	return logrus.Fields{
-		"cycles": s.Cycles, "failed_cycles": s.FailedCycles, "seen": s.Seen, "matched": s.Matched,
-		"reaped": s.Reaped, "skipped": s.Skipped, "gone": s.Gone, "errors": s.Errors, "admission_refused": s.AdmissionRefused, "deferred": s.Deferred, "dry_run": s.DryRun,
-		"backoff_skipped": s.BackOffSkipped, "backoff_saved_seconds": s.SavedSeconds(),
-		"never_started": s.NotStarted,
-	}
-}
-
-func startWhenReady(ref *ServiceRef) string {
-	if ref == nil {
-		return ""
-	}
-	return ref.String()
 }
 
 // maxPodsLine is pod-reaper's line for a matched pod left alone because MAX_PODS pods were
@@ -127,7 +117,7 @@ func startWhenReady(ref *ServiceRef) string {
 func (r *runner) maxPodsLine(pod *corev1.Pod, reasons []string) {
 	r.log.WithFields(logrus.Fields{
 		"namespace": pod.Namespace, "pod": pod.Name, "reasons": reasons, "action": ActionMaxPods,
-		"reapedPods": r.quota.used, "maxPods": r.opts.MaxPods,
+		"reapedPods": r.sum.Reaped - r.atCycle.Reaped, "maxPods": r.opts.MaxPods,
 		"detail": fmt.Sprintf("MAX_PODS=%d reached: pod %s/%s matches but waits for the next cycle.", r.opts.MaxPods, pod.Namespace, pod.Name),
 	}).Info(MsgMaxPods)
 }

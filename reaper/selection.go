@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // match is a pod every rule agreed on, with every rule's reason.
@@ -44,35 +43,18 @@ func matchesAny(selectors []labels.Selector, pod *corev1.Pod) bool {
 	return slices.ContainsFunc(selectors, func(s labels.Selector) bool { return s.Matches(labels.Set(pod.Labels)) })
 }
 
-// selector evaluates one pod: the options' filters (admits), then their rules. It is what a
-// cycle and the watch share.
-type selector struct {
-	opts Options
-	// done holds the UIDs already acted on; they are never acted on twice.
-	done map[types.UID]int
-}
-
-// evaluate returns the match for a pod, or ok=false.
-func (s *selector) evaluate(pod *corev1.Pod, now time.Time) (match, bool) {
-	if _, seen := s.done[pod.UID]; seen || !s.opts.admits(pod) {
+// evaluate returns the match for a pod, or ok=false: the filters (admits), then the rules. It
+// is what a cycle and the watch share.
+func (o Options) evaluate(pod *corev1.Pod, now time.Time) (match, bool) {
+	if !o.admits(pod) {
 		return match{}, false
 	}
-	ok, reasons := decide(pod, s.opts.Rules, now)
+	ok, reasons := decide(pod, o.Rules, now)
 	if !ok {
 		return match{}, false
 	}
 	return match{pod: pod, reasons: reasons}, true
 }
-
-// quota is MAX_PODS: it counts pods actually reaped (or, in a dry run, that would have been),
-// so a failed delete or a PodDisruptionBudget refusal leaves room for the next candidate.
-type quota struct {
-	max  int // 0 = unlimited
-	used int
-}
-
-func (q *quota) full() bool { return q.max > 0 && q.used >= q.max }
-func (q *quota) take()      { q.used++ }
 
 // SortingStrategy is POD_SORTING_STRATEGY: the order in which matched pods are reaped. It
 // matters when MAX_PODS caps a cycle, or when a run stops part-way through.
@@ -151,13 +133,8 @@ func byName(a, b match) int {
 // deletionCost reads the pod-deletion-cost annotation; missing or unparsable means 0, as for
 // the ReplicaSet controller.
 func deletionCost(pod *corev1.Pod) int64 {
-	v, ok := pod.Annotations[podDeletionCostAnnotation]
-	if !ok {
-		return 0
+	if n, err := strconv.ParseInt(pod.Annotations[podDeletionCostAnnotation], 10, 32); err == nil {
+		return n
 	}
-	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil {
-		return 0
-	}
-	return n
+	return 0
 }

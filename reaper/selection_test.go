@@ -45,18 +45,3 @@ func TestPodFilterAdmits(t *testing.T) {
 		})
 	}
 }
-
-func TestQuotaCountsOnlyWhatIsTaken(t *testing.T) {
-	q := quota{max: 2}
-	q.take()
-	if q.full() {
-		t.Fatal("full after 1 of 2")
-	}
-	q.take()
-	if !q.full() {
-		t.Fatal("not full after 2 of 2")
-	}
-	if (&quota{}).full() {
-		t.Fatal("max 0 must mean unlimited")
-	}
-}

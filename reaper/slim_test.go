@@ -34,7 +34,7 @@ func TestSlimPodKeepsEveryDecision(t *testing.T) {
 	pods = append(pods, owned, realisticPod(0))
 	for _, env := range decisionEnvs {
 		o := mustOptions(t, env)
-		s := selector{opts: o}
+		s := o
 		for _, p := range pods {
 			slim := slimPod(p)
 			_, full := s.evaluate(p, t0)

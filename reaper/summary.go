@@ -54,14 +54,9 @@ func (s *Summary) countRestart(svc *ServiceRef, sv saving) {
 	if sv.known {
 		s.BackOffSaved = append(s.BackOffSaved, sv.saved)
 	}
-	if svc == nil {
-		return
+	if svc != nil {
+		s.addFor(*svc, ServiceSaving{Restarts: 1, Saved: sv.saved}) // zero when not known
 	}
-	one := ServiceSaving{Restarts: 1}
-	if sv.known {
-		one.Saved = sv.saved
-	}
-	s.addFor(*svc, one)
 }
 
 // addFor adds sv to svc's part of the summary.
