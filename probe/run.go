@@ -352,9 +352,7 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 			why = "This namespace left the shard: nothing is scaled."
 		}
 		log.WithField("action", string(OutcomeNotStarted)).Info(why)
-		for range r.opts.Resources {
-			r.sum.add(OutcomeNotStarted)
-		}
+		r.sum.Outcomes[OutcomeNotStarted] += len(r.opts.Resources)
 		return resultForDecision(d.Action, false), d.Reason, nil
 	}
 	return r.scale(ctx, d, log)
@@ -426,7 +424,7 @@ func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) 
 	var failed []string
 	changed := false
 	for _, res := range results {
-		r.sum.add(res.outcome)
+		r.sum.Outcomes[res.outcome]++
 		if res.outcome.failure() {
 			failed = append(failed, fmt.Sprintf("%s (%s)", res.res.Ref, res.outcome))
 		}
@@ -492,7 +490,7 @@ func (f *fleet) start(ns string, s NamespaceSettings) {
 	ctx, cancelCtx := context.WithCancel(f.ctx)
 	stop, cancelStop := context.WithCancel(f.stop)
 	r := &runner{deps: f.deps, opts: f.opts.target(ns, s), log: f.log.WithField("namespace", ns), slots: f.slots, stop: stop,
-		sum: Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}}}
+		sum: Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}, Outcomes: map[Outcome]int{}}}
 	m := &member{r: r, settings: s, cancel: func() { cancelCtx(); cancelStop() }}
 	f.live[ns] = m
 	f.all = append(f.all, m)
