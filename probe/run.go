@@ -141,7 +141,7 @@ type runner struct {
 // control plane must not fail (and retry) a Job that serves many; its failures are in its log
 // lines, its Events and its report entry.
 func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Report, []Summary, error) {
-	if err := errors.Join(opts.validate(), deps.validate()); err != nil {
+	if err := deps.validate(); err != nil {
 		return Report{End: time.Now()}, nil, err
 	}
 	if deps.PollInterval <= 0 {
@@ -420,15 +420,14 @@ func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger
 func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) (Result, string, error) {
 	s := &scaler{deps: r.deps, namespace: r.opts.Namespace, dryRun: r.opts.DryRun, direction: d.Action,
 		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes), poll: r.deps.PollInterval}
-	results := s.scaleAll(ctx, r.opts.Resources)
 	var failed []string
 	changed := false
-	for _, res := range results {
-		r.sum.Outcomes[res.outcome]++
-		if res.outcome.failure() {
-			failed = append(failed, fmt.Sprintf("%s (%s)", res.res.Ref, res.outcome))
+	for i, o := range s.scaleAll(ctx, r.opts.Resources) {
+		r.sum.Outcomes[o]++
+		if o.failure() {
+			failed = append(failed, fmt.Sprintf("%s (%s)", r.opts.Resources[i].Ref, o))
 		}
-		switch res.outcome {
+		switch o {
 		case OutcomeScaledUp, OutcomeWouldScaleUp, OutcomeAnnotationsRemoved, OutcomeFailed, OutcomeAdmissionRefused, OutcomeMissing, OutcomeInterrupted:
 			changed = true
 		}
