@@ -202,21 +202,22 @@ func (r Report) String() string {
 	if r.DryRun {
 		dry = " (dry run)"
 	}
-	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, counts(nonZero(r.Results)))
+	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, joinCounts(nonZero(r.Results), "%[1]s=%[2]d"))
 	if ops := nonZero(r.Ops); len(ops) > 0 {
-		line += "; scale operations " + counts(ops)
+		line += "; scale operations " + joinCounts(ops, "%[1]s=%[2]d")
 	}
 	return line + "."
 }
 
-// counts is m as "key=n, ..." in key order ("none" when empty).
-func counts(m map[string]int) string {
+// joinCounts is m's entries in key order, each as format (of the key and its count), joined
+// by ", "; "none" when m is empty.
+func joinCounts(m map[string]int, format string) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+		parts = append(parts, fmt.Sprintf(format, k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
