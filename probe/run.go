@@ -141,7 +141,7 @@ type runner struct {
 // It returns the Report (one entry per namespace), each namespace's Summary in the order
 // given, and an error. With NAMESPACE the error is non-nil when the last probe could not run
 // (Secret, kubeconfig, credentials) or a resource could not be scaled in it ("no decision" is
-// not an error). With NAMESPACES the error is non-nil only for unusable options: one broken
+// not an error). With NAMESPACES the error is non-nil only for incomplete deps: one broken
 // control plane must not fail (and retry) a Job that serves many; its failures are in its log
 // lines, its Events and its report entry.
 func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Report, []Summary, error) {
@@ -424,7 +424,7 @@ func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger
 // resource's outcome.
 func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) (Result, string, error) {
 	s := &scaler{deps: r.deps, namespace: r.opts.Namespace, dryRun: r.opts.DryRun, direction: d.Action,
-		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes), poll: r.deps.PollInterval}
+		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes)}
 	var failed []string
 	changed := false
 	for i, o := range s.scaleAll(ctx, r.opts.Resources) {

@@ -86,7 +86,6 @@ type scaler struct {
 	direction Action // ActionScaleDown or ActionScaleUp
 	why       string // the decision's reason
 	log       logrus.FieldLogger
-	poll      time.Duration
 }
 
 func (s *scaler) info(r DependentResource) ScaleInfo {
@@ -397,7 +396,7 @@ func hasAnnotations(obj *unstructured.Unstructured) bool {
 func (s *scaler) waitReady(ctx context.Context, t *target, cond func(int64) bool) (int64, error) {
 	var ready int64
 	var lastErr error
-	err := wait.PollUntilContextCancel(ctx, s.poll, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, s.deps.PollInterval, true, func(ctx context.Context) (bool, error) {
 		n, err := s.readyReplicas(ctx, t)
 		if err != nil {
 			lastErr = err
