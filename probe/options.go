@@ -119,8 +119,8 @@ func (o *Options) loadProbing(e *envconf.Reader) {
 			o.NodeMonitorGrace = d
 		}
 	}
-	o.NodeLeaseFailureFraction, _ = fraction(e, envLeaseFailure)
-	o.LeaseExpiryBufferFraction, _ = fraction(e, envLeaseExpiryBuffer)
+	o.NodeLeaseFailureFraction = fraction(e, envLeaseFailure)
+	o.LeaseExpiryBufferFraction = fraction(e, envLeaseExpiryBuffer)
 	if v, ok := e.Get(envDependentResources); ok {
 		res, problems := parseDependentResources([]byte(v), envDependentResources)
 		e.Problems = append(e.Problems, problems...)

@@ -555,7 +555,8 @@ func report(runners []*runner, end time.Time, dryRun bool) Report {
 		} else {
 			e.Ago = max(end.Sub(r.lastAt), 0)
 		}
-		if prev, seen := rep.Namespaces[ns]; !seen || (r.sum.Probes > 0 && (prev.Last == ResultNotProbed || r.lastAt.After(latest[ns]))) {
+		// lastAt is zero for a runner that did not probe: any that did is later.
+		if _, seen := rep.Namespaces[ns]; !seen || r.lastAt.After(latest[ns]) {
 			rep.Namespaces[ns] = e
 			latest[ns] = r.lastAt
 		}
