@@ -307,5 +307,4 @@ func ThrottleBackoff(n int) time.Duration {
 		return 0
 	}
 	return min(baseThrottleBackoff<<min(n-1, 5), maxThrottleBackoff) // 10s<<5 is past the cap
-
 }
