@@ -3,7 +3,6 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -166,16 +165,7 @@ func machineIndex(machines []MachineInfo) map[string]string {
 }
 
 // FormatExclusions is "2 not-managed-by-mcm, 1 no-machine" (sorted by reason), or "none".
-func FormatExclusions(excluded map[string]int) string {
-	if len(excluded) == 0 {
-		return "none"
-	}
-	parts := make([]string, 0, len(excluded))
-	for _, k := range slices.Sorted(maps.Keys(excluded)) {
-		parts = append(parts, fmt.Sprintf("%d %s", excluded[k], k))
-	}
-	return strings.Join(parts, ", ")
-}
+func FormatExclusions(excluded map[string]int) string { return joinCounts(excluded, "%[2]d %[1]s") }
 
 // ParseNodeConditions reads NODE_CONDITIONS: a JSON object of worker pool → condition types.
 func ParseNodeConditions(s string) (map[string][]string, error) {

@@ -185,19 +185,19 @@ func positiveDuration(e *envconf.Reader, name, v string) (time.Duration, bool) {
 	return d, true
 }
 
-// fraction parses a number in (0,1]. NaN and infinities are rejected explicitly: NaN compares
+// fraction reads a number in (0,1] (0 when unset or bad). NaN and infinities are rejected explicitly: NaN compares
 // false against everything and would silently disable the decision.
-func fraction(e *envconf.Reader, name string) (float64, bool) {
+func fraction(e *envconf.Reader, name string) float64 {
 	v, ok := e.Get(name)
 	if !ok {
-		return 0, false
+		return 0
 	}
 	f, ok := envconf.Float(v)
 	if !ok || f <= 0 || f > 1 {
 		e.Fail(name, v, "must be a number greater than 0 and at most 1")
-		return 0, false
+		return 0
 	}
-	return f, true
+	return f
 }
 
 // The client-side rate limit of the run's requests to the cluster it runs in (Secrets, the

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 // FuzzLoadOptions: any environment of `depwatch probe`, however broken, gives options or a
 // *envconf.ConfigError whose every line names a variable - never a panic. Options that are
-// accepted satisfy everything Run relies on (Options.validate), so no probe starts on a
+// accepted satisfy everything Run relies on (runnable), so no probe starts on a
 // half-valid configuration.
 func FuzzLoadOptions(f *testing.F) {
 	valid := "NAMESPACE=shoot--a\nKUBECONFIG_SECRET_NAME=probe-kubeconfig\nKCM_NODE_MONITOR_GRACE_DURATION=40s\nDEPENDENT_RESOURCES=" +
@@ -57,10 +58,37 @@ func FuzzLoadOptions(f *testing.F) {
 			}
 			return
 		}
-		if err := o.validate(); err != nil {
-			t.Fatalf("LoadOptions accepted options Run refuses: %v", err)
+		if err := runnable(o); err != nil {
+			t.Fatalf("LoadOptions accepted options Run cannot use: %v", err)
 		}
 	})
+}
+
+// runnable is what Run relies on of its options.
+func runnable(o Options) error {
+	var problems []string
+	for _, c := range []struct {
+		bad     bool
+		problem string
+	}{
+		{(o.Namespace == "") == (len(o.Namespaces) == 0), "exactly one of a namespace or a list of namespaces is needed"},
+		{o.Concurrency < 0 || o.Jitter < 0 || o.Jitter >= 1, "concurrency must not be negative, jitter in [0,1)"},
+		{o.KubeconfigSecretName == "", "no kubeconfig Secret name"},
+		{o.ProbeTimeout <= 0, "probe timeout must be > 0"},
+		{o.NodeMonitorGrace <= 0, "node monitor grace duration must be > 0"},
+		{!(o.NodeLeaseFailureFraction > 0 && o.NodeLeaseFailureFraction <= 1), "node lease failure fraction must be in (0,1]"},
+		{!(o.LeaseExpiryBufferFraction > 0 && o.LeaseExpiryBufferFraction <= 1), "lease expiry buffer fraction must be in (0,1]"},
+		{len(o.Resources) == 0, "no dependent resources"},
+		{(o.Schedule == nil) != (o.RunDuration <= 0), "a schedule needs a run duration > 0 and vice versa"},
+	} {
+		if c.bad {
+			problems = append(problems, c.problem)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("probe options: %w", &envconf.ConfigError{Problems: problems})
+	}
+	return nil
 }
 
 // namesAVariable: a problem starts with one of the probe's variables (DEPENDENT_RESOURCES

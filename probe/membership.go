@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -72,26 +71,23 @@ func parseMembershipRef(e *envconf.Reader, v string, withNamespaces, withSchedul
 	switch {
 	case !ok:
 		e.Fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap")
-		return "", ""
 	case len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0:
 		e.Fail(envNamespacesConfigMap, v, "must be <namespace>/<name> of a ConfigMap: not a valid namespace or ConfigMap name")
-		return "", ""
 	case !withNamespaces || !withSchedule:
 		e.Fail(envNamespacesConfigMap, v, "only valid with NAMESPACES and SCHEDULE (a run of one namespace, or of one probe, has nothing to follow)")
-		return "", ""
+	default:
+		return ns, name
 	}
-	return ns, name
+	return "", ""
 }
 
 // followMembership calls apply with the membership of ConfigMap namespace/name each time it
 // changes, from its first sighting until ctx ends; apply is never called twice at once. It
 // watches that one ConfigMap (a field selector on its name), so it costs one watch. A
-// ConfigMap that cannot be read is logged and the last good membership stays; one that is deleted leaves the membership as it is (the coordinator deletes it only
-// once no Job of its shard runs).
+// ConfigMap that cannot be read is logged and the last good membership stays; one that is
+// deleted leaves the membership as it is (the coordinator deletes it only once no Job of its
+// shard runs).
 func followMembership(ctx context.Context, client kubernetes.Interface, namespace, name string, apply func(Membership), log logrus.FieldLogger) error {
-	if client == nil {
-		return errors.New("following the shard's membership: no client")
-	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -120,8 +119,8 @@ func (o *Options) loadProbing(e *envconf.Reader) {
 			o.NodeMonitorGrace = d
 		}
 	}
-	o.NodeLeaseFailureFraction, _ = fraction(e, envLeaseFailure)
-	o.LeaseExpiryBufferFraction, _ = fraction(e, envLeaseExpiryBuffer)
+	o.NodeLeaseFailureFraction = fraction(e, envLeaseFailure)
+	o.LeaseExpiryBufferFraction = fraction(e, envLeaseExpiryBuffer)
 	if v, ok := e.Get(envDependentResources); ok {
 		res, problems := parseDependentResources([]byte(v), envDependentResources)
 		e.Problems = append(e.Problems, problems...)
@@ -160,33 +159,6 @@ func (o *Options) loadSchedule(e *envconf.Reader) {
 	if v, ok := e.Get(envNamespacesConfigMap); ok {
 		o.MembershipNamespace, o.MembershipName = parseMembershipRef(e, v, o.Namespaces != nil, hasSchedule)
 	}
-}
-
-// validate guards Run against an Options that did not come from LoadOptions.
-func (o Options) validate() error {
-	var problems []string
-	for _, c := range []struct {
-		bad     bool
-		problem string
-	}{
-		{(o.Namespace == "") == (len(o.Namespaces) == 0), "exactly one of a namespace or a list of namespaces is needed"},
-		{o.Concurrency < 0 || o.Jitter < 0 || o.Jitter >= 1, "concurrency must not be negative, jitter in [0,1)"},
-		{o.KubeconfigSecretName == "", "no kubeconfig Secret name"},
-		{o.ProbeTimeout <= 0, "probe timeout must be > 0"},
-		{o.NodeMonitorGrace <= 0, "node monitor grace duration must be > 0"},
-		{!(o.NodeLeaseFailureFraction > 0 && o.NodeLeaseFailureFraction <= 1), "node lease failure fraction must be in (0,1]"},
-		{!(o.LeaseExpiryBufferFraction > 0 && o.LeaseExpiryBufferFraction <= 1), "lease expiry buffer fraction must be in (0,1]"},
-		{len(o.Resources) == 0, "no dependent resources"},
-		{(o.Schedule == nil) != (o.RunDuration <= 0), "a schedule needs a run duration > 0 and vice versa"},
-	} {
-		if c.bad {
-			problems = append(problems, c.problem)
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("probe options: %w", &envconf.ConfigError{Problems: problems})
-	}
-	return nil
 }
 
 // MinNodeMonitorGrace is the shortest node monitor grace period a run accepts, and the

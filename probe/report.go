@@ -202,36 +202,38 @@ func (r Report) String() string {
 	if r.DryRun {
 		dry = " (dry run)"
 	}
-	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, counts(nonZero(r.Results)))
+	line := fmt.Sprintf("Probe run of %d namespace(s)%s: probes %s", len(r.Namespaces)+r.Omitted, dry, joinCounts(nonZero(r.Results), "%[1]s=%[2]d"))
 	if ops := nonZero(r.Ops); len(ops) > 0 {
-		line += "; scale operations " + counts(ops)
+		line += "; scale operations " + joinCounts(ops, "%[1]s=%[2]d")
 	}
 	return line + "."
 }
 
-// counts is m as "key=n, ..." in key order ("none" when empty).
-func counts(m map[string]int) string {
+// joinCounts is m's entries in key order, each as format (of the key and its count), joined
+// by ", "; "none" when m is empty.
+func joinCounts(m map[string]int, format string) string {
 	if len(m) == 0 {
 		return "none"
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+		parts = append(parts, fmt.Sprintf(format, k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
 
-// Ops counts the summary's scale operations by outcome, as the coordinator's metrics name them.
+// Ops counts the summary's scale operations by outcome, as the coordinator's metrics name them:
+// the outcomes' own names (a dry run's are the would-scale-* ones), already-down and already-up
+// together as "unchanged".
 func (s Summary) Ops() map[string]int {
-	down, up := "scaled-down", "scaled-up"
-	if s.DryRun {
-		down, up = "would-scale-down", "would-scale-up"
+	ops := map[string]int{}
+	for o, n := range s.Outcomes {
+		if o == OutcomeAlreadyDown || o == OutcomeAlreadyUp {
+			o = "unchanged"
+		}
+		ops[string(o)] += n
 	}
-	return nonZero(map[string]int{
-		down: s.ScaledDown, up: s.ScaledUp, "annotations-removed": s.AnnotationsRemoved, "unchanged": s.Unchanged,
-		"ignored": s.Ignored, "optional-missing": s.OptionalMissing, "missing": s.Missing, "failed": s.Failed - s.AdmissionRefused,
-		"admission-refused": s.AdmissionRefused, "not-started": s.NotStarted, "interrupted": s.Interrupted, "blocked": s.Blocked,
-	})
+	return nonZero(ops)
 }
 
 // Result is the outcome of one probe, as the coordinator's metrics name it.
@@ -258,31 +260,8 @@ type Summary struct {
 	Last       Result // the last probe's result
 	LastReason string
 
-	Results map[Result]int // probes by result
-
-	ScaledDown, ScaledUp, AnnotationsRemoved int // in a dry run: would have been
-	Unchanged                                int // already down / already up
-	Ignored, OptionalMissing                 int
-	Missing, Failed                          int // failures: the run exits non-zero
-	// AdmissionRefused: of Failed, the writes an admission policy refused (reported apart).
-	AdmissionRefused        int
-	NotStarted, Interrupted int // the run was stopped (SIGTERM)
-	Blocked                 int // not started: an earlier level failed
-}
-
-// add counts o in each counter it belongs to.
-func (s *Summary) add(o Outcome) {
-	for _, n := range map[Outcome][]*int{
-		OutcomeScaledDown: {&s.ScaledDown}, OutcomeWouldScaleDown: {&s.ScaledDown},
-		OutcomeScaledUp: {&s.ScaledUp}, OutcomeWouldScaleUp: {&s.ScaledUp},
-		OutcomeAnnotationsRemoved: {&s.AnnotationsRemoved},
-		OutcomeAlreadyDown:        {&s.Unchanged}, OutcomeAlreadyUp: {&s.Unchanged},
-		OutcomeIgnored: {&s.Ignored}, OutcomeOptionalMissing: {&s.OptionalMissing}, OutcomeMissing: {&s.Missing},
-		OutcomeFailed: {&s.Failed}, OutcomeAdmissionRefused: {&s.Failed, &s.AdmissionRefused},
-		OutcomeNotStarted: {&s.NotStarted}, OutcomeInterrupted: {&s.Interrupted}, OutcomeBlocked: {&s.Blocked},
-	}[o] {
-		*n++
-	}
+	Results  map[Result]int  // probes by result
+	Outcomes map[Outcome]int // the dependents' outcomes
 }
 
 // String is one line, for the final log line and /dev/termination-log.
@@ -306,8 +285,10 @@ func (s Summary) String() string {
 	if len(results) > 0 {
 		fmt.Fprintf(&b, " results: %s;", strings.Join(results, " "))
 	}
+	ops := s.Ops() // failed counts the admission-refused writes too
 	fmt.Fprintf(&b, " resources: %s=%d %s=%d annotations-removed=%d unchanged=%d ignored=%d optional-missing=%d missing=%d failed=%d not-started=%d interrupted=%d blocked=%d",
-		down, s.ScaledDown, up, s.ScaledUp, s.AnnotationsRemoved, s.Unchanged, s.Ignored, s.OptionalMissing, s.Missing, s.Failed, s.NotStarted, s.Interrupted, s.Blocked)
+		down, ops[down], up, ops[up], ops["annotations-removed"], ops["unchanged"], ops["ignored"], ops["optional-missing"], ops["missing"],
+		ops["failed"]+ops["admission-refused"], ops["not-started"], ops["interrupted"], ops["blocked"])
 	return b.String()
 }
 
@@ -326,5 +307,4 @@ func ThrottleBackoff(n int) time.Duration {
 		return 0
 	}
 	return min(baseThrottleBackoff<<min(n-1, 5), maxThrottleBackoff) // 10s<<5 is past the cap
-
 }

@@ -256,3 +256,17 @@ func TestReportSummaryLine(t *testing.T) {
 		}
 	}
 }
+
+// The summary line counts a refused write among the failures, and already-down and
+// already-up as unchanged.
+func TestSummaryLine(t *testing.T) {
+	s := Summary{Namespace: "ns", Probes: 2, Last: ResultScaleDown, LastReason: "x", Results: map[Result]int{ResultScaleDown: 2},
+		Outcomes: map[Outcome]int{OutcomeScaledDown: 3, OutcomeAlreadyUp: 1, OutcomeAlreadyDown: 1, OutcomeFailed: 1, OutcomeAdmissionRefused: 1}}
+	want := "namespace=ns probes=2 last=scale-down (x) results: scale-down=2; resources: scaled-down=3 scaled-up=0 annotations-removed=0 unchanged=2 ignored=0 optional-missing=0 missing=0 failed=2 not-started=0 interrupted=0 blocked=0"
+	if got := s.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if ops := s.Ops(); ops["failed"] != 1 || ops["admission-refused"] != 1 || ops["unchanged"] != 2 {
+		t.Errorf("ops = %v", ops)
+	}
+}

@@ -122,6 +122,10 @@ type runner struct {
 	stop context.Context
 	// left: the namespace left the shard's membership (its contexts are cancelled for that).
 	left atomic.Bool
+
+	settings NamespaceSettings // its own, as the fleet started it with them
+	cancel   context.CancelFunc
+	err      error // what run returned
 }
 
 // RunAll performs the run for every namespace of opts (NAMESPACE, or NAMESPACES) at once, each
@@ -137,11 +141,11 @@ type runner struct {
 // It returns the Report (one entry per namespace), each namespace's Summary in the order
 // given, and an error. With NAMESPACE the error is non-nil when the last probe could not run
 // (Secret, kubeconfig, credentials) or a resource could not be scaled in it ("no decision" is
-// not an error). With NAMESPACES the error is non-nil only for unusable options: one broken
+// not an error). With NAMESPACES the error is non-nil only for incomplete deps: one broken
 // control plane must not fail (and retry) a Job that serves many; its failures are in its log
 // lines, its Events and its report entry.
 func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger) (Report, []Summary, error) {
-	if err := errors.Join(opts.validate(), deps.validate()); err != nil {
+	if err := deps.validate(); err != nil {
 		return Report{End: time.Now()}, nil, err
 	}
 	if deps.PollInterval <= 0 {
@@ -161,7 +165,7 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	}
 	defer cancel()
 
-	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: make(chan struct{}, conc), multi: multi, live: map[string]*member{}}
+	f := &fleet{ctx: ctx, stop: stop, deps: deps, opts: opts, log: log, slots: make(chan struct{}, conc), multi: multi, live: map[string]*runner{}}
 	for _, ns := range opts.names() {
 		f.start(ns, opts.Settings[ns])
 	}
@@ -179,7 +183,7 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 		}
 		<-stop.Done()
 	}
-	members := f.close()
+	runners := f.close()
 
 	why := "done"
 	switch {
@@ -188,8 +192,8 @@ func RunAll(ctx context.Context, deps Deps, opts Options, log logrus.FieldLogger
 	case opts.Schedule != nil:
 		why = "RUN_DURATION elapsed"
 	}
-	rep := report(members, time.Now(), opts.DryRun)
-	sums, firstErr := finishedLines(members, rep, why)
+	rep := report(runners, time.Now(), opts.DryRun)
+	sums, firstErr := finishedLines(runners, rep, why)
 	if multi {
 		return rep, sums, nil
 	}
@@ -220,22 +224,22 @@ func startFields(opts Options, conc int, multi bool) logrus.Fields {
 
 // finishedLines logs each namespace's last line and returns the namespaces' summaries and the
 // first namespace's error (a one-namespace run's exit status).
-func finishedLines(members []*member, rep Report, why string) ([]Summary, error) {
-	sums := make([]Summary, len(members))
+func finishedLines(runners []*runner, rep Report, why string) ([]Summary, error) {
+	sums := make([]Summary, len(runners))
 	var firstErr error
-	for i, m := range members {
-		sums[i] = m.r.sum
+	for i, r := range runners {
+		sums[i] = r.sum
 		if i == 0 {
-			firstErr = m.err
+			firstErr = r.err
 		}
-		line := m.r.log.WithFields(logrus.Fields{"probes": m.r.sum.Probes, "result": string(rep.Namespaces[m.r.opts.Namespace].Last), "stop_reason": why})
-		if m.r.left.Load() {
+		line := r.log.WithFields(logrus.Fields{"probes": r.sum.Probes, "result": string(rep.Namespaces[r.opts.Namespace].Last), "stop_reason": why})
+		if r.left.Load() {
 			line = line.WithField("stop_reason", "left the shard's membership")
 		}
-		if m.err != nil {
-			line.WithField("error", m.err.Error()).Errorf("Probe run finished (%s) with an error: %s", why, m.r.sum)
+		if r.err != nil {
+			line.WithField("error", r.err.Error()).Errorf("Probe run finished (%s) with an error: %s", why, r.sum)
 		} else {
-			line.Infof("Probe run finished (%s): %s", why, m.r.sum)
+			line.Infof("Probe run finished (%s): %s", why, r.sum)
 		}
 	}
 	return sums, firstErr
@@ -244,14 +248,15 @@ func finishedLines(members []*member, rep Report, why string) ([]Summary, error)
 // run is one namespace's part of a run: its first probe at notBefore (or after spread), then
 // on the schedule until stop. A namespace whose first probe is not due before stop is not
 // probed at all.
-func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time.Duration) error {
+func (r *runner) run(ctx context.Context, spread time.Duration) error {
+	notBefore := r.settings.NotBefore
 	if wait := max(time.Until(notBefore), spread); wait > 0 {
 		if d := time.Until(notBefore); d > 0 {
 			r.log.WithFields(logrus.Fields{"action": "wait", "reason": "initial delay or back-off", "first_probe": notBefore.UTC().Format(time.RFC3339)}).
 				Infof("The first probe of this namespace waits until %s.", notBefore.UTC().Format(time.RFC3339))
 		}
 		select {
-		case <-stop.Done():
+		case <-r.stop.Done():
 			if r.left.Load() {
 				return nil // said when it left
 			}
@@ -265,11 +270,11 @@ func (r *runner) run(ctx, stop context.Context, notBefore time.Time, spread time
 	if r.opts.Schedule == nil || ctx.Err() != nil {
 		return lastErr
 	}
-	for stop.Err() == nil {
+	for r.stop.Err() == nil {
 		// The next tick is taken after the probe: ticks that fell inside it are skipped, not
 		// queued.
 		select {
-		case <-stop.Done():
+		case <-r.stop.Done():
 		case <-time.After(time.Until(r.nextProbe())):
 			lastErr = r.probe(ctx)
 		}
@@ -352,9 +357,7 @@ func (r *runner) probeOnce(ctx, readCtx context.Context, log logrus.FieldLogger)
 			why = "This namespace left the shard: nothing is scaled."
 		}
 		log.WithField("action", string(OutcomeNotStarted)).Info(why)
-		for range r.opts.Resources {
-			r.sum.add(OutcomeNotStarted)
-		}
+		r.sum.Outcomes[OutcomeNotStarted] += len(r.opts.Resources)
 		return resultForDecision(d.Action, false), d.Reason, nil
 	}
 	return r.scale(ctx, d, log)
@@ -421,16 +424,15 @@ func (r *runner) noDecision(ctx, readCtx context.Context, log logrus.FieldLogger
 // resource's outcome.
 func (r *runner) scale(ctx context.Context, d Decision, log logrus.FieldLogger) (Result, string, error) {
 	s := &scaler{deps: r.deps, namespace: r.opts.Namespace, dryRun: r.opts.DryRun, direction: d.Action,
-		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes), poll: r.deps.PollInterval}
-	results := s.scaleAll(ctx, r.opts.Resources)
+		why: d.Reason, log: r.log.WithField("probe", r.sum.Probes)}
 	var failed []string
 	changed := false
-	for _, res := range results {
-		r.sum.add(res.outcome)
-		if res.outcome.failure() {
-			failed = append(failed, fmt.Sprintf("%s (%s)", res.res.Ref, res.outcome))
+	for i, o := range s.scaleAll(ctx, r.opts.Resources) {
+		r.sum.Outcomes[o]++
+		if o.failure() {
+			failed = append(failed, fmt.Sprintf("%s (%s)", r.opts.Resources[i].Ref, o))
 		}
-		switch res.outcome {
+		switch o {
 		case OutcomeScaledUp, OutcomeWouldScaleUp, OutcomeAnnotationsRemoved, OutcomeFailed, OutcomeAdmissionRefused, OutcomeMissing, OutcomeInterrupted:
 			changed = true
 		}
@@ -471,16 +473,8 @@ type fleet struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	closed bool
-	live   map[string]*member // namespace → its runner now
-	all    []*member          // every runner the run had, in start order
-}
-
-// member is one namespace's runner in the fleet.
-type member struct {
-	r        *runner
-	settings NamespaceSettings
-	cancel   context.CancelFunc
-	err      error
+	live   map[string]*runner // namespace → its runner now
+	all    []*runner          // every runner the run had, in start order
 }
 
 // start starts namespace ns's runner with its own settings s; the caller holds f.mu or is the
@@ -492,10 +486,10 @@ func (f *fleet) start(ns string, s NamespaceSettings) {
 	ctx, cancelCtx := context.WithCancel(f.ctx)
 	stop, cancelStop := context.WithCancel(f.stop)
 	r := &runner{deps: f.deps, opts: f.opts.target(ns, s), log: f.log.WithField("namespace", ns), slots: f.slots, stop: stop,
-		sum: Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}}}
-	m := &member{r: r, settings: s, cancel: func() { cancelCtx(); cancelStop() }}
-	f.live[ns] = m
-	f.all = append(f.all, m)
+		sum:      Summary{Namespace: ns, DryRun: f.opts.DryRun, Results: map[Result]int{}, Outcomes: map[Outcome]int{}},
+		settings: s, cancel: func() { cancelCtx(); cancelStop() }}
+	f.live[ns] = r
+	f.all = append(f.all, r)
 	var spread time.Duration
 	if f.multi && f.opts.Schedule != nil && f.opts.Jitter > 0 {
 		now := time.Now()
@@ -503,8 +497,8 @@ func (f *fleet) start(ns string, s NamespaceSettings) {
 		spread = wait.Jitter(interval, f.opts.Jitter) - interval
 	}
 	f.wg.Go(func() {
-		defer m.cancel()
-		m.err = r.run(ctx, stop, s.NotBefore, spread)
+		defer r.cancel()
+		r.err = r.run(ctx, spread)
 	})
 }
 
@@ -519,27 +513,27 @@ func (f *fleet) follow(m Membership) {
 		return
 	}
 	running := make(map[string]NamespaceSettings, len(f.live))
-	for ns, mem := range f.live {
-		running[ns] = mem.settings
+	for ns, r := range f.live {
+		running[ns] = r.settings
 	}
 	start, stop := membershipDiff(running, m)
 	for _, ns := range stop {
-		mem := f.live[ns]
-		mem.r.left.Store(true)
-		mem.cancel()
+		r := f.live[ns]
+		r.left.Store(true)
+		r.cancel()
 		delete(f.live, ns)
-		mem.r.log.WithFields(logrus.Fields{"action": "stop", "reason": "left the shard's membership"}).
+		r.log.WithFields(logrus.Fields{"action": "stop", "reason": "left the shard's membership"}).
 			Info("Not probing this namespace any more: the coordinator took it out of this shard (it is not probed, or another shard probes it). Nothing more is probed or scaled here.")
 	}
 	for _, ns := range start {
 		f.start(ns, m.Settings[ns])
-		f.live[ns].r.log.WithFields(logrus.Fields{"action": "start", "reason": "joined the shard's membership"}).
+		f.live[ns].log.WithFields(logrus.Fields{"action": "start", "reason": "joined the shard's membership"}).
 			Info("Probing this namespace from now on: the coordinator added it to this shard.")
 	}
 }
 
 // close stops the fleet from starting runners and waits for those it has.
-func (f *fleet) close() []*member {
+func (f *fleet) close() []*runner {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
@@ -550,11 +544,10 @@ func (f *fleet) close() []*member {
 // report is the run's Report and Summaries from every runner it had: a namespace that was
 // stopped and started again (settings changed, or it left and came back) is reported by its
 // latest probe.
-func report(members []*member, end time.Time, dryRun bool) Report {
+func report(runners []*runner, end time.Time, dryRun bool) Report {
 	rep := Report{End: end, DryRun: dryRun, Results: map[string]int{}, Ops: map[string]int{}, Namespaces: map[string]NamespaceResult{}}
 	latest := map[string]time.Time{}
-	for _, m := range members {
-		r := m.r
+	for _, r := range runners {
 		ns := r.opts.Namespace
 		e := NamespaceResult{Last: r.sum.Last, Throttled: r.throttled}
 		if r.sum.Probes == 0 {
@@ -562,7 +555,8 @@ func report(members []*member, end time.Time, dryRun bool) Report {
 		} else {
 			e.Ago = max(end.Sub(r.lastAt), 0)
 		}
-		if prev, seen := rep.Namespaces[ns]; !seen || (r.sum.Probes > 0 && (prev.Last == ResultNotProbed || r.lastAt.After(latest[ns]))) {
+		// lastAt is zero for a runner that did not probe: any that did is later.
+		if _, seen := rep.Namespaces[ns]; !seen || r.lastAt.After(latest[ns]) {
 			rep.Namespaces[ns] = e
 			latest[ns] = r.lastAt
 		}

@@ -68,7 +68,7 @@ func TestScaleDownFollowsLevelsAndStoresReplicas(t *testing.T) {
 			t.Errorf("%s lacks %s", name, AnnotationMeltdownProtection)
 		}
 	}
-	if sum.Last != ResultScaleDown || sum.ScaledDown != 3 || sum.Failed != 0 {
+	if sum.Last != ResultScaleDown || sum.Outcomes[OutcomeScaledDown] != 3 || sum.Outcomes[OutcomeFailed] != 0 {
 		t.Errorf("summary: %s", sum)
 	}
 	evs := c.events()
@@ -111,7 +111,7 @@ func TestScaleUpFollowsItsOwnLevelsRestoresReplicasAndRemovesAnnotations(t *test
 			t.Errorf("%s lost an unrelated annotation: %v", name, a)
 		}
 	}
-	if sum.Last != ResultScaleUp || sum.ScaledUp != 3 {
+	if sum.Last != ResultScaleUp || sum.Outcomes[OutcomeScaledUp] != 3 {
 		t.Errorf("summary: %s", sum)
 	}
 	if evs := c.events(); len(evs) != 3 || !strings.HasPrefix(evs[0], ReasonScaledUp+" ") {
@@ -220,7 +220,7 @@ func TestAResumedScaleDownWaitsForTheEarlierProbesLevelToHaveNoReadyReplica(t *t
 	if got := order(c.scaleOps()); !slices.Equal(got, []string{"machine-controller-manager"}) {
 		t.Errorf("scale updates = %v, want machine-controller-manager's alone", got)
 	}
-	if sum.Unchanged != 1 || sum.ScaledDown != 1 {
+	if sum.Ops()["unchanged"] != 1 || sum.Outcomes[OutcomeScaledDown] != 1 {
 		t.Errorf("summary %s, want kube-controller-manager unchanged and machine-controller-manager scaled down", sum)
 	}
 }
@@ -272,7 +272,7 @@ func TestScaleDownLeavesResourcesAtZeroAndKeepsTheirStoredReplicas(t *testing.T)
 	if _, ok := c.object(gvrDeployments, "machine-controller-manager").GetAnnotations()[AnnotationReplicas]; ok {
 		t.Error("a resource at 0 without stored replicas must not get replicas=0 stored")
 	}
-	if sum.Unchanged != 2 || sum.ScaledDown != 0 || len(c.events()) != 0 {
+	if sum.Ops()["unchanged"] != 2 || sum.Outcomes[OutcomeScaledDown] != 0 || len(c.events()) != 0 {
 		t.Errorf("summary %s, events %v", sum, c.events())
 	}
 }
@@ -321,7 +321,7 @@ func TestScaleUpKeepsAnnotationsUntilAReplicaIsReady(t *testing.T) {
 	if a[AnnotationReplicas] != "2" {
 		t.Errorf("annotations = %v: they must stay until a replica is ready", a)
 	}
-	if sum.Failed != 1 {
+	if sum.Outcomes[OutcomeFailed] != 1 {
 		t.Errorf("summary: %s", sum)
 	}
 	evs := c.events()
@@ -342,7 +342,7 @@ func TestScaleUpKeepsAnnotationsUntilAReplicaIsReady(t *testing.T) {
 	if a := c.object(gvrDeployments, "kube-controller-manager").GetAnnotations(); len(a) != 0 {
 		t.Errorf("annotations = %v, want removed", a)
 	}
-	if sum.AnnotationsRemoved != 1 || len(c.scaleOps()) != 1 {
+	if sum.Outcomes[OutcomeAnnotationsRemoved] != 1 || len(c.scaleOps()) != 1 {
 		t.Errorf("summary %s, scale updates %d (want no second scale)", sum, len(c.scaleOps()))
 	}
 }
@@ -354,7 +354,7 @@ func TestScaleUpLeavesRunningResourcesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.writes() != 0 || sum.Last != ResultHealthy || sum.Unchanged != 1 {
+	if c.writes() != 0 || sum.Last != ResultHealthy || sum.Ops()["unchanged"] != 1 {
 		t.Errorf("writes %d, summary %s", c.writes(), sum)
 	}
 }
@@ -384,7 +384,7 @@ func TestIgnoreScalingAnnotationLeavesTheResourceAlone(t *testing.T) {
 			if r := c.replicas(gvrDeployments, "kube-controller-manager"); r != tt.replicas {
 				t.Errorf("ignored resource replicas = %d, want %d", r, tt.replicas)
 			}
-			if sum.Ignored != 1 || !strings.Contains(c.logs.String(), `"action":"ignored"`) {
+			if sum.Outcomes[OutcomeIgnored] != 1 || !strings.Contains(c.logs.String(), `"action":"ignored"`) {
 				t.Errorf("summary %s; the ignored resource must be logged", sum)
 			}
 		})
@@ -407,7 +407,7 @@ func TestMissingResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum.OptionalMissing != 2 || sum.ScaledDown != 1 || c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
+		if sum.Outcomes[OutcomeOptionalMissing] != 2 || sum.Outcomes[OutcomeScaledDown] != 1 || c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
 			t.Errorf("summary: %s", sum)
 		}
 	})
@@ -426,7 +426,7 @@ func TestMissingResources(t *testing.T) {
 		if c.replicas(gvrDeployments, "machine-controller-manager") != 2 {
 			t.Error("a level after a failed level must not run")
 		}
-		if sum.Missing != 2 || sum.ScaledDown != 1 || sum.Blocked != 1 {
+		if sum.Outcomes[OutcomeMissing] != 2 || sum.Outcomes[OutcomeScaledDown] != 1 || sum.Outcomes[OutcomeBlocked] != 1 {
 			t.Errorf("summary: %s", sum)
 		}
 	})
@@ -570,7 +570,7 @@ func TestCustomResourcesAndStatefulSetsScaleThroughTheScaleSubresource(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.replicas(gvrWidgets, "w") != 0 || c.replicas(gvrStatefulSets, "etcd-events") != 0 || sum.ScaledDown != 2 {
+	if c.replicas(gvrWidgets, "w") != 0 || c.replicas(gvrStatefulSets, "etcd-events") != 0 || sum.Outcomes[OutcomeScaledDown] != 2 {
 		t.Errorf("summary: %s", sum)
 	}
 	if got := c.object(gvrWidgets, "w").GetAnnotations()[AnnotationReplicas]; got != "2" {
@@ -611,7 +611,7 @@ func TestStopBetweenLevels(t *testing.T) {
 	if c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
 		t.Error("the resource in hand must be finished")
 	}
-	if c.replicas(gvrDeployments, "machine-controller-manager") != 2 || sum.NotStarted != 1 {
+	if c.replicas(gvrDeployments, "machine-controller-manager") != 2 || sum.Outcomes[OutcomeNotStarted] != 1 {
 		t.Errorf("the next level must not start after SIGTERM: %s", sum)
 	}
 }
@@ -744,7 +744,7 @@ func TestConflictingScaleUpdateIsRetried(t *testing.T) {
 		return false, nil, nil
 	})
 	sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
-	if err != nil || sum.ScaledDown != 1 || c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
+	if err != nil || sum.Outcomes[OutcomeScaledDown] != 1 || c.replicas(gvrDeployments, "kube-controller-manager") != 0 {
 		t.Errorf("err %v, summary %s", err, sum)
 	}
 }
@@ -759,7 +759,7 @@ func TestScaleDownTimesOutWhenReplicasStayReady(t *testing.T) {
 	if !errors.Is(err, ErrScaleFailed) {
 		t.Fatalf("err = %v", err)
 	}
-	if sum.Failed != 1 || sum.Blocked != 1 || c.replicas(gvrDeployments, "machine-controller-manager") != 2 {
+	if sum.Outcomes[OutcomeFailed] != 1 || sum.Outcomes[OutcomeBlocked] != 1 || c.replicas(gvrDeployments, "machine-controller-manager") != 2 {
 		t.Errorf("a level that timed out must keep the next level from running: %s", sum)
 	}
 }
@@ -787,7 +787,7 @@ func TestScaleUpRefusesAReplicasAnnotationThatIsNotANumber(t *testing.T) {
 			c := newCluster(t, deployment("kube-controller-manager", 0, map[string]string{AnnotationReplicas: v, AnnotationMeltdownProtection: ""}))
 			c.healthy()
 			sum, err := c.run(testOptions(dep("Deployment", "kube-controller-manager", 0, 0)))
-			if !errors.Is(err, ErrScaleFailed) || sum.Failed != 1 {
+			if !errors.Is(err, ErrScaleFailed) || sum.Outcomes[OutcomeFailed] != 1 {
 				t.Fatalf("err = %v, summary %s; want the resource failed", err, sum)
 			}
 			if r := c.replicas(gvrDeployments, "kube-controller-manager"); r != 0 {
@@ -823,7 +823,7 @@ func TestIgnoreScalingRemovesALeftoverMeltdownAnnotation(t *testing.T) {
 			opts := testOptions(dep("Deployment", "kube-controller-manager", 0, 0))
 			opts.DryRun = tt.dryRun
 			sum, err := c.run(opts)
-			if err != nil || sum.Ignored != 1 {
+			if err != nil || sum.Outcomes[OutcomeIgnored] != 1 {
 				t.Fatalf("err %v, summary %s", err, sum)
 			}
 			a := c.object(gvrDeployments, "kube-controller-manager").GetAnnotations()
@@ -861,7 +861,7 @@ func TestAFailedLevelKeepsTheLaterLevelsFromRunning(t *testing.T) {
 			if !errors.Is(err, ErrScaleFailed) {
 				t.Fatalf("err = %v", err)
 			}
-			if sum.Failed != 1 || sum.Blocked != 1 {
+			if sum.Outcomes[OutcomeFailed] != 1 || sum.Outcomes[OutcomeBlocked] != 1 {
 				t.Errorf("summary %s: want 1 failed, 1 blocked", sum)
 			}
 			if r := c.replicas(gvrDeployments, "cluster-autoscaler"); r != replicas {
@@ -947,7 +947,7 @@ func TestAScaleRefusedByAnAdmissionPolicyIsRecordedAndReported(t *testing.T) {
 	if !errors.Is(err, ErrScaleFailed) {
 		t.Fatalf("err = %v, want ErrScaleFailed", err)
 	}
-	if sum.AdmissionRefused != 1 || sum.Ops()["admission-refused"] != 1 || sum.Ops()["failed"] != 0 {
+	if sum.Outcomes[OutcomeAdmissionRefused] != 1 || sum.Ops()["admission-refused"] != 1 || sum.Ops()["failed"] != 0 {
 		t.Errorf("summary %+v, ops %v; want one admission-refused write and no other failure", sum, sum.Ops())
 	}
 	list, err := c.seed.CoreV1().Events(testNS).List(context.Background(), metav1.ListOptions{})

@@ -78,11 +78,6 @@ func (o Outcome) failure() bool {
 	return o == OutcomeFailed || o == OutcomeMissing || o == OutcomeAdmissionRefused
 }
 
-type result struct {
-	res     DependentResource
-	outcome Outcome
-}
-
 // scaler performs one direction of scaling for the resources of one probe.
 type scaler struct {
 	deps      Deps
@@ -91,7 +86,6 @@ type scaler struct {
 	direction Action // ActionScaleDown or ActionScaleUp
 	why       string // the decision's reason
 	log       logrus.FieldLogger
-	poll      time.Duration
 }
 
 func (s *scaler) info(r DependentResource) ScaleInfo {
@@ -402,7 +396,7 @@ func hasAnnotations(obj *unstructured.Unstructured) bool {
 func (s *scaler) waitReady(ctx context.Context, t *target, cond func(int64) bool) (int64, error) {
 	var ready int64
 	var lastErr error
-	err := wait.PollUntilContextCancel(ctx, s.poll, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, s.deps.PollInterval, true, func(ctx context.Context) (bool, error) {
 		n, err := s.readyReplicas(ctx, t)
 		if err != nil {
 			lastErr = err
@@ -480,10 +474,7 @@ func (s *scaler) fail(t *target, obj *unstructured.Unstructured, err error) Outc
 	}
 	verb := strings.TrimPrefix(string(s.direction), "scale-")
 	t.at(OutcomeFailed, err.Error()).WithFields(logrus.Fields{"error": err.Error()}).Errorf("Scaling %s %s failed: %v", t.res.Ref, verb, err)
-	reason := ReasonScaleUpError
-	if s.direction == ActionScaleDown {
-		reason = ReasonScaleDownError
-	}
+	reason := map[Action]string{ActionScaleDown: ReasonScaleDownError, ActionScaleUp: ReasonScaleUpError}[s.direction]
 	s.event(obj, corev1.EventTypeWarning, reason, fmt.Sprintf("Scaling %s failed: %v", verb, err))
 	return OutcomeFailed
 }
@@ -528,12 +519,12 @@ func (t *target) at(action Outcome, reason string) *logrus.Entry {
 // kube-controller-manager still marks nodes; cluster-autoscaler must not come up before the
 // controllers that serve it). The next probe tries again from level 0. When ctx is
 // cancelled, no further level starts and the resources waiting for their initial delay are
-// not started. The results are in the order of resources.
-func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []result {
-	results := make([]result, len(resources))
+// not started. The outcomes are in the order of resources.
+func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []Outcome {
+	results := make([]Outcome, len(resources))
 	byLevel := map[int][]int{}
 	for i, r := range resources {
-		results[i] = result{res: r, outcome: OutcomeNotStarted}
+		results[i] = OutcomeNotStarted
 		lv := s.info(r).Level
 		byLevel[lv] = append(byLevel[lv], i)
 	}
@@ -542,7 +533,7 @@ func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []
 		idx := byLevel[lv]
 		if failed {
 			for _, i := range idx {
-				results[i].outcome = OutcomeBlocked
+				results[i] = OutcomeBlocked
 			}
 			s.log.WithFields(logrus.Fields{"namespace": s.namespace, "decision": string(s.direction), "scale_level": lv, "action": string(OutcomeBlocked),
 				"reason": fmt.Sprintf("level %d failed", failedAt)}).
@@ -559,12 +550,12 @@ func (s *scaler) scaleAll(ctx context.Context, resources []DependentResource) []
 		var wg sync.WaitGroup
 		for _, i := range idx {
 			wg.Go(func() {
-				results[i].outcome = s.one(ctx, resources[i])
+				results[i] = s.one(ctx, resources[i])
 			})
 		}
 		wg.Wait()
 		for _, i := range idx {
-			if results[i].outcome.failure() {
+			if results[i].failure() {
 				failedAt, failed = lv, true
 			}
 		}
