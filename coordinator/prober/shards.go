@@ -68,15 +68,18 @@ func mix64(x uint64) uint64 {
 func ShardName(i int, selector string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(selector))
-	return fmt.Sprintf("shard-%d-%06x", i, h.Sum32()&0xffffff)
+	return fmt.Sprintf("%s%d-%06x", shardNamePrefix, i, h.Sum32()&0xffffff)
 }
+
+// shardNamePrefix starts every ShardName; shardOfTarget reads the number after it.
+const shardNamePrefix = "shard-"
 
 func shardKey(i int) string { return shardKeyPrefix + strconv.Itoa(i) }
 
 // parseShardKey reads a queue key made by shardKey; shardOfTarget a shard Job's target
 // (ShardName).
 func parseShardKey(key string) (int, bool)    { return shardIndex(key, shardKeyPrefix) }
-func shardOfTarget(target string) (int, bool) { return shardIndex(target, "shard-") }
+func shardOfTarget(target string) (int, bool) { return shardIndex(target, shardNamePrefix) }
 
 // shardIndex reads the shard's number between prefix and the next "-", if any.
 func shardIndex(s, prefix string) (int, bool) {
